@@ -1,0 +1,110 @@
+"""Command line: ``python -m oilbird {bench,trace,decode,diagnose} ...``.
+
+    python -m oilbird decode "List three colours."                 # one prompt, oilbird vs greedy
+    python -m oilbird bench --data builtin --methods ar,hf-greedy,goose,oilbird --limit 8
+    python -m oilbird trace --data builtin --methods goose,oilbird --out assets/traces/builtin.jsonl
+    python -m oilbird diagnose --data builtin --out runs/diag
+
+Every subcommand works offline on the built-in workload; ``--data api-bank`` reads
+``../shared/data/api-bank`` (or ``$OILBIRD_DATA``), ``--data PATH`` a folder or a JSONL file.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .model import ModelError
+from .requests import DataError
+from .trace import TraceError
+
+
+def _common(p: argparse.ArgumentParser, default_max: int = 128) -> None:
+    p.add_argument("--data", default="builtin", help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
+    p.add_argument("--limit", type=int, default=None, help="serve only the first N requests")
+    p.add_argument("--max-new-tokens", type=int, default=default_max)
+    p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
+
+
+def _decode(args) -> int:
+    from .audit import audit
+    from .model import load_model
+    from .presets import make_decoder
+    from .requests import Request, encode
+    from .verifier import Verifier
+    lm = load_model(args.model)
+    req = Request("prompt", [{"role": "user", "content": args.prompt}])
+    ids = encode(lm.tokenizer, req)
+    dec = make_decoder(args.method, Verifier(lm))
+    tr = dec.run("prompt", ids, args.max_new_tokens)
+    print(lm.tokenizer.decode(tr.output_ids))
+    res = audit(lm, ids, tr.output_ids, args.max_new_tokens)
+    print(f"\n[{args.method}] {len(tr.output_ids)} tokens in {tr.forwards} forwards "
+          f"(tau {tr.tau:.2f}); {res.message()}", file=sys.stderr)
+    return 0 if res.lossless else 1
+
+
+def _trace(args) -> int:
+    from .bench import run_bench
+    from .model import load_model
+    from .requests import load_requests
+    from .verifier import Verifier
+    requests = load_requests(args.data, limit=args.limit)
+    lm = load_model(args.model)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, trace_out=args.out)
+    for m, r in res["methods"].items():
+        print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
+    if args.diagnose:
+        from .diagnose import attach_labels
+        attach_labels(args.out, requests, lm, max_new_tokens=args.max_new_tokens)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m oilbird", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("bench", help="serve requests through several methods; results.json")
+    _common(p)
+    p.add_argument("--methods", default="ar,hf-greedy", help="comma-separated method names")
+    p.add_argument("--out", default="runs/bench")
+    p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
+
+    p = sub.add_parser("trace", help="decode requests and save per-cycle traces (JSONL)")
+    _common(p, default_max=64)
+    p.add_argument("--methods", default="goose,oilbird")
+    p.add_argument("--out", required=True)
+    p.add_argument("--diagnose", action="store_true", help="attach per-position gap labels")
+
+    p = sub.add_parser("decode", help="decode one prompt and audit it against greedy")
+    p.add_argument("prompt")
+    p.add_argument("--method", default="oilbird")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--model", default=None)
+
+    p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
+    _common(p)
+    p.add_argument("--out", default="runs/diagnose")
+
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "bench":
+            from .bench import main as bench_main
+            return bench_main(args)
+        if args.cmd == "trace":
+            return _trace(args)
+        if args.cmd == "decode":
+            return _decode(args)
+        if args.cmd == "diagnose":
+            from .diagnose import main as diagnose_main
+            return diagnose_main(args)
+    except (ModelError, DataError, TraceError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Lossless audit: compare a decoder's output with an independent plain greedy run.
+
+The reference is Hugging Face ``model.generate(do_sample=False)``: none of this project's code
+runs in it, so agreement is evidence, not a tautology.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .model import LoadedModel
+
+
+@dataclass
+class AuditResult:
+    lossless: bool
+    first_diff: int | None     # first differing position, None when equal
+    expected: list[int]
+    got: list[int]
+
+    def message(self) -> str:
+        if self.lossless:
+            return f"lossless: {len(self.got)} tokens equal greedy"
+        i = self.first_diff
+        return (f"NOT lossless at position {i}: expected {self.expected[i:i + 3]} "
+                f"got {self.got[i:i + 3]} (len {len(self.expected)} vs {len(self.got)})")
+
+
+@torch.inference_mode()
+def hf_greedy(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> list[int]:
+    """Plain greedy decoding by ``transformers``' own ``generate``."""
+    x = torch.tensor([ids], device=lm.device)
+    out = lm.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
+                            do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None,
+                            eos_token_id=sorted(lm.eos_token_ids) or None,
+                            pad_token_id=lm.model.generation_config.pad_token_id)
+    return out[0, len(ids):].tolist()
+
+
+def compare(expected: list[int], got: list[int]) -> AuditResult:
+    """Token-for-token comparison; reports the first differing position."""
+    for i, (a, b) in enumerate(zip(expected, got)):
+        if a != b:
+            return AuditResult(False, i, expected, got)
+    if len(expected) != len(got):
+        return AuditResult(False, min(len(expected), len(got)), expected, got)
+    return AuditResult(True, None, expected, got)
+
+
+def audit(lm: LoadedModel, ids: list[int], got: list[int], max_new_tokens: int,
+          reference: list[int] | None = None) -> AuditResult:
+    """Compare ``got`` with greedy decoding of ``ids`` (computed unless ``reference`` is given)."""
+    ref = reference if reference is not None else hf_greedy(lm, ids, max_new_tokens)
+    return compare(ref, got)

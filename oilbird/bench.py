@@ -1,0 +1,217 @@
+"""Serve a data set through several methods in one run and compare them.
+
+    python -m oilbird bench --data builtin --methods ar,hf-greedy,goose,oilbird --limit 8
+
+Requests are served in order and, for fairness on a noisy machine, request-major: every method
+decodes request k before any method sees request k+1, so drift in machine speed hits all
+methods alike, and each method's cross-request state (store, tables) grows exactly as in
+serving. Every output is audited token for token against an independent greedy run
+(``transformers`` ``generate``); ``lossless`` is true only if every request matched.
+
+Metrics (Spec-Bench conventions): tau = generated tokens / target forwards (prefill included;
+AR = 1.00); tokens_per_s = generated tokens / wall time (prefill included); speedup =
+tokens_per_s / that of ``ar`` in the same run. ``decode_tokens_per_s`` leaves the prefill out.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from tqdm import tqdm
+
+from .audit import compare, hf_greedy
+from .decoding import autoregressive, check_prompt
+from .presets import PRESETS, make_decoder
+from .requests import Request, encode, load_requests
+from .trace import BONUS, RequestTrace, save_traces
+from .verifier import Verifier
+
+BASELINES = ("ar", "hf-greedy")
+PEERS = ("hf-pld", "suffix-arctic")
+
+
+def known_methods() -> list[str]:
+    return list(BASELINES) + list(PRESETS) + list(PEERS)
+
+
+@dataclass
+class MethodStats:
+    """Running totals for one method over a run."""
+    tokens: int = 0
+    forwards: int = 0
+    seconds: float = 0.0
+    prefill_seconds: float = 0.0
+    n_requests: int = 0
+    lossless: bool = True
+    first_failure: str | None = None
+    stage_seconds: dict = field(default_factory=lambda: defaultdict(float))
+    accepted_by_source: dict = field(default_factory=lambda: defaultdict(float))
+    sole_by_source: dict = field(default_factory=lambda: defaultdict(int))
+    proposed_by_source: dict = field(default_factory=lambda: defaultdict(int))
+    nodes: int = 0
+
+    def add_trace(self, tr: RequestTrace) -> None:
+        """Fold one request's cycle traces into the per-source and per-stage counters.
+
+        Each committed token is credited once: the bonus to ``bonus``, a drafted token split
+        evenly between the sources that proposed its node (so the credits add up to the
+        committed tokens exactly); ``sole`` counts tokens only one source proposed.
+        """
+        for c in tr.cycles:
+            for k, v in c.timings.items():
+                self.stage_seconds[k] += v
+            self.nodes += len(c.tokens)
+            for srcs in c.sources[1:]:
+                for s in srcs:
+                    self.proposed_by_source[s] += 1
+            for srcs in c.committed_sources:
+                if srcs == [BONUS] or not srcs:
+                    self.accepted_by_source[BONUS] += 1
+                    continue
+                for s in srcs:
+                    self.accepted_by_source[s] += 1.0 / len(srcs)
+                if len(srcs) == 1:
+                    self.sole_by_source[srcs[0]] += 1
+
+    def summary(self) -> dict:
+        tps = self.tokens / self.seconds if self.seconds else 0.0
+        dec = self.seconds - self.prefill_seconds
+        stage_total = sum(v for k, v in self.stage_seconds.items())
+        out = {
+            "tau": self.tokens / max(1, self.forwards),
+            "tokens_per_s": tps,
+            "decode_tokens_per_s": (self.tokens - self.n_requests) / dec if dec > 0 else 0.0,
+            "lossless": self.lossless,
+            "n_requests": self.n_requests,
+            "tokens": self.tokens,
+            "forwards": self.forwards,
+            "seconds": self.seconds,
+        }
+        if self.first_failure:
+            out["first_failure"] = self.first_failure
+        if self.stage_seconds:
+            cyc = self.forwards - self.n_requests
+            out["mean_nodes"] = self.nodes / max(1, cyc)
+            out["stage_share"] = {k: v / stage_total for k, v in self.stage_seconds.items()} if stage_total else {}
+            draft_update = self.stage_seconds.get("draft", 0) + self.stage_seconds.get("update", 0)
+            out["overhead_share"] = draft_update / stage_total if stage_total else 0.0
+            out["accepted_by_source"] = dict(self.accepted_by_source)
+            out["sole_by_source"] = dict(self.sole_by_source)
+            out["sole_share"] = {k: v / max(1, self.tokens) for k, v in self.sole_by_source.items()}
+        return out
+
+
+def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool) -> Callable:
+    """A function (request, ids) -> (tokens, forwards, seconds, prefill_seconds, trace|None)."""
+    lm = verifier.lm
+    if name == "ar":
+        def run(req, ids):
+            r = autoregressive(verifier, ids, max_new)
+            return r.tokens, r.forwards, r.seconds, r.prefill_seconds, None
+        return run
+    if name == "hf-greedy":
+        def run(req, ids):
+            t = time.perf_counter()
+            toks = hf_greedy(lm, ids, max_new)
+            return toks, len(toks), time.perf_counter() - t, 0.0, None
+        return run
+    if name in PEERS:
+        from . import peers
+        return peers.make_runner(name, verifier, max_new)
+    dec = make_decoder(name, verifier, trace=keep_traces)
+
+    def run(req, ids):
+        t = time.perf_counter()
+        tr = dec.run(req.id, ids, max_new)
+        secs = time.perf_counter() - t
+        return tr.output_ids, tr.forwards, secs, tr.cycles[0].timings.get("verify", 0.0), tr
+    return run
+
+
+def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, max_new_tokens: int = 128,
+              trace_out: Path | None = None, progress: bool = True) -> dict:
+    """Decode ``requests`` with every method; return the results dict (see module doc)."""
+    unknown = [m for m in methods if m not in known_methods()]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(known_methods())}")
+    lm = verifier.lm
+    runners = {m: _runner(m, verifier, max_new_tokens, keep_traces=trace_out is not None) for m in methods}
+    stats = {m: MethodStats() for m in methods}
+    traces: list[RequestTrace] = []
+    encoded = []
+    for r in requests:
+        ids = encode(lm.tokenizer, r)
+        check_prompt(lm, ids, max_new_tokens)
+        encoded.append((r, ids))
+    bar = tqdm(encoded, desc="bench", unit="req", disable=not progress)
+    for req, ids in bar:
+        outputs: dict[str, list[int]] = {}
+        req_traces: list[RequestTrace] = []
+        for m in methods:
+            toks, fwd, secs, pre, tr = runners[m](req, ids)
+            outputs[m] = toks
+            st = stats[m]
+            st.tokens += len(toks)
+            st.forwards += fwd
+            st.seconds += secs
+            st.prefill_seconds += pre
+            st.n_requests += 1
+            if tr is not None:
+                st.add_trace(tr)
+                req_traces.append(tr)
+        # the audit: every output against an independent greedy run of the same request
+        ref = outputs.get("hf-greedy") or hf_greedy(lm, ids, max_new_tokens)
+        for m in methods:
+            res = compare(ref, outputs[m])
+            if not res.lossless:
+                stats[m].lossless = False
+                stats[m].first_failure = stats[m].first_failure or f"{req.id}: {res.message()}"
+        for tr in req_traces:
+            tr.lossless = compare(ref, tr.output_ids).lossless
+        if trace_out is not None:
+            traces.extend(req_traces)
+    results = {m: s.summary() for m, s in stats.items()}
+    base = results.get("ar", {}).get("tokens_per_s")
+    base_dec = results.get("ar", {}).get("decode_tokens_per_s")
+    for m, r in results.items():
+        r["speedup"] = r["tokens_per_s"] / base if base else None
+        r["decode_speedup"] = r["decode_tokens_per_s"] / base_dec if base_dec else None
+    if trace_out is not None:
+        save_traces(traces, trace_out)
+    return {"methods": results, "model": lm.name, "n_requests": len(requests),
+            "max_new_tokens": max_new_tokens,
+            "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                        "device": str(lm.device), "dtype": str(lm.dtype)}}
+
+
+def format_table(results: dict) -> str:
+    rows = [f"{'method':24s} {'tau':>6s} {'tok/s':>8s} {'speedup':>8s} {'dec.spd':>8s} {'ovh%':>6s} lossless"]
+    for m, r in results["methods"].items():
+        spd = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
+        dspd = f"{r['decode_speedup']:.2f}x" if r.get("decode_speedup") else "-"
+        ovh = f"{100 * r['overhead_share']:.1f}" if "overhead_share" in r else "-"
+        rows.append(f"{m:24s} {r['tau']:6.2f} {r['tokens_per_s']:8.2f} {spd:>8s} {dspd:>8s} {ovh:>6s} "
+                    f"{'yes' if r['lossless'] else 'NO'}")
+    return "\n".join(rows)
+
+
+def main(args) -> int:
+    from .model import load_model
+    requests = load_requests(args.data, limit=args.limit)
+    lm = load_model(args.model)
+    verifier = Verifier(lm)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    res = run_bench(requests, methods, verifier, args.max_new_tokens,
+                    trace_out=out / "traces.jsonl" if args.traces else None)
+    res["data"] = str(args.data)
+    (out / "results.json").write_text(json.dumps(res, indent=2))
+    print(format_table(res))
+    print(f"wrote {out / 'results.json'}")
+    return 0 if all(r["lossless"] for r in res["methods"].values()) else 1

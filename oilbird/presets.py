@@ -1,0 +1,76 @@
+"""Named methods: which sources feed the tree, at one shared node budget.
+
+``make_decoder(name, verifier, store)`` returns a ready :class:`SpeculativeDecoder`. Sources
+that keep state across requests (the store, the adjacency table, the rejected pool) persist for
+the life of the decoder, so serve one data set through one decoder per method.
+
+| preset                 | spine           | semantic chains      | branches   |
+|------------------------|-----------------|----------------------|------------|
+| pld                    | prompt lookup   | -                    | -          |
+| suffix                 | suffix          | -                    | -          |
+| recycling              | -               | -                    | adjacency  |
+| goose                  | suffix + pld    | -                    | adjacency  |
+| oilbird                | suffix + pld    | semantic + rejected  | adjacency  |
+| oilbird-no-semantic    | suffix + pld    | rejected             | adjacency  |
+| oilbird-no-suffix      | pld             | semantic + rejected  | adjacency  |
+| oilbird-no-recycling   | suffix + pld    | semantic + rejected  | -          |
+| oilbird-no-rejected    | suffix + pld    | semantic             | adjacency  |
+| pld+sem                | prompt lookup   | semantic             | -          |
+| recycling+sem          | -               | semantic             | adjacency  |
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .decoding import SpeculativeDecoder
+from .drafter import Drafter, TreeConfig
+from .sources.prompt_lookup import PromptLookupSource
+from .sources.recycling import RecyclingSource
+from .sources.rejected import RejectedPoolSource
+from .sources.semantic import SemanticSource
+from .sources.suffix import SuffixSource
+from .store import Store
+from .verifier import Verifier
+
+PRESETS: dict[str, tuple[str, ...]] = {
+    "pld": ("pld",),
+    "suffix": ("suffix",),
+    "recycling": ("recycling",),
+    "goose": ("suffix", "pld", "recycling"),
+    "oilbird": ("suffix", "pld", "recycling", "semantic", "rejected"),
+    "oilbird-no-semantic": ("suffix", "pld", "recycling", "rejected"),
+    "oilbird-no-suffix": ("pld", "recycling", "semantic", "rejected"),
+    "oilbird-no-recycling": ("suffix", "pld", "semantic", "rejected"),
+    "oilbird-no-rejected": ("suffix", "pld", "recycling", "semantic"),
+    "pld+sem": ("pld", "semantic"),
+    "recycling+sem": ("recycling", "semantic"),
+}
+
+
+def make_decoder(name: str, verifier: Verifier, store: Store | None = None,
+                 tree: TreeConfig | None = None, trace: bool = True, tenant: str = "default"
+                 ) -> SpeculativeDecoder:
+    """Build the decoder for preset ``name``; a fresh tenant store is made if none is given."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown method '{name}'; choose from {', '.join(PRESETS)}")
+    parts = PRESETS[name]
+    lm = verifier.lm
+    dim = int(lm.model.config.hidden_size)
+    if store is None:
+        store = Store(dim=dim, tenant=tenant)
+    sources = []
+    for p in parts:
+        if p == "pld":
+            sources.append(PromptLookupSource())
+        elif p == "suffix":
+            sources.append(SuffixSource(store))
+        elif p == "recycling":
+            sources.append(RecyclingSource(int(lm.model.config.vocab_size)))
+        elif p == "semantic":
+            sources.append(SemanticSource(store))
+        elif p == "rejected":
+            sources.append(RejectedPoolSource(dim))
+    cfg = tree or TreeConfig()
+    if not any(p in ("semantic", "rejected") for p in parts):
+        cfg = replace(cfg, semantic_budget=0)
+    return SpeculativeDecoder(verifier, Drafter(sources, cfg), store=store, method=name, trace=trace)

@@ -1,0 +1,174 @@
+"""Turn a data set into an ordered list of chat requests.
+
+Knows nothing about models beyond ``tokenizer.apply_chat_template``. Sources:
+
+* ``"builtin"``: the tool-calling workload this project generates itself (see
+  :mod:`oilbird.workload`); always available, no files needed.
+* ``"api-bank"``: ``test-data/level-1-api.json`` then ``level-2-api.json`` from the API-Bank
+  folder (default ``../shared/data/api-bank`` or ``$OILBIRD_DATA/api-bank``): 534 requests.
+* ``"humaneval"``, ``"gsm8k"``, ``"mt-bench"``: the non-repetitive sets in the same data root.
+* any path to a ``.jsonl`` file with ``{"messages": [...]}`` or ``{"prompt": "..."}`` per line
+  (optional ``"id"``), or to an API-Bank folder.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class DataError(ValueError):
+    """A data set could not be read. The message names the path and the problem."""
+
+
+@dataclass
+class Request:
+    """One chat request. ``reference`` is the data set's gold answer when it has one."""
+    id: str
+    messages: list[dict]
+    dataset: str = ""
+    reference: str | None = None
+    meta: dict = field(default_factory=dict)
+
+
+NAMED_SETS = ("builtin", "api-bank", "humaneval", "gsm8k", "mt-bench")
+
+
+def data_root() -> Path:
+    """Where the shared data sets live: ``$OILBIRD_DATA`` or ``../shared/data``."""
+    env = os.environ.get("OILBIRD_DATA")
+    return Path(env) if env else Path.cwd().parent / "shared" / "data"
+
+
+def default_path(name: str) -> Path:
+    return data_root() / name
+
+
+def api_bank_available(path: str | Path | None = None) -> bool:
+    p = Path(path) if path else default_path("api-bank")
+    return (p / "test-data" / "level-1-api.json").is_file()
+
+
+def _read_json(path: Path):
+    if not path.is_file():
+        raise DataError(f"'{path}': file not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"'{path}': not valid JSON ({exc})") from None
+
+
+def load_api_bank(path: str | Path | None = None) -> list[Request]:
+    """API-Bank level-1 then level-2 API-call records, in file order (534 requests).
+
+    Each record's ``instruction`` becomes the system message and its ``input`` (the rendered
+    dialogue ending in ``Generate API Request:``) the user message.
+    """
+    root = Path(path) if path else default_path("api-bank")
+    if not root.is_dir():
+        raise DataError(f"'{root}': API-Bank folder not found (give --data PATH to the folder "
+                        "that holds test-data/, or use --data builtin)")
+    out: list[Request] = []
+    for level in ("level-1-api", "level-2-api"):
+        f = root / "test-data" / f"{level}.json"
+        records = _read_json(f)
+        if not isinstance(records, list):
+            raise DataError(f"'{f}': expected a JSON list of records")
+        for i, rec in enumerate(records):
+            if not isinstance(rec, dict) or not {"instruction", "input"} <= rec.keys():
+                raise DataError(f"'{f}': record {i} lacks 'instruction'/'input'")
+            out.append(Request(
+                id=f"{level}/{i}",
+                messages=[{"role": "system", "content": rec["instruction"]},
+                          {"role": "user", "content": rec["input"]}],
+                dataset="api-bank", reference=rec.get("expected_output"),
+                meta={"file": rec.get("file"), "sample": rec.get("id")}))
+    return out
+
+
+def load_jsonl(path: str | Path, dataset: str | None = None) -> list[Request]:
+    """Generic requests: one JSON object per line with ``messages`` or ``prompt``."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"'{p}': file not found")
+    opener = gzip.open if p.suffix == ".gz" else open
+    out: list[Request] = []
+    try:
+        with opener(p, "rt", encoding="utf-8") as f:
+            for no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"'{p}' line {no}: not valid JSON ({exc.msg})") from None
+                out.append(_request_from_obj(d, f"{p}' line {no}", dataset or p.stem, len(out)))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"'{p}': cannot read ({exc})") from None
+    if not out:
+        raise DataError(f"'{p}': no requests in file")
+    return out
+
+
+def _request_from_obj(d, where: str, dataset: str, index: int) -> Request:
+    if not isinstance(d, dict):
+        raise DataError(f"'{where}: expected a JSON object")
+    rid = str(d.get("id", d.get("task_id", d.get("question_id", index))))
+    if "messages" in d:
+        msgs = d["messages"]
+        if not (isinstance(msgs, list) and msgs and all(
+                isinstance(m, dict) and isinstance(m.get("content"), str) and m.get("role") for m in msgs)):
+            raise DataError(f"'{where}: 'messages' must be a non-empty list of {{role, content}}")
+    elif isinstance(d.get("prompt"), str):
+        msgs = [{"role": "user", "content": d["prompt"]}]
+    elif isinstance(d.get("question"), str):           # GSM8K
+        msgs = [{"role": "user", "content": d["question"]}]
+    elif isinstance(d.get("turns"), list) and d["turns"]:   # MT-Bench: first turn
+        msgs = [{"role": "user", "content": str(d["turns"][0])}]
+    else:
+        raise DataError(f"'{where}: needs 'messages' or 'prompt'")
+    ref = d.get("reference", d.get("answer", d.get("canonical_solution")))
+    return Request(id=rid, messages=msgs, dataset=dataset, reference=ref if isinstance(ref, str) else None)
+
+
+def load_requests(data: str | Path, limit: int | None = None, seed: int = 0) -> list[Request]:
+    """Resolve ``data`` (a named set or a path) to an ordered list of requests."""
+    name = str(data)
+    if name == "builtin":
+        from .workload import builtin_requests
+        reqs = builtin_requests(seed=seed)
+    elif name == "api-bank":
+        reqs = load_api_bank()
+    elif name == "humaneval":
+        reqs = load_jsonl(default_path("humaneval") / "HumanEval.jsonl.gz", "humaneval")
+    elif name == "gsm8k":
+        reqs = load_jsonl(default_path("gsm8k") / "test.jsonl", "gsm8k")
+    elif name == "mt-bench":
+        reqs = load_jsonl(default_path("mt-bench") / "question.jsonl", "mt-bench")
+    else:
+        p = Path(name).expanduser()
+        if p.is_dir():
+            reqs = load_api_bank(p)
+        elif p.exists():
+            reqs = load_jsonl(p)
+        else:
+            raise DataError(f"'{name}': not a known data set ({', '.join(NAMED_SETS)}) "
+                            "and no such file or folder")
+    if limit is not None:
+        if limit < 1:
+            raise DataError("--limit must be >= 1")
+        reqs = reqs[:limit]
+    return reqs
+
+
+def encode(tokenizer, request: Request) -> list[int]:
+    """Token ids of the request under the model's chat template (generation prompt added)."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return [int(i) for i in ids]
+    text = "\n".join(m["content"] for m in request.messages) + "\n"
+    return tokenizer(text)["input_ids"]

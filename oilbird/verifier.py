@@ -1,0 +1,103 @@
+"""One verification forward over a draft tree, and the KV-cache bookkeeping around it.
+
+Knows nothing about where drafts come from. Given the tokens already in the cache and a
+:class:`~oilbird.tree.DraftTree` whose root is the newest committed token, it runs the model
+once and returns, per node: the argmax (what greedy decoding would emit next), the top-k ids and
+probabilities (food for the token-adjacency source) and the hidden state at the key layer (food
+for the semantic store). ``commit`` then keeps exactly the accepted nodes in the cache.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from .model import LoadedModel
+from .tree import DraftTree, tree_attention
+
+
+@dataclass
+class NodeOutputs:
+    """What one forward says about each of its n input positions.
+
+    argmax: long [n]; topk_ids: long [n, k]; topk_probs: float [n, k];
+    states: float32 [n, d], hidden state at the key layer (not normalised).
+    """
+    argmax: torch.Tensor
+    topk_ids: torch.Tensor
+    topk_probs: torch.Tensor
+    states: torch.Tensor
+
+
+class Verifier:
+    """Wraps a loaded model with prefill / step / verify-tree / commit."""
+
+    def __init__(self, lm: LoadedModel, topk: int = 10):
+        if topk < 1:
+            raise ValueError("topk must be >= 1")
+        self.lm = lm
+        self.model = lm.model
+        self.topk = topk
+        self.device = lm.device
+
+    def _outputs(self, out, keep_states: bool = True) -> NodeOutputs:
+        logits = out.logits[0].float()                       # [n, V]
+        probs = torch.softmax(logits, dim=-1)
+        top_p, top_i = probs.topk(self.topk, dim=-1)
+        states = out.hidden_states[self.lm.state_layer][0].float() if keep_states else None
+        return NodeOutputs(argmax=logits.argmax(-1).cpu(), topk_ids=top_i.cpu(),
+                           topk_probs=top_p.cpu(), states=None if states is None else states.cpu())
+
+    @torch.inference_mode()
+    def prefill(self, ids: list[int]) -> tuple[DynamicCache, NodeOutputs]:
+        """Run the prompt; return the cache and the outputs at the last prompt position."""
+        if not ids:
+            raise ValueError("empty prompt")
+        cache = DynamicCache(config=self.model.config)
+        x = torch.tensor([ids], device=self.device)
+        out = self.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1,
+                         output_hidden_states=True)
+        res = self._outputs(out, keep_states=False)
+        res.states = out.hidden_states[self.lm.state_layer][0, -1:].float().cpu()
+        return cache, res
+
+    @torch.inference_mode()
+    def step(self, cache: DynamicCache, token: int) -> int:
+        """Plain autoregressive step: feed one token, return the argmax (the AR baseline)."""
+        x = torch.tensor([[token]], device=self.device)
+        out = self.model(input_ids=x, cache=cache, use_cache=True)
+        return int(out.logits[0, -1].argmax())
+
+    @torch.inference_mode()
+    def verify(self, cache: DynamicCache, prefix_len: int, tree: DraftTree) -> NodeOutputs:
+        """One forward over the whole tree on top of ``prefix_len`` cached tokens.
+
+        Afterwards the cache holds prefix + all n tree nodes; call :meth:`commit` next.
+        """
+        if cache.get_seq_length() != prefix_len:
+            raise RuntimeError(f"cache holds {cache.get_seq_length()} tokens, expected {prefix_len}")
+        mask, pos = tree_attention(tree.parents, prefix_len, self.device)
+        x = torch.tensor([tree.tokens], device=self.device)
+        out = self.model(input_ids=x, attention_mask=mask, position_ids=pos, cache=cache,
+                         use_cache=True, output_hidden_states=True)
+        return self._outputs(out)
+
+    @staticmethod
+    @torch.inference_mode()
+    def commit(cache: DynamicCache, prefix_len: int, accepted: list[int]) -> None:
+        """Keep the prefix and the accepted tree nodes (in path order); drop the rest.
+
+        ``accepted`` are tree node indices, root first, strictly increasing (a root path in a
+        topologically ordered tree). When they are 0..k-1 this is a plain crop.
+        """
+        keep = len(accepted)
+        contiguous = accepted == list(range(keep))
+        idx = None if contiguous else torch.tensor(accepted, device=cache.layers[0].keys.device) + prefix_len
+        for layer in cache.layers:
+            if idx is not None:
+                # copy accepted slots down into place (in-place, no full-cache copy)
+                layer.keys[..., prefix_len:prefix_len + keep, :] = layer.keys.index_select(-2, idx)
+                layer.values[..., prefix_len:prefix_len + keep, :] = layer.values.index_select(-2, idx)
+            layer.keys = layer.keys[..., :prefix_len + keep, :]
+            layer.values = layer.values[..., :prefix_len + keep, :]

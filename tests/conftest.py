@@ -1,0 +1,72 @@
+"""Shared fixtures.
+
+* ``tiny_lm``: a 2-layer Llama with random weights built in-process (no files, no download) and
+  a byte tokenizer: fast, for unit tests of the runtime and the sources.
+* ``real_lm``: the real default model, SmolLM2-135M-Instruct (session-scoped; the first load
+  dequantizes the GGUF and caches it). Tests that use it are marked ``model``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from oilbird.model import LoadedModel  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+
+
+class ByteTokenizer:
+    """Bytes 0..255 are tokens 3..258; 0 pad, 1 bos, 2 eos. Enough for traces and tests."""
+    eos_token_id = 2
+    pad_token_id = 0
+    chat_template = None
+
+    def __call__(self, text):
+        return {"input_ids": [1] + [b + 3 for b in text.encode()]}
+
+    def decode(self, ids, **_):
+        return bytes(i - 3 for i in ids if i >= 3).decode("utf-8", errors="replace")
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=True):
+        return self("".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>")["input_ids"]
+
+
+def make_tiny_lm(seed: int = 0, vocab: int = 259) -> LoadedModel:
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                      bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    model = LlamaForCausalLM(cfg).eval()
+    # sharpen the logits so greedy paths are not near ties
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)
+    return LoadedModel(model=model, tokenizer=ByteTokenizer(), name="tiny-llama",
+                       device=torch.device("cpu"), dtype=torch.float32, num_layers=2, state_layer=2)
+
+
+@pytest.fixture(scope="session")
+def tiny_lm() -> LoadedModel:
+    return make_tiny_lm()
+
+
+@pytest.fixture(scope="session")
+def real_lm() -> LoadedModel:
+    from oilbird.model import load_model
+    return load_model()
+
+
+@pytest.fixture(scope="session")
+def api_bank_path() -> Path:
+    p = Path(os.environ.get("OILBIRD_DATA", SHARED)) / "api-bank"
+    if not (p / "test-data" / "level-1-api.json").is_file():
+        pytest.skip("API-Bank data not found in ../shared/data (never committed here)")
+    return p
