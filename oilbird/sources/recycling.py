@@ -94,10 +94,13 @@ class RecyclingSource(DraftSource):
 
     def update(self, verdict: Verdict) -> None:
         tree = verdict.tree
-        ids, probs = verdict.topk_ids[:, : self.cfg.topk], verdict.topk_probs[:, : self.cfg.topk]
+        k = min(self.cfg.topk, verdict.topk_ids.shape[1])
+        ids, probs = verdict.topk_ids[:, :k], verdict.topk_probs[:, :k]
         toks = np.asarray(tree.tokens)
-        self.table[toks] = ids
-        self.probs[toks] = probs
+        # a token seen at several nodes keeps the last node's row (numpy: last write wins)
+        self.table[toks, :k] = ids
+        self.table[toks, k:] = -1
+        self.probs[toks, :k] = probs
         for i, p in enumerate(tree.parents):
             if p < 0:
                 continue   # the root's predecessor is not in the tree; the unigram row covers it
