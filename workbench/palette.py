@@ -1,0 +1,172 @@
+"""The one palette of the workbench: draft source -> colour + marker, node status -> line style.
+
+Every figure in :mod:`workbench.figures` (and so the app and the notebooks) takes its colours
+from here, so a source looks the same in every view.
+
+Colour-blind safety: the hues are the Okabe-Ito set, and no hue carries meaning alone: each
+source also has its own marker shape, each status its own line width and dash, and each gap
+label its own fill pattern.
+
+Nodes proposed by several sources (a chain that re-walks nodes another source paid for) are
+coloured by their *most specific* source, in the order of :data:`PRECEDENCE`::
+
+    semantic > rejected > suffix > pld > recycling
+
+i.e. the hidden-state key first (the source this workbench exists to show), then the
+rejected-branch pool, then the lexical sources from the most to the least specific match,
+and token adjacency (recycling) last. Such nodes also get a grey ring ("several sources" in
+the legend) and the hover lists every source with its score, so the overlap is never hidden.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour
+# vision deficiencies.
+OKABE_ITO = {
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "bluish_green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish_purple": "#CC79A7",
+    "black": "#000000",
+    "grey": "#999999",
+}
+
+ROOT = "root"
+BONUS = "bonus"
+DRAFT_SOURCES = ("pld", "suffix", "recycling", "semantic", "rejected")
+ALL_SOURCES = DRAFT_SOURCES + (BONUS, ROOT)
+
+# most specific first; see the module docstring
+PRECEDENCE = ("semantic", "rejected", "suffix", "pld", "recycling")
+
+SOURCE_COLOURS = {
+    "semantic": OKABE_ITO["vermillion"],
+    "rejected": OKABE_ITO["reddish_purple"],
+    "suffix": OKABE_ITO["sky_blue"],
+    "pld": OKABE_ITO["blue"],
+    "recycling": OKABE_ITO["bluish_green"],
+    BONUS: OKABE_ITO["orange"],
+    ROOT: OKABE_ITO["black"],
+}
+UNKNOWN_COLOUR = OKABE_ITO["grey"]
+
+SOURCE_SYMBOLS = {
+    "semantic": "star",
+    "rejected": "pentagon",
+    "suffix": "diamond",
+    "pld": "square",
+    "recycling": "triangle-up",
+    BONUS: "hexagram",
+    ROOT: "circle",
+}
+
+SOURCE_LABELS = {
+    "semantic": "semantic key",
+    "rejected": "rejected-branch pool",
+    "suffix": "suffix index",
+    "pld": "prompt lookup",
+    "recycling": "token recycling",
+    BONUS: "bonus (verifier)",
+    ROOT: "root (last committed)",
+}
+
+# Gap labels, one per output token (see oilbird.diagnose): colour + bar fill pattern.
+GAP_LABELS = ("lexical_hit", "gap_recovered", "gap_missed", "absent")
+GAP_COLOURS = {
+    "lexical_hit": OKABE_ITO["sky_blue"],
+    "gap_recovered": OKABE_ITO["vermillion"],
+    "gap_missed": OKABE_ITO["orange"],
+    "absent": "#DDDDDD",
+}
+GAP_PATTERNS = {"lexical_hit": "", "gap_recovered": "/", "gap_missed": "x", "absent": "."}
+GAP_DESCRIPTIONS = {
+    "lexical_hit": "lexical hit",
+    "gap_recovered": "gap recovered (semantic)",
+    "gap_missed": "gap missed",
+    "absent": "absent from pool",
+}
+
+# Timing stages of a cycle, in the order they run.
+STAGES = ("draft", "verify", "commit", "update")
+STAGE_COLOURS = {
+    "draft": OKABE_ITO["sky_blue"],
+    "verify": OKABE_ITO["blue"],
+    "commit": OKABE_ITO["bluish_green"],
+    "update": OKABE_ITO["orange"],
+}
+STAGE_PATTERNS = {"draft": "", "verify": "/", "commit": ".", "update": "x"}
+
+
+@dataclass(frozen=True)
+class LineStyle:
+    """How an edge into a node (and the node itself) is drawn for one status."""
+    width: float
+    dash: str            # plotly dash name
+    colour: str
+    opacity: float       # node and edge opacity
+    marker_line: float   # outline width of the node marker
+    label: str
+
+
+STATUS_STYLES = {
+    "accepted": LineStyle(4.0, "solid", "#222222", 1.0, 2.0, "accepted path"),
+    "rejected": LineStyle(1.2, "dash", "#999999", 0.4, 0.5, "rejected"),
+    "bonus": LineStyle(2.5, "dot", OKABE_ITO["orange"], 1.0, 2.0, "bonus token"),
+}
+MULTI_SOURCE_RING = "#555555"
+
+
+def primary_source(sources) -> str:
+    """The source a node (or committed token) is coloured by: the most specific one.
+
+    >>> primary_source(["pld", "semantic"])
+    'semantic'
+    >>> primary_source([])
+    'root'
+    """
+    srcs = list(sources or ())
+    if not srcs:
+        return ROOT
+    for s in PRECEDENCE:
+        if s in srcs:
+            return s
+    if BONUS in srcs:
+        return BONUS
+    return sorted(srcs)[0]
+
+
+def source_colour(source: str) -> str:
+    return SOURCE_COLOURS.get(source, UNKNOWN_COLOUR)
+
+
+def source_symbol(source: str) -> str:
+    return SOURCE_SYMBOLS.get(source, "circle-open")
+
+
+def source_label(source: str) -> str:
+    return SOURCE_LABELS.get(source, source)
+
+
+@dataclass(frozen=True)
+class Style:
+    """Figure styling knobs shared by every figure function. ``Style()`` is the default."""
+    height: int = 420
+    width: int | None = None          # None: fill the container
+    font_size: int = 12
+    font_family: str = "DejaVu Sans Mono, Menlo, Consolas, monospace"
+    node_size: int = 16
+    max_label_chars: int = 10         # token labels on tree nodes are cut to this many chars
+    show_node_labels: bool = True
+    template: str = "plotly_white"   # applied by the ``*_figure`` wrappers (not to raw specs)
+    line_chars: int = 80              # committed-text figure: characters per line
+    colours: dict = field(default_factory=lambda: dict(SOURCE_COLOURS))
+
+    def colour(self, source: str) -> str:
+        return self.colours.get(source, UNKNOWN_COLOUR)
+
+
+DEFAULT_STYLE = Style()
