@@ -1,0 +1,199 @@
+"""The identifiability-gap diagnosis: exact labels on a constructed example, shape on real data."""
+import json
+import random
+
+import numpy as np
+import pytest
+
+from oilbird.diagnose import (LABELS, ContinuationTable, Pool, attach_labels, diagnose_sequences,
+                              summarise)
+from oilbird.store import SEP, SuffixIndex
+
+# Two requests of the same "frame A value close" call. Tokens: 1 bos, 5/6 prompt words,
+# 10 11 12 = the call frame "[TravelStatus(member_name='", 21 = 'John', 22 = 'Mary' (new),
+# 30 31 = the closing "')]", 2 = eos.
+P1, O1 = [1, 5], [10, 11, 12, 21, 30, 31, 2]
+P2, O2 = [1, 6], [10, 11, 12, 22, 30, 31, 2]
+DIM = 9
+
+
+def _e(i):
+    v = np.zeros(DIM, dtype=np.float32)
+    v[i] = 1.0
+    return v
+
+
+def _states():
+    # one row per input position of prompt + output; row i is the state AT token i (it
+    # predicts token i + 1). Request 1: orthogonal states, row i = e_i.
+    s1 = np.stack([_e(i) for i in range(len(P1) + len(O1))])
+    # Request 2, same layout. Its query for output[t] is row len(P2) - 1 + t = 1 + t.
+    s2 = np.stack([_e(0), _e(8),            # bos, '6': the t=0 query (no record precedes 10)
+                   _e(2),                   # at 10 (t=1 query): same situation as r1's 10
+                   _e(3), _e(4),            # at 11, 12 (t=2, t=3 queries)
+                   _e(5),                   # at 'Mary' (t=4 query): same place as r1's 'John'
+                   (_e(2) + _e(3)) / np.sqrt(2),  # at 30 (t=5 query): looks like the frame, not 30
+                   _e(7), _e(0)])           # at 31 (t=6 query), at eos
+    return s1, s2
+
+
+def _static_table(vocab=50):
+    return np.eye(vocab, dtype=np.float32)   # one-hot: a token is only like itself
+
+
+def _run(k=2, mode="generated"):
+    s1, s2 = _states()
+    return diagnose_sequences([("r1", P1, O1, s1), ("r2", P2, O2, s2)], DIM,
+                              static_table=_static_table(), mode=mode, k=k)
+
+
+def test_constructed_gap_labels_exact():
+    d1, d2 = _run()
+    assert d1.labels == ["absent"] * len(O1)            # empty pool: nothing is present
+    assert not any(d1.oracle_hit) and not any(d1.semantic_hit)
+    assert d2.present_2 == [True, True, False, False, True, True, True]   # (12,22),(22,30) never seen
+    assert d2.present_4 == [False, False, False, False, True, True, True]  # tail windows truncated
+    assert d2.match_len == [0, 1, 2, 3, 0, 1, 2]
+    # the oracle hits only with a >= 2-token key: 12 after [10, 11] and eos after [30, 31];
+    # after 'Mary' every key ends in 'Mary' (t=4) or [Mary, 30] (t=5), and dies
+    assert d2.oracle_hit == [False, False, True, False, False, False, True]
+    assert d2.semantic_hit == [False, True, True, False, True, False, True]
+    assert d2.labels == ["gap_missed", "gap_recovered", "absent", "absent",
+                         "gap_recovered", "gap_missed", "lexical_hit"]
+    assert d2.gap == [True, True, False, False, True, True, False]
+    assert d2.gap_4 == [False, False, False, False, True, True, False]
+    # static key (one-hot, ties most recent first): reaches only where the token itself recurs
+    assert d2.static_hit == [False, True, None, None, False, True, None]
+    # recovered at t=1 via r1's 10: [11, 12] match then 21 != 22; at t=4 via 'John': [30, 31, eos]
+    assert d2.run_behind == [None, 2, None, None, 3, None, None]
+    assert d2.run_available == [3, 2, None, None, 3, 2, None]
+
+
+def test_constructed_summary():
+    s = summarise(_run())
+    assert s["n_positions"] == 14 and s["n_requests"] == 2
+    assert s["present_2"] == pytest.approx(5 / 14)
+    assert s["present_4"] == pytest.approx(3 / 14)
+    assert s["oracle_miss"] == pytest.approx(12 / 14)
+    assert s["gap"] == pytest.approx(4 / 14) and s["gap_4"] == pytest.approx(2 / 14)
+    assert s["semantic_reach"] == pytest.approx(0.5) and s["semantic_reach_4"] == pytest.approx(0.5)
+    assert s["static_reach"] == pytest.approx(0.5)
+    assert s["run_behind"] == pytest.approx(2.5) and s["run_available"] == pytest.approx(2.5)
+    assert s["match_len_gap_median"] == 0.5
+
+
+def test_with_k8_the_whole_tiny_pool_is_in_reach():
+    # 7 records <= 8: every record is a neighbour, so reach is limited only by what follows them
+    d2 = _run(k=8)[1]
+    assert d2.semantic_hit == [False, True, True, False, True, True, True]
+    assert d2.labels[5] == "gap_recovered"
+
+
+def test_off_by_one_alignment():
+    # pool document [A, B, C]; current output [X, B, C]. At t=2 (true next C) the query is the
+    # state at B (row len(prompt)-1+2); the neighbour is B's record (stream position 1), and the
+    # token after it, C, is the hit. Querying with row len(prompt)+t instead (the state AT the
+    # true token) would give [False, False, False] here.
+    A, B, C, X = 3, 4, 5, 9
+    pool = Pool(3, k=1)
+    pool.add_document([A, B, C], np.eye(3, dtype=np.float32))   # state at A=e0, B=e1, C=e2
+    prompt, out = [7], [X, B, C]
+    st = np.array([[0, 0, 1], [1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32)
+    # rows: at 7 (query t=0) ~ C, at X (query t=1) ~ A, at B (query t=2) ~ B, at C
+    d = pool.label("q", prompt, out, st)
+    assert d.semantic_hit == [False, True, True]   # t=1: A's record is followed by B = out[1]
+
+
+def test_full_pool_includes_earlier_prompts():
+    # with the earlier prompt in the pool, r2's first token follows a recurring prompt tail
+    s1, s2 = _states()
+    d1, d2 = diagnose_sequences([("r1", P1, O1, s1), ("r2", P1, O2, s2)], DIM, mode="full", k=2)
+    assert d2.match_len[0] == 2 and d2.oracle_hit[0] and d2.labels[0] == "lexical_hit"
+    d2g = diagnose_sequences([("r1", P1, O1, s1), ("r2", P1, O2, s2)], DIM, k=2)[1]
+    assert d2g.labels[0] == "gap_missed"
+
+
+def test_oracle_backs_off_to_eight_by_count():
+    t = ContinuationTable()
+    t.add([1, 2, 3, 7, 9, 1, 2, 3, 7, 8, 5, 3, 4])
+    assert t.longest_match([0, 1, 2, 3]) == 3
+    # L=3 [1,2,3] -> 7 (twice); L=2 [2,3] -> 7 only; then [3] is below min_len=2
+    assert t.candidates([0, 1, 2, 3], k=8) == [7]
+    assert t.candidates([0, 1, 2, 3], k=8, min_len=1) == [7, 4]
+    assert t.candidates([3, 7], k=1) == [8]
+    assert t.candidates([3, 7], k=8) == [8, 9]   # tie on count: most recent first
+
+
+def test_longest_match_agrees_with_suffix_index():
+    rng = random.Random(0)
+    docs = [[rng.randrange(6) for _ in range(rng.randint(1, 30))] for _ in range(8)]
+    table, idx = ContinuationTable(16), SuffixIndex(gram=16, max_positions=10**9)
+    for d in docs:
+        table.add(d)
+        idx.extend(d + [SEP])
+    for _ in range(300):
+        ctx = [rng.randrange(7) for _ in range(rng.randint(1, 20))]
+        hits = idx.match(ctx, max_len=16, limit=10**9)
+        assert table.longest_match(ctx) == (hits[0][1] if hits else 0)
+
+
+def test_attach_labels_on_traces(tiny_lm, tmp_path):
+    from oilbird.bench import run_bench
+    from oilbird.requests import Request
+    from oilbird.trace import load_traces
+    from oilbird.verifier import Verifier
+    reqs = [Request(f"r{i}", [{"role": "user", "content": f"call f(x={v})"}]) for i, v in enumerate("ab")]
+    path = tmp_path / "t.jsonl"
+    run_bench(reqs, ["goose", "oilbird"], Verifier(tiny_lm), 8, trace_out=path, progress=False)
+    attach_labels(path, reqs, tiny_lm, max_new_tokens=8)
+    traces = load_traces(path)
+    assert len(traces) == 4
+    for tr in traces:
+        assert tr.lossless and len(tr.gap_labels) == len(tr.output_ids)
+        assert set(tr.gap_labels) <= set(LABELS)
+    by = {}
+    for tr in traces:
+        by.setdefault(tr.request_id, []).append(tr.gap_labels)
+    assert all(a == b for a, b in by.values())      # one labelling per request, every method
+    assert set(by["r0"][0]) == {"absent"}           # the first request has an empty pool
+
+
+def _check_report(path, n_requests):
+    rep = json.loads(path.read_text())
+    for key in ("present_2", "present_4", "oracle_miss", "gap", "gap_4", "semantic_reach",
+                "static_reach", "run_behind", "n_positions", "n_requests", "labels", "detail"):
+        assert key in rep
+    assert rep["n_requests"] == n_requests and len(rep["labels"]) == n_requests
+    assert sum(len(v) for v in rep["labels"].values()) == rep["n_positions"] > 0
+    for key in ("present_2", "present_4", "oracle_miss", "gap", "gap_4"):
+        assert 0.0 <= rep[key] <= 1.0
+    assert rep["gap_4"] <= rep["gap"] <= rep["oracle_miss"]
+    for rid, labels in rep["labels"].items():
+        assert set(labels) <= set(LABELS)
+        assert len(labels) == len(rep["output_text"][rid]) == len(rep["detail"][rid]["present_2"])
+    assert set(rep["labels"][rep["requests"][0]]) == {"absent"}
+    assert rep["teacher_forced_agreement"] > 0.95     # states are aligned with the outputs
+    assert rep["pool_full"]["n_positions"] == rep["n_positions"]
+    return rep
+
+
+def _cli(monkeypatch, lm, argv):
+    import oilbird.model
+    from oilbird.__main__ import main
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: lm)
+    assert main(argv) == 0
+
+
+@pytest.mark.model
+def test_diagnose_builtin_shape(real_lm, tmp_path, monkeypatch, capsys):
+    _cli(monkeypatch, real_lm, ["diagnose", "--data", "builtin", "--limit", "2",
+                                "--max-new-tokens", "24", "--out", str(tmp_path)])
+    _check_report(tmp_path / "diagnosis.json", 2)
+    assert "paper (API-Bank)" in capsys.readouterr().out
+
+
+@pytest.mark.model
+def test_diagnose_api_bank_shape(real_lm, api_bank_path, tmp_path, monkeypatch):
+    _cli(monkeypatch, real_lm, ["diagnose", "--data", str(api_bank_path), "--limit", "2",
+                                "--max-new-tokens", "8", "--out", str(tmp_path)])
+    _check_report(tmp_path / "diagnosis.json", 2)
