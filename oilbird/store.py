@@ -3,23 +3,62 @@
 Each record is (token id, request, position in that request's output, hidden state). The same
 records are addressed two ways:
 
-* lexically, by :class:`SuffixIndex` over the token stream (longest suffix of the context that
-  occurs in the pool, with the positions where it occurs);
+* lexically, by :class:`PoolSuffixIndex` over the token stream (longest suffix of the context
+  that occurs in the pool, with the positions where it occurs);
 * semantically, by a faiss inner-product index over the L2-normalised states (= cosine).
 
-A :class:`Store` belongs to one tenant; there is no API that searches across stores. Records of
-the request being decoded are buffered and only become searchable when it ends, so a request
-never retrieves from itself through the store (its own text is covered by the per-request index
-of the suffix and prompt-lookup sources).
+A :class:`Store` belongs to one tenant; there is no API that searches across stores, and a
+:class:`StoreRegistry` hands out one store per tenant. Records of the request being decoded are
+buffered and only become searchable when it ends, so a request never retrieves from itself
+through the store (its own text is covered by the per-request index of the suffix and
+prompt-lookup sources).
+
+A store can run for ever (issue 7):
+
+* **bounded**: ``max_records``, ``max_bytes``, ``max_requests`` and ``max_age_s`` evict whole
+  requests, oldest first. Record ids are global and never reused, so an evicted id stays
+  invalid; eviction moves the live start of both indexes at once (no dangling positions) and
+  the dead prefix is dropped physically once it exceeds ``compact_slack`` of the live part.
+* **quantized**: ``state_dtype`` ``"fp16"`` (2 B/dim), ``"int8"`` (1 B/dim, a fixed uniform
+  grid on [-1, 1], which an L2-normalised vector never leaves: no training, no clipping, cosine
+  error ~0.3/127 per query) or ``"pq"`` (faiss product quantizer, ``pq_m`` bytes per state,
+  trained once ``pq_train_size`` states are in; exact fp16 until then).
+* **persistent**: :meth:`Store.save` / :meth:`Store.load`, one zip file with a versioned JSON
+  header and a sha256 per member; any damage raises one :class:`StoreError` and nothing is
+  half-loaded (``load`` builds a new object).
 """
 from __future__ import annotations
 
+import bisect
+import hashlib
+import io
+import json
+import math
+import os
+import tempfile
+import time
+import zipfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import faiss
 import numpy as np
 
 SEP = -1  # separates requests in a token stream; never matches, never proposed
+
+STATE_DTYPES = ("fp16", "int8", "pq")
+FORMAT = "oilbird-store"
+FORMAT_VERSION = 1
+
+
+class StoreError(Exception):
+    """A store file that cannot be saved or loaded: ``path`` and ``reason`` say which and why."""
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"store file {self.path}: {reason}")
 
 
 class SuffixIndex:
@@ -29,6 +68,9 @@ class SuffixIndex:
     ``max_len`` tokens), every occurrence and its match length; continuations are read from
     the stream after each occurrence. Lengths above ``gram`` are found by extending the
     ``gram``-gram hits backwards, so the index costs ``gram`` entries per token.
+
+    This is the small, mutable per-request index (it can be truncated); the store's pool uses
+    :class:`PoolSuffixIndex`, which answers the same queries in compact arrays and can evict.
 
     Example: stream [5, 6, 7, 5, 6, 8]; context [9, 5, 6] -> longest suffix that occurs is
     [5, 6] (length 2) at end positions 1 and 4; continuations [7, 5, 6, 8] and [8].
@@ -120,6 +162,209 @@ class SuffixIndex:
         return out
 
 
+# -- compact building blocks ------------------------------------------------------------------
+_FNV_BASIS = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_MASK64 = (1 << 64) - 1
+
+
+def _gram_key(tokens) -> int:
+    """64-bit FNV-style hash of a token sequence (same as the vectorised one in the index)."""
+    h = _FNV_BASIS
+    for t in tokens:
+        h = ((h ^ (int(t) + 1)) * _FNV_PRIME) & _MASK64
+    return h
+
+
+class _Column:
+    """A growable 1-D numpy array that can drop a prefix (amortised O(1) append)."""
+
+    def __init__(self, dtype, data=None):
+        self.a = np.zeros(0, dtype=dtype) if data is None else np.array(data, dtype=dtype)
+        self.n = len(self.a)
+
+    def extend(self, vals) -> None:
+        vals = np.asarray(vals)
+        k = len(vals)
+        if self.n + k > len(self.a):
+            new = np.zeros(max(self.n + k, int(1.25 * len(self.a)) + 64), dtype=self.a.dtype)
+            new[:self.n] = self.a[:self.n]
+            self.a = new
+        self.a[self.n:self.n + k] = vals
+        self.n += k
+
+    def view(self) -> np.ndarray:
+        return self.a[:self.n]
+
+    def drop_front(self, m: int, subtract=None) -> None:
+        """Drop the first ``m`` entries (and subtract ``subtract`` from the rest); shrink."""
+        rest = self.a[m:self.n].copy()
+        if subtract:
+            rest -= subtract
+        self.a, self.n = rest, len(rest)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.a.nbytes)
+
+
+class PoolSuffixIndex:
+    """The store's lexical key: :class:`SuffixIndex`'s queries over compact, evictable arrays.
+
+    The stream holds whole documents (requests) separated by ``SEP``; positions are global and
+    only grow. For each n <= ``gram`` the index keeps a sorted array of (hash of the n-gram
+    ending at p, p): 12 bytes per token and n, plus 4 bytes of token. New documents go into a
+    small sorted run that is merged into the main run when it exceeds 1/8 of it (LSM), so
+    adding costs O(new + main/8) amortised. Hashes are verified against the stream, so a
+    collision can only hide an occurrence, never invent one.
+
+    ``evict_before(p)`` makes everything before stream position ``p`` invisible at once (every
+    query filters by the live start); ``compact()`` drops it physically.
+    """
+
+    def __init__(self, gram: int = 4):
+        self.gram = gram
+        self.start = 0      # first live stream position
+        self.end = 0        # next stream position
+        self._base = 0      # stream position of _toks[0]; stored n-gram positions are relative
+        self._toks = _Column(np.int32)
+        e = [np.zeros(0, np.uint64), np.zeros(0, np.int32)]
+        self._main = [list(e) for _ in range(gram + 1)]     # [keys, rel positions] per n
+        self._recent = [list(e) for _ in range(gram + 1)]
+
+    def __len__(self) -> int:
+        """Live stream length (tokens + separators)."""
+        return self.end - self.start
+
+    # -- writing
+    def add_document(self, tokens) -> int:
+        """Append one document and its separator; returns the document's first position."""
+        t = np.asarray(tokens, dtype=np.int64)
+        first = self.end
+        if first + len(t) + 1 - self._base >= 2 ** 31:
+            raise OverflowError("stream offset exceeds int32: compact (evict) the store")
+        self._toks.extend(np.append(t, SEP).astype(np.int32))
+        self.end += len(t) + 1
+        m = len(t)
+        if m:
+            with np.errstate(over="ignore"):
+                h = np.full(m, _FNV_BASIS, dtype=np.uint64)
+                tt = (t + 1).astype(np.uint64)
+                prime = np.uint64(_FNV_PRIME)
+                for n in range(1, min(self.gram, m) + 1):
+                    # h_n(p) = (h_{n-1}(p-1) ^ (t_p + 1)) * P for n-grams ending at p >= n-1
+                    h = (h[:m - n + 1] ^ tt[n - 1:]) * prime
+                    pos = np.arange(first + n - 1 - self._base, first + m - self._base, dtype=np.int32)
+                    order = np.argsort(h, kind="stable")
+                    self._insert(self._recent[n], h[order], pos[order])
+            self._maybe_merge()
+        return first
+
+    @staticmethod
+    def _insert(run: list, keys: np.ndarray, pos: np.ndarray) -> None:
+        # new positions are larger than every stored one, so 'right' keeps (key, pos) order
+        at = np.searchsorted(run[0], keys, side="right")
+        run[0] = np.insert(run[0], at, keys)
+        run[1] = np.insert(run[1], at, pos)
+
+    def _maybe_merge(self, force: bool = False) -> None:
+        for n in range(1, self.gram + 1):
+            rk, rp = self._recent[n]
+            if len(rk) and (force or len(rk) > max(4096, len(self._main[n][0]) >> 3)):
+                self._insert(self._main[n], rk, rp)
+                self._recent[n] = [rk[:0].copy(), rp[:0].copy()]
+
+    def evict_before(self, position: int) -> None:
+        """Everything before ``position`` stops being visible (call with a document start)."""
+        self.start = max(self.start, min(int(position), self.end))
+
+    def compact(self) -> None:
+        """Drop evicted tokens and n-gram entries; rebase the stored positions."""
+        delta = self.start - self._base
+        if delta <= 0:
+            return
+        for runs in (self._main, self._recent):
+            for n in range(1, self.gram + 1):
+                k, p = runs[n]
+                keep = p >= delta
+                runs[n] = [k[keep], (p[keep] - delta).astype(np.int32)]
+        self._toks.drop_front(delta)
+        self._base = self.start
+
+    # -- reading
+    def token_at(self, position: int) -> int:
+        return int(self._toks.a[position - self._base])
+
+    def tokens_between(self, lo: int, hi: int) -> list[int]:
+        return self._toks.a[lo - self._base:hi - self._base].tolist()
+
+    def _lookup(self, n: int, key: int, limit: int) -> np.ndarray:
+        """The newest ``limit`` live positions whose n-gram hashes to ``key`` (ascending)."""
+        k = np.uint64(key)
+        parts = []
+        for keys, pos in (self._main[n], self._recent[n]):
+            lo = np.searchsorted(keys, k, side="left")
+            hi = np.searchsorted(keys, k, side="right")
+            if hi > lo:
+                parts.append(pos[max(lo, hi - limit):hi])
+        if not parts:
+            return np.zeros(0, np.int64)
+        P = np.concatenate(parts).astype(np.int64) + self._base
+        P = P[P >= self.start]
+        return P[-limit:]
+
+    def _match_lengths(self, context: list[int], P: np.ndarray, cap: int) -> np.ndarray:
+        """For each end position, how many tokens back the stream equals the context."""
+        J = np.arange(cap)
+        idx = P[:, None] - J[None, :]
+        k = min(cap, len(context))
+        c = np.full(cap, -2, dtype=np.int64)
+        c[:k] = context[::-1][:k]
+        valid = (idx >= self.start) & (J[None, :] < k)
+        vals = self._toks.a[np.where(valid, idx - self._base, 0)]
+        eq = valid & (vals == c[None, :]) & (vals != SEP)
+        return np.cumprod(eq, axis=1).sum(axis=1)
+
+    def match(self, context: list[int], max_len: int = 16, min_len: int = 1,
+              exclude_from: int | None = None, limit: int = 64) -> list[tuple[int, int]]:
+        """Same contract as :meth:`SuffixIndex.match`, over the live part of the stream."""
+        if self.end <= self.start:
+            return []
+        for n in range(min(self.gram, len(context)), max(min_len, 1) - 1, -1):
+            P = self._lookup(n, _gram_key(context[-n:]), limit)
+            if exclude_from is not None:
+                P = P[P < exclude_from]
+            if not len(P):
+                continue
+            M = self._match_lengths(context, P, max(max_len, n))
+            ok = M >= n                      # drops hash collisions
+            P, M = P[ok], M[ok]
+            if not len(P):
+                continue
+            L = M if n == self.gram else np.full(len(P), n)
+            hits = list(zip(P.tolist(), L.tolist()))
+            hits.sort(key=lambda h: (-h[1], -h[0]))
+            return hits
+        return []
+
+    def continuation(self, end_position: int, depth: int) -> list[int]:
+        """Up to ``depth`` tokens after ``end_position``, stopping at a document boundary."""
+        a = end_position + 1
+        if a < self.start or depth <= 0:
+            return []
+        b = min(self.end, a + depth)
+        seg = self._toks.a[a - self._base:b - self._base]
+        cut = np.flatnonzero(seg == SEP)
+        return (seg[:cut[0]] if len(cut) else seg).tolist()
+
+    def nbytes(self) -> int:
+        b = self._toks.nbytes
+        for runs in (self._main, self._recent):
+            for n in range(1, self.gram + 1):
+                b += runs[n][0].nbytes + runs[n][1].nbytes
+        return int(b)
+
+
 @dataclass
 class Record:
     """What the store knows about one committed generated token."""
@@ -129,109 +374,612 @@ class Record:
     position: int
 
 
+def _default_pq_m(dim: int) -> int:
+    """The largest divisor of ``dim`` that is <= dim / 8 (72 sub-quantizers at d = 576)."""
+    target = max(1, dim // 8)
+    return max(m for m in range(1, target + 1) if dim % m == 0)
+
+
+def _new_state_index(dim: int, kind: str, pq_m: int = 0, pq_nbits: int = 8):
+    """An empty faiss index of flat codes for one state representation (inner product)."""
+    SQ = faiss.ScalarQuantizer
+    if kind == "fp16":
+        return faiss.IndexScalarQuantizer(dim, SQ.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    if kind == "int8":
+        ix = faiss.IndexScalarQuantizer(dim, SQ.QT_8bit_uniform, faiss.METRIC_INNER_PRODUCT)
+        # a fixed grid on [-1, 1]: a unit vector's components never leave it, so no training
+        faiss.copy_array_to_vector(np.array([-1.0, 2.0], dtype=np.float32), ix.sq.trained)
+        ix.is_trained = True
+        return ix
+    if kind == "pq":
+        ix = faiss.IndexPQ(dim, pq_m, pq_nbits, faiss.METRIC_INNER_PRODUCT)
+        ix.pq.cp.niter = 12
+        return ix
+    raise ValueError(f"state_dtype must be one of {STATE_DTYPES}, not {kind!r}")
+
+
+def _index_kind(ix) -> str:
+    """Which representation a (deserialised) faiss index holds."""
+    if isinstance(ix, faiss.IndexPQ):
+        return "pq"
+    if isinstance(ix, faiss.IndexScalarQuantizer):
+        qt = ix.sq.qtype
+        if qt == faiss.ScalarQuantizer.QT_fp16:
+            return "fp16"
+        if qt == faiss.ScalarQuantizer.QT_8bit_uniform:
+            return "int8"
+    return type(ix).__name__
+
+
 class Store:
     """One tenant's pool of past generated tokens and their hidden states.
 
-    ``states`` are kept L2-normalised in fp16 (the record); the faiss index holds float32
-    copies for search. Records are appended per request and committed at ``end_request``.
+    States are L2-normalised and held once, as codes in the faiss index (``state_dtype``).
+    Records are appended per request and committed at ``end_request``; record ids are global
+    (``first_record`` .. ``next_record - 1`` are live) and never reused after eviction.
+
+    Capacity and retention (all optional, enforced at every ``end_request`` and ``expire``):
+    ``max_records`` live records, ``max_bytes`` live bytes (``record_nbytes`` per record),
+    ``max_requests`` live requests, ``max_age_s`` seconds since a request ended (``clock``).
+    Whole requests are evicted, oldest first, until every bound holds (a single request
+    larger than the capacity is evicted too: the bounds are hard). Evicted data is invisible
+    at once and physically dropped when the dead part exceeds ``compact_slack`` x live
+    (0 = at every eviction).
     """
 
-    def __init__(self, dim: int, tenant: str = "default", gram: int = 4):
+    def __init__(self, dim: int, tenant: str = "default", gram: int = 4, *,
+                 state_dtype: str = "fp16", max_records: int | None = None,
+                 max_bytes: int | None = None, max_requests: int | None = None,
+                 max_age_s: float | None = None, compact_slack: float = 0.25,
+                 pq_m: int | None = None, pq_nbits: int = 8, pq_train_size: int = 4096,
+                 clock: Callable[[], float] = time.time):
         if dim < 1:
             raise ValueError("dim must be >= 1")
-        self.dim = dim
-        self.tenant = tenant
-        self.tokens: list[int] = []          # record -> token
-        self.request_of: list[str] = []      # record -> request id
-        self.position_of: list[int] = []     # record -> position in that request's output
-        self._states = np.zeros((0, dim), dtype=np.float16)
-        self.has_state: list[bool] = []
-        self.index = faiss.IndexFlatIP(dim)
-        self._faiss_ids: list[int] = []      # faiss row -> record
-        self.suffix = SuffixIndex(gram=gram)
-        self._stream_pos: list[int] = []     # record -> position in suffix stream
-        self._record_at: dict[int, int] = {}  # suffix stream position -> record
+        if state_dtype not in STATE_DTYPES:
+            raise ValueError(f"state_dtype must be one of {STATE_DTYPES}, not {state_dtype!r}")
+        for name, v in (("max_records", max_records), ("max_bytes", max_bytes),
+                        ("max_requests", max_requests), ("max_age_s", max_age_s)):
+            if v is not None and v < 0:
+                raise ValueError(f"{name} must be >= 0")
+        self.dim = int(dim)
+        self.tenant = str(tenant)
+        self.gram = int(gram)
+        self.state_dtype = state_dtype
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.max_requests = max_requests
+        self.max_age_s = max_age_s
+        self.compact_slack = float(compact_slack)
+        self.pq_m = int(pq_m or _default_pq_m(self.dim)) if state_dtype == "pq" else 0
+        if self.pq_m and self.dim % self.pq_m:
+            raise ValueError(f"pq_m={self.pq_m} must divide dim={self.dim}")
+        self.pq_nbits = int(pq_nbits)
+        self.pq_train_size = max(int(pq_train_size), 1 << self.pq_nbits)
+        self.clock = clock
+        self.suffix = PoolSuffixIndex(gram=gram)
+        # records: global ids; arrays hold ids _rbase .. next_record-1 (a dead prefix may remain)
+        self.first_record = 0
+        self.next_record = 0
+        self._rbase = 0
+        self._posn = _Column(np.int32)            # record -> position in its request's output
+        # requests, oldest first; [_q_live:] are live
+        self._q_id: list[str] = []
+        self._q_first: list[int] = []             # first record id
+        self._q_n: list[int] = []
+        self._q_stream: list[int] = []            # stream position of its first token
+        self._q_time: list[float] = []            # when it ended (clock)
+        self._q_live = 0
+        self.requests_seen = 0
+        # states: faiss rows of codes; row j holds record _rbase + _row_rec[j]; rows < _row_live dead
+        self.pq_trained = state_dtype != "pq"
+        self.index = _new_state_index(self.dim, "fp16" if state_dtype == "pq" else state_dtype,
+                                      self.pq_m, self.pq_nbits)
+        self._row_rec = _Column(np.int32)
+        self._row_live = 0
+        self.evicted_records = 0
+        self.upkeep_seconds = {"add": 0.0, "evict": 0.0, "compact": 0.0, "train": 0.0}
         # pending records of the request being decoded
         self._pending: list[tuple[int, str, int, np.ndarray | None]] = []
 
+    def config(self) -> dict:
+        """The constructor options (what ``save`` writes and ``load`` restores)."""
+        return {"dim": self.dim, "tenant": self.tenant, "gram": self.gram,
+                "state_dtype": self.state_dtype, "max_records": self.max_records,
+                "max_bytes": self.max_bytes, "max_requests": self.max_requests,
+                "max_age_s": self.max_age_s, "compact_slack": self.compact_slack,
+                "pq_m": self.pq_m or None, "pq_nbits": self.pq_nbits,
+                "pq_train_size": self.pq_train_size}
+
     def __len__(self) -> int:
-        return len(self.tokens)
+        return self.next_record - self.first_record
+
+    def __repr__(self) -> str:
+        return (f"Store(tenant={self.tenant!r}, dim={self.dim}, state_dtype={self.state_dtype!r}, "
+                f"records={len(self)}, requests={self.n_requests})")
 
     @property
-    def states(self) -> np.ndarray:
-        return self._states[: len(self.tokens)]
+    def n_requests(self) -> int:
+        return len(self._q_id) - self._q_live
+
+    def record_ids(self) -> range:
+        """The live record ids."""
+        return range(self.first_record, self.next_record)
+
+    # -- sizes -----------------------------------------------------------------------------------
+    @property
+    def state_nbytes(self) -> int:
+        """Bytes of one stored state (the code) in the current representation."""
+        return int(self.index.sa_code_size())
+
+    @property
+    def record_nbytes(self) -> int:
+        """Live bytes per record in the target representation: state code, row map (4),
+        position (4), token (4) and ``gram`` n-gram entries (12 each). ``max_bytes`` uses it.
+        (A PQ store reaches this once trained; before, it holds fp16 states.)"""
+        code = self.pq_m * self.pq_nbits // 8 if self.state_dtype == "pq" else self.state_nbytes
+        return int(code + 4 + 4 + 4 + 12 * self.gram)
 
     def nbytes(self) -> int:
-        """Bytes held for records (tokens + fp16 states + faiss copies)."""
-        return int(len(self.tokens) * (4 + 8) + self._states[: len(self.tokens)].nbytes
-                   + self.index.ntotal * self.dim * 4)
+        """Bytes held now: codes (incl. dead rows not yet compacted), codebooks, arrays as
+        allocated, the suffix index and the pending request. (faiss' own vector may reserve
+        up to 2x its size; the store bench measures process memory for that.)"""
+        b = self.index.ntotal * self.state_nbytes
+        if isinstance(self.index, faiss.IndexPQ):
+            b += self.index.pq.centroids.size() * 4
+        b += self._row_rec.nbytes + self._posn.nbytes + self.suffix.nbytes()
+        b += sum(len(r) + 48 for r in self._q_id) + 40 * len(self._q_id)
+        b += sum(16 + (self.dim * 4 if p[3] is not None else 0) for p in self._pending)
+        return int(b)
+
+    def memory(self) -> dict:
+        """A breakdown of :meth:`nbytes` plus the live-record accounting."""
+        return {"records": len(self), "requests": self.n_requests,
+                "state_codes": int(self.index.ntotal * self.state_nbytes),
+                "dead_rows": int(self._row_live), "row_map": self._row_rec.nbytes,
+                "positions": self._posn.nbytes, "suffix_index": self.suffix.nbytes(),
+                "total": self.nbytes(), "record_nbytes": self.record_nbytes,
+                "bytes_per_record": self.nbytes() / max(1, len(self))}
 
     # -- writing -----------------------------------------------------------------------------
     def add(self, request_id: str, position: int, token: int, state: np.ndarray | None) -> None:
         """Queue one committed token of the current request (state may be None)."""
         if state is not None:
             s = np.asarray(state, dtype=np.float32).reshape(-1)
+            if s.shape[0] != self.dim:
+                raise ValueError(f"state has {s.shape[0]} dims, the store {self.dim}")
             norm = float(np.linalg.norm(s))
-            state = s / norm if norm > 0 else None
-        self._pending.append((int(token), request_id, int(position), state))
+            state = s / norm if norm > 0 and math.isfinite(norm) else None
+        self._pending.append((int(token), str(request_id), int(position), state))
 
     def end_request(self) -> None:
-        """Make the queued records of the finished request searchable."""
-        if not self._pending:
+        """Make the queued records of the finished request searchable; apply the bounds."""
+        t0 = time.perf_counter()
+        if self._pending:
+            pend = sorted(self._pending, key=lambda r: r[2])
+            self._pending = []
+            rids = {p[1] for p in pend}
+            if len(rids) > 1:
+                raise ValueError(f"records of several requests queued at once: {sorted(rids)}")
+            start = self.next_record
+            n = len(pend)
+            stream = self.suffix.add_document([p[0] for p in pend])
+            self._posn.extend([p[2] for p in pend])
+            with_state = [k for k, p in enumerate(pend) if p[3] is not None]
+            if with_state:
+                vecs = np.stack([pend[k][3] for k in with_state]).astype(np.float32)
+                self.index.add(vecs)
+                self._row_rec.extend(np.asarray(with_state, dtype=np.int64) + (start - self._rbase))
+            self.next_record += n
+            self._q_id.append(pend[0][1])
+            self._q_first.append(start)
+            self._q_n.append(n)
+            self._q_stream.append(stream)
+            self._q_time.append(float(self.clock()))
+            self.requests_seen += 1
+        self.upkeep_seconds["add"] += time.perf_counter() - t0
+        if not self.pq_trained and self.index.ntotal - self._row_live >= self.pq_train_size:
+            self._train_pq()
+        self._enforce()
+
+    def expire(self, now: float | None = None) -> int:
+        """Apply the retention policy now (e.g. from a timer); returns records evicted."""
+        return self._enforce(now)
+
+    def _over(self, now: float) -> bool:
+        if self.n_requests == 0:
+            return False
+        if self.max_records is not None and len(self) > self.max_records:
+            return True
+        if self.max_requests is not None and self.n_requests > self.max_requests:
+            return True
+        if self.max_bytes is not None and len(self) * self.record_nbytes > self.max_bytes:
+            return True
+        if self.max_age_s is not None and now - self._q_time[self._q_live] > self.max_age_s:
+            return True
+        return False
+
+    def _enforce(self, now: float | None = None) -> int:
+        t0 = time.perf_counter()
+        now = float(self.clock()) if now is None else float(now)
+        before = self.first_record
+        while self._over(now):
+            self.evict_oldest(compact=False)
+        evicted = self.first_record - before
+        self.upkeep_seconds["evict"] += time.perf_counter() - t0
+        if evicted:
+            self._maybe_compact()
+        return evicted
+
+    def evict_oldest(self, compact: bool = True) -> int:
+        """Evict the oldest live request; returns how many records went."""
+        if self.n_requests == 0:
+            return 0
+        q = self._q_live
+        self._q_live += 1
+        n = self._q_n[q]
+        self.first_record = self._q_first[q] + n
+        self.evicted_records += n
+        self.suffix.evict_before(self._q_stream[q] + n + 1)      # past its separator
+        rows = self._row_rec.view()[:self.index.ntotal]
+        self._row_live = int(np.searchsorted(rows, self.first_record - self._rbase, side="left"))
+        if compact:
+            self._maybe_compact()
+        return n
+
+    def _maybe_compact(self) -> None:
+        dead = self.first_record - self._rbase
+        if dead <= 0:
             return
-        pend = sorted(self._pending, key=lambda r: r[2])
-        self._pending = []
-        start = len(self.tokens)
-        n = len(pend)
-        if self._states.shape[0] < start + n:
-            grow = max(start + n, 2 * self._states.shape[0], 1024)
-            new = np.zeros((grow, self.dim), dtype=np.float16)
-            new[:start] = self._states[:start]
-            self._states = new
-        with_state = []
-        stream_start = len(self.suffix)
-        for k, (tok, rid, pos, st) in enumerate(pend):
-            r = start + k
-            self.tokens.append(tok)
-            self.request_of.append(rid)
-            self.position_of.append(pos)
-            self._stream_pos.append(stream_start + k)
-            self._record_at[stream_start + k] = r
-            self.has_state.append(st is not None)
-            if st is not None:
-                self._states[r] = st
-                with_state.append(r)
-        self.suffix.extend([p[0] for p in pend] + [SEP])
-        if with_state:
-            vecs = self._states[with_state].astype(np.float32)
-            self.index.add(vecs)
-            self._faiss_ids.extend(with_state)
+        # IndexPQ takes no search-time selector, so its dead rows go at once
+        if (dead > self.compact_slack * len(self) or isinstance(self.index, faiss.IndexPQ)
+                or len(self) == 0):
+            self.compact()
+
+    def compact(self) -> None:
+        """Drop evicted records physically (invisible since their eviction)."""
+        t0 = time.perf_counter()
+        dead = self.first_record - self._rbase
+        if dead > 0:
+            if self._row_live:
+                self.index.remove_ids(faiss.IDSelectorRange(0, self._row_live))
+            self._row_rec.drop_front(self._row_live, subtract=dead)
+            self._row_live = 0
+            self._posn.drop_front(dead)
+            self._rbase = self.first_record
+        q = self._q_live
+        if q:
+            for lst in (self._q_id, self._q_first, self._q_n, self._q_stream, self._q_time):
+                del lst[:q]
+            self._q_live = 0
+        self.suffix.compact()
+        self.upkeep_seconds["compact"] += time.perf_counter() - t0
+
+    def _train_pq(self) -> None:
+        """Train the product quantizer on the live (fp16) states and re-encode them."""
+        t0 = time.perf_counter()
+        self.compact()
+        x = self.index.reconstruct_n(0, self.index.ntotal)
+        pq = _new_state_index(self.dim, "pq", self.pq_m, self.pq_nbits)
+        pq.train(x)
+        pq.add(x)
+        self.index = pq
+        self.pq_trained = True
+        self.upkeep_seconds["train"] += time.perf_counter() - t0
 
     # -- reading -----------------------------------------------------------------------------
+    def _check(self, i: int) -> int:
+        i = int(i)
+        if not self.first_record <= i < self.next_record:
+            raise KeyError(f"record {i} is not in store '{self.tenant}' (live ids "
+                           f"{self.first_record}..{self.next_record - 1}; evicted or never added)")
+        return i
+
+    def _request_of(self, i: int) -> int:
+        return bisect.bisect_right(self._q_first, i, lo=self._q_live) - 1
+
+    def _stream_pos(self, i: int) -> int:
+        q = self._request_of(i)
+        return self._q_stream[q] + (i - self._q_first[q])
+
     def search(self, query: np.ndarray, k: int = 8) -> list[tuple[int, float]]:
-        """Top-k records by cosine with ``query`` (normalised): [(record, similarity)]."""
-        if self.index.ntotal == 0:
+        """Top-k live records by cosine with ``query`` (normalised): [(record, similarity)]."""
+        live = self.index.ntotal - self._row_live
+        if live <= 0 or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(1, -1)
-        sims, rows = self.index.search(q, min(k, self.index.ntotal))
-        return [(self._faiss_ids[r], float(s)) for r, s in zip(rows[0], sims[0]) if r >= 0]
+        if q.shape[1] != self.dim:
+            raise ValueError(f"query has {q.shape[1]} dims, the store {self.dim}")
+        kk = min(int(k), live)
+        if self._row_live:
+            params = faiss.SearchParameters(sel=faiss.IDSelectorRange(self._row_live, self.index.ntotal))
+            sims, rows = self.index.search(q, kk, params=params)
+        else:
+            sims, rows = self.index.search(q, kk)
+        rec = self._row_rec.a
+        return [(int(rec[r]) + self._rbase, float(s)) for r, s in zip(rows[0], sims[0]) if r >= 0]
 
     def continuation(self, record: int, start: int, depth: int) -> list[int]:
         """Tokens of the same request from ``record + start`` on, at most ``depth``."""
-        p = self._stream_pos[record]
-        toks = self.suffix.continuation(p + start - 1, depth) if start >= 1 else []
-        return toks
+        p = self._stream_pos(self._check(record))
+        return self.suffix.continuation(p + start - 1, depth) if start >= 1 else []
 
     def record(self, i: int) -> Record:
-        return Record(i, self.tokens[i], self.request_of[i], self.position_of[i])
+        i = self._check(i)
+        q = self._request_of(i)
+        return Record(i, self.suffix.token_at(self._q_stream[q] + i - self._q_first[q]),
+                      self._q_id[q], int(self._posn.a[i - self._rbase]))
+
+    def token(self, i: int) -> int:
+        return self.suffix.token_at(self._stream_pos(self._check(i)))
 
     def context(self, i: int, before: int = 8, after: int = 8) -> tuple[list[int], int]:
         """Tokens around record i within its request, and i's index in that window."""
-        rid = self.request_of[i]
-        lo = i
-        while lo > 0 and i - lo < before and self.request_of[lo - 1] == rid:
-            lo -= 1
-        hi = i
-        while hi + 1 < len(self.tokens) and hi - i < after and self.request_of[hi + 1] == rid:
-            hi += 1
-        return self.tokens[lo:hi + 1], i - lo
+        i = self._check(i)
+        q = self._request_of(i)
+        first, n, s = self._q_first[q], self._q_n[q], self._q_stream[q]
+        lo, hi = max(first, i - before), min(first + n - 1, i + after)
+        return self.suffix.tokens_between(s + lo - first, s + hi - first + 1), i - lo
+
+    @property
+    def tokens(self) -> list[int]:
+        """Tokens of the live records, in record order."""
+        out = []
+        for q in range(self._q_live, len(self._q_id)):
+            s = self._q_stream[q]
+            out += self.suffix.tokens_between(s, s + self._q_n[q])
+        return out
+
+    @property
+    def states(self) -> np.ndarray:
+        """States of the live records as stored (decoded), row j = record first_record + j;
+        zeros for records without a state. fp16, like the records."""
+        out = np.zeros((len(self), self.dim), dtype=np.float16)
+        live = self.index.ntotal - self._row_live
+        if live > 0:
+            x = self.index.reconstruct_n(self._row_live, live)
+            recs = self._row_rec.a[self._row_live:self.index.ntotal] + self._rbase - self.first_record
+            out[recs] = x
+        return out
+
+    # -- persistence -------------------------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write the committed records to one file (atomically: a temp file, then rename).
+
+        The request being decoded (queued, not yet ended) is not saved. The store is
+        compacted first (invisible to readers)."""
+        path = Path(path)
+        self.compact()
+        arrays = {
+            "positions.npy": self._posn.view(),
+            "row_rec.npy": self._row_rec.view()[:self.index.ntotal],
+            "tokens.npy": self.suffix._toks.view()[self.suffix.start - self.suffix._base:],
+            "q_first.npy": np.asarray(self._q_first, dtype=np.int64),
+            "q_n.npy": np.asarray(self._q_n, dtype=np.int64),
+            "q_stream.npy": np.asarray(self._q_stream, dtype=np.int64),
+            "q_time.npy": np.asarray(self._q_time, dtype=np.float64),
+        }
+        members: dict[str, bytes] = {}
+        for name, a in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+            members[name] = buf.getvalue()
+        members["request_ids.json"] = json.dumps(self._q_id).encode()
+        members["index.faiss"] = faiss.serialize_index(self.index).tobytes()
+        header = {
+            "format": FORMAT, "version": FORMAT_VERSION, "config": self.config(),
+            "state": {"first_record": self.first_record, "next_record": self.next_record,
+                      "stream_start": self.suffix.start, "stream_end": self.suffix.end,
+                      "pq_trained": self.pq_trained, "requests_seen": self.requests_seen,
+                      "evicted_records": self.evicted_records, "index_kind": _index_kind(self.index),
+                      "ntotal": int(self.index.ntotal)},
+            "payload": {k: {"sha256": hashlib.sha256(v).hexdigest(), "bytes": len(v)}
+                        for k, v in members.items()},
+        }
+        hb = json.dumps(header, indent=1, sort_keys=True).encode()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
+                z.writestr("header.json", hb)
+                z.writestr("header.sha256", hashlib.sha256(hb).hexdigest())
+                for k, v in members.items():
+                    z.writestr(k, v)
+            os.replace(tmp, path)
+        except BaseException as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise StoreError(path, f"cannot write ({exc})") from exc
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path, tenant: str | None = None, clock: Callable[[], float] = time.time) -> "Store":
+        """Read a file written by :meth:`save` into a new store, verified end to end.
+
+        Raises :class:`StoreError` (with the path and the reason) for a missing, truncated,
+        corrupt, foreign or newer-version file, or one holding another ``tenant`` than asked
+        for; nothing is returned (or changed) unless every check passed."""
+        path = Path(path)
+        try:
+            return cls._load(path, tenant, clock)
+        except StoreError:
+            raise
+        except Exception as exc:   # anything unexpected in a damaged file is still one error
+            raise StoreError(path, f"unreadable ({type(exc).__name__}: {exc})") from exc
+
+    @classmethod
+    def _load(cls, path: Path, tenant: str | None, clock) -> "Store":
+        def fail(reason):
+            raise StoreError(path, reason)
+
+        if not path.is_file():
+            fail("no such file")
+        try:
+            z = zipfile.ZipFile(path, "r")
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            raise StoreError(path, f"not a store file, or truncated ({exc})") from exc
+        with z:
+            def read(name):
+                try:
+                    return z.read(name)
+                except KeyError:
+                    fail(f"member '{name}' missing")
+                except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+                    raise StoreError(path, f"member '{name}' is damaged ({exc})") from exc
+
+            hb = read("header.json")
+            if read("header.sha256").decode(errors="replace").strip() != hashlib.sha256(hb).hexdigest():
+                fail("header checksum mismatch (corrupt file)")
+            try:
+                header = json.loads(hb)
+            except ValueError as exc:
+                raise StoreError(path, f"header is not JSON ({exc})") from exc
+            if header.get("format") != FORMAT:
+                fail(f"not an {FORMAT} file (format {header.get('format')!r})")
+            if header.get("version") != FORMAT_VERSION:
+                fail(f"format version {header.get('version')!r} is not supported "
+                     f"(this code reads version {FORMAT_VERSION})")
+            cfg, st, payload = header["config"], header["state"], header["payload"]
+            if tenant is not None and cfg["tenant"] != tenant:
+                fail(f"holds tenant {cfg['tenant']!r}, not {tenant!r}")
+            blobs = {}
+            for name, meta in payload.items():
+                b = read(name)
+                if len(b) != meta["bytes"] or hashlib.sha256(b).hexdigest() != meta["sha256"]:
+                    fail(f"checksum mismatch in '{name}' (corrupt file)")
+                blobs[name] = b
+        arr = {}
+        for name, b in blobs.items():
+            if name.endswith(".npy"):
+                arr[name[:-4]] = np.load(io.BytesIO(b), allow_pickle=False)
+        q_id = json.loads(blobs["request_ids.json"])
+        index = faiss.deserialize_index(np.frombuffer(blobs["index.faiss"], dtype=np.uint8))
+
+        store = cls(clock=clock, **cfg)
+        kind = _index_kind(index)
+        want = "fp16" if (cfg["state_dtype"] == "pq" and not st["pq_trained"]) else cfg["state_dtype"]
+        if kind != want or index.d != store.dim or index.ntotal != st["ntotal"]:
+            fail(f"state index is {kind} d={index.d} n={index.ntotal}, header says {want} "
+                 f"d={store.dim} n={st['ntotal']}")
+        first, nxt = int(st["first_record"]), int(st["next_record"])
+        q_first, q_n, q_stream = arr["q_first"], arr["q_n"], arr["q_stream"]
+        nq = len(q_id)
+        if not (len(q_first) == len(q_n) == len(q_stream) == len(arr["q_time"]) == nq):
+            fail("request table lengths disagree")
+        if nq and (q_first[0] != first or np.any(q_first[1:] != q_first[:-1] + q_n[:-1])
+                   or q_first[-1] + q_n[-1] != nxt or np.any(q_n < 1)):
+            fail("request table does not tile the records")
+        if not nq and first != nxt:
+            fail("records without requests")
+        s0, s1 = int(st["stream_start"]), int(st["stream_end"])
+        toks = arr["tokens"]
+        if len(toks) != s1 - s0 or (nq and (q_stream[0] != s0 or np.any(
+                q_stream[1:] != q_stream[:-1] + q_n[:-1] + 1))) or int(np.sum(q_n)) + nq != s1 - s0:
+            fail("token stream does not match the request table")
+        if nq and (np.any(toks[q_stream - s0 + q_n] != SEP)
+                   or np.count_nonzero(toks == SEP) != nq):
+            fail("token stream separators are misplaced")
+        if len(arr["positions"]) != nxt - first:
+            fail("positions do not match the records")
+        rows = arr["row_rec"]
+        if len(rows) != index.ntotal or (len(rows) and (rows[0] < 0 or rows[-1] >= nxt - first
+                                                         or np.any(np.diff(rows) <= 0))):
+            fail("state rows do not map onto the records")
+        # everything verified: fill the new object
+        store.index = index
+        store.pq_trained = bool(st["pq_trained"])
+        store.first_record = store._rbase = first
+        store.next_record = nxt
+        store._posn = _Column(np.int32, arr["positions"])
+        store._row_rec = _Column(np.int32, rows)
+        store._q_id = [str(r) for r in q_id]
+        store._q_first, store._q_n = q_first.tolist(), q_n.tolist()
+        store._q_stream, store._q_time = q_stream.tolist(), arr["q_time"].tolist()
+        store.requests_seen = int(st["requests_seen"])
+        store.evicted_records = int(st["evicted_records"])
+        sx = PoolSuffixIndex(gram=store.gram)
+        sx.start = sx.end = sx._base = s0
+        for q in range(nq):
+            a = int(q_stream[q]) - s0
+            sx.add_document(toks[a:a + int(q_n[q])])
+        sx._maybe_merge(force=True)
+        store.suffix = sx
+        return store
+
+
+_TENANT_FILE = "tenant-{}.oilstore"
+
+
+class StoreRegistry:
+    """Tenant -> :class:`Store`. The only way to reach a store is to name its tenant, a store
+    only ever searches itself, and a saved store only loads back under its own tenant, so no
+    call path retrieves one tenant's records for another.
+
+    ``store_kwargs`` (e.g. ``max_records``, ``state_dtype``) apply to every store it creates.
+    """
+
+    def __init__(self, dim: int, **store_kwargs):
+        self.dim = int(dim)
+        self.store_kwargs = store_kwargs
+        self._stores: dict[str, Store] = {}
+
+    def get(self, tenant: str) -> Store:
+        """The tenant's store (created empty on first use)."""
+        tenant = str(tenant)
+        if not tenant:
+            raise ValueError("tenant must be a non-empty string")
+        if tenant not in self._stores:
+            self._stores[tenant] = Store(self.dim, tenant=tenant, **self.store_kwargs)
+        return self._stores[tenant]
+
+    def __contains__(self, tenant) -> bool:
+        return tenant in self._stores
+
+    def tenants(self) -> list[str]:
+        return sorted(self._stores)
+
+    def drop(self, tenant: str) -> None:
+        """Forget a tenant's store entirely (e.g. on account deletion)."""
+        self._stores.pop(tenant, None)
+
+    def expire(self, now: float | None = None) -> int:
+        """Apply every store's retention policy; returns records evicted."""
+        return sum(s.expire(now) for s in self._stores.values())
+
+    @staticmethod
+    def file_for(directory, tenant: str) -> Path:
+        return Path(directory) / _TENANT_FILE.format(tenant.encode().hex())
+
+    def save(self, directory) -> list[Path]:
+        """One file per tenant under ``directory``."""
+        return [s.save(self.file_for(directory, t)) for t, s in sorted(self._stores.items())]
+
+    def load_tenant(self, tenant: str, path) -> Store:
+        """Replace the tenant's store by the one in ``path``, only if it loads and verifies
+        and holds that tenant; on any error the current store stays as it was."""
+        s = Store.load(path, tenant=tenant)
+        if s.dim != self.dim:
+            raise StoreError(path, f"dim {s.dim} != registry dim {self.dim}")
+        self._stores[tenant] = s
+        return s
+
+    @classmethod
+    def load(cls, directory, dim: int, **store_kwargs) -> "StoreRegistry":
+        """Every ``tenant-*.oilstore`` under ``directory``; all must verify or none is used."""
+        reg = cls(dim, **store_kwargs)
+        loaded = {}
+        for f in sorted(Path(directory).glob(_TENANT_FILE.format("*"))):
+            hexname = f.name[len("tenant-"):-len(".oilstore")]
+            try:
+                tenant = bytes.fromhex(hexname).decode()
+            except ValueError as exc:
+                raise StoreError(f, "file name does not encode a tenant") from exc
+            s = Store.load(f, tenant=tenant)
+            if s.dim != dim:
+                raise StoreError(f, f"dim {s.dim} != registry dim {dim}")
+            loaded[tenant] = s
+        reg._stores = loaded
+        return reg

@@ -1,0 +1,426 @@
+"""The store over a long life (issue 7): eviction keeps both indexes consistent, quantized
+states, save/load (and damaged files), tenants. Synthetic states; the tiny mock model only
+for the decode checks."""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import zipfile
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from oilbird.sources.base import DraftContext
+from oilbird.sources.semantic import SemanticSource
+from oilbird.sources.suffix import SuffixSource
+from oilbird.store import SEP, PoolSuffixIndex, Store, StoreError, StoreRegistry, SuffixIndex
+
+D = 8
+
+
+def unit(v):
+    v = np.asarray(v, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def fill(store: Store, rid: str, tokens, states=None):
+    for i, t in enumerate(tokens):
+        store.add(rid, i, t, None if states is None else states[i])
+    store.end_request()
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+# -- the pool's suffix index answers exactly like the reference index ------------------------
+def test_pool_index_matches_reference_index():
+    rng = random.Random(0)
+    for _ in range(150):
+        ref, pool = SuffixIndex(gram=4), PoolSuffixIndex(gram=4)
+        for _ in range(rng.randrange(1, 8)):
+            doc = [rng.randrange(5) for _ in range(rng.randrange(1, 30))]
+            ref.extend(doc + [SEP])
+            pool.add_document(doc)
+        for _ in range(10):
+            ctx = [rng.randrange(5) for _ in range(rng.randrange(1, 20))]
+            ml = rng.choice([2, 4, 16])
+            hits = ref.match(ctx, max_len=ml)
+            assert pool.match(ctx, max_len=ml) == hits
+            for p, _ in hits:
+                assert pool.continuation(p, 7) == ref.continuation(p, 7)
+
+
+# -- property: any sequence of adds, evictions, expiries, compactions --------------------------
+class Model:
+    """What the store should hold: the live requests, oldest first."""
+
+    def __init__(self, max_records, max_requests, max_age_s):
+        self.max_records, self.max_requests, self.max_age_s = max_records, max_requests, max_age_s
+        self.live = []          # (rid, first record id, tokens, states, end time)
+        self.next_id = 0
+
+    def add(self, rid, tokens, states, now):
+        self.live.append((rid, self.next_id, tokens, states, now))
+        self.next_id += len(tokens)
+        self.enforce(now)
+
+    def enforce(self, now):
+        def over():
+            if not self.live:
+                return False
+            n = sum(len(r[2]) for r in self.live)
+            return ((self.max_records is not None and n > self.max_records)
+                    or (self.max_requests is not None and len(self.live) > self.max_requests)
+                    or (self.max_age_s is not None and now - self.live[0][4] > self.max_age_s))
+        while over():
+            self.live.pop(0)
+
+    def records(self):
+        """record id -> (token, state, request id)"""
+        out = {}
+        for rid, first, toks, states, _ in self.live:
+            for k, t in enumerate(toks):
+                out[first + k] = (t, states[k], rid)
+        return out
+
+
+def check_consistent(store: Store, model: Model, rng: np.random.Generator):
+    recs = model.records()
+    assert len(store) == len(recs)
+    if recs:
+        assert store.first_record == min(recs) and store.next_record == max(recs) + 1
+    for i, (t, _, rid) in recs.items():
+        r = store.record(i)
+        assert (r.token, r.request_id) == (t, rid)
+    for dead in (store.first_record - 1, store.next_record):
+        if dead >= 0:
+            with pytest.raises(KeyError):
+                store.record(dead)
+    # lexical key: exactly the reference index over the live requests, shifted to the live start
+    ref = SuffixIndex(gram=store.gram)
+    pos_to_rec = {}
+    for rid, first, toks, _, _ in model.live:
+        for k in range(len(toks)):
+            pos_to_rec[len(ref) + k] = first + k
+        ref.extend(list(toks) + [SEP])
+    s0 = store.suffix.start
+    for _ in range(6):
+        ctx = rng.integers(0, 4, size=int(rng.integers(1, 10))).tolist()
+        got = store.suffix.match(ctx, max_len=8)
+        assert got == [(p + s0, L) for p, L in ref.match(ctx, max_len=8)]
+        for p, L in got:
+            rec = pos_to_rec[p - s0]                     # a live record...
+            assert store.record(rec).token == store.suffix.token_at(p) == ctx[-1]  # ...same token
+            assert store.suffix.continuation(p, 5) == ref.continuation(p - s0, 5)
+    # semantic key: every hit is a live record with a state; the top-k is the brute-force one
+    with_state = {i: s for i, (_, s, _) in recs.items() if s is not None}
+    q = unit(rng.standard_normal(store.dim))
+    hits = store.search(q, k=5)
+    assert len(hits) == min(5, len(with_state))
+    tol = 2e-3 if store.state_dtype == "fp16" else 1.5e-2
+    for rec, sim in hits:
+        assert rec in with_state
+        assert store.record(rec).token == recs[rec][0]
+        assert abs(sim - float(with_state[rec] @ q)) < tol
+    if with_state:
+        best = sorted((float(s @ q) for s in with_state.values()), reverse=True)[:5]
+        assert np.allclose(sorted((s for _, s in hits), reverse=True), best, atol=2 * tol)
+    assert store.index.ntotal - store._row_live == len(with_state)
+
+
+op = st.one_of(
+    st.tuples(st.just("add"), st.lists(st.integers(0, 3), min_size=1, max_size=12),
+              st.floats(0, 1)),
+    st.tuples(st.just("evict")),
+    st.tuples(st.just("tick"), st.floats(0, 5)),
+    st.tuples(st.just("compact")),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(op, min_size=1, max_size=25),
+       max_records=st.one_of(st.none(), st.integers(0, 40)),
+       max_requests=st.one_of(st.none(), st.integers(1, 5)),
+       max_age_s=st.one_of(st.none(), st.floats(1, 8)),
+       slack=st.sampled_from([0.0, 0.25, 2.0]),
+       dtype=st.sampled_from(["fp16", "int8"]),
+       seed=st.integers(0, 2 ** 16))
+def test_eviction_keeps_both_indexes_consistent(ops, max_records, max_requests, max_age_s,
+                                                 slack, dtype, seed):
+    rng = np.random.default_rng(seed)
+    clock = Clock()
+    store = Store(dim=D, state_dtype=dtype, max_records=max_records, max_requests=max_requests,
+                  max_age_s=max_age_s, compact_slack=slack, clock=clock)
+    model = Model(max_records, max_requests, max_age_s)
+    for k, o in enumerate(ops):
+        if o[0] == "add":
+            toks, p_state = o[1], o[2]
+            states = [unit(rng.standard_normal(D)) if rng.random() < p_state + 0.3 else None
+                      for _ in toks]
+            fill(store, f"r{k}", toks, states)
+            model.add(f"r{k}", toks, states, clock.now)
+        elif o[0] == "evict":
+            store.evict_oldest()
+            if model.live:
+                model.live.pop(0)
+        elif o[0] == "tick":
+            clock.now += o[1]
+            store.expire()
+            model.enforce(clock.now)
+        else:
+            store.compact()
+        check_consistent(store, model, rng)
+
+
+def test_eviction_is_physical_and_ids_are_never_reused():
+    store = Store(dim=D, max_records=30, compact_slack=0.0)
+    rng = np.random.default_rng(1)
+    for r in range(50):
+        fill(store, f"r{r}", [r % 7, 1, 2, 3, 4], [unit(rng.standard_normal(D)) for _ in range(5)])
+    assert len(store) == 30 and store.n_requests == 6
+    assert store.first_record == 220 and store.next_record == 250
+    assert store.index.ntotal == 30 and len(store.suffix) == 36 and store._row_live == 0
+    assert [store.record(i).request_id for i in (220, 249)] == ["r44", "r49"]
+    with pytest.raises(KeyError):
+        store.record(219)
+    # memory does not grow with what was ever added, only with what is live
+    before = store.nbytes()
+    for r in range(50, 200):
+        fill(store, f"r{r}", [r % 7, 1, 2, 3, 4], [unit(rng.standard_normal(D)) for _ in range(5)])
+    assert store.nbytes() <= before * 1.5
+
+
+def test_single_request_larger_than_capacity_is_not_kept():
+    store = Store(dim=D, max_records=4)
+    fill(store, "big", [1, 2, 3, 4, 5, 6], [unit(np.ones(D))] * 6)
+    assert len(store) == 0 and store.search(unit(np.ones(D))) == []
+    assert store.suffix.match([1, 2, 3]) == []
+
+
+def test_retention_by_age_and_by_bytes():
+    clock = Clock()
+    store = Store(dim=D, max_age_s=60, clock=clock)
+    fill(store, "old", [1, 2, 3])
+    clock.now = 30
+    fill(store, "new", [4, 5, 6])
+    clock.now = 61
+    assert store.expire() == 3 and [store.record(i).request_id for i in store.record_ids()] == ["new"] * 3
+    clock.now = 100
+    store.expire()
+    assert len(store) == 0
+    s = Store(dim=576, state_dtype="int8", max_bytes=10 * 636)
+    assert s.record_nbytes == 576 + 60
+    fill(s, "a", list(range(6)), [unit(np.ones(576))] * 6)
+    fill(s, "b", list(range(6)), [unit(np.ones(576))] * 6)
+    assert len(s) == 6 and s.record(s.first_record).request_id == "b"
+
+
+# -- quantized states -------------------------------------------------------------------------------
+def _clustered(rng, n, d, centers=20, noise=0.15):
+    c = rng.standard_normal((centers, d))
+    x = c[rng.integers(0, centers, n)] + noise * rng.standard_normal((n, d))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_int8_and_pq_search_agree_with_fp16():
+    rng = np.random.default_rng(0)
+    d = 64
+    x = _clustered(rng, 600, d)
+    stores = {k: Store(dim=d, state_dtype=k, pq_m=16, pq_nbits=6, pq_train_size=300)
+              for k in ("fp16", "int8", "pq")}
+    for s in stores.values():
+        for r in range(6):
+            fill(s, f"r{r}", list(range(100)), x[100 * r:100 * (r + 1)])
+    assert stores["pq"].pq_trained and stores["pq"].state_nbytes == 12
+    assert stores["int8"].state_nbytes == d and stores["fp16"].state_nbytes == 2 * d
+    q = _clustered(rng, 20, d)
+    worst8 = worstpq = 0.0
+    for v in q:
+        exact = x @ v
+        best = float(exact.max())
+        i8 = stores["int8"].search(v, 8)
+        pq = stores["pq"].search(v, 8)
+        assert abs(stores["fp16"].search(v, 1)[0][1] - best) < 2e-3
+        assert abs(i8[0][1] - best) < 0.01
+        # what the quantized top-1 really is, against the true best
+        worst8 = max(worst8, best - float(exact[i8[0][0]]))
+        worstpq = max(worstpq, best - float(exact[pq[0][0]]))
+    assert worst8 < 0.01 and worstpq < 0.08
+
+
+def test_bytes_per_record_at_the_default_hidden_size():
+    # honest live bytes per token at d = 576: state code + row map 4 + position 4 + token 4
+    # + 4 n-gram entries x 12
+    assert Store(dim=576).record_nbytes == 1152 + 60
+    assert Store(dim=576, state_dtype="int8").record_nbytes == 576 + 60
+    assert Store(dim=576, state_dtype="pq").record_nbytes == 72 + 60
+
+
+# -- persistence ------------------------------------------------------------------------------------------
+def _busy_store(dtype="fp16", seed=0, **kw):
+    rng = np.random.default_rng(seed)
+    d = 32
+    s = Store(dim=d, tenant="acme", state_dtype=dtype, max_records=700, pq_m=8, pq_nbits=6,
+              pq_train_size=200, **kw)
+    x = _clustered(rng, 1200, d)
+    for r in range(12):
+        toks = rng.integers(0, 30, 100).tolist()
+        states = [x[100 * r + i] if i % 9 else None for i in range(100)]
+        fill(s, f"req-{r}", toks, states)
+    return s, rng
+
+
+def _answers(s: Store, rng):
+    qs = _clustered(rng, 10, s.dim)
+    ctxs = [rng.integers(0, 30, 6).tolist() for _ in range(10)]
+    return ([s.search(q, 8) for q in qs], [s.suffix.match(c) for c in ctxs],
+            [s.record(i) for i in s.record_ids()], [s.continuation(i, 2, 10) for i in s.record_ids()])
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "int8", "pq"])
+def test_save_load_round_trip(tmp_path, dtype):
+    s, _ = _busy_store(dtype)
+    assert s.evicted_records > 0
+    path = s.save(tmp_path / "acme.oilstore")
+    t = Store.load(path, tenant="acme")
+    assert t.config() == s.config() and len(t) == len(s) and t.first_record == s.first_record
+    assert _answers(t, np.random.default_rng(5)) == _answers(s, np.random.default_rng(5))
+    # and both keep evolving identically
+    s2, rng = _busy_store(dtype, seed=9)
+    for st_ in (s, t):
+        r = np.random.default_rng(3)
+        fill(st_, "after", r.integers(0, 30, 80).tolist(), list(_clustered(r, 80, s.dim)))
+    assert _answers(t, np.random.default_rng(6)) == _answers(s, np.random.default_rng(6))
+
+
+def _rewrite(path, out, edit):
+    """Copy a store file, letting ``edit(name, bytes) -> bytes`` change members."""
+    with zipfile.ZipFile(path) as z, zipfile.ZipFile(out, "w") as w:
+        for name in z.namelist():
+            w.writestr(name, edit(name, z.read(name)))
+    return out
+
+
+def test_damaged_files_give_one_clear_error_and_never_half_load(tmp_path):
+    s, _ = _busy_store("int8")
+    good = s.save(tmp_path / "good.oilstore")
+    raw = good.read_bytes()
+    reg = StoreRegistry(dim=32, state_dtype="int8")
+    current = reg.load_tenant("acme", good)
+    before = _answers(current, np.random.default_rng(1))
+
+    cases = {}
+    for frac in (0.3, 0.6, 0.9):                         # one flipped byte in the payload
+        b = bytearray(raw)
+        b[int(len(b) * frac)] ^= 0x40
+        cases[f"flip{frac}"] = bytes(b)
+    for frac in (0.0, 0.1, 0.5, 0.99):                   # truncated
+        cases[f"trunc{frac}"] = raw[:int(len(raw) * frac)]
+    cases["garbage"] = b"not a store at all" * 10
+    for name, data in cases.items():
+        p = tmp_path / f"{name}.oilstore"
+        p.write_bytes(data)
+        with pytest.raises(StoreError) as e:
+            reg.load_tenant("acme", p)
+        assert str(p) in str(e.value) and e.value.reason
+    # a consistent, correctly signed file from a newer format version
+    h = json.loads(zipfile.ZipFile(good).read("header.json"))
+    h["version"] = 99
+    hb = json.dumps(h).encode()
+    newer = _rewrite(good, tmp_path / "v99.oilstore", lambda n, b: {
+        "header.json": hb, "header.sha256": hashlib.sha256(hb).hexdigest().encode()}.get(n, b))
+    with pytest.raises(StoreError, match="version 99 is not supported"):
+        reg.load_tenant("acme", newer)
+    zeroed = _rewrite(good, tmp_path / "zeroed.oilstore",
+                      lambda n, b: bytes(len(b)) if n == "tokens.npy" else b)
+    with pytest.raises(StoreError, match="checksum mismatch in 'tokens.npy'"):
+        reg.load_tenant("acme", zeroed)
+    with pytest.raises(StoreError, match="no such file"):
+        reg.load_tenant("acme", tmp_path / "missing.oilstore")
+    with pytest.raises(StoreError, match="holds tenant 'acme'"):
+        reg.load_tenant("globex", good)
+    # after all that, the registry still holds the store it had, unchanged
+    assert reg.get("acme") is current and "globex" not in reg
+    assert _answers(current, np.random.default_rng(1)) == before
+
+
+def test_save_is_atomic(tmp_path):
+    s, _ = _busy_store()
+    p = s.save(tmp_path / "s.oilstore")
+    first = p.read_bytes()
+    s.save(p)
+    assert Store.load(p) is not None and list(tmp_path.iterdir()) == [p]
+    assert first  # the previous file was replaced, never left half-written
+
+
+# -- tenants ------------------------------------------------------------------------------------------------
+def test_registry_keeps_tenants_apart_through_both_keys_and_files(tmp_path):
+    secret = [900, 901, 902, 903]
+    frame = [10, 11, 12, 13]
+    reg = StoreRegistry(dim=4, max_records=1000)
+    st_a = [unit([1, i, 0, 0]) for i in range(9)]
+    fill(reg.get("a"), "a1", frame + secret + [14], st_a)
+    fill(reg.get("b"), "b1", frame + [500, 501, 502, 503, 14], st_a)   # same states, other text
+    assert reg.get("a") is not reg.get("b")
+
+    def drafts(store):
+        ctx = DraftContext(tokens=[1] + frame, n_prompt=1, request_id="q", lexical_match_len=4,
+                           query_state=unit([1, 3, 0, 0]))
+        out = set()
+        for src in (SuffixSource(store), SemanticSource(store)):
+            src.start_request(ctx.tokens, "q")
+            out |= {t for c in src.propose(ctx) for t in c.tokens}
+        return out
+
+    assert set(secret) <= drafts(reg.get("a"))          # the probe does reach a's secret...
+    assert drafts(reg.get("b")) and not drafts(reg.get("b")) & set(secret)   # ...never from b
+    assert not drafts(reg.get("c")) & set(secret)       # nor from a new tenant
+    # files: each tenant's own file, and a file never loads under another tenant's name
+    reg.save(tmp_path)
+    back = StoreRegistry.load(tmp_path, dim=4)
+    assert back.tenants() == ["a", "b", "c"]
+    assert not drafts(back.get("b")) & set(secret) and set(secret) <= drafts(back.get("a"))
+    fa, fb = StoreRegistry.file_for(tmp_path, "a"), StoreRegistry.file_for(tmp_path, "b")
+    fb.write_bytes(fa.read_bytes())                      # a's file planted under b's name
+    with pytest.raises(StoreError, match="holds tenant 'a', not 'b'"):
+        StoreRegistry.load(tmp_path, dim=4)
+
+
+def test_decoding_two_tenants_capped_int8_is_lossless_and_isolated(tiny_lm):
+    from oilbird.audit import compare
+    from oilbird.decoding import autoregressive
+    from oilbird.drafter import TreeConfig
+    from oilbird.presets import make_decoder
+    from oilbird.verifier import Verifier
+
+    v = Verifier(tiny_lm)
+    dim = int(tiny_lm.model.config.hidden_size)
+    reg = StoreRegistry(dim=dim, state_dtype="int8", max_records=40)
+    rng = random.Random(3)
+    base = [rng.randrange(3, 259) for _ in range(10)]
+    decs = {t: make_decoder("oilbird", v, store=reg.get(t), tree=TreeConfig(budget=12, semantic_budget=4))
+            for t in ("a", "b")}
+    own: dict[str, set] = {"a": set(), "b": set()}
+    seen = 0
+    for i in range(3):
+        ids = [1] + base + [rng.randrange(3, 259)] + base[:5]
+        ref = autoregressive(v, ids, 24).tokens
+        for t in ("a", "b"):
+            rid = f"{t}-{i}"
+            tr = decs[t].run(rid, ids, 24)
+            assert compare(ref, tr.output_ids).lossless
+            own[t].add(rid)
+            for c in tr.cycles:       # every neighbour came from this tenant's own requests
+                for nb in c.neighbours:
+                    assert nb.request_id in own[t]
+                    seen += 1
+            assert len(reg.get(t)) <= 40
+    assert seen and reg.get("a").evicted_records > 0 and reg.get("b").evicted_records > 0
