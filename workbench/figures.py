@@ -42,6 +42,7 @@ from .palette import (ALL_SOURCES, BONUS, DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRI
 
 WHITESPACE = {" ": "·", "\n": "⏎", "\t": "→", "\r": "␍"}
 CURSOR = {"width": 1.5, "dash": "dot", "color": "#D55E00"}   # the selected-cycle marker line
+PATTERN = {"fillmode": "overlay", "size": 8, "solidity": 0.25}  # hatching drawn over the fill colour
 
 
 # --------------------------------------------------------------------------- text helpers
@@ -68,9 +69,7 @@ def _esc(token: str, limit: int | None = None) -> str:
 
 def figure(spec: dict, style: Style | None = None) -> go.Figure:
     """A validated plotly Figure from a spec, with ``style.template`` applied."""
-    fig = go.Figure(spec)
-    fig.update_layout(template=_style(style).template)
-    return fig
+    return go.Figure({**spec, "layout": {**spec.get("layout", {}), "template": _style(style).template}})
 
 
 def spec_json(spec: dict) -> str:
@@ -505,8 +504,8 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
              f"cycle {cycle.cycle}: {len(order)} retrieved")
     if not order:
         why = ("semantic source muted by self-calibration" if cycle.semantic_muted else
-               "no lexical match this cycle, a method without the semantic source, or an empty store")
-        title += f"<br><span style='font-size:{s.font_size}px;color:#777'>({why})</span>"
+               "no lexical match, no semantic source, or an empty store")
+        title += f"<br><span style='font-size:{s.font_size - 1}px;color:#777'>({why})</span>"
     layout = _layout(s, title, height=max(190, 120 + 26 * max(1, len(order))),
                      margin={"l": 10, "r": 10, "t": 60, "b": 10})
     return {"data": [table], "layout": layout}
@@ -520,6 +519,33 @@ def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: St
     "lexical key?" column: "no" is what only the semantic key could find).
     ``selection``: a neighbour index (into ``cycle.neighbours``) to highlight."""
     return figure(neighbours_spec(cycle, selection, style), style)
+
+
+def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> str:
+    """The table of :func:`neighbours_figure` as an HTML fragment (the app's panel: a plain
+    table redraws far faster than a plotly one on every step)."""
+    s = _style(style)
+    order = sorted(range(len(cycle.neighbours)), key=lambda k: -cycle.neighbours[k].similarity)
+    head = "".join(f"<th>{h}</th>" for h in ("#", "similarity", "from", "context (matched token in [ ])",
+                                              "proposed", "accepted", "lexical key?"))
+    rows = []
+    for k in order:
+        nb = cycle.neighbours[k]
+        ctx = "".join(f"<b style='color:{s.colour('semantic')}'>[{_esc(t)}]</b>" if j == nb.context_index
+                      else _esc(t) for j, t in enumerate(nb.context_text)) or "—"
+        prop = "".join(_esc(t) for t in nb.proposed_text) or "— (below depth floor)"
+        bg = " style='background:#FBE3D6'" if k == selection else ""
+        rows.append(f"<tr{bg}><td>{k}</td><td>{nb.similarity:.3f}</td><td>{html.escape(nb.request_id)} @ "
+                    f"{nb.position}</td><td class='mono'>{ctx}</td><td class='mono'>{prop}</td>"
+                    f"<td>{nb.accepted} / {len(nb.walked_nodes) or len(nb.proposed)}</td>"
+                    f"<td>{'yes' if nb.lexical_reachable else '<b>no</b>'}</td></tr>")
+    if not rows:
+        why = ("semantic source muted by self-calibration" if cycle.semantic_muted else
+               "no lexical match, no semantic source, or an empty store")
+        rows.append(f"<tr><td colspan='7' style='color:#777'>no neighbours this cycle ({why})</td></tr>")
+    return (f"<div class='wb-neighbours'><b>nearest neighbours</b> · cycle {cycle.cycle}: {len(order)} retrieved"
+            f"<table style='font-size:0.85em;width:100%'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 
 # --------------------------------------------------------------------------- gap strip
@@ -539,7 +565,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
             "type": "bar", "x": ks or [None], "y": [1] * len(ks) if ks else [None], "width": 1,
             "name": f"{GAP_DESCRIPTIONS.get(lab, lab)} ({count})", "legendgroup": lab, "showlegend": True,
             "marker": {"color": GAP_COLOURS.get(lab, "#777777"),
-                       "pattern": {"shape": GAP_PATTERNS.get(lab, ""), "fgcolor": "#333333"},
+                       "pattern": {"shape": GAP_PATTERNS.get(lab, ""), "fgcolor": "#333333", **PATTERN},
                        "line": {"width": 0.5, "color": "white"}},
             "hovertext": [f"token {k}: {_esc(request.output_text[k]) if k < len(request.output_text) else '?'}"
                           f"<br>{GAP_DESCRIPTIONS.get(lab, lab)}" for k in ks] or None,
@@ -573,6 +599,42 @@ def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Sty
     return figure(gap_strip_spec(request, cycle, style), style)
 
 
+GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
+_CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 2px 0;vertical-align:top;"
+_KEY = "display:inline-block;padding:1px 6px;margin:4px 4px 0 0;font-size:0.85em;"
+
+
+def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
+    """The strip of :func:`gap_strip_figure` as an HTML fragment: one cell per output token
+    (colour plus a border style per label, the token in its ``title``), the cells of cycle
+    index ``cycle`` outlined, and the counts per label."""
+    labels = request.gap_labels
+    n = len(request.output_ids)
+    head = "<b>gap strip</b> · one cell per output token"
+    if labels is None:
+        key = " ".join(f"<span class='gap-key' style='{_KEY}background:{GAP_COLOURS[g]}'>{GAP_DESCRIPTIONS[g]} (–)</span>"
+                       for g in GAP_LABELS)
+        return (f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>no gap labels in this trace: "
+                f"regenerate it with <code>python -m oilbird trace ... --diagnose</code></div>{key}</div>")
+    lo = committed_upto(request, cycle - 1) if cycle else 0
+    hi = committed_upto(request, cycle) if cycle is not None else -1
+    cells = []
+    for k, lab in enumerate(labels):
+        tok = request.output_text[k] if k < len(request.output_text) else "?"
+        now = "outline:2px solid #111;outline-offset:-2px;" if lo <= k < hi else ""
+        cells.append(f"<span class='gap-cell' data-label='{html.escape(lab)}' title='{k}: "
+                     f"{html.escape(visible(tok), quote=True)} · {GAP_DESCRIPTIONS.get(lab, html.escape(lab))}' "
+                     f"style='{_CELL}background:{GAP_COLOURS.get(lab, '#777777')};"
+                     f"border-bottom:4px {GAP_BORDERS.get(lab, 'solid')} #333;{now}'></span>")
+    counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
+    key = " ".join(f"<span class='gap-key' style='{_KEY}background:{GAP_COLOURS.get(g, '#777777')};"
+                   f"border-bottom:4px {GAP_BORDERS.get(g, 'solid')} #333'>"
+                   f"{GAP_DESCRIPTIONS.get(g, html.escape(g))} ({c})</span>" for g, c in counts.items())
+    warn = (f"<div style='color:#D55E00'>{len(labels)} labels for {n} output tokens: the trace is inconsistent</div>"
+            if len(labels) != n else "")
+    return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{''.join(cells)}</div>{key}</div>"
+
+
 # --------------------------------------------------------------------------- metrics
 
 def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
@@ -604,7 +666,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     for st in STAGES:
         data.append({"type": "bar", "x": cyc, "y": [1000 * c.timings.get(st, 0.0) for c in request.cycles],
                      "name": st, "legendgroup": f"stage-{st}", "meta": f"stage-{st}",
-                     "marker": {"color": STAGE_COLOURS[st], "pattern": {"shape": STAGE_PATTERNS[st]}},
+                     "marker": {"color": STAGE_COLOURS[st], "pattern": {"shape": STAGE_PATTERNS[st], **PATTERN}},
                      "hovertemplate": f"cycle %{{x}}: {st} %{{y:.1f}} ms<extra></extra>", **at((2, 2))})
     shapes = []
     if cycle is not None and 0 <= cycle < len(request.cycles):
@@ -652,7 +714,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     s = _style(style)
     titles = tuple(f"{html.escape(r.method)}: τ {r.tau:.2f} ({len(r.output_ids)} tokens / {r.forwards} forwards)"
                    for r in (a, b))
-    axes, ref = _grid(2, 2, titles, hspace=0.06, vspace=0.16, row_heights=[0.72, 0.28])
+    axes, ref = _grid(2, 2, titles, hspace=0.06, vspace=0.2, row_heights=[0.72, 0.28])
     axes["yaxis2"]["matches"] = "y"
     order = list(PRECEDENCE) + [BONUS]
     data, shapes = [], []
@@ -680,7 +742,6 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         if selection is not None and 0 <= selection < len(r.cycles):
             shapes.append(_vline(r.cycles[selection].cycle, xr, yr, CURSOR))
         axes[_axis(xr)]["title"] = {"text": "cycle"}
-        axes[_axis(xs)]["title"] = {"text": "output token"}
         axes[_axis(ys)]["visible"] = False
     axes["yaxis"]["title"] = {"text": "tokens"}
     diff = first_difference(a.output_ids, b.output_ids)
@@ -691,21 +752,29 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         title += f" · <b>outputs differ from token {diff}</b>"
         shapes += [_vline(diff - 0.5, *ref[(2, col)], {"width": 2, "color": "#111111"}) for col in (1, 2)]
     layout = _layout(s, title, height=max(s.height, 440), barmode="stack", bargap=0.15, shapes=shapes,
-                     legend={"orientation": "h", "y": -0.15}, **axes)
+                     legend={"orientation": "h", "y": -0.1}, **axes)
     return {"data": data, "layout": layout}
 
 
 def compare_figure(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                    style: Style | None = None) -> go.Figure:
     """Two methods on the same request side by side: tokens per cycle stacked by the source
-    that delivered them (top, shared y axis), and the output tokens as a strip coloured by
-    delivering source (bottom). Subplot titles give each method's tau. Lossless methods have
+    that delivered them (top, shared y axis), and the output tokens (x: token position) as a
+    strip coloured by delivering source (bottom). Subplot titles give each method's tau. Lossless methods have
     identical outputs; if they differ, the title says from which token and the strips mark it.
     ``selection``: a cycle index marked in both columns."""
     return figure(compare_spec(a, b, selection, style), style)
 
 
 # --------------------------------------------------------------------------- all at once
+
+def message_spec(title: str, text: str, style: Style | None = None) -> dict:
+    """An empty figure with a title and a centred message (e.g. "no trace yet")."""
+    s = _style(style)
+    return {"data": [], "layout": _layout(s, html.escape(title), height=220, annotations=[_note(html.escape(text))],
+                                          xaxis={"visible": False}, yaxis={"visible": False})}
+
+
 
 def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None) -> dict[str, dict]:
     """Every per-request spec for cycle index ``cycle`` (what the app shows), by name."""

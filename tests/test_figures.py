@@ -1,0 +1,201 @@
+"""Figure structure on hand-built traces (tests/wb_traces.py): traces, colours, styles, legends.
+
+Never pixels: every assertion reads the plotly Figure (validated, so the specs the app sends
+are valid plotly too) or the HTML fragments.
+"""
+from __future__ import annotations
+
+import pytest
+from wb_traces import cycle1, request_goose, request_oilbird
+
+from oilbird.trace import CycleTrace
+from workbench import figures as F
+from workbench.palette import (ALL_SOURCES, GAP_COLOURS, PRECEDENCE, SOURCE_COLOURS, SOURCE_SYMBOLS,
+                               STATUS_STYLES, primary_source, source_label)
+
+LABELS = ["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]
+
+
+def by_meta(fig, meta):
+    found = [t for t in fig.data if t.meta == meta]
+    assert len(found) == 1, f"expected one trace with meta {meta!r}, got {len(found)}"
+    return found[0]
+
+
+def legend_names(fig):
+    return {t.name for t in fig.data if t.showlegend is not False}
+
+
+# --------------------------------------------------------------------------- palette
+
+def test_palette_covers_every_source_with_distinct_colour_and_shape():
+    assert set(SOURCE_COLOURS) == set(ALL_SOURCES) == set(SOURCE_SYMBOLS)
+    assert len(set(SOURCE_COLOURS.values())) == len(ALL_SOURCES)
+    assert len(set(SOURCE_SYMBOLS.values())) == len(ALL_SOURCES)
+
+
+@pytest.mark.parametrize("sources, expected", [
+    (["pld", "semantic"], "semantic"),       # semantic first
+    (["recycling", "suffix"], "suffix"),
+    (["pld", "recycling"], "pld"),
+    (["rejected", "suffix"], "rejected"),
+    (["bonus"], "bonus"),
+    ([], "root"),
+])
+def test_primary_source_is_the_most_specific(sources, expected):
+    assert primary_source(sources) == expected
+
+
+def test_visible_whitespace():
+    assert F.visible(' {"a":\t1}\n') == '·{"a":→1}⏎'
+    assert F.visible("") == "∅"
+
+
+# --------------------------------------------------------------------------- draft tree
+
+def test_tree_one_marker_per_node_plus_bonus():
+    fig = F.tree_figure(cycle1())
+    nodes = [t for t in fig.data if t.meta in ALL_SOURCES and t.meta != "bonus"]
+    assert sorted(i for t in nodes for i in t.customdata) == [0, 1, 2, 3, 4]
+    assert len(by_meta(fig, "bonus").x) == 1
+
+
+def test_tree_nodes_coloured_and_shaped_by_primary_source():
+    fig = F.tree_figure(cycle1())
+    # node 1 was proposed by pld + semantic -> semantic; node 2 pld; node 3 recycling; node 4 semantic
+    assert list(by_meta(fig, "semantic").customdata) == [1, 4]
+    assert list(by_meta(fig, "pld").customdata) == [2]
+    assert list(by_meta(fig, "recycling").customdata) == [3]
+    assert list(by_meta(fig, "root").customdata) == [0]
+    for src in ("semantic", "pld", "recycling", "root", "bonus"):
+        t = by_meta(fig, src)
+        assert t.marker.color == SOURCE_COLOURS[src]
+        assert t.marker.symbol == SOURCE_SYMBOLS[src]
+    # the node several sources proposed carries a ring, and its hover lists both with scores
+    ring = by_meta(fig, "multi-source")
+    assert len(ring.x) == 1
+    sem = by_meta(fig, "semantic")
+    assert "pld 1" in sem.hovertext[0] and "semantic 0.91" in sem.hovertext[0]
+    assert "verifier argmax here: ⏎" in sem.hovertext[0]
+
+
+def test_tree_accepted_path_bold_rejected_faded_dashed():
+    fig = F.tree_figure(cycle1())
+    acc, rej, bon = by_meta(fig, "edges-accepted"), by_meta(fig, "edges-rejected"), by_meta(fig, "edges-bonus")
+    assert acc.line.width == STATUS_STYLES["accepted"].width > rej.line.width
+    assert acc.line.dash == "solid" and rej.line.dash == "dash" and bon.line.dash == "dot"
+    assert rej.opacity < acc.opacity
+    # accepted edges 0->1, 1->2; rejected 0->3, 1->4 (segments are separated by None)
+    assert sum(x is None for x in acc.x) == 2 and sum(x is None for x in rej.x) == 2
+    # accepted node 1 is opaque, rejected node 4 faded (both in the semantic trace)
+    sem = by_meta(fig, "semantic")
+    assert list(sem.marker.opacity) == [STATUS_STYLES["accepted"].opacity, STATUS_STYLES["rejected"].opacity]
+
+
+def test_tree_legend_lists_everything_even_on_the_empty_prefill_cycle():
+    prefill = request_oilbird().cycles[0]
+    for cyc in (cycle1(), prefill):
+        fig = F.tree_figure(cyc)
+        names = legend_names(fig)
+        assert {source_label(s) for s in ALL_SOURCES} <= names
+        assert {"accepted path", "rejected", "bonus token", "several sources"} <= names
+    fig = F.tree_figure(prefill)
+    assert not any(t.meta in PRECEDENCE for t in fig.data)      # no draft nodes
+    assert "prefill" in fig.layout.annotations[0].text
+
+
+def test_tree_layout_is_tidy():
+    pos = F.tree_layout([-1, 0, 1, 0, 1])
+    assert [pos[i][0] for i in range(5)] == [0, 1, 2, 1, 2]          # x = depth
+    assert len({pos[i] for i in range(5)}) == 5                      # no overlaps
+    assert pos[1][1] == (pos[2][1] + pos[4][1]) / 2                   # parent centred on its children
+
+
+# --------------------------------------------------------------------------- text, neighbours, gap
+
+def test_text_figure_colours_tokens_by_delivering_source():
+    fig = F.text_figure(request_oilbird(), cycle=1)
+    lines = by_meta(fig, "text").text
+    assert len(lines) == 2                                          # "Hi·there⏎" then "!!"
+    assert f"color:{SOURCE_COLOURS['bonus']}'>Hi" in lines[0]
+    assert f"color:{SOURCE_COLOURS['semantic']}'><b><u>·there" in lines[0]   # cycle 1 is emphasised
+    assert f"color:{SOURCE_COLOURS['pld']}'><b><u>⏎" in lines[0]
+    assert {source_label(s) for s in PRECEDENCE + ("bonus",)} <= legend_names(fig)
+
+
+def test_text_html_marks_sources_and_current_cycle():
+    html = F.text_html(request_oilbird(), cycle=0)
+    assert html.count('class="tok"') == 1 and 'data-source="bonus"' in html
+    html = F.text_html(request_oilbird(), cycle=1)
+    assert html.count('class="tok"') == 4
+    assert html.count("background:") == 3                           # the 3 tokens of cycle 1
+
+
+def test_neighbours_table_and_empty_state():
+    fig = F.neighbours_figure(cycle1())
+    cells = [list(col) for col in fig.data[0].cells.values]
+    assert cells[1] == ["0.910"] and cells[2] == ["r0 @ 5"]
+    assert "[·there]" in cells[3][0] and cells[6] == ["<b>no</b>"]
+    empty = F.neighbours_figure(request_oilbird().cycles[2])
+    assert "0 retrieved" in empty.layout.title.text
+    assert "no neighbours" in F.neighbours_html(request_oilbird().cycles[2])
+
+
+def test_gap_strip_counts_and_empty_note():
+    fig = F.gap_strip_figure(request_oilbird(LABELS), cycle=1)
+    for lab in ("lexical_hit", "gap_recovered", "gap_missed", "absent"):
+        assert by_meta(fig, lab).marker.color == GAP_COLOURS[lab]
+    assert by_meta(fig, "absent").name.endswith("(2)")
+    assert list(by_meta(fig, "gap_recovered").x) == [2]
+    assert fig.layout.shapes[0].x0 == 0.5 and fig.layout.shapes[0].x1 == 3.5   # tokens 1..3 = cycle 1
+    none = F.gap_strip_figure(request_oilbird(None))
+    assert len([t for t in none.data if t.showlegend]) == 4                    # legend still there
+    assert "--diagnose" in none.layout.annotations[0].text
+    assert "--diagnose" in F.gap_strip_html(request_oilbird(None))
+    assert F.gap_strip_html(request_oilbird(LABELS), 1).count("outline:") == 3
+
+
+# --------------------------------------------------------------------------- metrics, comparison
+
+def test_metrics_panels():
+    r = request_oilbird()
+    fig = F.metrics_figure(r, cycle=1)
+    assert list(by_meta(fig, "per-cycle").y) == [1, 3, 1]
+    assert list(by_meta(fig, "cumulative").y) == pytest.approx([1, 2, 5 / 3])
+    share = dict(zip(by_meta(fig, "share").x, by_meta(fig, "share").y))
+    assert share == pytest.approx({"semantic": 0.1, "rejected": 0, "suffix": 0, "pld": 0.3, "recycling": 0,
+                                   "bonus": 0.6})
+    assert sum(share.values()) == pytest.approx(1.0)
+    assert list(by_meta(fig, "stage-verify").y) == pytest.approx([50, 20, 20])
+    assert len(fig.layout.shapes) == 3 and fig.layout.shapes[0].x0 == 1
+
+
+def test_compare_side_by_side_same_request_only():
+    a, b = request_oilbird(), request_goose()
+    fig = F.compare_figure(a, b)
+    assert "identical outputs" in fig.layout.title.text
+    assert list(by_meta(fig, "oilbird:semantic").y) == [0, 1, 0]
+    assert list(by_meta(fig, "goose:bonus").y) == [1, 1, 1, 1, 1]
+    assert by_meta(fig, "oilbird:strip").xaxis != by_meta(fig, "goose:strip").xaxis
+    b.output_ids = b.output_ids[:3] + [7, 2]
+    assert "differ from token 3" in F.compare_figure(a, b).layout.title.text
+    b.request_id = "other"
+    with pytest.raises(ValueError, match="same request"):
+        F.compare_figure(a, b)
+
+
+def test_every_cycle_of_every_request_renders():
+    for r in (request_oilbird(LABELS), request_goose()):
+        for k in range(len(r.cycles)):
+            specs = F.cycle_specs(r, k)
+            assert set(specs) == {"tree", "text", "neighbours", "gap", "metrics"}
+            F.spec_json(specs["tree"])
+    figs = F.cycle_figures(request_oilbird(LABELS), 2)      # validated: the specs are real plotly
+    assert all(f.layout.template.layout.plot_bgcolor == "white" for f in figs.values())
+
+
+def test_figures_do_not_modify_the_trace():
+    c = cycle1()
+    before = CycleTrace(**{**c.__dict__})
+    F.tree_spec(c, selection=2)
+    assert c == before

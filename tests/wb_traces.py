@@ -1,0 +1,79 @@
+"""Hand-built trace records for the workbench tests: no model, every number chosen by hand.
+
+Request "r1", method "oilbird", output "Hi· there⏎" as 4 tokens in 3 forwards:
+
+* cycle 0 (prefill): bonus "Hi" (id 10).
+* cycle 1: tree root "Hi" (0) -> " there" (1, pld+semantic) -> "\\n" (2, pld);
+  root -> " you" (3, recycling); node 1 -> "!" (4, semantic).
+  Verifier argmax [11, 12, 99, 0, 0]: accepts 0 -> 1 -> 2, bonus 99 ("!!").
+  One neighbour from request "r0" (similarity 0.91, 2 of 2 accepted, not lexically reachable).
+* cycle 2: tree root "!!" (0) -> "ok" (1, suffix), rejected; bonus 2 (EOS, text "").
+
+A second method "goose" decodes the same output in 4 forwards (all bonus tokens).
+"""
+from __future__ import annotations
+
+from oilbird.trace import CycleTrace, Neighbour, RequestTrace
+
+
+def cycle1() -> CycleTrace:
+    return CycleTrace(
+        request_id="r1", method="oilbird", cycle=1, prefix_len=20, generated_before=1,
+        tokens=[10, 11, 12, 13, 14], token_text=["Hi", " there", "\n", " you", "!"],
+        parents=[-1, 0, 1, 0, 1], depths=[0, 1, 2, 1, 2],
+        sources=[[], ["pld", "semantic"], ["pld"], ["recycling"], ["semantic"]],
+        scores=[{}, {"pld": 1.0, "semantic": 0.91}, {"pld": 1.0}, {"recycling": 0.2}, {"semantic": 0.5}],
+        argmax=[11, 12, 99, 0, 0], argmax_text=[" there", "\n", "!!", "", ""],
+        accepted=[0, 1, 2], bonus=99, committed=[11, 12, 99], committed_text=[" there", "\n", "!!"],
+        committed_sources=[["pld", "semantic"], ["pld"], ["bonus"]],
+        neighbours=[Neighbour(record=3, request_id="r0", position=5, similarity=0.91, proposed=[11, 12],
+                              proposed_text=[" there", "\n"], context_text=["Hello", " there", "\n"],
+                              context_index=1, paid_nodes=[4], walked_nodes=[1, 4], accepted=1,
+                              lexical_reachable=False)],
+        lexical_match_len=2, timings={"draft": 0.001, "verify": 0.02, "commit": 0.0005, "update": 0.002})
+
+
+def request_oilbird(gap_labels=None) -> RequestTrace:
+    c0 = CycleTrace(request_id="r1", method="oilbird", cycle=0, prefix_len=0, generated_before=0,
+                    bonus=10, committed=[10], committed_text=["Hi"], committed_sources=[["bonus"]],
+                    timings={"verify": 0.05})
+    c2 = CycleTrace(request_id="r1", method="oilbird", cycle=2, prefix_len=23, generated_before=4,
+                    tokens=[99, 50], token_text=["!!", "ok"], parents=[-1, 0], depths=[0, 1],
+                    sources=[[], ["suffix"]], scores=[{}, {"suffix": 0.3}], argmax=[2, 7],
+                    argmax_text=["", "x"], accepted=[0], bonus=2, committed=[2], committed_text=[""],
+                    committed_sources=[["bonus"]],
+                    timings={"draft": 0.001, "verify": 0.02, "commit": 0.0005, "update": 0.002})
+    return RequestTrace(request_id="r1", method="oilbird", model="tiny", prompt_ids=[1, 2, 3],
+                        prompt_text="say hi", output_ids=[10, 11, 12, 99, 2],
+                        output_text=["Hi", " there", "\n", "!!", ""], cycles=[c0, cycle1(), c2],
+                        lossless=True, gap_labels=gap_labels)
+
+
+def request_goose() -> RequestTrace:
+    out = [10, 11, 12, 99, 2]
+    text = ["Hi", " there", "\n", "!!", ""]
+    cycles = []
+    for k, (t, x) in enumerate(zip(out, text)):
+        cycles.append(CycleTrace(request_id="r1", method="goose", cycle=k, prefix_len=3 + k, generated_before=k,
+                                 tokens=[] if k == 0 else [out[k - 1]], token_text=[] if k == 0 else [text[k - 1]],
+                                 parents=[] if k == 0 else [-1], depths=[] if k == 0 else [0],
+                                 sources=[] if k == 0 else [[]], scores=[] if k == 0 else [{}],
+                                 argmax=[] if k == 0 else [t], argmax_text=[] if k == 0 else [x],
+                                 accepted=[] if k == 0 else [0], bonus=t, committed=[t], committed_text=[x],
+                                 committed_sources=[["bonus"]], timings={"verify": 0.02}))
+    return RequestTrace(request_id="r1", method="goose", model="tiny", prompt_ids=[1, 2, 3], prompt_text="say hi",
+                        output_ids=out, output_text=text, cycles=cycles, lossless=True)
+
+
+def request_other(request_id: str = "r2") -> RequestTrace:
+    """A one-token request under another id (for navigation tests)."""
+    c0 = CycleTrace(request_id=request_id, method="oilbird", cycle=0, prefix_len=0, generated_before=0,
+                    bonus=2, committed=[2], committed_text=[""], committed_sources=[["bonus"]],
+                    timings={"verify": 0.05})
+    return RequestTrace(request_id=request_id, method="oilbird", model="tiny", prompt_ids=[1], prompt_text="x",
+                        output_ids=[2], output_text=[""], cycles=[c0], lossless=True)
+
+
+def all_requests() -> list[RequestTrace]:
+    return [request_oilbird(gap_labels=["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]),
+            request_goose(), request_other()]

@@ -1,0 +1,71 @@
+"""Export figures (HTML / PNG / SVG) and traces (JSONL) to files. No model, no app state.
+
+HTML needs nothing beyond plotly: one self-contained page holding every figure, with
+plotly.js embedded once (``include_plotlyjs=True``), so it opens offline and fetches nothing.
+PNG and SVG go through kaleido, which drives a Chrome/Chromium (Debian's ``chromium`` is found
+on the PATH, or set ``BROWSER_PATH``); when that fails, :class:`ExportError` says so and that
+HTML still works.
+"""
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from oilbird.trace import RequestTrace, save_traces
+
+FORMATS = ("html", "png", "svg")
+
+
+class ExportError(RuntimeError):
+    """An export could not be written; the message says why and what still works."""
+
+
+def safe_name(*parts: object) -> str:
+    """A file-name stem from free text: 'r1', 'oilbird', 3 -> 'r1-oilbird-3'."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", "-".join(str(p) for p in parts)).strip("_") or "export"
+
+
+def write_html(figs: dict[str, go.Figure], path: str | Path, title: str = "Oilbird workbench") -> Path:
+    """One offline HTML page with every figure (plotly.js embedded once)."""
+    path = Path(path)
+    parts = []
+    for k, (name, fig) in enumerate(figs.items()):
+        parts.append(f"<h2>{html.escape(name)}</h2>")
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=(k == 0)))
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+                    f"</head><body>{''.join(parts)}</body></html>", encoding="utf-8")
+    return path
+
+
+def write_static(figs: dict[str, go.Figure], folder: str | Path, fmt: str, stem: str = "") -> list[Path]:
+    """One PNG or SVG per figure (one kaleido browser session for all of them)."""
+    if fmt not in ("png", "svg"):
+        raise ExportError(f"unknown static format {fmt!r}; choose png or svg")
+    folder = Path(folder)
+    paths = [folder / f"{safe_name(stem, name) if stem else safe_name(name)}.{fmt}" for name in figs]
+    try:
+        pio.write_images(list(figs.values()), paths, format=fmt)
+    except Exception as exc:  # noqa: BLE001 - kaleido/choreographer raise many types; all mean the same
+        raise ExportError(
+            f"{fmt.upper()} export failed ({type(exc).__name__}: {str(exc)[:200]}). Static images need "
+            "kaleido and a Chrome/Chromium (e.g. Debian's `chromium`, or set BROWSER_PATH). "
+            "HTML export works without them.") from None
+    return paths
+
+
+def export_figures(figs: dict[str, go.Figure], folder: str | Path, fmt: str, stem: str = "figures") -> list[Path]:
+    """Write ``figs`` in ``fmt`` ("html": one page; "png"/"svg": one file per figure)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if fmt == "html":
+        return [write_html(figs, folder / f"{safe_name(stem)}.html", title=stem)]
+    return write_static(figs, folder, fmt, stem)
+
+
+def export_traces(traces: list[RequestTrace], path: str | Path) -> Path:
+    """The traces as JSONL (the format :func:`oilbird.trace.load_traces` reads back)."""
+    return save_traces(traces, path)
