@@ -1,0 +1,140 @@
+"""Peers: implementations we did not write, run in the same bench run as ours.
+
+* ``hf-pld`` — Hugging Face's own prompt lookup decoding: ``model.generate(do_sample=False,
+  prompt_lookup_num_tokens=10, max_matching_ngram_size=3)`` (Saxena 2023's settings), with
+  the same EOS / pad arguments as the audit's plain greedy run. Timed like ``hf-greedy``:
+  wall clock around ``generate``. ``forwards`` counts the calls of the target model's
+  ``forward`` during that ``generate`` (a forward pre-hook; prefill included, nothing else
+  runs the model: prompt lookup drafts from the token ids alone), so tau is comparable with
+  ours. ``prefill_seconds`` is the duration of the first such call.
+* ``suffix-arctic`` — the published SuffixDecoding (``arctic-inference``'s
+  ``SuffixDecodingCache``) as a draft source (:mod:`oilbird.sources.arctic`) inside our
+  :class:`~oilbird.decoding.SpeculativeDecoder`, at the same node budget as the presets, fed the
+  same cross-request history (every earlier request's response, plus this request's prompt and
+  response), and audited like every other method. Needs the optional
+  ``requirements-peers.txt``; without it, asking for this peer raises one clear error.
+
+``make_runner(name, verifier, max_new)`` returns ``(request, ids) -> (tokens, forwards,
+seconds, prefill_seconds, trace_or_None)``, the contract of :func:`oilbird.bench._runner`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Callable
+
+import torch
+
+from .decoding import SpeculativeDecoder
+from .drafter import Drafter, TreeConfig
+from .verifier import Verifier
+
+PEERS = ("hf-pld", "suffix-arctic")
+
+HF_PLD_NUM_TOKENS = 10     # prompt_lookup_num_tokens
+HF_PLD_MAX_NGRAM = 3       # max_matching_ngram_size
+
+
+class ForwardCounter:
+    """Counts (and times the first of) a module's forward calls while active.
+
+    >>> with ForwardCounter(model) as fc:
+    ...     model.generate(...)
+    >>> fc.calls, fc.first_seconds
+    """
+
+    def __init__(self, module: torch.nn.Module):
+        self.module = module
+        self.calls = 0
+        self.first_seconds = 0.0
+        self._t = None
+        self._handles = []
+
+    def _pre(self, *_args, **_kw):
+        self.calls += 1
+        if self.calls == 1:
+            self._t = time.perf_counter()
+
+    def _post(self, *_args, **_kw):
+        if self._t is not None:
+            self.first_seconds = time.perf_counter() - self._t
+            self._t = None
+
+    def __enter__(self) -> "ForwardCounter":
+        self._handles = [self.module.register_forward_pre_hook(self._pre, with_kwargs=True),
+                         self.module.register_forward_hook(self._post, with_kwargs=True)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+
+@torch.inference_mode()
+def hf_prompt_lookup(lm, ids: list[int], max_new_tokens: int) -> tuple[list[int], int, float]:
+    """HF ``generate`` with prompt lookup; returns (new tokens, target forwards, prefill seconds)."""
+    x = torch.tensor([ids], device=lm.device)
+    with ForwardCounter(lm.model) as fc:
+        out = lm.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
+                                do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None,
+                                prompt_lookup_num_tokens=HF_PLD_NUM_TOKENS,
+                                max_matching_ngram_size=HF_PLD_MAX_NGRAM,
+                                eos_token_id=sorted(lm.eos_token_ids) or None,
+                                pad_token_id=lm.model.generation_config.pad_token_id)
+    return out[0, len(ids):].tolist(), fc.calls, fc.first_seconds
+
+
+class SpineDrafter(Drafter):
+    """A :class:`Drafter` whose spine sources are all of its sources, whatever their names.
+
+    The stock drafter routes only sources named ``suffix`` / ``pld`` to the lexical spine; a
+    peer's source (``suffix-arctic``) would otherwise be silently ignored.
+    """
+
+    def __init__(self, sources, config: TreeConfig | None = None):
+        super().__init__(sources, config)
+        self.spine_sources = list(sources)
+        self.semantic_sources = []
+        self.branch_sources = []
+
+
+def make_arctic_decoder(verifier: Verifier, tree: TreeConfig | None = None, trace: bool = False,
+                        **arctic_kw) -> SpeculativeDecoder:
+    """The ``suffix-arctic`` decoder: arctic's drafts under our tree budget (no store needed).
+
+    Raises :class:`~oilbird.sources.arctic.ArcticUnavailable` (an ImportError) with the install
+    hint when ``arctic-inference`` is missing.
+    """
+    from .sources.arctic import ArcticConfig, ArcticSuffixSource
+    cfg = replace(tree or TreeConfig(), semantic_budget=0)
+    src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=cfg.budget - 1, **arctic_kw))
+    return SpeculativeDecoder(verifier, SpineDrafter([src], cfg), store=None, method="suffix-arctic",
+                              trace=trace)
+
+
+def make_runner(name: str, verifier: Verifier, max_new: int, trace: bool = False,
+                tree: TreeConfig | None = None) -> Callable:
+    """A function (request, ids) -> (tokens, forwards, seconds, prefill_seconds, trace|None).
+
+    ``trace``: keep token text and trees in suffix-arctic's traces (as bench's ``keep_traces``);
+    its trace is returned either way, for the per-source and per-stage counters. ``tree``: the
+    node budget shared with the presets (``hf-pld`` has none: HF drafts 10 tokens as a chain).
+    """
+    lm = verifier.lm
+    if name == "hf-pld":
+        def run(req, ids):
+            t = time.perf_counter()
+            toks, fwd, pre = hf_prompt_lookup(lm, ids, max_new)
+            return toks, fwd, time.perf_counter() - t, pre, None
+        return run
+    if name == "suffix-arctic":
+        dec = make_arctic_decoder(verifier, tree, trace=trace)
+
+        def run(req, ids):
+            t = time.perf_counter()
+            tr = dec.run(req.id, ids, max_new)
+            secs = time.perf_counter() - t
+            return tr.output_ids, tr.forwards, secs, tr.cycles[0].timings.get("verify", 0.0), tr
+        return run
+    raise ValueError(f"unknown peer '{name}'; choose from {', '.join(PEERS)}")

@@ -1,0 +1,193 @@
+"""Peers (hf-pld, suffix-arctic) and the bench report (CSV + figures).
+
+The arctic tests skip when the optional ``arctic-inference`` is not installed
+(``requirements-peers.txt``); the ``model`` tests decode 2 built-in requests, 32 new tokens.
+"""
+from __future__ import annotations
+
+import csv
+import shutil
+import sys
+
+import pytest
+
+from oilbird import peers
+from oilbird.audit import compare, hf_greedy
+from oilbird.drafter import TreeConfig
+from oilbird.requests import Request, encode, load_requests
+from oilbird.sources.arctic import ArcticUnavailable, arctic_available, draft_to_chains
+from oilbird.sources.base import DraftContext
+from oilbird.verifier import Verifier
+
+needs_arctic = pytest.mark.skipif(not arctic_available(),
+                                  reason="arctic-inference not installed (requirements-peers.txt)")
+MAX_NEW = 32
+
+
+# -- arctic draft -> our tree ------------------------------------------------------------------
+def test_draft_to_chains_keeps_arctic_tree():
+    # arctic: 5 (root child) -> 6 ; 9 (root child); 7 below 6
+    chains = draft_to_chains([5, 6, 9, 7], [-1, 0, -1, 1], [1.0, 0.8, 0.2, 0.5], match_len=3)
+    assert [c.tokens for c in chains] == [[5], [5, 6], [9], [5, 6, 7]]
+    assert [c.score for c in chains] == [1.0, 0.8, 0.2, 0.5]
+    assert all(c.attach == 0 and c.meta["match_len"] == 3 for c in chains)
+    with pytest.raises(ValueError):
+        draft_to_chains([5, 6], [-1, 1], [1.0, 1.0])
+
+
+@needs_arctic
+def test_arctic_source_history_and_tree():
+    from oilbird.sources.arctic import ArcticConfig, ArcticSuffixSource
+    src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=8))
+    # request a: prompt [1, 2, 3, 4, 5, 1, 2, 3]; the local tree sees [1, 2, 3] -> 4
+    src.start_request([1, 2, 3, 4, 5, 1, 2, 3], "a")
+    ctx = DraftContext(tokens=[1, 2, 3, 4, 5, 1, 2, 3], n_prompt=8, request_id="a")
+    chains = src.propose(ctx)
+    assert chains and chains[0].tokens[0] == 4 and chains[0].meta["match_len"] >= 1
+    src.end_request("a")   # a "responded" nothing: the global tree has no response tokens
+    # request b generates [7, 8, 9, 7, 8, 6]; those tokens reach the global tree
+    src.start_request([40, 41], "b")
+    ctx = DraftContext(tokens=[40, 41, 7, 8, 9, 7, 8, 6], n_prompt=2, request_id="b")
+    src.propose(ctx)
+    src.end_request("b")
+    # request c never saw 7 8 9 in its prompt: the draft comes from b's response
+    src.start_request([20, 21, 7, 8], "c")
+    drafter = peers.SpineDrafter([src], TreeConfig(budget=9, semantic_budget=0))
+    raw = src.speculate([20, 21, 7, 8], "c")
+    tree, info = drafter.draft([20, 21, 7, 8], 4, "c", None)
+    assert sorted(raw.token_ids) == [6, 9]          # after "7 8": 9 once, 6 once
+    # the merged tree is arctic's tree, node for node, with arctic's probabilities
+    assert tree.tokens[1:] == list(raw.token_ids)
+    assert tree.parents[1:] == [p + 1 for p in raw.parents]
+    assert [s["suffix-arctic"] for s in tree.scores[1:]] == pytest.approx(list(raw.probs))
+    assert all(s == {"suffix-arctic"} for s in tree.sources[1:])
+    assert info.lexical_match_len == raw.match_len
+    # a request id decoded again (or left open by a crash) starts cleanly
+    src.start_request([20, 21, 7, 8], "c")
+    src.end_request("c")
+
+
+@needs_arctic
+def test_arctic_node_budget_is_respected(tiny_lm):
+    dec = peers.make_arctic_decoder(Verifier(tiny_lm), TreeConfig(budget=5), trace=True)
+    ids = tiny_lm.tokenizer("abcabcabcabcabcabc abcabcabc")["input_ids"]
+    for rid in ("r0", "r1"):
+        tr = dec.run(rid, ids, 24)
+        assert compare(hf_greedy(tiny_lm, ids, 24), tr.output_ids).lossless
+        assert all(len(c.tokens) <= 5 for c in tr.cycles)
+    assert dec.drafter.sources[0].cfg.max_spec_tokens == 4
+
+
+def test_missing_arctic_gives_one_clear_error(tiny_lm, monkeypatch):
+    monkeypatch.setitem(sys.modules, "arctic_inference.suffix_decoding", None)   # import fails
+    with pytest.raises(ArcticUnavailable, match="requirements-peers.txt"):
+        peers.make_runner("suffix-arctic", Verifier(tiny_lm), 8)
+    with pytest.raises(ValueError, match="unknown peer"):
+        peers.make_runner("nope", Verifier(tiny_lm), 8)
+
+
+def test_forward_counter_counts_target_forwards(tiny_lm):
+    ids = tiny_lm.tokenizer("abcabc")["input_ids"]
+    with peers.ForwardCounter(tiny_lm.model) as fc:
+        toks = hf_greedy(tiny_lm, ids, 12)
+    assert fc.calls == len(toks) == 12   # plain greedy: prefill + one forward per further token
+    assert fc.first_seconds > 0
+    with peers.ForwardCounter(tiny_lm.model) as fc:
+        pass
+    assert fc.calls == 0 and not tiny_lm.model._forward_pre_hooks and not tiny_lm.model._forward_hooks
+
+
+# -- real model: lossless on 2 built-in requests ----------------------------------------------
+@pytest.fixture(scope="module")
+def two_requests(real_lm):
+    reqs = load_requests("builtin", limit=2)
+    out = []
+    for r in reqs:
+        ids = encode(real_lm.tokenizer, r)
+        out.append((r, ids, hf_greedy(real_lm, ids, MAX_NEW)))
+    return out
+
+
+def _check_lossless(runner, two_requests):
+    for req, ids, ref in two_requests:
+        toks, fwd, secs, pre, tr = runner(req, ids)
+        res = compare(ref, toks)
+        assert res.lossless, f"{req.id}: {res.message()}"
+        assert 1 <= fwd <= len(toks) and secs > 0 and 0 < pre < secs
+    return tr
+
+
+@pytest.mark.model
+def test_hf_pld_lossless(real_lm, two_requests):
+    _check_lossless(peers.make_runner("hf-pld", Verifier(real_lm), MAX_NEW), two_requests)
+
+
+@pytest.mark.model
+@needs_arctic
+def test_suffix_arctic_lossless(real_lm, two_requests):
+    tr = _check_lossless(peers.make_runner("suffix-arctic", Verifier(real_lm), MAX_NEW), two_requests)
+    assert tr is not None and tr.method == "suffix-arctic" and tr.forwards == len(tr.cycles)
+    drafted = {s for c in tr.cycles for srcs in c.committed_sources for s in srcs}
+    assert drafted <= {"suffix-arctic", "bonus"}
+
+
+# -- report ------------------------------------------------------------------------------------
+RESULTS = {
+    "model": "tiny", "data": "builtin", "n_requests": 2, "max_new_tokens": 32,
+    "methods": {
+        "ar": {"tau": 1.0, "tokens_per_s": 10.0, "decode_tokens_per_s": 11.0, "lossless": True,
+               "n_requests": 2, "tokens": 64, "forwards": 64, "seconds": 6.4, "speedup": 1.0,
+               "decode_speedup": 1.0},
+        "oilbird": {"tau": 3.2, "tokens_per_s": 25.0, "decode_tokens_per_s": 30.0, "lossless": True,
+                    "n_requests": 2, "tokens": 64, "forwards": 20, "seconds": 2.56, "speedup": 2.5,
+                    "decode_speedup": 2.73, "overhead_share": 0.04,
+                    "accepted_by_source": {"bonus": 20.0, "suffix": 30.5, "semantic": 13.5}},
+        "hf-pld": {"tau": 2.0, "tokens_per_s": 15.0, "decode_tokens_per_s": 16.0, "lossless": False,
+                   "n_requests": 2, "tokens": 64, "forwards": 32, "seconds": 4.3, "speedup": 1.5,
+                   "decode_speedup": 1.45, "first_failure": "x"},
+    },
+}
+
+
+def test_report_csv_and_html(tmp_path):
+    from oilbird.report import write_report
+    paths = write_report(RESULTS, tmp_path, png=False)
+    assert {p.name for p in paths} == {"results.csv", "tau.html", "speedup.html"}
+    rows = list(csv.DictReader((tmp_path / "results.csv").open()))
+    assert [r["method"] for r in rows] == ["ar", "oilbird", "hf-pld"]
+    assert list(rows[0])[:8] == ["method", "tau", "tokens_per_s", "speedup", "decode_speedup", "lossless",
+                                 "n_requests", "overhead_share"]
+    oil = rows[1]
+    assert float(oil["tau"]) == 3.2 and float(oil["overhead_share"]) == 0.04
+    shares = {k: float(v) for k, v in oil.items() if k.startswith("share_")}
+    assert shares == pytest.approx({"share_semantic": 13.5 / 64, "share_suffix": 30.5 / 64,
+                                    "share_bonus": 20 / 64})
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert rows[0]["share_suffix"] == "" and rows[2]["lossless"] == "False"
+    html = (tmp_path / "tau.html").read_text()
+    # plotly.js is embedded, not loaded from a CDN (plain asserts: pytest would diff 4 MB)
+    assert '<script src="http' not in html and "Plotly.newPlot" in html
+    assert len(html) > 1_000_000 and '"oilbird"' in html and '"hf-pld"' in html
+
+
+def test_report_png_failure_keeps_html(tmp_path, monkeypatch, capsys):
+    import plotly.io as pio
+
+    from oilbird.report import write_figures
+
+    def broken(*a, **k):
+        raise RuntimeError("no browser")
+    monkeypatch.setattr(pio, "write_images", broken)
+    paths = write_figures(RESULTS, tmp_path)
+    assert [p.name for p in paths] == ["tau.html", "speedup.html"]
+    err = capsys.readouterr().err
+    assert "warning" in err and "chromium" in err and "no browser" in err
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="PNG export needs Chromium")
+def test_report_png(tmp_path):
+    from oilbird.report import write_figures
+    paths = write_figures(RESULTS, tmp_path)
+    pngs = [p for p in paths if p.suffix == ".png"]
+    assert [p.name for p in pngs] == ["tau.png", "speedup.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
