@@ -1,0 +1,120 @@
+"""Bench outputs beside ``results.json``: a CSV and plotly figures (HTML and PNG).
+
+``write_report(results, out_dir)`` takes the dict :func:`oilbird.bench.run_bench` returns and
+writes
+
+* ``results.csv`` — one row per method: tau, tokens_per_s, speedup, decode_speedup, lossless,
+  n_requests, overhead_share, then ``share_<source>`` for every draft source (and the verifier's
+  ``bonus``): the fraction of the method's committed tokens credited to that source (a drafted
+  token proposed by several sources is split evenly, so a row's shares add up to 1). Methods
+  without cycle traces (``ar``, ``hf-greedy``, ``hf-pld``) leave overhead and shares empty.
+* ``tau.html`` / ``tau.png`` and ``speedup.html`` / ``speedup.png`` — bars per method. The
+  HTML embeds plotly.js (no CDN: it opens offline). PNG export uses kaleido, which needs a
+  Chrome/Chromium (Debian: ``apt-get install chromium``); if it fails, a warning says why and
+  the HTML is still written.
+"""
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+BASE_COLUMNS = ("method", "tau", "tokens_per_s", "speedup", "decode_speedup", "lossless",
+                "n_requests", "overhead_share")
+
+
+def _sources(methods: dict) -> list[str]:
+    names = sorted({s for r in methods.values() for s in r.get("accepted_by_source", {})})
+    return sorted(names, key=lambda s: s == "bonus")   # bonus last
+
+
+def csv_rows(results: dict) -> list[dict]:
+    """The rows of ``results.csv`` as dicts (None = not applicable)."""
+    methods = results["methods"]
+    srcs = _sources(methods)
+    rows = []
+    for m, r in methods.items():
+        row = {"method": m}
+        for k in BASE_COLUMNS[1:]:
+            row[k] = r.get(k)
+        acc = r.get("accepted_by_source")
+        tokens = r.get("tokens") or sum((acc or {}).values())
+        for s in srcs:
+            row[f"share_{s}"] = (acc.get(s, 0.0) / tokens) if acc is not None and tokens else None
+        rows.append(row)
+    return rows
+
+
+def write_csv(results: dict, path: str | Path) -> Path:
+    path = Path(path)
+    rows = csv_rows(results)
+    cols = list(BASE_COLUMNS) + [f"share_{s}" for s in _sources(results["methods"])]
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return path
+
+
+def _subtitle(results: dict) -> str:
+    bits = [str(results.get(k)) for k in ("model", "data") if results.get(k)]
+    if results.get("n_requests") is not None:
+        bits.append(f"{results['n_requests']} requests")
+    if results.get("max_new_tokens") is not None:
+        bits.append(f"max {results['max_new_tokens']} new tokens")
+    return " · ".join(bits)
+
+
+def _bars(results: dict, key: str, title: str, ref: float | None) -> go.Figure:
+    methods = results["methods"]
+    names = list(methods)
+    vals = [methods[m].get(key) for m in names]
+    colors = ["#2b6cb0" if methods[m].get("lossless", True) else "#c53030" for m in names]
+    text = [("-" if v is None else f"{v:.2f}") + ("" if methods[m].get("lossless", True) else " NOT lossless")
+            for m, v in zip(names, vals)]
+    fig = go.Figure(go.Bar(x=names, y=[v if v is not None else 0 for v in vals], text=text,
+                           textposition="outside", marker_color=colors))
+    if ref is not None:
+        fig.add_hline(y=ref, line_dash="dot", line_color="#718096")
+    fig.update_layout(title={"text": f"{title}<br><sup>{_subtitle(results)}</sup>"}, yaxis_title=title,
+                      xaxis_title="method", template="plotly_white", width=900, height=500,
+                      margin={"t": 90})
+    return fig
+
+
+def figures(results: dict) -> dict[str, go.Figure]:
+    """``{"tau": fig, "speedup": fig}``: bars per method (red = not lossless)."""
+    return {"tau": _bars(results, "tau", "tau (tokens per target forward)", 1.0),
+            "speedup": _bars(results, "speedup", "speedup vs ar (tokens/s)", 1.0)}
+
+
+def write_figures(results: dict, out_dir: str | Path, png: bool = True) -> list[Path]:
+    """Write every figure as HTML (plotly.js embedded) and, if possible, PNG."""
+    out = Path(out_dir)
+    figs = figures(results)
+    written = []
+    for name, fig in figs.items():
+        html = out / f"{name}.html"
+        fig.write_html(html, include_plotlyjs=True, full_html=True)
+        written.append(html)
+    if png:
+        pngs = [out / f"{name}.png" for name in figs]
+        try:   # one browser for all figures: starting Chrome is most of the cost
+            pio.write_images(list(figs.values()), pngs)
+            written += pngs
+        except Exception as exc:   # kaleido missing, no Chrome, browser crash...
+            print(f"warning: could not write the PNG figures ({type(exc).__name__}: {exc}); PNG export "
+                  f"needs kaleido and a Chrome/Chromium (Debian: apt-get install chromium). "
+                  f"The HTML figures in {out} were written.", file=sys.stderr)
+    return written
+
+
+def write_report(results: dict, out_dir: str | Path, png: bool = True) -> list[Path]:
+    """``results.csv`` plus the figures in ``out_dir``; returns the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return [write_csv(results, out / "results.csv")] + write_figures(results, out, png=png)
