@@ -71,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="ar,hf-greedy", help="comma-separated method names")
     p.add_argument("--out", default="runs/bench")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
+    p.add_argument("--budget", type=int, default=None, help="tree nodes per cycle, root included")
+    p.add_argument("--semantic-budget", type=int, default=None, help="nodes reserved for semantic chains")
+    p.add_argument("--store-capacity", type=int, default=None,
+                   help="cap the cross-request store at N records (oldest requests evicted)")
+    p.add_argument("--state-dtype", choices=("fp16", "int8", "pq"), default="fp16",
+                   help="how the store keeps hidden states")
 
     p = sub.add_parser("trace", help="decode requests and save per-cycle traces (JSONL)")
     _common(p, default_max=64)

@@ -18,7 +18,7 @@ import json
 import platform
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from .audit import compare, hf_greedy
 from .decoding import autoregressive, check_prompt
+from .drafter import TreeConfig
 from .presets import PRESETS, make_decoder
 from .requests import Request, encode, load_requests
 from .trace import BONUS, RequestTrace, save_traces
@@ -85,7 +86,9 @@ class MethodStats:
         out = {
             "tau": self.tokens / max(1, self.forwards),
             "tokens_per_s": tps,
-            "decode_tokens_per_s": (self.tokens - self.n_requests) / dec if dec > 0 else 0.0,
+            # prefill left out; None where the method cannot time its prefill apart (HF generate)
+            "decode_tokens_per_s": ((self.tokens - self.n_requests) / dec
+                                    if dec > 0 and self.prefill_seconds > 0 else None),
             "lossless": self.lossless,
             "n_requests": self.n_requests,
             "tokens": self.tokens,
@@ -106,7 +109,8 @@ class MethodStats:
         return out
 
 
-def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool) -> Callable:
+def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool,
+            tree: TreeConfig | None = None, store_kwargs: dict | None = None) -> Callable:
     """A function (request, ids) -> (tokens, forwards, seconds, prefill_seconds, trace|None)."""
     lm = verifier.lm
     if name == "ar":
@@ -123,7 +127,7 @@ def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool) -> C
     if name in PEERS:
         from . import peers
         return peers.make_runner(name, verifier, max_new)
-    dec = make_decoder(name, verifier, trace=keep_traces)
+    dec = make_decoder(name, verifier, trace=keep_traces, tree=tree, store_kwargs=store_kwargs)
 
     def run(req, ids):
         t = time.perf_counter()
@@ -134,13 +138,15 @@ def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool) -> C
 
 
 def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, max_new_tokens: int = 128,
-              trace_out: Path | None = None, progress: bool = True) -> dict:
+              trace_out: Path | None = None, progress: bool = True, tree: TreeConfig | None = None,
+              store_kwargs: dict | None = None) -> dict:
     """Decode ``requests`` with every method; return the results dict (see module doc)."""
     unknown = [m for m in methods if m not in known_methods()]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(known_methods())}")
     lm = verifier.lm
-    runners = {m: _runner(m, verifier, max_new_tokens, keep_traces=trace_out is not None) for m in methods}
+    runners = {m: _runner(m, verifier, max_new_tokens, keep_traces=trace_out is not None, tree=tree,
+                          store_kwargs=store_kwargs) for m in methods}
     stats = {m: MethodStats() for m in methods}
     traces: list[RequestTrace] = []
     encoded = []
@@ -180,11 +186,13 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
     base_dec = results.get("ar", {}).get("decode_tokens_per_s")
     for m, r in results.items():
         r["speedup"] = r["tokens_per_s"] / base if base else None
-        r["decode_speedup"] = r["decode_tokens_per_s"] / base_dec if base_dec else None
+        r["decode_speedup"] = (r["decode_tokens_per_s"] / base_dec
+                               if base_dec and r["decode_tokens_per_s"] else None)
     if trace_out is not None:
         save_traces(traces, trace_out)
     return {"methods": results, "model": lm.name, "n_requests": len(requests),
-            "max_new_tokens": max_new_tokens,
+            "max_new_tokens": max_new_tokens, "tree": asdict(tree or TreeConfig()),
+            "store": dict(store_kwargs or {}),
             "machine": {"platform": platform.platform(), "processor": platform.processor(),
                         "device": str(lm.device), "dtype": str(lm.dtype)}}
 
@@ -208,8 +216,14 @@ def main(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    tree = TreeConfig(**{k: v for k, v in (("budget", args.budget), ("semantic_budget", args.semantic_budget))
+                         if v is not None})
+    store_kwargs = {"state_dtype": args.state_dtype}
+    if args.store_capacity:
+        store_kwargs["max_records"] = args.store_capacity
     res = run_bench(requests, methods, verifier, args.max_new_tokens,
-                    trace_out=out / "traces.jsonl" if args.traces else None)
+                    trace_out=out / "traces.jsonl" if args.traces else None, tree=tree,
+                    store_kwargs=store_kwargs)
     res["data"] = str(args.data)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     print(format_table(res))

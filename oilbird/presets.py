@@ -48,16 +48,20 @@ PRESETS: dict[str, tuple[str, ...]] = {
 
 
 def make_decoder(name: str, verifier: Verifier, store: Store | None = None,
-                 tree: TreeConfig | None = None, trace: bool = True, tenant: str = "default"
-                 ) -> SpeculativeDecoder:
-    """Build the decoder for preset ``name``; a fresh tenant store is made if none is given."""
+                 tree: TreeConfig | None = None, trace: bool = True, tenant: str = "default",
+                 store_kwargs: dict | None = None) -> SpeculativeDecoder:
+    """Build the decoder for preset ``name``.
+
+    A fresh store for ``tenant`` is made if none is given, with ``store_kwargs`` (e.g.
+    ``max_records``, ``state_dtype``; see :class:`~oilbird.store.Store`).
+    """
     if name not in PRESETS:
         raise ValueError(f"unknown method '{name}'; choose from {', '.join(PRESETS)}")
     parts = PRESETS[name]
     lm = verifier.lm
     dim = int(lm.model.config.hidden_size)
     if store is None:
-        store = Store(dim=dim, tenant=tenant)
+        store = Store(dim=dim, tenant=tenant, **(store_kwargs or {}))
     sources = []
     for p in parts:
         if p == "pld":
