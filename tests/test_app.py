@@ -1,0 +1,200 @@
+"""The workbench app, launched for real on a free port and driven two ways:
+
+* ``gradio_client`` through the named API endpoints (navigation, sessions, bad inputs,
+  exports), and
+* headless Debian Chromium through Playwright (``browser`` marker): load, click Next, see the
+  tree and the cycle counter change, screenshot to ``test-artifacts/``.
+
+The app runs on hand-built traces (tests/wb_traces.py) and a bogus ``--model`` path: no test
+loads a real model. The one app process is shared by the module (starting gradio is the slow
+part); every test uses its own client, i.e. its own session.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from wb_traces import all_requests
+
+from oilbird.trace import load_traces, save_traces
+from workbench import measure
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("app")
+    traces = save_traces(all_requests(), tmp / "traces.jsonl")
+    data = tmp / "requests.jsonl"
+    data.write_text(json.dumps({"id": "r1", "prompt": "say hi"}) + "\n")
+    log = tmp / "app.log"
+    proc, url = measure.start_app(["--traces", str(traces), "--data", str(data),
+                                   "--model", str(tmp / "no-such-model.gguf")], log)
+    try:
+        secs = measure.wait_until_up(url, proc)
+        print(f"\napp up after {secs:.1f} s")
+        yield url
+    except Exception:
+        print(log.read_text())
+        raise
+    finally:
+        measure.stop_app(proc)
+
+
+@pytest.fixture
+def client(app_url):
+    from gradio_client import Client
+    return Client(app_url, verbose=False)
+
+
+def cycle_of(counter: str) -> int:
+    m = re.search(r"cycle (\d+) /", counter)
+    assert m, counter
+    return int(m.group(1))
+
+
+def plot_json(out) -> dict:
+    """A gr.Plot output as the plotly JSON the browser gets."""
+    return json.loads(out["plot"])
+
+
+# The /next, /prev, /goto outputs: counter, slider, tree, text, neighbours, gap, error.
+# /select, /load_traces, /run_live add metrics, comparison and the three dropdowns.
+
+def test_named_endpoints(client):
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert {"/select", "/prev", "/next", "/goto", "/play", "/tick", "/load_traces", "/run_live",
+            "/export_figures", "/export_trace"} <= names
+
+
+def test_next_prev_goto_change_cycle_and_tree(client):
+    counter, _, tree, text, *_ = client.predict(api_name="/next")
+    assert cycle_of(counter) == 2 and "r1 · oilbird" in counter            # opens on cycle 1
+    assert "cycle 2" in plot_json(tree)["layout"]["title"]["text"]
+    counter, _, tree0, *_ = client.predict(api_name="/prev")
+    assert cycle_of(counter) == 1 and plot_json(tree0) != plot_json(tree)
+    counter, *_ = client.predict(0, api_name="/goto")
+    assert cycle_of(counter) == 0
+    counter, *_ = client.predict(api_name="/prev")                          # clamps at 0
+    assert cycle_of(counter) == 0
+
+
+def test_unknown_request_shows_error_and_keeps_session(client):
+    out = client.predict("no-such-request", "oilbird", "goose", api_name="/select")
+    counter, error = out[0], out[6]
+    assert "Unknown request id 'no-such-request'" in error
+    assert "r1" in counter and cycle_of(counter) == 1                      # selection unchanged
+    counter, *rest = client.predict(api_name="/next")
+    assert cycle_of(counter) == 2 and rest[-1] == ""                        # usable, error cleared
+
+
+def test_sessions_are_independent(app_url):
+    from gradio_client import Client
+    a, b = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    a.predict("r2", "oilbird", "goose", api_name="/select")
+    counter_b, *_ = b.predict(api_name="/next")
+    assert "r1" in counter_b and cycle_of(counter_b) == 2
+    counter_a, *_ = a.predict(api_name="/next")
+    assert "r2" in counter_a                                                # a stayed on r2
+
+
+def test_select_method_and_comparison(client):
+    out = client.predict("r1", "goose", "oilbird", api_name="/select")
+    assert "goose" in out[0]
+    compare = plot_json(out[8])
+    assert "goose vs oilbird" in compare["layout"]["title"]["text"]
+    assert "identical outputs" in compare["layout"]["title"]["text"]
+
+
+def test_corrupt_trace_file_shows_error(client, tmp_path):
+    from gradio_client import handle_file
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind": "request", "version": 1, "request_id": "x"\nnot json\n')
+    out = client.predict(handle_file(str(bad)), api_name="/load_traces")
+    assert "Not a usable trace file" in out[6] and "bad.jsonl:1" in out[6]
+    counter, *_ = client.predict(api_name="/next")                         # still usable
+    assert cycle_of(counter) == 2
+
+
+def test_load_traces_adds_requests_for_this_session(client, tmp_path):
+    from gradio_client import handle_file
+    r = all_requests()[2]
+    r.request_id = "uploaded"
+    for c in r.cycles:
+        c.request_id = "uploaded"
+    good = save_traces([r], tmp_path / "good.jsonl")
+    out = client.predict(handle_file(str(good)), api_name="/load_traces")
+    assert out[6] == "" and "uploaded" in out[0]
+    assert "uploaded" in [c[0] for c in out[9]["choices"]]
+
+
+def test_live_run_with_a_model_that_fails_to_load(client):
+    out = client.predict("r1", "oilbird", api_name="/run_live")
+    assert "model failed to load" in out[6] and "does not exist" in out[6]
+    out = client.predict("r2", "oilbird", api_name="/run_live")            # no prompt for r2
+    assert "no prompt" in out[6]
+    counter, *_ = client.predict(api_name="/next")
+    assert cycle_of(counter) >= 1
+
+
+def test_play_and_tick(client):
+    client.predict("r1", "oilbird", "goose", api_name="/select")
+    client.predict(0, api_name="/goto")
+    out = client.predict(api_name="/play")                                  # (the button is not in the API)
+    assert out[-1]["active"] is True
+    out = client.predict(api_name="/tick")
+    assert cycle_of(out[0]) == 1
+    out = client.predict(api_name="/tick")                                  # reaches the last cycle
+    assert cycle_of(out[0]) == 2 and out[-1]["active"] is False
+
+
+def test_export_html_and_trace(client):
+    files, error = client.predict("html", api_name="/export_figures")
+    assert error == "" and len(files) == 1
+    page = Path(files[0]).read_text(encoding="utf-8")
+    assert page.count("Plotly.newPlot") >= 5
+    assert '<script src="http' not in page                                  # plotly.js embedded, no CDN
+    files, error = client.predict(api_name="/export_trace")
+    traces = load_traces(files[0])
+    assert [(t.request_id, t.method) for t in traces] == [("r1", "oilbird")]
+
+
+def test_static_export_error_is_clear(monkeypatch, tmp_path):
+    import plotly.io as pio
+
+    from workbench import export, figures
+    from wb_traces import request_oilbird
+
+    def broken(*a, **k):
+        raise RuntimeError("no browser")
+    monkeypatch.setattr(pio, "write_images", broken)
+    with pytest.raises(export.ExportError, match="HTML export works"):
+        export.export_figures({"tree": figures.tree_figure(request_oilbird().cycles[1])}, tmp_path, "png")
+
+
+@pytest.mark.browser
+def test_browser_next_changes_tree_and_counter(app_url):
+    if measure.chromium_path() is None:
+        pytest.skip("Debian chromium not installed (apt-get install chromium); browsers are never downloaded")
+    ARTIFACTS.mkdir(exist_ok=True)
+    external = []
+    with measure.browser_page() as page:
+        page.on("request", lambda r: external.append(r.url)
+                if not r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else None)
+        secs = measure.first_figure(page, app_url)
+        tree_before = page.text_content("#wb-tree .gtitle")
+        k = measure.current_cycle(page)
+        ms = measure.step_ms(page, forward=True)
+        assert measure.current_cycle(page) == k + 1
+        assert page.text_content("#wb-tree .gtitle") != tree_before
+        steps = measure.measure_steps(page, 4)
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(ARTIFACTS / "workbench.png"), full_page=True)
+    print(f"\npage -> first figure {secs:.2f} s; step {ms:.0f} ms, then {[round(x) for x in steps]} ms "
+          f"(load average {measure.load_average()})")
+    assert external == [], f"the page fetched from outside: {external}"
+    assert secs < 120 and ms < 10_000                                        # generous: a shared 2-core box
