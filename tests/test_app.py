@@ -63,7 +63,7 @@ def plot_json(out) -> dict:
 
 
 # The /next, /prev, /goto outputs: counter, slider, tree, text, neighbours, gap, error.
-# /select, /load_traces, /run_live add metrics, comparison and the three dropdowns.
+# /select, /load_traces, /run_live add metrics, comparison, prompt and the three dropdowns.
 
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
@@ -129,7 +129,7 @@ def test_load_traces_adds_requests_for_this_session(client, tmp_path):
     good = save_traces([r], tmp_path / "good.jsonl")
     out = client.predict(handle_file(str(good)), api_name="/load_traces")
     assert out[6] == "" and "uploaded" in out[0]
-    assert "uploaded" in [c[0] for c in out[9]["choices"]]
+    assert "uploaded" in [c[0] for c in out[10]["choices"]]
 
 
 def test_live_run_with_a_model_that_fails_to_load(client):

@@ -189,7 +189,7 @@ def render(st: dict, cat: Catalogue, error: str = "", full: bool = False) -> lis
         head = f"<b>{html.escape(st['request'])} · {html.escape(st['method'])}</b>: no trace"
         out = [st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0,
                empty, note, note, note, error]
-        return out + [empty, empty] if full else out
+        return out + [empty, empty, ""] if full else out
     k = max(0, min(st["cycle"], len(tr.cycles) - 1))
     st["cycle"] = k
     c = tr.cycles[k]
@@ -206,7 +206,7 @@ def render(st: dict, cat: Catalogue, error: str = "", full: bool = False) -> lis
         other = find(st, cat, st["request"], st["compare"])
         cmp = (F.compare_spec(tr, other) if other is not None else
                F.message_spec("comparison", f"no trace of '{st['request']}' with '{st['compare']}'"))
-        out += [_plot(F.metrics_spec(tr)), _plot(cmp)]
+        out += [_plot(F.metrics_spec(tr)), _plot(cmp), tr.prompt_text]
     return out
 
 
@@ -252,6 +252,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Row():
             metrics = gr.Plot(first[8], label="metrics", show_label=False, elem_id="wb-metrics")
             compare = gr.Plot(first[9], label="comparison", show_label=False, elem_id="wb-compare-plot")
+        with gr.Accordion("prompt", open=False):
+            prompt = gr.Textbox(first[10], show_label=False, lines=6, max_lines=20, interactive=False,
+                                elem_id="wb-prompt")
         with gr.Accordion("Live run · load traces · export", open=False):
             with gr.Row():
                 live_btn = gr.Button("Run live", elem_id="wb-live")
@@ -268,7 +271,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         timer = gr.Timer(PLAY_INTERVAL_S, active=False)
 
         view = [state, counter, slider, tree, text, neighbours, gap, error]   # what a step redraws
-        full = view + [metrics, compare]                                      # ... and a new selection
+        full = view + [metrics, compare, prompt]                              # ... and a new selection
         menus = [request_dd, method_dd, compare_dd]
 
         # ---- navigation

@@ -232,7 +232,8 @@ def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
 def _node_hover(c: CycleTrace, i: int, status: str) -> str:
     srcs = c.sources[i] if i < len(c.sources) else []
     scores = c.scores[i] if i < len(c.scores) else {}
-    src_txt = ", ".join(f"{s} {scores[s]:.3g}" if s in scores else s for s in srcs) or "— (root: newest committed token)"
+    src_txt = (", ".join(f"{s} {scores[s]:.3g}" if s in scores else s for s in srcs)
+               or "— (root: newest committed token)")
     lines = [f"<b>node {i}</b> · depth {c.depths[i] if i < len(c.depths) else '?'} · {status}",
              f"token: {_esc(c.token_text[i]) if i < len(c.token_text) else '?'} (id {c.tokens[i]})",
              f"sources: {html.escape(src_txt)}"]
@@ -612,8 +613,8 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
     n = len(request.output_ids)
     head = "<b>gap strip</b> · one cell per output token"
     if labels is None:
-        key = " ".join(f"<span class='gap-key' style='{_KEY}background:{GAP_COLOURS[g]}'>{GAP_DESCRIPTIONS[g]} (–)</span>"
-                       for g in GAP_LABELS)
+        key = " ".join(f"<span class='gap-key' style='{_KEY}background:{GAP_COLOURS[g]}'>"
+                       f"{GAP_DESCRIPTIONS[g]} (–)</span>" for g in GAP_LABELS)
         return (f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>no gap labels in this trace: "
                 f"regenerate it with <code>python -m oilbird trace ... --diagnose</code></div>{key}</div>")
     lo = committed_upto(request, cycle - 1) if cycle else 0
