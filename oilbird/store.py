@@ -380,35 +380,74 @@ def _default_pq_m(dim: int) -> int:
     return max(m for m in range(1, target + 1) if dim % m == 0)
 
 
-def _new_state_index(dim: int, kind: str, pq_m: int = 0, pq_nbits: int = 8):
-    """An empty faiss index of flat codes for one state representation (inner product)."""
+_INT8_RANGE = np.array([-1.0, 2.0], dtype=np.float32)   # (vmin, vdiff): the grid on [-1, 1]
+
+
+def _new_state_index(dim: int, kind: str, pq_m: int = 0, pq_nbits: int = 8,
+                     index_type: str = "flat", nlist: int = 256, nprobe: int = 16):
+    """An empty faiss inner-product index for one state representation.
+
+    ``flat`` scans every code (exact up to the codes); ``ivf`` scans the ``nprobe`` of
+    ``nlist`` clusters nearest to the query (needs training; codes are not residuals, so an
+    int8 code is the same on either index)."""
     SQ = faiss.ScalarQuantizer
-    if kind == "fp16":
-        return faiss.IndexScalarQuantizer(dim, SQ.QT_fp16, faiss.METRIC_INNER_PRODUCT)
-    if kind == "int8":
-        ix = faiss.IndexScalarQuantizer(dim, SQ.QT_8bit_uniform, faiss.METRIC_INNER_PRODUCT)
-        # a fixed grid on [-1, 1]: a unit vector's components never leave it, so no training
-        faiss.copy_array_to_vector(np.array([-1.0, 2.0], dtype=np.float32), ix.sq.trained)
-        ix.is_trained = True
-        return ix
-    if kind == "pq":
-        ix = faiss.IndexPQ(dim, pq_m, pq_nbits, faiss.METRIC_INNER_PRODUCT)
+    IP = faiss.METRIC_INNER_PRODUCT
+    if kind not in STATE_DTYPES:
+        raise ValueError(f"state_dtype must be one of {STATE_DTYPES}, not {kind!r}")
+    if index_type == "flat":
+        if kind == "fp16":
+            return faiss.IndexScalarQuantizer(dim, SQ.QT_fp16, IP)
+        if kind == "int8":
+            ix = faiss.IndexScalarQuantizer(dim, SQ.QT_8bit_uniform, IP)
+            # a fixed grid on [-1, 1]: a unit vector's components never leave it: no training
+            faiss.copy_array_to_vector(_INT8_RANGE, ix.sq.trained)
+            ix.is_trained = True
+            return ix
+        ix = faiss.IndexPQ(dim, pq_m, pq_nbits, IP)
         ix.pq.cp.niter = 12
         return ix
-    raise ValueError(f"state_dtype must be one of {STATE_DTYPES}, not {kind!r}")
+    if index_type == "ivf":
+        quantizer = faiss.IndexFlatIP(dim)
+        if kind == "pq":
+            ix = faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, pq_nbits, IP)
+            ix.by_residual = False
+            ix.pq.cp.niter = 12
+        else:
+            qt = SQ.QT_fp16 if kind == "fp16" else SQ.QT_8bit_uniform
+            ix = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qt, IP, False)
+        ix.cp.niter = 12
+        ix.nprobe = nprobe
+        return ix
+    raise ValueError(f"index_type must be 'flat' or 'ivf', not {index_type!r}")
 
 
 def _index_kind(ix) -> str:
-    """Which representation a (deserialised) faiss index holds."""
-    if isinstance(ix, faiss.IndexPQ):
-        return "pq"
-    if isinstance(ix, faiss.IndexScalarQuantizer):
+    """Which representation a (deserialised) faiss index holds: fp16 / int8 / pq, ivf-..."""
+    pre = "ivf-" if isinstance(ix, faiss.IndexIVF) else ""
+    if isinstance(ix, (faiss.IndexPQ, faiss.IndexIVFPQ)):
+        return pre + "pq"
+    if isinstance(ix, (faiss.IndexScalarQuantizer, faiss.IndexIVFScalarQuantizer)):
         qt = ix.sq.qtype
         if qt == faiss.ScalarQuantizer.QT_fp16:
-            return "fp16"
+            return pre + "fp16"
         if qt == faiss.ScalarQuantizer.QT_8bit_uniform:
-            return "int8"
+            return pre + "int8"
     return type(ix).__name__
+
+
+def _ivf_rows(ix) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, decoded vectors) of everything in an IVF index, list by list."""
+    il = ix.invlists
+    ids, codes = [np.zeros(0, np.int64)], [np.zeros((0, il.code_size), np.uint8)]
+    for lst in range(ix.nlist):
+        n = il.list_size(lst)
+        if n:
+            ids.append(faiss.rev_swig_ptr(il.get_ids(lst), n).copy())
+            codes.append(faiss.rev_swig_ptr(il.get_codes(lst), n * il.code_size).copy()
+                         .reshape(n, il.code_size))
+    c = np.concatenate(codes)
+    dec = ix.pq.decode(c) if isinstance(ix, faiss.IndexIVFPQ) else ix.sq.decode(c)
+    return np.concatenate(ids), dec.reshape(len(c), ix.d)
 
 
 class Store:
@@ -425,6 +464,11 @@ class Store:
     larger than the capacity is evicted too: the bounds are hard). Evicted data is invisible
     at once and physically dropped when the dead part exceeds ``compact_slack`` x live
     (0 = at every eviction).
+
+    ``index_type="ivf"`` searches ``ivf_nprobe`` of ``ivf_nlist`` clusters instead of every
+    state (approximate; for stores of 100k records and more). It and ``"pq"`` need training:
+    until ``train_size`` states are in, the store searches them exactly (fp16 for pq, else its
+    own dtype), then trains once and moves them over.
     """
 
     def __init__(self, dim: int, tenant: str = "default", gram: int = 4, *,
@@ -432,7 +476,8 @@ class Store:
                  max_bytes: int | None = None, max_requests: int | None = None,
                  max_age_s: float | None = None, compact_slack: float = 0.25,
                  pq_m: int | None = None, pq_nbits: int = 8, pq_train_size: int = 4096,
-                 clock: Callable[[], float] = time.time):
+                 index_type: str = "flat", ivf_nlist: int = 256, ivf_nprobe: int = 16,
+                 ivf_train_size: int | None = None, clock: Callable[[], float] = time.time):
         if dim < 1:
             raise ValueError("dim must be >= 1")
         if state_dtype not in STATE_DTYPES:
@@ -455,6 +500,12 @@ class Store:
             raise ValueError(f"pq_m={self.pq_m} must divide dim={self.dim}")
         self.pq_nbits = int(pq_nbits)
         self.pq_train_size = max(int(pq_train_size), 1 << self.pq_nbits)
+        if index_type not in ("flat", "ivf"):
+            raise ValueError(f"index_type must be 'flat' or 'ivf', not {index_type!r}")
+        self.index_type = index_type
+        self.ivf_nlist = int(ivf_nlist)
+        self.ivf_nprobe = int(ivf_nprobe)
+        self.ivf_train_size = max(int(ivf_train_size or 39 * self.ivf_nlist), self.ivf_nlist)
         self.clock = clock
         self.suffix = PoolSuffixIndex(gram=gram)
         # records: global ids; arrays hold ids _rbase .. next_record-1 (a dead prefix may remain)
@@ -470,12 +521,14 @@ class Store:
         self._q_time: list[float] = []            # when it ended (clock)
         self._q_live = 0
         self.requests_seen = 0
-        # states: faiss rows of codes; row j holds record _rbase + _row_rec[j]; rows < _row_live dead
-        self.pq_trained = state_dtype != "pq"
+        # states: rows of codes in faiss; row j holds record _rbase + _row_rec[j]; rows below
+        # _row_live are dead. A flat index numbers its rows 0.., an IVF one _row_base + j.
+        self.trained = state_dtype != "pq" and index_type == "flat"
         self.index = _new_state_index(self.dim, "fp16" if state_dtype == "pq" else state_dtype,
                                       self.pq_m, self.pq_nbits)
         self._row_rec = _Column(np.int32)
         self._row_live = 0
+        self._row_base = 0
         self.evicted_records = 0
         self.upkeep_seconds = {"add": 0.0, "evict": 0.0, "compact": 0.0, "train": 0.0}
         # pending records of the request being decoded
@@ -488,7 +541,18 @@ class Store:
                 "max_bytes": self.max_bytes, "max_requests": self.max_requests,
                 "max_age_s": self.max_age_s, "compact_slack": self.compact_slack,
                 "pq_m": self.pq_m or None, "pq_nbits": self.pq_nbits,
-                "pq_train_size": self.pq_train_size}
+                "pq_train_size": self.pq_train_size, "index_type": self.index_type,
+                "ivf_nlist": self.ivf_nlist, "ivf_nprobe": self.ivf_nprobe,
+                "ivf_train_size": self.ivf_train_size}
+
+    @property
+    def train_size(self) -> int:
+        """States needed before the target index is trained (0: nothing to train)."""
+        n = self.pq_train_size if self.state_dtype == "pq" else 0
+        return max(n, self.ivf_train_size if self.index_type == "ivf" else 0)
+
+    def _is_ivf(self) -> bool:
+        return isinstance(self.index, faiss.IndexIVF)
 
     def __len__(self) -> int:
         return self.next_record - self.first_record
@@ -509,23 +573,27 @@ class Store:
     @property
     def state_nbytes(self) -> int:
         """Bytes of one stored state (the code) in the current representation."""
-        return int(self.index.sa_code_size())
+        return int(self.index.code_size)
 
     @property
     def record_nbytes(self) -> int:
         """Live bytes per record in the target representation: state code, row map (4),
         position (4), token (4) and ``gram`` n-gram entries (12 each). ``max_bytes`` uses it.
         (A PQ store reaches this once trained; before, it holds fp16 states.)"""
-        code = self.pq_m * self.pq_nbits // 8 if self.state_dtype == "pq" else self.state_nbytes
-        return int(code + 4 + 4 + 4 + 12 * self.gram)
+        code = {"fp16": 2 * self.dim, "int8": self.dim,
+                "pq": (self.pq_m * self.pq_nbits + 7) // 8}[self.state_dtype]
+        ids = 8 if self.index_type == "ivf" else 0     # IVF lists store an id per code
+        return int(code + ids + 4 + 4 + 4 + 12 * self.gram)
 
     def nbytes(self) -> int:
         """Bytes held now: codes (incl. dead rows not yet compacted), codebooks, arrays as
         allocated, the suffix index and the pending request. (faiss' own vector may reserve
         up to 2x its size; the store bench measures process memory for that.)"""
         b = self.index.ntotal * self.state_nbytes
-        if isinstance(self.index, faiss.IndexPQ):
+        if isinstance(self.index, (faiss.IndexPQ, faiss.IndexIVFPQ)):
             b += self.index.pq.centroids.size() * 4
+        if self._is_ivf():
+            b += self.index.ntotal * 8 + self.index.nlist * self.dim * 4
         b += self._row_rec.nbytes + self._posn.nbytes + self.suffix.nbytes()
         b += sum(len(r) + 48 for r in self._q_id) + 40 * len(self._q_id)
         b += sum(16 + (self.dim * 4 if p[3] is not None else 0) for p in self._pending)
@@ -567,7 +635,11 @@ class Store:
             with_state = [k for k, p in enumerate(pend) if p[3] is not None]
             if with_state:
                 vecs = np.stack([pend[k][3] for k in with_state]).astype(np.float32)
-                self.index.add(vecs)
+                if self._is_ivf():
+                    r0 = self._row_base + self._row_rec.n
+                    self.index.add_with_ids(vecs, np.arange(r0, r0 + len(vecs), dtype=np.int64))
+                else:
+                    self.index.add(vecs)
                 self._row_rec.extend(np.asarray(with_state, dtype=np.int64) + (start - self._rbase))
             self.next_record += n
             self._q_id.append(pend[0][1])
@@ -577,8 +649,8 @@ class Store:
             self._q_time.append(float(self.clock()))
             self.requests_seen += 1
         self.upkeep_seconds["add"] += time.perf_counter() - t0
-        if not self.pq_trained and self.index.ntotal - self._row_live >= self.pq_train_size:
-            self._train_pq()
+        if not self.trained and self.index.ntotal - self._row_live >= self.train_size:
+            self._train()
         self._enforce()
 
     def expire(self, now: float | None = None) -> int:
@@ -641,8 +713,10 @@ class Store:
         dead = self.first_record - self._rbase
         if dead > 0:
             if self._row_live:
-                self.index.remove_ids(faiss.IDSelectorRange(0, self._row_live))
+                off = self._row_base if self._is_ivf() else 0
+                self.index.remove_ids(faiss.IDSelectorRange(off, off + self._row_live))
             self._row_rec.drop_front(self._row_live, subtract=dead)
+            self._row_base += self._row_live
             self._row_live = 0
             self._posn.drop_front(dead)
             self._rbase = self.first_record
@@ -654,16 +728,23 @@ class Store:
         self.suffix.compact()
         self.upkeep_seconds["compact"] += time.perf_counter() - t0
 
-    def _train_pq(self) -> None:
-        """Train the product quantizer on the live (fp16) states and re-encode them."""
+    def _train(self) -> None:
+        """Train the target index (PQ codebooks, IVF clusters) on the live staged states and
+        move them over; rows keep their numbers."""
         t0 = time.perf_counter()
         self.compact()
         x = self.index.reconstruct_n(0, self.index.ntotal)
-        pq = _new_state_index(self.dim, "pq", self.pq_m, self.pq_nbits)
-        pq.train(x)
-        pq.add(x)
-        self.index = pq
-        self.pq_trained = True
+        ix = _new_state_index(self.dim, self.state_dtype, self.pq_m, self.pq_nbits,
+                              self.index_type, self.ivf_nlist, self.ivf_nprobe)
+        ix.train(x)
+        if self.index_type == "ivf" and self.state_dtype == "int8":
+            faiss.copy_array_to_vector(_INT8_RANGE, ix.sq.trained)   # the fixed grid, as flat
+        if self.index_type == "ivf":
+            ix.add_with_ids(x, np.arange(self._row_base, self._row_base + len(x), dtype=np.int64))
+        else:
+            ix.add(x)
+        self.index = ix
+        self.trained = True
         self.upkeep_seconds["train"] += time.perf_counter() - t0
 
     # -- reading -----------------------------------------------------------------------------
@@ -690,13 +771,16 @@ class Store:
         if q.shape[1] != self.dim:
             raise ValueError(f"query has {q.shape[1]} dims, the store {self.dim}")
         kk = min(int(k), live)
-        if self._row_live:
-            params = faiss.SearchParameters(sel=faiss.IDSelectorRange(self._row_live, self.index.ntotal))
-            sims, rows = self.index.search(q, kk, params=params)
+        off = self._row_base if self._is_ivf() else 0
+        sel = (faiss.IDSelectorRange(off + self._row_live, off + self.index.ntotal)
+               if self._row_live else None)
+        if self._is_ivf():
+            params = faiss.SearchParametersIVF(sel=sel, nprobe=self.ivf_nprobe)
         else:
-            sims, rows = self.index.search(q, kk)
+            params = faiss.SearchParameters(sel=sel) if sel is not None else None
+        sims, rows = self.index.search(q, kk, params=params)
         rec = self._row_rec.a
-        return [(int(rec[r]) + self._rbase, float(s)) for r, s in zip(rows[0], sims[0]) if r >= 0]
+        return [(int(rec[r - off]) + self._rbase, float(s)) for r, s in zip(rows[0], sims[0]) if r >= 0]
 
     def continuation(self, record: int, start: int, depth: int) -> list[int]:
         """Tokens of the same request from ``record + start`` on, at most ``depth``."""
@@ -735,7 +819,12 @@ class Store:
         zeros for records without a state. fp16, like the records."""
         out = np.zeros((len(self), self.dim), dtype=np.float16)
         live = self.index.ntotal - self._row_live
-        if live > 0:
+        if live > 0 and self._is_ivf():
+            ids, x = _ivf_rows(self.index)
+            local = ids - self._row_base
+            keep = local >= self._row_live
+            out[self._row_rec.a[local[keep]] + self._rbase - self.first_record] = x[keep]
+        elif live > 0:
             x = self.index.reconstruct_n(self._row_live, live)
             recs = self._row_rec.a[self._row_live:self.index.ntotal] + self._rbase - self.first_record
             out[recs] = x
@@ -769,7 +858,8 @@ class Store:
             "format": FORMAT, "version": FORMAT_VERSION, "config": self.config(),
             "state": {"first_record": self.first_record, "next_record": self.next_record,
                       "stream_start": self.suffix.start, "stream_end": self.suffix.end,
-                      "pq_trained": self.pq_trained, "requests_seen": self.requests_seen,
+                      "trained": self.trained, "row_base": self._row_base,
+                      "requests_seen": self.requests_seen,
                       "evicted_records": self.evicted_records, "index_kind": _index_kind(self.index),
                       "ntotal": int(self.index.ntotal)},
             "payload": {k: {"sha256": hashlib.sha256(v).hexdigest(), "bytes": len(v)}
@@ -860,7 +950,10 @@ class Store:
 
         store = cls(clock=clock, **cfg)
         kind = _index_kind(index)
-        want = "fp16" if (cfg["state_dtype"] == "pq" and not st["pq_trained"]) else cfg["state_dtype"]
+        if st["trained"]:
+            want = ("ivf-" if cfg["index_type"] == "ivf" else "") + cfg["state_dtype"]
+        else:
+            want = "fp16" if cfg["state_dtype"] == "pq" else cfg["state_dtype"]
         if kind != want or index.d != store.dim or index.ntotal != st["ntotal"]:
             fail(f"state index is {kind} d={index.d} n={index.ntotal}, header says {want} "
                  f"d={store.dim} n={st['ntotal']}")
@@ -888,9 +981,14 @@ class Store:
         if len(rows) != index.ntotal or (len(rows) and (rows[0] < 0 or rows[-1] >= nxt - first
                                                          or np.any(np.diff(rows) <= 0))):
             fail("state rows do not map onto the records")
+        row_base = int(st["row_base"])
+        if isinstance(index, faiss.IndexIVF) and not np.array_equal(
+                np.sort(_ivf_rows(index)[0]), np.arange(row_base, row_base + len(rows))):
+            fail("state index ids do not match the rows")
         # everything verified: fill the new object
         store.index = index
-        store.pq_trained = bool(st["pq_trained"])
+        store.trained = bool(st["trained"])
+        store._row_base = row_base
         store.first_record = store._rbase = first
         store.next_record = nxt
         store._posn = _Column(np.int32, arr["positions"])
