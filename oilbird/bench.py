@@ -126,7 +126,7 @@ def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool,
         return run
     if name in PEERS:
         from . import peers
-        return peers.make_runner(name, verifier, max_new)
+        return peers.make_runner(name, verifier, max_new, trace=keep_traces, tree=tree)
     dec = make_decoder(name, verifier, trace=keep_traces, tree=tree, store_kwargs=store_kwargs)
 
     def run(req, ids):
@@ -228,4 +228,7 @@ def main(args) -> int:
     (out / "results.json").write_text(json.dumps(res, indent=2))
     print(format_table(res))
     print(f"wrote {out / 'results.json'}")
+    from .report import write_report
+    for p in write_report(res, out):
+        print(f"wrote {p}")
     return 0 if all(r["lossless"] for r in res["methods"].values()) else 1

@@ -177,13 +177,14 @@ class SpeculativeDecoder:
                                     "commit": t_d - t_c, "update": t_e - t_d})
             node_sources = [sorted(s) for s in tree.sources]
             c.committed_sources = ([node_sources[i] for i in accepted[1:]] + [[BONUS]])[:len(appended)]
+            # the tree itself is cheap to keep; text, scores and neighbours only when tracing
+            c.tokens = list(tree.tokens)
+            c.parents = list(tree.parents)
+            c.sources = node_sources
+            c.argmax = argmax
             if tr:
-                c.tokens = list(tree.tokens)
-                c.parents = list(tree.parents)
                 c.depths = tree.depths()
-                c.sources = node_sources
                 c.scores = [dict(s) for s in tree.scores]
-                c.argmax = argmax
                 c.token_text = self._pieces(tree.tokens)
                 c.argmax_text = self._pieces(argmax)
                 c.committed_text = self._pieces(appended)

@@ -27,8 +27,12 @@ from .tree import DraftTree
 
 @dataclass
 class TreeConfig:
-    budget: int = 24               # nodes per tree, root included
-    semantic_budget: int = 8       # nodes reserved for semantic / rejected-pool chains
+    # On a GPU the paper uses 60 nodes (16 semantic): a forward costs about the same for 1 or
+    # 60 positions there. On this project's 2-core CPU it does not: SmolLM2-135M needs ~90 ms
+    # for one position and ~7 ms more per extra node, so a 60-node tree costs ~5 AR steps.
+    # The CPU default keeps trees small; sweep with `bench --budget N` (docs/results.md).
+    budget: int = 12               # nodes per tree, root included
+    semantic_budget: int = 4       # nodes reserved for semantic / rejected-pool chains
     spine_share: float = 0.6       # initial share of the remaining budget for lexical chains
     spine_alpha: float = 0.3       # EMA weight of the newest spine acceptance
     min_spine_share: float = 0.3

@@ -1,0 +1,116 @@
+"""End-to-end on the real default model (SmolLM2-135M-Instruct, fp32 on CPU)."""
+import json
+
+import pytest
+import torch
+
+from oilbird.audit import compare, hf_greedy
+from oilbird.bench import run_bench
+from oilbird.decoding import autoregressive
+from oilbird.model import ModelError, load_model
+from oilbird.presets import PRESETS, make_decoder
+from oilbird.requests import encode, load_api_bank, load_requests
+from oilbird.tree import DraftTree, tree_attention
+from oilbird.verifier import Verifier
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def builtin_ids(real_lm):
+    return [encode(real_lm.tokenizer, r) for r in load_requests("builtin", limit=4)]
+
+
+def _fresh(v, ids):
+    cache, _ = v.prefill(ids)
+    return cache, len(ids)
+
+
+@torch.inference_mode()
+def _plain_logits(lm, ids):
+    return lm.model(input_ids=torch.tensor([ids])).logits[0].float()
+
+
+def test_tree_logits_equal_chain_forward_on_every_path(real_lm, builtin_ids):
+    ids = builtin_ids[1]
+    v = Verifier(real_lm)
+    cache, pre = v.prefill(ids)
+    root = int(pre.argmax[-1])
+    #        0 root, 1 a, 2 b, 3 c(a), 4 d(a), 5 e(c), 6 f(b)
+    tree = DraftTree(tokens=[root, 330, 7, 28, 314, 17, 2483], parents=[-1, 0, 0, 1, 1, 3, 2])
+    mask, pos = tree_attention(tree.parents, len(ids))
+    with torch.inference_mode():
+        mask_out = real_lm.model(input_ids=torch.tensor([tree.tokens]), attention_mask=mask,
+                                 position_ids=pos, cache=cache).logits[0].float()
+    out = v.verify(*_fresh(v, ids), tree)         # the library path agrees on every argmax
+    assert out.argmax.tolist() == mask_out.argmax(-1).tolist()
+    for leaf_path in ([0, 1, 3, 5], [0, 1, 4], [0, 2, 6]):
+        ref = _plain_logits(real_lm, ids + [tree.tokens[i] for i in leaf_path])
+        for k, node in enumerate(leaf_path):
+            torch.testing.assert_close(mask_out[node], ref[len(ids) + k], atol=2e-3, rtol=1e-3)
+            assert int(mask_out[node].argmax()) == int(ref[len(ids) + k].argmax())
+
+
+def test_commit_leaves_cache_equal_to_plain_prefill(real_lm, builtin_ids):
+    ids = builtin_ids[2]
+    v = Verifier(real_lm)
+    cache, pre = v.prefill(ids)
+    root = int(pre.argmax[-1])
+    tree = DraftTree(tokens=[root, 11, 22, 33, 44], parents=[-1, 0, 0, 2, 1])
+    v.verify(cache, len(ids), tree)
+    accepted = [0, 2, 3]                       # not a prefix of the node order: exercises the copy
+    Verifier.commit(cache, len(ids), accepted)
+    kept = ids + [tree.tokens[i] for i in accepted]
+    assert cache.get_seq_length() == len(kept)
+    nxt = 555
+    with torch.inference_mode():
+        after = real_lm.model(input_ids=torch.tensor([[nxt]]), cache=cache).logits[0, -1].float()
+    ref = _plain_logits(real_lm, kept + [nxt])[-1]
+    torch.testing.assert_close(after, ref, atol=2e-3, rtol=1e-3)
+    assert int(after.argmax()) == int(ref.argmax())
+
+
+def test_ar_equals_hf_greedy_on_builtin(real_lm, builtin_ids):
+    v = Verifier(real_lm)
+    for ids in builtin_ids[:3]:
+        assert autoregressive(v, ids, 24).tokens == hf_greedy(real_lm, ids, 24)
+
+
+def test_ar_equals_hf_greedy_on_api_bank(real_lm, api_bank_path):
+    v = Verifier(real_lm)
+    reqs = load_api_bank(api_bank_path)
+    for r in (reqs[0], reqs[400]):
+        ids = encode(real_lm.tokenizer, r)
+        assert autoregressive(v, ids, 16).tokens == hf_greedy(real_lm, ids, 16)
+
+
+def test_every_preset_lossless_on_real_model(real_lm):
+    """One bench run, all presets, built-in requests: the audit inside bench is the check."""
+    reqs = load_requests("builtin", limit=4)[2:]     # the 2nd and 3rd call of a conversation
+    res = run_bench(reqs, ["ar"] + list(PRESETS), Verifier(real_lm), max_new_tokens=16, progress=False)
+    for m, r in res["methods"].items():
+        assert r["lossless"], (m, r.get("first_failure"))
+        if m != "ar":
+            credited = sum(r["accepted_by_source"].values())
+            assert credited == pytest.approx(r["tokens"]), m
+
+
+def test_unknown_model_path_and_file(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        load_model(tmp_path / "missing")
+    (tmp_path / "x.bin").write_bytes(b"0")
+    with pytest.raises(ModelError, match="not a .gguf"):
+        load_model(tmp_path / "x.bin")
+    with pytest.raises(ModelError, match="no config.json"):
+        load_model(tmp_path)
+
+
+@pytest.mark.parametrize("config,msg", [
+    ({"model_type": "mistral", "sliding_window": 4096, "hidden_size": 8, "num_hidden_layers": 1,
+      "num_attention_heads": 1, "vocab_size": 10}, "sliding-window"),
+    ({"model_type": "mamba", "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10}, "not supported"),
+])
+def test_unsupported_architectures_are_refused(tmp_path, config, msg):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelError, match=msg):
+        load_model(tmp_path)
