@@ -1,0 +1,73 @@
+"""Requests: the built-in workload, API-Bank, generic JSONL, and their error messages."""
+import json
+import re
+
+import pytest
+
+from oilbird.requests import DataError, load_api_bank, load_jsonl, load_requests
+from oilbird.workload import builtin_requests
+
+
+def test_builtin_is_deterministic_and_seeded():
+    a, b = builtin_requests(seed=0), builtin_requests(seed=0)
+    assert [r.messages for r in a] == [r.messages for r in b]
+    assert [r.messages for r in builtin_requests(seed=1)] != [r.messages for r in a]
+
+
+def test_builtin_repeats_frames_with_fresh_values():
+    reqs = builtin_requests()
+    by_conv = {}
+    for r in reqs:
+        by_conv.setdefault(r.meta["conversation"], []).append(r)
+    for conv in by_conv.values():
+        calls = [r.reference for r in conv]
+        frames = {re.sub(r"'[^']*'", "'_'", c) for c in calls}
+        assert len(frames) == 1, calls                 # the same call frame ...
+        assert len(set(calls)) == len(calls)           # ... with a different value every time
+        # the value asked for later was minted earlier in the same conversation
+        for r in conv:
+            value = next(iter(r.meta["args"].values()))
+            assert value in r.messages[-1]["content"]
+        # and each later request repeats the earlier call frames verbatim in its prompt
+        assert conv[-1].messages[-1]["content"].count("API-Request: [" + conv[0].meta["tool"]) == len(conv) - 1
+
+
+def test_api_bank_534_requests_in_order(api_bank_path):
+    reqs = load_api_bank(api_bank_path)
+    assert len(reqs) == 534
+    assert reqs[0].id == "level-1-api/0" and reqs[399].id == "level-2-api/0"
+    assert reqs[0].messages[1]["content"].rstrip().endswith("Generate API Request:")
+    assert reqs[0].reference.startswith("API-Request: [")
+
+
+def test_jsonl_messages_and_prompt(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n\n"
+                 + json.dumps({"id": "x", "prompt": "yo"}) + "\n")
+    reqs = load_jsonl(p)
+    assert [r.id for r in reqs] == ["0", "x"] and reqs[1].messages == [{"role": "user", "content": "yo"}]
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("{not json\n", "line 1: not valid JSON"),
+    ('{"foo": 1}\n', "needs 'messages' or 'prompt'"),
+    ('{"messages": []}\n', "non-empty list"),
+    ("", "no requests"),
+])
+def test_malformed_jsonl_names_path_and_problem(tmp_path, content, msg):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(content)
+    with pytest.raises(DataError, match=re.escape(msg)) as e:
+        load_jsonl(p)
+    assert "bad.jsonl" in str(e.value)
+
+
+def test_missing_paths_are_named(tmp_path):
+    with pytest.raises(DataError, match="no such file or folder"):
+        load_requests(str(tmp_path / "nope.jsonl"))
+    with pytest.raises(DataError, match="test-data"):
+        load_api_bank(tmp_path / "nothing")
+    (tmp_path / "ab" / "test-data").mkdir(parents=True)
+    (tmp_path / "ab" / "test-data" / "level-1-api.json").write_text("[{]")
+    with pytest.raises(DataError, match="level-1-api.json': not valid JSON"):
+        load_requests(str(tmp_path / "ab"))
