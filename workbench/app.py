@@ -136,11 +136,14 @@ class Data:
 # --------------------------------------------------------------------------- the session's view
 
 def new_session(cat: Catalogue, data: Data) -> dict:
-    """The initial per-session state: the first traced request, its first method."""
+    """The initial per-session state: a traced request, method "oilbird" when there is one."""
     rids = cat.request_ids() or list(data.requests)
     methods = cat.methods() or ["oilbird"]
-    rid = rids[0] if rids else ""
     method = "oilbird" if "oilbird" in methods else methods[0]
+    # open on the first request where the semantic key retrieved something (the point of the
+    # workbench); the very first request of a run has an empty store
+    shown = [r for r in rids if any(c.neighbours for c in getattr(cat.traces.get((r, method)), "cycles", []))]
+    rid = (shown or rids or [""])[0]
     other = [m for m in methods if m != method]
     st = {"request": rid, "method": method, "compare": other[0] if other else method, "cycle": 0,
           "playing": False, "extra": {}, "decoders": {}}

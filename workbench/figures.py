@@ -679,7 +679,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
                      legend={"title": {"text": "stage"}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
     for rc in ((1, 1), (1, 2), (2, 2)):
         layout[_axis(ref[rc][0])]["title"] = {"text": "cycle"}
-        if len(cyc) <= 30:
+        if len(cyc) <= 12:
             layout[_axis(ref[rc][0])]["dtick"] = 1
     layout[_axis(ref[(2, 1)][1])]["tickformat"] = ".0%"
     return {"data": data, "layout": layout}
