@@ -199,3 +199,24 @@ def test_figures_do_not_modify_the_trace():
     before = CycleTrace(**{**c.__dict__})
     F.tree_spec(c, selection=2)
     assert c == before
+
+
+# --------------------------------------------------------------------------- the shipped assets
+
+def test_shipped_traces_load_and_every_cycle_renders():
+    from pathlib import Path
+
+    from oilbird.trace import load_traces
+    path = Path(__file__).resolve().parents[1] / "assets" / "traces" / "builtin.jsonl"
+    assert path.stat().st_size < 2_000_000
+    traces = load_traces(path)
+    assert {t.method for t in traces} == {"goose", "oilbird"} and all(t.lossless for t in traces)
+    assert all(t.gap_labels is not None and len(t.gap_labels) == len(t.output_ids) for t in traces)
+    assert any(c.neighbours for t in traces for c in t.cycles)
+    for t in traces:
+        assert len(F.token_sources(t)) == len(t.output_ids)
+        for k, c in enumerate(t.cycles):
+            F.tree_spec(c)
+            F.text_html(t, k)
+            F.gap_strip_html(t, k)
+    F.cycle_figures(traces[3], 2)                     # validated once
