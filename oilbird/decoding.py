@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -220,10 +220,16 @@ class SpeculativeDecoder:
                 lexical_reachable=bool(nb["proposed"]) and nb["proposed"][0] in lexical_first))
         return out
 
-    def run(self, request_id: str, ids: list[int], max_new_tokens: int) -> RequestTrace:
-        """Decode one request to the end and return its full trace."""
+    def run(self, request_id: str, ids: list[int], max_new_tokens: int,
+            on_cycle: Callable[[CycleTrace], None] | None = None) -> RequestTrace:
+        """Decode one request to the end and return its full trace.
+
+        ``on_cycle`` (optional) is called with every cycle's trace as it is produced
+        (e.g. to report progress).
+        """
         out = RequestTrace(request_id=request_id, method=self.method, model=self.verifier.lm.name,
                            prompt_ids=list(ids), prompt_text=self.tok.decode(ids) if self.trace else "")
-        for _ in self.cycles(request_id, ids, max_new_tokens, out):
-            pass
+        for c in self.cycles(request_id, ids, max_new_tokens, out):
+            if on_cycle is not None:
+                on_cycle(c)
         return out

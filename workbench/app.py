@@ -418,13 +418,14 @@ def _decode_live(st: dict, models: ModelHolder, lm, req, method: str, max_new_to
         if dec is None:
             dec = st["decoders"][method] = make_decoder(method, Verifier(lm))
         ids = encode(lm.tokenizer, req)
-        out = RequestTrace(request_id=req.id, method=method, model=lm.name, prompt_ids=list(ids),
-                           prompt_text=lm.tokenizer.decode(ids), meta={"live": True})
         progress(0.1, desc="decoding")
-        done = 0
-        for c in dec.cycles(req.id, ids, max_new_tokens, out):
-            done += len(c.committed)
-            progress(min(1.0, done / max_new_tokens), desc=f"cycle {c.cycle}: {done} tokens")
+        done = [0]
+
+        def report(c):
+            done[0] += len(c.committed)
+            progress(min(1.0, done[0] / max_new_tokens), desc=f"cycle {c.cycle}: {done[0]} tokens")
+        out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
+        out.meta["live"] = True
     return out
 
 
