@@ -139,8 +139,12 @@ def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool,
 
 def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, max_new_tokens: int = 128,
               trace_out: Path | None = None, progress: bool = True, tree: TreeConfig | None = None,
-              store_kwargs: dict | None = None) -> dict:
-    """Decode ``requests`` with every method; return the results dict (see module doc)."""
+              store_kwargs: dict | None = None, checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """Decode ``requests`` with every method; return the results dict (see module doc).
+
+    ``checkpoint`` (optional) receives the results so far after every request, so an
+    interrupted long run still leaves its numbers behind.
+    """
     unknown = [m for m in methods if m not in known_methods()]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(known_methods())}")
@@ -181,6 +185,14 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
             tr.lossless = compare(ref, tr.output_ids).lossless
         if trace_out is not None:
             traces.extend(req_traces)
+        if checkpoint is not None:
+            checkpoint(_results(stats, lm, len(encoded), max_new_tokens, tree, store_kwargs))
+    if trace_out is not None:
+        save_traces(traces, trace_out)
+    return _results(stats, lm, len(encoded), max_new_tokens, tree, store_kwargs)
+
+
+def _results(stats: dict, lm, n_requests: int, max_new_tokens: int, tree, store_kwargs) -> dict:
     results = {m: s.summary() for m, s in stats.items()}
     base = results.get("ar", {}).get("tokens_per_s")
     base_dec = results.get("ar", {}).get("decode_tokens_per_s")
@@ -188,9 +200,8 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
         r["speedup"] = r["tokens_per_s"] / base if base else None
         r["decode_speedup"] = (r["decode_tokens_per_s"] / base_dec
                                if base_dec and r["decode_tokens_per_s"] else None)
-    if trace_out is not None:
-        save_traces(traces, trace_out)
-    return {"methods": results, "model": lm.name, "n_requests": len(requests),
+    done = min((s.n_requests for s in stats.values()), default=0)
+    return {"methods": results, "model": lm.name, "n_requests": done, "n_requests_planned": n_requests,
             "max_new_tokens": max_new_tokens, "tree": asdict(tree or TreeConfig()),
             "store": dict(store_kwargs or {}),
             "machine": {"platform": platform.platform(), "processor": platform.processor(),
@@ -221,11 +232,17 @@ def main(args) -> int:
     store_kwargs = {"state_dtype": args.state_dtype}
     if args.store_capacity:
         store_kwargs["max_records"] = args.store_capacity
+
+    def save(res: dict) -> None:
+        res["data"] = str(args.data)
+        tmp = out / "results.json.tmp"
+        tmp.write_text(json.dumps(res, indent=2))
+        tmp.replace(out / "results.json")
+
     res = run_bench(requests, methods, verifier, args.max_new_tokens,
                     trace_out=out / "traces.jsonl" if args.traces else None, tree=tree,
-                    store_kwargs=store_kwargs)
-    res["data"] = str(args.data)
-    (out / "results.json").write_text(json.dumps(res, indent=2))
+                    store_kwargs=store_kwargs, checkpoint=save)
+    save(res)
     print(format_table(res))
     print(f"wrote {out / 'results.json'}")
     from .report import write_report
