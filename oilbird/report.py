@@ -118,3 +118,17 @@ def write_report(results: dict, out_dir: str | Path, png: bool = True) -> list[P
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return [write_csv(results, out / "results.csv")] + write_figures(results, out, png=png)
+
+
+def markdown_table(results: dict) -> str:
+    """results.json as a Markdown table (for docs/results.md): one row per method."""
+    def f(v, fmt):
+        return fmt.format(v) if isinstance(v, (int, float)) else "-"
+    rows = ["| method | tau | tokens/s | speedup | decode speedup | overhead % | semantic sole % | lossless |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for m, r in results["methods"].items():
+        sole = r.get("sole_share", {}).get("semantic")
+        rows.append(f"| {m} | {r['tau']:.2f} | {r['tokens_per_s']:.2f} | {f(r.get('speedup'), '{:.2f}x')} | "
+                    f"{f(r.get('decode_speedup'), '{:.2f}x')} | {f(100 * r['overhead_share'] if 'overhead_share' in r else None, '{:.1f}')} | "
+                    f"{f(100 * sole if sole is not None else None, '{:.1f}')} | {'yes' if r['lossless'] else 'NO'} |")
+    return "\n".join(rows)
