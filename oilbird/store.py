@@ -214,8 +214,8 @@ class PoolSuffixIndex:
     The stream holds whole documents (requests) separated by ``SEP``; positions are global and
     only grow. For each n <= ``gram`` the index keeps a sorted array of (hash of the n-gram
     ending at p, p): 12 bytes per token and n, plus 4 bytes of token. New documents go into a
-    small sorted run that is merged into the main run when it exceeds 1/8 of it (LSM), so
-    adding costs O(new + main/8) amortised. Hashes are verified against the stream, so a
+    small sorted run that is merged into the main run when it exceeds ~sqrt(256 main) entries
+    (a two-level LSM), so adding a request costs O(sqrt(main)) amortised. Hashes are verified against the stream, so a
     collision can only hide an occurrence, never invent one.
 
     ``evict_before(p)`` makes everything before stream position ``p`` invisible at once (every
@@ -270,7 +270,8 @@ class PoolSuffixIndex:
     def _maybe_merge(self, force: bool = False) -> None:
         for n in range(1, self.gram + 1):
             rk, rp = self._recent[n]
-            if len(rk) and (force or len(rk) > max(4096, len(self._main[n][0]) >> 3)):
+            # a run of ~sqrt(256 main) balances inserting into it against merging it
+            if len(rk) and (force or len(rk) > max(4096, math.isqrt(256 * len(self._main[n][0])))):
                 self._insert(self._main[n], rk, rp)
                 self._recent[n] = [rk[:0].copy(), rp[:0].copy()]
 
@@ -403,9 +404,10 @@ def _new_state_index(dim: int, kind: str, pq_m: int = 0, pq_nbits: int = 8,
             faiss.copy_array_to_vector(_INT8_RANGE, ix.sq.trained)
             ix.is_trained = True
             return ix
-        ix = faiss.IndexPQ(dim, pq_m, pq_nbits, IP)
-        ix.pq.cp.niter = 12
-        return ix
+        # PQ codes in a one-list IVF: the same exhaustive ADC scan as IndexPQ (same results,
+        # as fast), but it takes a search-time id selector, so eviction can stay lazy
+        # (IndexPQ would need an O(N) remove_ids at every eviction), for 8 B of id per code
+        return _new_state_index(dim, kind, pq_m, pq_nbits, "ivf", 1, 1)
     if index_type == "ivf":
         quantizer = faiss.IndexFlatIP(dim)
         if kind == "pq":
@@ -422,8 +424,9 @@ def _new_state_index(dim: int, kind: str, pq_m: int = 0, pq_nbits: int = 8,
 
 
 def _index_kind(ix) -> str:
-    """Which representation a (deserialised) faiss index holds: fp16 / int8 / pq, ivf-..."""
-    pre = "ivf-" if isinstance(ix, faiss.IndexIVF) else ""
+    """Which representation a (deserialised) faiss index holds: fp16 / int8 / pq, ivf-...
+    (a one-list IVF scans everything: it is the flat kind)."""
+    pre = "ivf-" if isinstance(ix, faiss.IndexIVF) and ix.nlist > 1 else ""
     if isinstance(ix, (faiss.IndexPQ, faiss.IndexIVFPQ)):
         return pre + "pq"
     if isinstance(ix, (faiss.IndexScalarQuantizer, faiss.IndexIVFScalarQuantizer)):
@@ -582,7 +585,8 @@ class Store:
         (A PQ store reaches this once trained; before, it holds fp16 states.)"""
         code = {"fp16": 2 * self.dim, "int8": self.dim,
                 "pq": (self.pq_m * self.pq_nbits + 7) // 8}[self.state_dtype]
-        ids = 8 if self.index_type == "ivf" else 0     # IVF lists store an id per code
+        # IVF lists (and flat PQ, kept in one IVF list) store an id per code
+        ids = 8 if self.index_type == "ivf" or self.state_dtype == "pq" else 0
         return int(code + ids + 4 + 4 + 4 + 12 * self.gram)
 
     def nbytes(self) -> int:
@@ -590,7 +594,7 @@ class Store:
         allocated, the suffix index and the pending request. (faiss' own vector may reserve
         up to 2x its size; the store bench measures process memory for that.)"""
         b = self.index.ntotal * self.state_nbytes
-        if isinstance(self.index, (faiss.IndexPQ, faiss.IndexIVFPQ)):
+        if isinstance(self.index, faiss.IndexIVFPQ):
             b += self.index.pq.centroids.size() * 4
         if self._is_ivf():
             b += self.index.ntotal * 8 + self.index.nlist * self.dim * 4
@@ -693,7 +697,8 @@ class Store:
         self.evicted_records += n
         self.suffix.evict_before(self._q_stream[q] + n + 1)      # past its separator
         rows = self._row_rec.view()[:self.index.ntotal]
-        self._row_live = int(np.searchsorted(rows, self.first_record - self._rbase, side="left"))
+        # (an int32 needle: a Python int would make numpy copy the whole row map to int64)
+        self._row_live = int(np.searchsorted(rows, np.int32(self.first_record - self._rbase), side="left"))
         if compact:
             self._maybe_compact()
         return n
@@ -702,9 +707,7 @@ class Store:
         dead = self.first_record - self._rbase
         if dead <= 0:
             return
-        # IndexPQ takes no search-time selector, so its dead rows go at once
-        if (dead > self.compact_slack * len(self) or isinstance(self.index, faiss.IndexPQ)
-                or len(self) == 0):
+        if dead > self.compact_slack * len(self) or len(self) == 0:
             self.compact()
 
     def compact(self) -> None:
@@ -739,7 +742,7 @@ class Store:
         ix.train(x)
         if self.index_type == "ivf" and self.state_dtype == "int8":
             faiss.copy_array_to_vector(_INT8_RANGE, ix.sq.trained)   # the fixed grid, as flat
-        if self.index_type == "ivf":
+        if isinstance(ix, faiss.IndexIVF):
             ix.add_with_ids(x, np.arange(self._row_base, self._row_base + len(x), dtype=np.int64))
         else:
             ix.add(x)
@@ -775,7 +778,7 @@ class Store:
         sel = (faiss.IDSelectorRange(off + self._row_live, off + self.index.ntotal)
                if self._row_live else None)
         if self._is_ivf():
-            params = faiss.SearchParametersIVF(sel=sel, nprobe=self.ivf_nprobe)
+            params = faiss.SearchParametersIVF(sel=sel, nprobe=min(self.ivf_nprobe, self.index.nlist))
         else:
             params = faiss.SearchParameters(sel=sel) if sel is not None else None
         sims, rows = self.index.search(q, kk, params=params)

@@ -285,7 +285,7 @@ def test_bytes_per_record_at_the_default_hidden_size():
     # + 4 n-gram entries x 12
     assert Store(dim=576).record_nbytes == 1152 + 60
     assert Store(dim=576, state_dtype="int8").record_nbytes == 576 + 60
-    assert Store(dim=576, state_dtype="pq").record_nbytes == 72 + 60
+    assert Store(dim=576, state_dtype="pq").record_nbytes == 72 + 8 + 60   # + id in its IVF list
     assert Store(dim=576, state_dtype="int8", index_type="ivf").record_nbytes == 576 + 8 + 60
 
 
@@ -319,6 +319,8 @@ def test_save_load_round_trip(tmp_path, dtype):
     path = s.save(tmp_path / "acme.oilstore")
     t = Store.load(path, tenant="acme")
     assert t.config() == s.config() and len(t) == len(s) and t.first_record == s.first_record
+    for hits in _answers(t, np.random.default_rng(4))[0]:      # evicted rows are never found
+        assert hits and all(t.first_record <= r < t.next_record for r, _ in hits)
     assert _answers(t, np.random.default_rng(5)) == _answers(s, np.random.default_rng(5))
     # and both keep evolving identically
     for st_ in (s, t):
