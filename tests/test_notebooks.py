@@ -1,0 +1,324 @@
+"""The notebooks: executed top to bottom, and their widget callbacks called as functions.
+
+* The ``model`` tests run each notebook in a real ``python3`` Jupyter kernel (nbclient) on the
+  real default model, with the tagged ``parameters`` cell made as small as it goes (1-2
+  requests, 16 new tokens); any cell error fails the test, and no output may load anything
+  from a CDN. The kernel needs ``ipykernel`` and its kernelspec: ``pip install ipykernel`` (in
+  requirements.txt) installs it; if ``jupyter kernelspec list`` shows no ``python3``, run
+  ``python -m ipykernel install --user``.
+* The other tests need no model: the stepper's callbacks (they never fire headless), the
+  lesson's pickers on hand-built traces, notebook 02 stepping through a hand-built trace file,
+  and the committed notebooks' hygiene (no outputs, one ``parameters`` cell, no absolute paths).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import wb_traces as W
+from oilbird.trace import CycleTrace, save_traces
+from workbench import lesson as L
+from workbench.widgets import Stepper, StepperError, figures_for
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+ALL = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+
+# What a cell output must never hold: a script, stylesheet or module import that loads from the
+# network. The plotly.js library embedded once per notebook (workbench.offline) is cut out first:
+# its minified body mentions CDN addresses as default *settings* of features these figures never
+# use (map tiles and icons), which load nothing here.
+REMOTE = re.compile(r"""(<script[^>]*\bsrc\s*=\s*["']?(https?:)?//|<link[^>]*\bhref\s*=\s*["']?(https?:)?//"""
+                    r"""|import\s*["'](https?:)?//|require\.config\([^)]*https?://)""", re.I)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _nb(name: str):
+    import nbformat
+    return nbformat.read(NOTEBOOKS / name, as_version=4)
+
+
+def set_parameters(nb, **values) -> None:
+    """Override the ``parameters`` cell: its defaults, then ``values`` (papermill-style)."""
+    cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) == 1, "exactly one cell must be tagged 'parameters'"
+    cells[0].source += "\n# test overrides\n" + "\n".join(f"{k} = {v!r}" for k, v in values.items())
+
+
+def execute(nb, timeout: int = 600):
+    """Run every cell in a fresh python3 kernel, in notebooks/ (as Jupyter would)."""
+    from nbclient import NotebookClient
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()
+    return nb
+
+
+def outputs_text(nb) -> str:
+    """Every output of every cell (and the widget state) as one string."""
+    parts = [json.dumps(c.get("outputs", [])) for c in nb.cells if c.cell_type == "code"]
+    parts.append(json.dumps(nb.metadata.get("widgets", {})))
+    return "\n".join(parts)
+
+
+def check_offline(nb) -> None:
+    """No output references a CDN (the literal "cdn." included) or loads anything remote."""
+    from plotly.offline import get_plotlyjs
+    text = outputs_text(nb)
+    library = json.dumps(get_plotlyjs())[1:-1]          # as it appears inside the JSON text
+    assert text.count(library) <= 1, "plotly.js is embedded more than once"
+    text = text.replace(library, "<plotly.js>")
+    for m in (REMOTE.search(text), re.search(r"cdn\.", text)):
+        assert m is None, f"an output loads from the network: ...{text[max(0, m.start() - 120):m.end() + 80]}..."
+
+
+def errors(nb) -> list[str]:
+    return [o.get("ename", "") + ": " + o.get("evalue", "") for c in nb.cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+# --------------------------------------------------------------------------- committed notebooks
+
+@pytest.mark.parametrize("name", ALL)
+def test_committed_notebook_is_clean(name):
+    nb = _nb(name)
+    import nbformat
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code), "commit notebooks without outputs"
+    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    src = "\n".join(c.source for c in nb.cells)
+    setup = [c.source for c in code if "use_offline_plots()" in c.source]
+    assert len(setup) == 1 and "renderers.default" not in "".join(c.source for c in code)
+    statements = "\n".join(line.split("#")[0] for c in code for line in c.source.splitlines())
+    assert "connected" not in statements, "a plotly renderer that loads from a CDN"
+    assert not re.search(r"(/work/|/root/|/home/|/tmp/)", src), "no absolute paths of a machine"
+    assert nb.metadata.kernelspec.name == "python3"
+
+
+def test_notebooks_exist():
+    assert ALL == ["01_identifiability_gap.ipynb", "02_step_through_api_bank.ipynb", "03_benchmarks.ipynb"]
+
+
+# --------------------------------------------------------------------------- the stepper, as functions
+
+@pytest.fixture
+def stepper():
+    return Stepper(W.all_requests())
+
+
+def test_stepper_opens_on_first_tree(stepper):
+    assert (stepper.request, stepper.method, stepper.cycle) == ("r1", "oilbird", 1)
+    assert stepper.request_ids == ["r1", "r2"] and stepper.methods == ["oilbird", "goose"]
+
+
+def test_show_returns_the_shared_figures(stepper):
+    figs = stepper.show("r1", "oilbird", 1)
+    assert list(figs) == ["tree", "neighbours", "gap"]
+    assert figs["tree"].layout.title.text.startswith("r1 · oilbird · cycle 1")
+    assert figs["neighbours"].data[0].type == "table"
+    assert {t.meta for t in figs["gap"].data} >= {"lexical_hit", "gap_recovered"}
+    assert (stepper.request, stepper.method, stepper.cycle) == ("r1", "oilbird", 1)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("nope", "oilbird", 0), "unknown request 'nope'; choose from r1, r2"),
+    (("r2", "goose", 0), "no trace of request 'r2' with method 'goose'; it has oilbird"),
+    (("r1", "goose", 9), "cycle 9 is outside 0..4"),
+    (("r1", "goose", -1), "cycle -1 is outside"),
+])
+def test_show_rejects_unknown_selection_and_keeps_state(stepper, args, message):
+    with pytest.raises(StepperError, match=re.escape(message)):
+        stepper.show(*args)
+    assert (stepper.request, stepper.method, stepper.cycle) == ("r1", "oilbird", 1)
+
+
+def test_step_clamps_and_select_keeps_method(stepper):
+    stepper.step(+1)
+    assert stepper.cycle == 2
+    stepper.step(+5)
+    assert stepper.cycle == 2                    # r1/oilbird has cycles 0..2
+    stepper.step(-9)
+    assert stepper.cycle == 0
+    stepper.select("r1", "goose")
+    assert (stepper.method, stepper.cycle) == ("goose", 1)
+    stepper.select("r2")                         # r2 has no goose trace: its first method
+    assert (stepper.request, stepper.method, stepper.cycle) == ("r2", "oilbird", 0)
+    assert "r2 · oilbird · cycle 0 / 0" in stepper.describe()
+
+
+def test_figures_for_rejects_unknown_view():
+    with pytest.raises(StepperError, match="unknown view"):
+        figures_for(W.request_oilbird(), 1, views=("tree", "pixels"))
+    assert list(figures_for(W.request_oilbird(), 1, views=("text", "metrics"))) == ["text", "metrics"]
+
+
+def test_empty_stepper_is_an_error():
+    with pytest.raises(StepperError, match="no traces"):
+        Stepper([])
+
+
+def test_widget_callbacks_drive_the_selection(stepper):
+    """The callbacks, called as the front end would; errors land in the Output, not the log."""
+    import ipywidgets as widgets
+    with contextlib.redirect_stdout(io.StringIO()):   # display() prints figure reprs headless
+        box = stepper.widget()
+        w = stepper._w
+        assert isinstance(box, widgets.VBox) and isinstance(w["out"], widgets.Output)
+        assert isinstance(w["play"], widgets.Play) and w["cycle"].max == 2
+        w["next"].click()
+        assert stepper.cycle == 2 and w["cycle"].value == 2 and w["play"].value == 2
+        w["prev"].click()
+        assert stepper.cycle == 1
+        w["cycle"].value = 0                         # what the slider (or Play, via jslink) does
+        assert stepper.cycle == 0
+        w["method"].value = "goose"
+        assert (stepper.method, stepper.cycle, w["cycle"].max) == ("goose", 1, 4)
+        w["request"].value = "r2"
+        assert (stepper.request, stepper.method) == ("r2", "oilbird")
+        assert w["method"].options == ("oilbird",) and stepper.last_error is None
+        stepper._on_request({"new": "missing"})      # a bad value: shown, state kept
+    assert stepper.last_error == "StepperError: unknown request 'missing'; choose from r1, r2"
+    assert stepper.request == "r2"
+    assert w["link"].source == (w["play"], "value") and w["link"].target == (w["cycle"], "value")
+
+
+# --------------------------------------------------------------------------- the lesson's pickers
+
+def test_exact_match_cycle_copies_the_old_value():
+    """Frame [5, 6, 7], old value 20, closing [9, 9]; the answer has the new value 30."""
+    prompt = [1, 5, 6, 7, 20, 9, 9, 4]
+    answer = [5, 6, 7, 30, 9, 9]
+    c = L.exact_match_cycle(prompt, answer, 3, decode=str, request_id="r")
+    assert c.tokens[:4] == [7, 20, 9, 9] and c.sources[1] == ["pld"]
+    assert c.accepted == [0] and c.bonus == 30 and c.committed == [30]
+    assert L.discarded_behind(c, answer) == [2, 3]          # the [9, 9] frame, thrown away
+    with pytest.raises(ValueError, match="proposes nothing"):
+        L.exact_match_cycle([1, 2, 3], [4, 5], 1, decode=str)
+
+
+def _goose_with_discard():
+    """Output [7, 30, 9, 9, 2]; cycle 1 drafts 20, 9, 9 below the root 7: rejected at 20."""
+    tr = W.request_goose()
+    tr.request_id, tr.output_ids = "r1", [7, 30, 9, 9, 2]
+    c = CycleTrace(request_id="r1", method="goose", cycle=1, prefix_len=3, generated_before=1,
+                   tokens=[7, 20, 9, 9], token_text=["7", "20", "9", "9"], parents=[-1, 0, 1, 2],
+                   depths=[0, 1, 2, 3], sources=[[], ["suffix"], ["suffix"], ["suffix"]],
+                   scores=[{}] * 4, argmax=[30, 1, 1, 1], argmax_text=["30", "1", "1", "1"],
+                   accepted=[0], bonus=30, committed=[30], committed_text=["30"],
+                   committed_sources=[["bonus"]])
+    tr.cycles = [tr.cycles[0], c]
+    return tr
+
+
+def test_discarded_frames_and_story():
+    frames = L.discarded_frames(_goose_with_discard())
+    assert len(frames) == 1
+    d = frames[0]
+    assert (d.cycle, d.position, d.node, d.drafted, d.wanted, d.behind) == (1, 1, 1, "20", "30", [2, 3])
+    assert L.discarded_frames(W.request_goose()) == []
+    finds = L.semantic_finds(W.request_oilbird())
+    assert [(f.cycle, f.neighbour, f.item.request_id) for f in finds] == [(1, 0, "r0")]
+    story = L.pick_story([_goose_with_discard(), W.request_oilbird()])
+    assert story.same_place and story.discarded.position == 1 and story.find.cycle == 1
+    story = L.pick_story([W.request_goose()])
+    assert story.discarded is None and story.find is None and "no rejected" in story.note
+
+
+def test_resolve_data(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    root.mkdir()
+    monkeypatch.delenv("OILBIRD_DATA", raising=False)
+    data, what = L.resolve_data(None, root)
+    assert data == "builtin" and "falling back to the built-in" in what and "../shared/data/api-bank" in what
+    bank = tmp_path / "shared" / "data" / "api-bank" / "test-data"
+    bank.mkdir(parents=True)
+    (bank / "level-1-api.json").write_text("[]")
+    data, what = L.resolve_data(None, root)
+    assert data == bank.parent and what.startswith("API-Bank") and "falling back" not in what
+    assert L.resolve_data("builtin", root)[0] == "builtin"
+    with pytest.raises(FileNotFoundError, match="not found"):
+        L.resolve_data("no/such/folder", root)
+
+
+def test_lesson_figures():
+    fig = L.label_counts_figure({"a": ["absent", "lexical_hit", "lexical_hit"], "b": []})
+    assert [t.meta for t in fig.data] == ["lexical_hit", "gap_recovered", "gap_missed", "absent"]
+    assert list(fig.data[0].y) == [2, 0]
+    res = {"methods": {"ar": {"tau": 1.0, "tokens": 4},
+                       "oilbird": {"tokens": 4, "accepted_by_source": {"semantic": 1.0, "bonus": 3.0}}}}
+    fig = L.source_share_figure(res)
+    assert list(fig.data[0].x) == ["oilbird"] and fig.data[0].meta == "semantic" and fig.data[0].y[0] == 0.25
+    rows = L.diagnosis_rows({"gap": 0.05, "run_behind": 3.0}, full={})
+    assert rows[3] == {"measure": "gap", "ours": "5.0%", "full pool": "-", "paper (API-Bank)": "6.8%"}
+
+
+# --------------------------------------------------------------------------- executed notebooks
+
+def test_notebook_02_steps_through_a_trace_file(tmp_path):
+    """The precomputed-trace path: no model, so it runs without the model marker."""
+    path = save_traces(W.all_requests(), tmp_path / "traces.jsonl")
+    nb = _nb("02_step_through_api_bank.ipynb")
+    set_parameters(nb, DATA="builtin", N_REQUESTS=1, TRACES=str(path))
+    execute(nb, timeout=180)
+    assert not errors(nb)
+    check_offline(nb)
+    text = outputs_text(nb)
+    assert "the built-in tool-calling workload" in text and "stepping through 3 precomputed traces" in text
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    shown = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"]["outputs"]]
+    assert sum("application/vnd.plotly.v1+json" in o["data"] for o in shown) == 3   # tree, neighbours, gap
+
+
+SMALL = {
+    "01_identifiability_gap.ipynb": dict(SITUATION="builtin/00-1", TRACES=None, N_REQUESTS=2,
+                                         MAX_NEW_TOKENS=16, DIAGNOSIS=None, N_DIAGNOSE=2),
+    "02_step_through_api_bank.ipynb": dict(N_REQUESTS=1, MAX_NEW_TOKENS=16, TRACES=None),
+    "03_benchmarks.ipynb": dict(RESULTS=None, DATA="builtin", N_REQUESTS=2, MAX_NEW_TOKENS=16),
+}
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("name", ALL)
+def test_notebook_runs_on_the_real_model(name, monkeypatch):
+    # One torch thread per kernel unless told otherwise: on a small shared CI machine two
+    # threads per process oversubscribe the cores, and a forward then runs 3-6x slower.
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+    nb = _nb(name)
+    set_parameters(nb, **SMALL[name])
+    execute(nb)
+    assert not errors(nb)
+    check_offline(nb)
+    text = outputs_text(nb)
+    assert "application/vnd.plotly.v1+json" in text      # the figures were drawn
+    if name.startswith("02"):
+        assert "API-Bank" in text                          # found, or said that it fell back
+
+
+def test_notebook_03_reads_saved_results(tmp_path):
+    """The saved-results path: results.json and diagnosis.json from the command line's format."""
+    results = {"model": "m", "data": "builtin", "n_requests": 1, "max_new_tokens": 8, "methods": {
+        "ar": {"tau": 1.0, "tokens_per_s": 10.0, "speedup": 1.0, "decode_speedup": 1.0, "lossless": True,
+               "n_requests": 1, "tokens": 8},
+        "oilbird": {"tau": 2.0, "tokens_per_s": 15.0, "speedup": 1.5, "decode_speedup": 1.6, "lossless": True,
+                    "n_requests": 1, "tokens": 8, "overhead_share": 0.1,
+                    "accepted_by_source": {"semantic": 2.0, "suffix": 2.0, "bonus": 4.0}}}}
+    diag = {"n_requests": 1, "n_positions": 3, "n_gap": 1, "n_recovered": 1, "gap": 1 / 3,
+            "labels": {"r": ["absent", "gap_recovered", "lexical_hit"]}}
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    (tmp_path / "diagnosis.json").write_text(json.dumps(diag))
+    nb = _nb("03_benchmarks.ipynb")
+    set_parameters(nb, RESULTS=str(tmp_path))
+    execute(nb, timeout=180)
+    assert not errors(nb)
+    check_offline(nb)
+    text = outputs_text(nb)
+    assert "saved results" in text and "33.3%" in text and "oilbird" in text
