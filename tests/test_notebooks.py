@@ -233,6 +233,15 @@ def test_discarded_frames_and_story():
     assert story.discarded is None and story.find is None and "no rejected" in story.note
 
 
+def test_greedy_outputs_settle_only_what_they_can():
+    a, b, c = W.request_oilbird(), W.request_goose(), W.request_other()    # outputs end in EOS (2)
+    assert L.greedy_outputs([a, c], 3, eos_ids=[2]) == {"r1": [10, 11, 12], "r2": [2]}   # cut to 3
+    assert L.greedy_outputs([a], 9, eos_ids=[2]) == {"r1": [10, 11, 12, 99, 2]}         # ended early
+    assert L.greedy_outputs([a], 9, eos_ids=[7]) == {}       # too short and no EOS: unknown
+    b.lossless = False
+    assert L.greedy_outputs([b], 2, eos_ids=[2]) == {}
+
+
 def test_resolve_data(tmp_path, monkeypatch):
     root = tmp_path / "repo"
     root.mkdir()

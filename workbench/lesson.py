@@ -390,6 +390,28 @@ def source_share_figure(results: dict, style: Style | None = None) -> go.Figure:
 
 # --------------------------------------------------------------------------- the live run
 
+def greedy_outputs(traces: Iterable[RequestTrace], max_new_tokens: int, eos_ids: Iterable[int]
+                   ) -> dict[str, list[int]]:
+    """The greedy output under ``max_new_tokens`` of every request that some trace settles.
+
+    A trace that is not known to be lossy (``lossless`` True, or None for a live run of the
+    library's own decoders) holds the greedy output under the unknown limit it was decoded
+    with. Greedy outputs are prefixes of one another, so it settles the output under
+    ``max_new_tokens`` if it is at least that long (cut to length) or ends in EOS before it.
+    """
+    eos = set(eos_ids)
+    out: dict[str, list[int]] = {}
+    for t in traces:
+        if t.lossless is False or t.request_id in out:
+            continue
+        ids = list(t.output_ids)
+        if len(ids) >= max_new_tokens:
+            out[t.request_id] = ids[:max_new_tokens]
+        elif ids and ids[-1] in eos:
+            out[t.request_id] = ids
+    return out
+
+
 def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagnose: bool = True,
                 progress: bool = False) -> tuple[list[RequestTrace], dict | None]:
     """Decode ``requests`` in order with each preset in ``methods`` (one decoder, so one store,
@@ -417,9 +439,7 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
     if not diagnose:
         return traces, None
     from oilbird.diagnose import build_report, diagnose_requests
-    known = {}
-    for tr in traces:
-        known.setdefault(tr.request_id, list(tr.output_ids))
+    known = greedy_outputs(traces, max_new_tokens, lm.eos_token_ids)
     res = diagnose_requests(requests, lm, max_new_tokens, outputs=known, progress=progress)
     by_id = {d.request_id: d for d in res["diags"]["generated"]}
     for tr in traces:
