@@ -37,9 +37,15 @@ NAMED_SETS = ("builtin", "api-bank", "humaneval", "gsm8k", "mt-bench")
 
 
 def data_root() -> Path:
-    """Where the shared data sets live: ``$OILBIRD_DATA`` or ``../shared/data``."""
+    """Where the shared data sets live: ``$OILBIRD_DATA``, else ``../shared/data`` next to the
+    current directory, else next to this checkout (so notebooks/ finds it too)."""
     env = os.environ.get("OILBIRD_DATA")
-    return Path(env) if env else Path.cwd().parent / "shared" / "data"
+    if env:
+        return Path(env)
+    here = Path.cwd().parent / "shared" / "data"
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def default_path(name: str) -> Path:
