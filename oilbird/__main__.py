@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="cap the cross-request store at N records (oldest requests evicted)")
     p.add_argument("--state-dtype", choices=("fp16", "int8", "pq"), default="fp16",
                    help="how the store keeps hidden states")
+    p.add_argument("--store-index", choices=("flat", "ivf"), default="flat",
+                   help="cosine index: exhaustive, or IVF (approximate; for >= 100k records)")
 
     p = sub.add_parser("trace", help="decode requests and save per-cycle traces (JSONL)")
     _common(p, default_max=64)

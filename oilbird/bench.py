@@ -229,7 +229,7 @@ def main(args) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     tree = TreeConfig(**{k: v for k, v in (("budget", args.budget), ("semantic_budget", args.semantic_budget))
                          if v is not None})
-    store_kwargs = {"state_dtype": args.state_dtype}
+    store_kwargs = {"state_dtype": args.state_dtype, "index_type": args.store_index}
     if args.store_capacity:
         store_kwargs["max_records"] = args.store_capacity
 
