@@ -324,6 +324,7 @@ def summarise(diags: Iterable[RequestDiagnosis]) -> dict:
     """The fractions of diagnosis.json (positions pooled over requests)."""
     diags = list(diags)
     P2, P4, H, G, G4, S, ST, RB, RA, ML_G, ML_H = ([] for _ in range(11))
+    g_start = 0
     for d in diags:
         P2 += d.present_2
         P4 += d.present_4
@@ -333,6 +334,7 @@ def summarise(diags: Iterable[RequestDiagnosis]) -> dict:
             G.append(g)
             G4.append(g4)
             if g:
+                g_start += t < 2
                 ML_G.append(d.match_len[t])
                 if d.static_hit[t] is not None:
                     ST.append(d.static_hit[t])
@@ -356,6 +358,9 @@ def summarise(diags: Iterable[RequestDiagnosis]) -> dict:
         "match_len_gap_median": median(ML_G) if ML_G else None,
         "match_len_hit_median": median(ML_H) if ML_H else None,
         "n_gap": sum(G), "n_gap_4": sum(G4), "n_recovered": len(RB),
+        # share of the gap at a request's first two outputs, where the context's suffix is the
+        # chat template (which the generated-only pool never holds)
+        "gap_first2_share": _frac(g_start, sum(G)),
     }
 
 
