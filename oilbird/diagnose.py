@@ -401,7 +401,9 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
     """Replay ``requests`` in order with the model; returns ``{"diags": {mode: [...]}, ...}``.
 
     ``outputs`` maps request ids to already-known greedy outputs (e.g. from lossless traces);
-    the others are decoded here with the library's autoregressive greedy decoder.
+    one is used only if it is complete (ends in EOS or has ``max_new_tokens`` tokens) and the
+    teacher-forced argmax reproduces every token of it (then it *is* the greedy output); the
+    others are decoded here with the library's autoregressive greedy decoder.
     """
     from tqdm import tqdm
 
@@ -409,6 +411,7 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
     from .requests import encode
     from .verifier import Verifier
     verifier = Verifier(lm)
+    eos = lm.eos_token_ids
     static = static_embeddings(lm)
     dim = int(lm.model.config.hidden_size)
     pools = {m: Pool(dim, static, mode=m) for m in modes}
@@ -418,9 +421,17 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
     for req in tqdm(requests, desc="diagnose", unit="req", disable=not progress, file=sys.stderr):
         ids = encode(lm.tokenizer, req)
         out = (outputs or {}).get(req.id)
+        states = None
+        if out is not None:
+            out = list(out)[:max_new_tokens]
+            complete = len(out) == max_new_tokens or (out and out[-1] in eos)
+            states, a = teacher_forced(lm, ids, out) if complete and out else (None, 0.0)
+            if a < 1.0:        # not the greedy output (or cut short): decode it here instead
+                out, states = None, None
         if out is None:
             out = autoregressive(verifier, ids, max_new_tokens).tokens
-        states, a = teacher_forced(lm, ids, out)
+        if states is None:
+            states, a = teacher_forced(lm, ids, out)
         agree.append(a)
         texts[req.id] = [lm.tokenizer.decode([t]) for t in out]
         for m, pool in pools.items():

@@ -197,3 +197,16 @@ def test_diagnose_api_bank_shape(real_lm, api_bank_path, tmp_path, monkeypatch):
     _cli(monkeypatch, real_lm, ["diagnose", "--data", str(api_bank_path), "--limit", "2",
                                 "--max-new-tokens", "8", "--out", str(tmp_path)])
     _check_report(tmp_path / "diagnosis.json", 2)
+
+
+def test_supplied_outputs_used_only_when_they_are_greedy(tiny_lm):
+    from oilbird.decoding import autoregressive
+    from oilbird.diagnose import diagnose_requests
+    from oilbird.requests import Request, encode
+    from oilbird.verifier import Verifier
+    reqs = [Request(f"r{i}", [{"role": "user", "content": f"call g(y={v})"}]) for i, v in enumerate("xy")]
+    greedy = {r.id: autoregressive(Verifier(tiny_lm), encode(tiny_lm.tokenizer, r), 8).tokens for r in reqs}
+    bogus = {"r0": [5, 6, 7, 8, 9, 10, 11, 12], "r1": greedy["r1"][:3]}   # wrong; cut short
+    res = diagnose_requests(reqs, tiny_lm, 8, outputs=bogus, progress=False)
+    assert [d.output for d in res["diags"]["generated"]] == [greedy["r0"], greedy["r1"]]
+    assert res["teacher_forced_agreement"] == 1.0
