@@ -127,8 +127,12 @@ def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool,
     if name in PEERS:
         from . import peers
         return peers.make_runner(name, verifier, max_new, trace=keep_traces, tree=tree)
-    dec = make_decoder(name, verifier, trace=keep_traces, tree=tree, store_kwargs=store_kwargs)
+    return decoder_runner(make_decoder(name, verifier, trace=keep_traces, tree=tree,
+                                       store_kwargs=store_kwargs), max_new)
 
+
+def decoder_runner(dec, max_new: int) -> Callable:
+    """The bench runner of a :class:`~oilbird.decoding.SpeculativeDecoder` (cycle 0 = prefill)."""
     def run(req, ids):
         t = time.perf_counter()
         tr = dec.run(req.id, ids, max_new)

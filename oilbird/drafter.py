@@ -148,8 +148,8 @@ class Drafter:
                 sem_left -= len(paid)
                 if s.name == "semantic":
                     info.neighbours.append({**c.meta, "walked": walked, "paid": paid})
-            if s.name == "semantic" and not chains and s._last:   # muted: still show what it saw
-                info.neighbours.extend({**c.meta, "walked": [], "paid": []} for c in s._last)
+            if s.name == "semantic" and not chains and s.last_chains:   # muted: still show what it saw
+                info.neighbours.extend({**c.meta, "walked": [], "paid": []} for c in s.last_chains)
 
         # 3) branches fill what is left
         for s in self.branch_sources:

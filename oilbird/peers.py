@@ -129,12 +129,6 @@ def make_runner(name: str, verifier: Verifier, max_new: int, trace: bool = False
             return toks, fwd, time.perf_counter() - t, pre, None
         return run
     if name == "suffix-arctic":
-        dec = make_arctic_decoder(verifier, tree, trace=trace)
-
-        def run(req, ids):
-            t = time.perf_counter()
-            tr = dec.run(req.id, ids, max_new)
-            secs = time.perf_counter() - t
-            return tr.output_ids, tr.forwards, secs, tr.cycles[0].timings.get("verify", 0.0), tr
-        return run
+        from .bench import decoder_runner   # bench imports this module lazily: no cycle
+        return decoder_runner(make_arctic_decoder(verifier, tree, trace=trace), max_new)
     raise ValueError(f"unknown peer '{name}'; choose from {', '.join(PEERS)}")

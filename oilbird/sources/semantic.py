@@ -50,7 +50,7 @@ class SemanticSource(DraftSource):
         self.store = store
         self.ema = 1.0
         self.muted = False
-        self._last: list[Chain] = []     # chains computed this cycle (proposed or shadow)
+        self.last_chains: list[Chain] = []     # chains computed this cycle (proposed or shadow)
 
     def neighbours(self, query) -> list[tuple[int, float]]:
         """Top-k (record, similarity) above nothing; empty if the best is below the floor."""
@@ -60,7 +60,7 @@ class SemanticSource(DraftSource):
         return hits
 
     def propose(self, ctx: DraftContext) -> list[Chain]:
-        self._last = []
+        self.last_chains = []
         if ctx.query_state is None or (self.cfg.require_lexical and ctx.lexical_match_len <= 0):
             return []
         chains = []
@@ -71,11 +71,11 @@ class SemanticSource(DraftSource):
             chains.append(Chain(cont, sim, meta={"record": rec, "request_id": r.request_id,
                                                  "position": r.position, "similarity": sim,
                                                  "proposed": cont}))
-        self._last = chains
+        self.last_chains = chains
         return [] if self.muted else chains
 
     def update(self, verdict: Verdict) -> None:
-        live = [c for c in self._last if c.tokens]
+        live = [c for c in self.last_chains if c.tokens]
         if not live:
             return
         # did any chain's first token get committed right after the root?
