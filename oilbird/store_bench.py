@@ -363,18 +363,23 @@ def compaction(args) -> int:
 
 
 # -- the cycle it is measured against ----------------------------------------------------------------
-def cycle(args) -> int:
-    """CPU ms per decoding cycle of the default model, oilbird preset, builtin requests."""
+def _single_thread_model(args):
+    """The model of ``args.model`` with torch and faiss on one thread (the per-core numbers)."""
     import faiss
     import torch
 
     from .model import load_model
+    torch.set_num_threads(1)
+    faiss.omp_set_num_threads(1)
+    return load_model(args.model)
+
+
+def cycle(args) -> int:
+    """CPU ms per decoding cycle of the default model, oilbird preset, builtin requests."""
     from .presets import make_decoder
     from .requests import encode, load_requests
     from .verifier import Verifier
-    torch.set_num_threads(1)
-    faiss.omp_set_num_threads(1)
-    lm = load_model(args.model)
+    lm = _single_thread_model(args)
     dec = make_decoder("oilbird", Verifier(lm), trace=False)
     cpu, wall, draft = [], [], []
     toks = fwd = 0
@@ -407,18 +412,12 @@ def cycle(args) -> int:
 # -- tau: capped / uncapped x fp16 / int8 on real requests ----------------------------------------
 def tau(args) -> int:
     """tau and losslessness of the oilbird preset with store variants, plus state fidelity."""
-    import faiss
-    import torch
-
     from .audit import compare, hf_greedy
-    from .model import load_model
     from .presets import make_decoder
     from .requests import encode, load_requests
     from .store import Store
     from .verifier import Verifier
-    torch.set_num_threads(1)
-    faiss.omp_set_num_threads(1)
-    lm = load_model(args.model)
+    lm = _single_thread_model(args)
     v = Verifier(lm)
     dim = int(lm.model.config.hidden_size)
     reqs = load_requests(args.data, limit=args.limit)

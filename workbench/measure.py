@@ -150,8 +150,9 @@ def last_cycle(page) -> int:
     return int(m.group(1)) if m else 0
 
 
-def measure_steps(page, n: int) -> list[float]:
-    """``n`` steps, forward until the last cycle, then backward; milliseconds each."""
+def measure_steps(page, n: int, probe=None) -> list:
+    """``n`` steps, forward until the last cycle, then backward; milliseconds each, or
+    ``probe(lambda: step_ms(...))``'s value per step when a probe is given."""
     out, forward = [], True
     for _ in range(n):
         k, last = current_cycle(page), last_cycle(page)
@@ -159,7 +160,8 @@ def measure_steps(page, n: int) -> list[float]:
             break
         if (forward and k >= last) or (not forward and k <= 0):
             forward = not forward
-        out.append(step_ms(page, forward))
+        step = lambda fw=forward: step_ms(page, fw)  # noqa: E731
+        out.append(probe(step) if probe else step())
     return out
 
 
@@ -201,18 +203,13 @@ def cpu_seconds(root: int, exclude: int | None = None) -> float:
 def measure_steps_cpu(page, n: int, app_pid: int) -> list[tuple[float, float, float]]:
     """Like :func:`measure_steps`, with CPU time: (wall ms, browser CPU ms, app CPU ms) per step."""
     me = os.getpid()
-    out, forward = [], True
-    for _ in range(n):
-        k, last = current_cycle(page), last_cycle(page)
-        if last == 0:
-            break
-        if (forward and k >= last) or (not forward and k <= 0):
-            forward = not forward
+
+    def probe(step):
         b0, a0 = cpu_seconds(me, exclude=app_pid), cpu_seconds(app_pid)
-        ms = step_ms(page, forward)
+        ms = step()
         b1, a1 = cpu_seconds(me, exclude=app_pid), cpu_seconds(app_pid)
-        out.append((ms, 1000 * (b1 - b0), 1000 * (a1 - a0)))
-    return out
+        return ms, 1000 * (b1 - b0), 1000 * (a1 - a0)
+    return measure_steps(page, n, probe)
 
 
 def load_average() -> str:
