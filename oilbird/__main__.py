@@ -2,11 +2,11 @@
 
     python -m oilbird decode "List three colours."                 # one prompt, oilbird vs greedy
     python -m oilbird bench --data builtin --methods ar,hf-greedy,goose,oilbird --limit 8
-    python -m oilbird trace --data builtin --methods goose,oilbird --out assets/traces/builtin.jsonl
+    python -m oilbird trace --data builtin --methods goose,oilbird --out runs/builtin.jsonl
     python -m oilbird diagnose --data builtin --out runs/diag
 
 Every subcommand works offline on the built-in workload; ``--data api-bank`` reads
-``../shared/data/api-bank`` (or ``$OILBIRD_DATA``), ``--data PATH`` a folder or a JSONL file.
+``../shared/data/api-bank`` (or ``$OILBIRD_DATA/api-bank``), ``--data PATH`` a folder or a JSONL file.
 """
 from __future__ import annotations
 
@@ -23,6 +23,12 @@ def _common(p: argparse.ArgumentParser, default_max: int = 128) -> None:
     p.add_argument("--limit", type=int, default=None, help="serve only the first N requests")
     p.add_argument("--max-new-tokens", type=int, default=default_max)
     p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
+
+
+def _tree_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--budget", type=int, default=None, help="tree nodes per cycle, root included (default 12)")
+    p.add_argument("--semantic-budget", type=int, default=None,
+                   help="nodes reserved for semantic chains (default 4)")
 
 
 def _decode(args) -> int:
@@ -44,14 +50,15 @@ def _decode(args) -> int:
 
 
 def _trace(args) -> int:
-    from .bench import run_bench
+    from .bench import run_bench, tree_config
     from .model import load_model
     from .requests import load_requests
     from .verifier import Verifier
     requests = load_requests(args.data, limit=args.limit)
     lm = load_model(args.model)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, trace_out=args.out)
+    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, trace_out=args.out,
+                    tree=tree_config(args))
     for m, r in res["methods"].items():
         print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
     if args.diagnose:
@@ -71,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="ar,hf-greedy", help="comma-separated method names")
     p.add_argument("--out", default="runs/bench")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
-    p.add_argument("--budget", type=int, default=None, help="tree nodes per cycle, root included")
-    p.add_argument("--semantic-budget", type=int, default=None, help="nodes reserved for semantic chains")
+    _tree_options(p)
     p.add_argument("--store-capacity", type=int, default=None,
                    help="cap the cross-request store at N records (oldest requests evicted)")
     p.add_argument("--state-dtype", choices=("fp16", "int8", "pq"), default="fp16",
@@ -85,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="goose,oilbird")
     p.add_argument("--out", required=True)
     p.add_argument("--diagnose", action="store_true", help="attach per-position gap labels")
+    _tree_options(p)
 
     p = sub.add_parser("decode", help="decode one prompt and audit it against greedy")
     p.add_argument("prompt")
@@ -108,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "diagnose":
             from .diagnose import main as diagnose_main
             return diagnose_main(args)
-    except (ModelError, DataError, TraceError, ValueError) as exc:
+    except (ModelError, DataError, TraceError, ValueError, ImportError) as exc:
+        # ImportError: an optional peer (suffix-arctic) whose package is not installed
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 2

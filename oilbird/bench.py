@@ -235,6 +235,12 @@ def format_table(results: dict) -> str:
     return "\n".join(rows)
 
 
+def tree_config(args) -> TreeConfig:
+    """The tree of ``--budget`` / ``--semantic-budget`` (the defaults where not given)."""
+    return TreeConfig(**{k: v for k, v in (("budget", args.budget), ("semantic_budget", args.semantic_budget))
+                         if v is not None})
+
+
 def main(args) -> int:
     from .model import load_model
     requests = load_requests(args.data, limit=args.limit)
@@ -243,8 +249,7 @@ def main(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    tree = TreeConfig(**{k: v for k, v in (("budget", args.budget), ("semantic_budget", args.semantic_budget))
-                         if v is not None})
+    tree = tree_config(args)
     store_kwargs = {"state_dtype": args.state_dtype, "index_type": args.store_index}
     if args.store_capacity:
         store_kwargs["max_records"] = args.store_capacity

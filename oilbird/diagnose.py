@@ -18,7 +18,7 @@ paper's wording is "everything the requests before it contain", the CLI also rep
 ``pool="full"`` (earlier requests' prompt + output, with the prompt positions' states) under
 ``pool_full`` in diagnosis.json; the labels are always those of the primary pool.
 
-**Labels at position t** (method-notes, "The identifiability-gap diagnosis, precisely"):
+**Labels at position t** (``../shared/paper/method-notes.md``, "The identifiability-gap diagnosis, precisely"):
 
 * ``present_2`` / ``present_4``: ``output[t:t+k]`` occurs verbatim in the pool. Near the end of
   the output fewer than k tokens remain; then the remaining ones must occur (at the last

@@ -1,6 +1,6 @@
 """How the store scales: retrieval time and memory from 1k to 1M records (issue 7).
 
-    python -m oilbird.store_bench                       # scale: fp16 / int8 / pq, 1k..1M records
+    python -m oilbird.store_bench                       # scale: fp16 / int8 / pq / int8-ivf, 1k..1M records
     python -m oilbird.store_bench scale --sizes 1000,10000,100000 --dtypes int8
     python -m oilbird.store_bench compaction            # eviction strategies at 100k records
     python -m oilbird.store_bench cycle                 # CPU ms of one decoding cycle (default model)
