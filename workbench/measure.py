@@ -41,7 +41,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 STEP_JS = """
 async ([sel, want, limitMs]) => {
   const shows = () => {
-    const c = document.querySelector('#cycle-counter')?.innerText || '';
+    const c = document.querySelector('#cycle-counter')?.textContent || '';  // textContent: no forced layout
     const t = document.querySelector('#wb-tree .gtitle')?.textContent || '';
     return c.includes(`cycle ${want} /`) && t.includes(`cycle ${want}`);
   };
