@@ -55,6 +55,8 @@ class MethodStats:
     sole_by_source: dict = field(default_factory=lambda: defaultdict(int))
     proposed_by_source: dict = field(default_factory=lambda: defaultdict(int))
     nodes: int = 0
+    # one row per request: what paired comparisons (method A vs B on the same request) need
+    per_request: list = field(default_factory=list)
 
     def add_trace(self, tr: RequestTrace) -> None:
         """Fold one request's cycle traces into the per-source and per-stage counters.
@@ -94,6 +96,7 @@ class MethodStats:
             "tokens": self.tokens,
             "forwards": self.forwards,
             "seconds": self.seconds,
+            "per_request": self.per_request,
         }
         if self.first_failure:
             out["first_failure"] = self.first_failure
@@ -177,6 +180,8 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
             st.seconds += secs
             st.prefill_seconds += pre
             st.n_requests += 1
+            st.per_request.append({"request": req.id, "tokens": len(toks), "forwards": fwd,
+                                   "seconds": round(secs, 4), "prefill_seconds": round(pre, 4)})
             if tr is not None:
                 st.add_trace(tr)
                 req_traces.append(tr)
@@ -184,6 +189,7 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
         ref = outputs.get("hf-greedy") or hf_greedy(lm, ids, max_new_tokens)
         for m in methods:
             res = compare(ref, outputs[m])
+            stats[m].per_request[-1]["lossless"] = res.lossless
             if not res.lossless:
                 stats[m].lossless = False
                 stats[m].first_failure = stats[m].first_failure or f"{req.id}: {res.message()}"

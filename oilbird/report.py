@@ -132,3 +132,16 @@ def markdown_table(results: dict) -> str:
                     f"{f(r.get('decode_speedup'), '{:.2f}x')} | {f(100 * r['overhead_share'] if 'overhead_share' in r else None, '{:.1f}')} | "
                     f"{f(100 * sole if sole is not None else None, '{:.1f}')} | {'yes' if r['lossless'] else 'NO'} |")
     return "\n".join(rows)
+
+
+def paired_tau(results: dict, a: str, b: str) -> dict:
+    """Method ``a`` against ``b`` request by request (the ``per_request`` rows of one run):
+    on how many requests a's tau was higher, equal, lower, and the mean per-request difference.
+    A pooled tau can hide that one long request decides it; this says whether it does."""
+    ra = {x["request"]: x for x in results["methods"][a].get("per_request", [])}
+    rb = {x["request"]: x for x in results["methods"][b].get("per_request", [])}
+    diffs = [ra[k]["tokens"] / ra[k]["forwards"] - rb[k]["tokens"] / rb[k]["forwards"]
+             for k in ra if k in rb]
+    return {"a": a, "b": b, "n": len(diffs), "wins": sum(d > 1e-9 for d in diffs),
+            "ties": sum(abs(d) <= 1e-9 for d in diffs), "losses": sum(d < -1e-9 for d in diffs),
+            "mean_diff": sum(diffs) / len(diffs) if diffs else 0.0}

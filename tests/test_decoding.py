@@ -102,3 +102,20 @@ def test_empty_and_overlong_prompts_rejected(tiny_lm):
         autoregressive(v, [], 5)
     with pytest.raises(PromptError, match="context"):
         make_decoder("oilbird", v).run("x", [5] * 600, 5)
+
+
+def test_bench_rows_per_request_add_up(tiny_lm):
+    """results.json keeps one row per (method, request) for paired comparisons; the rows add
+    up to the method's totals and each carries its own audit verdict."""
+    from oilbird.bench import run_bench
+    from oilbird.requests import Request
+    reqs = [Request(f"r{i}", [{"role": "user", "content": f"call f(x={v}) then f(x={v})"}])
+            for i, v in enumerate("abc")]
+    res = run_bench(reqs, ["ar", "goose"], Verifier(tiny_lm), 8, progress=False)
+    for m, r in res["methods"].items():
+        rows = r["per_request"]
+        assert [x["request"] for x in rows] == ["r0", "r1", "r2"], m
+        assert sum(x["tokens"] for x in rows) == r["tokens"]
+        assert sum(x["forwards"] for x in rows) == r["forwards"]
+        assert all(x["lossless"] is True for x in rows)
+    assert all(x["forwards"] == x["tokens"] for x in res["methods"]["ar"]["per_request"])

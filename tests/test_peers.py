@@ -191,3 +191,13 @@ def test_report_png(tmp_path):
     pngs = [p for p in paths if p.suffix == ".png"]
     assert [p.name for p in pngs] == ["tau.png", "speedup.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_paired_tau_counts_requests():
+    from oilbird.report import paired_tau
+    rows = lambda *tf: [{"request": f"r{i}", "tokens": t, "forwards": f} for i, (t, f) in enumerate(tf)]  # noqa: E731
+    res = {"methods": {"a": {"per_request": rows((10, 5), (8, 4), (6, 6))},
+                       "b": {"per_request": rows((10, 10), (8, 4), (9, 3))}}}
+    p = paired_tau(res, "a", "b")
+    assert (p["n"], p["wins"], p["ties"], p["losses"]) == (3, 1, 1, 1)
+    assert p["mean_diff"] == pytest.approx((1.0 + 0.0 - 2.0) / 3)
