@@ -228,10 +228,6 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
     """The Blocks app over a catalogue of traces, a request set and a (lazy) model."""
     init = new_session(cat, data)
     first = render(dict(init), cat, error=" ".join(e for e in (cat.error, data.error) if e), full=True)
-    # The page opens with the tree alone; the request-level plots (metrics, comparison) come from
-    # the load event right after, so plotly draws the tree first (measured: ~0.7 s sooner here).
-    later = first[8:10]
-    first[8] = first[9] = None
     export_dir = Path(tempfile.mkdtemp(prefix="oilbird-workbench-"))
 
     with gr.Blocks(title="Oilbird workbench", analytics_enabled=False) as demo:
@@ -408,17 +404,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             return [str(path)], ""
 
         trace_btn.click(export_trace, state, [files, error], api_name="export_trace")
-        demo.load(lambda: later, None, [metrics, compare], show_progress="hidden", queue=False)
     return demo
-
-
-def plotly_preload() -> str:
-    """``<link rel=modulepreload>`` for Gradio's plotly chunk (hashed name, found in the
-    installed package), so the browser fetches and compiles it while the page mounts rather
-    than after the first Plot component asks for it. Empty if the chunk is not found."""
-    assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
-    return "".join(f'<link rel="modulepreload" href="./assets/{p.name}">'
-                   for p in sorted(assets.glob("PlotlyPlot-*.js")))
 
 
 def _decode_live(st: dict, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress) -> RequestTrace:
@@ -460,8 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.queue(default_concurrency_limit=4)
     print(f"workbench: {len(cat.traces)} traces from {cat.origin or '-'}; built in {time.perf_counter() - t0:.2f} s",
           flush=True)
-    demo.launch(server_name=args.host, server_port=args.port, css=CSS, head=plotly_preload(), show_error=True,
-                quiet=False)
+    demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False)
     return 0
 
 
