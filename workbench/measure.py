@@ -7,7 +7,8 @@ What is timed (wall clock; the numbers depend on how busy the machine is, so the
 is printed with them):
 
 * **launch -> first figure**: from spawning ``python -m workbench.app`` to the draft-tree plot
-  being drawn in headless Chromium (its ``.scatterlayer`` exists), split into "server up"
+  being drawn in headless Chromium (its ``.scatterlayer`` exists; the browser is already
+  running, as a user's is), split into "server up"
   (the port answers) and "page -> figure" (navigation to drawn tree).
 * **step**: measured inside the page, so no test-driver latency is included: from the click on
   Next/Prev (``performance.now()`` just before ``button.click()``) to the first animation frame
@@ -230,18 +231,19 @@ def main(argv: list[str] | None = None) -> int:
     log = Path(args.log) if args.log else Path(tempfile.mkstemp(prefix="workbench-", suffix=".log")[1])
     app_args = ["--traces", args.traces] if args.traces else []
     print(f"load average before: {load_average()}")
-    t0 = time.perf_counter()
-    proc, url = start_app(app_args, log)
-    try:
-        up = wait_until_up(url, proc)
-        with browser_page() as page:
+    # the browser is open before the app starts, as a user's is
+    with browser_page() as page:
+        t0 = time.perf_counter()
+        proc, url = start_app(app_args, log)
+        try:
+            up = wait_until_up(url, proc)
             fig = first_figure(page, url)
             total = time.perf_counter() - t0
             app_cpu = cpu_seconds(proc.pid)
             page.wait_for_timeout(1000)
             steps = measure_steps_cpu(page, args.steps, proc.pid)
-    finally:
-        stop_app(proc)
+        finally:
+            stop_app(proc)
     print(f"launch -> first figure: {total:.2f} s wall (server up {up:.2f} s, page -> figure {fig:.2f} s); "
           f"the app process used {app_cpu:.2f} s CPU until then")
     if steps:
