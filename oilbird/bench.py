@@ -43,11 +43,6 @@ def known_methods() -> list[str]:
 @dataclass
 class MethodStats:
     """Running totals for one method over a run."""
-    tokens: int = 0
-    forwards: int = 0
-    seconds: float = 0.0
-    prefill_seconds: float = 0.0
-    n_requests: int = 0
     lossless: bool = True
     first_failure: str | None = None
     stage_seconds: dict = field(default_factory=lambda: defaultdict(float))
@@ -55,8 +50,22 @@ class MethodStats:
     sole_by_source: dict = field(default_factory=lambda: defaultdict(int))
     proposed_by_source: dict = field(default_factory=lambda: defaultdict(int))
     nodes: int = 0
-    # one row per request: what paired comparisons (method A vs B on the same request) need
+    # one row per request (what paired comparisons need); the totals below are their sums
     per_request: list = field(default_factory=list)
+
+    def add_request(self, request_id: str, tokens: int, forwards: int, seconds: float,
+                    prefill_seconds: float) -> None:
+        self.per_request.append({"request": request_id, "tokens": tokens, "forwards": forwards,
+                                 "seconds": seconds, "prefill_seconds": prefill_seconds})
+
+    def _total(self, key: str):
+        return sum(r[key] for r in self.per_request)
+
+    tokens = property(lambda self: self._total("tokens"))
+    forwards = property(lambda self: self._total("forwards"))
+    seconds = property(lambda self: self._total("seconds"))
+    prefill_seconds = property(lambda self: self._total("prefill_seconds"))
+    n_requests = property(lambda self: len(self.per_request))
 
     def add_trace(self, tr: RequestTrace) -> None:
         """Fold one request's cycle traces into the per-source and per-stage counters.
@@ -175,13 +184,7 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
             toks, fwd, secs, pre, tr = runners[m](req, ids)
             outputs[m] = toks
             st = stats[m]
-            st.tokens += len(toks)
-            st.forwards += fwd
-            st.seconds += secs
-            st.prefill_seconds += pre
-            st.n_requests += 1
-            st.per_request.append({"request": req.id, "tokens": len(toks), "forwards": fwd,
-                                   "seconds": round(secs, 4), "prefill_seconds": round(pre, 4)})
+            st.add_request(req.id, len(toks), fwd, secs, pre)
             if tr is not None:
                 st.add_trace(tr)
                 req_traces.append(tr)

@@ -61,7 +61,7 @@ def test_every_preset_is_lossless_and_counters_add_up(tiny_lm, method):
                 assert c.committed_sources[-1] == [BONUS]
             assert len(c.tokens) <= 12
         stats.add_trace(tr)
-        stats.tokens += len(tr.output_ids)
+        stats.add_request(f"r{i}", len(tr.output_ids), tr.forwards, 0.0, 0.0)
     assert sum(stats.accepted_by_source.values()) == pytest.approx(stats.tokens)
 
 
