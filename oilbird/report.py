@@ -136,12 +136,49 @@ def markdown_table(results: dict) -> str:
 
 def paired_tau(results: dict, a: str, b: str) -> dict:
     """Method ``a`` against ``b`` request by request (the ``per_request`` rows of one run):
-    on how many requests a's tau was higher, equal, lower, and the mean per-request difference.
-    A pooled tau can hide that one long request decides it; this says whether it does."""
+    on how many requests a's tau was higher, equal, lower, the mean per-request difference,
+    and on how many a took less wall time. A pooled tau can hide that one long request
+    decides it; this says whether it does."""
     ra = {x["request"]: x for x in results["methods"][a].get("per_request", [])}
     rb = {x["request"]: x for x in results["methods"][b].get("per_request", [])}
-    diffs = [ra[k]["tokens"] / ra[k]["forwards"] - rb[k]["tokens"] / rb[k]["forwards"]
-             for k in ra if k in rb]
+    both = [k for k in ra if k in rb]
+    diffs = [ra[k]["tokens"] / ra[k]["forwards"] - rb[k]["tokens"] / rb[k]["forwards"] for k in both]
     return {"a": a, "b": b, "n": len(diffs), "wins": sum(d > 1e-9 for d in diffs),
             "ties": sum(abs(d) <= 1e-9 for d in diffs), "losses": sum(d < -1e-9 for d in diffs),
-            "mean_diff": sum(diffs) / len(diffs) if diffs else 0.0}
+            "mean_diff": sum(diffs) / len(diffs) if diffs else 0.0,
+            "faster": sum(ra[k].get("seconds", 0) < rb[k].get("seconds", 0) for k in both)}
+
+
+# the comparisons docs/results.md reports, where both methods are in the run
+PAIRS = (("oilbird", "goose"), ("pld+sem", "pld"), ("recycling+sem", "recycling"),
+         ("oilbird", "oilbird-no-semantic"), ("oilbird", "suffix-arctic"), ("oilbird", "hf-pld"))
+
+
+def paired_table(results: dict, pairs=PAIRS) -> str:
+    """The :func:`paired_tau` comparisons of ``pairs`` present in ``results``, as Markdown."""
+    rows = ["| pair | tau higher / equal / lower (requests) | mean per-request tau difference | faster wall clock on |",
+            "| --- | --- | ---: | ---: |"]
+    for a, b in pairs:
+        if a in results["methods"] and b in results["methods"]:
+            p = paired_tau(results, a, b)
+            rows.append(f"| {a} vs {b} | {p['wins']} / {p['ties']} / {p['losses']} | {p['mean_diff']:+.3f} | "
+                        f"{p['faster']} of {p['n']} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m oilbird.report DIR/results.json``: the Markdown tables of docs/results.md."""
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m oilbird.report", description=main.__doc__)
+    ap.add_argument("results", help="a bench results.json")
+    args = ap.parse_args(argv)
+    res = json.loads(Path(args.results).read_text())
+    print(markdown_table(res))
+    print()
+    print(paired_table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -200,4 +200,5 @@ def test_paired_tau_counts_requests():
                        "b": {"per_request": rows((10, 10), (8, 4), (9, 3))}}}
     p = paired_tau(res, "a", "b")
     assert (p["n"], p["wins"], p["ties"], p["losses"]) == (3, 1, 1, 1)
+    assert p["faster"] == 0                       # the rows carry no seconds
     assert p["mean_diff"] == pytest.approx((1.0 + 0.0 - 2.0) / 3)

@@ -1,0 +1,77 @@
+"""What one verification forward costs against one AR step, by tree size, on a real prompt.
+
+    python -m oilbird.verify_cost                                  # API-Bank request 1 if present
+    python -m oilbird.verify_cost --data builtin --nodes 1,4,8,12,24
+
+Times (median of ``--repeat``) a plain AR step and ``Verifier.verify`` of a binary tree of n
+nodes on top of the prompt's cache, cropping back after each; then the linear layers alone
+(an MLP projection and the LM head) at 1, 4 and 12 rows, which is where the jump from one row
+to several comes from on CPU. Set ``TRANSFORMERS_SDPA_FORCE_GQA=0`` to time the verify
+without GQA under a tree mask (``load_model`` turns it on for CPU).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from .model import load_model
+from .requests import encode, load_requests
+from .tree import DraftTree
+from .verifier import Verifier
+
+
+def _median_ms(fn, repeat: int) -> float:
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return 1000 * statistics.median(ts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m oilbird.verify_cost", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="api-bank")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--nodes", default="1,4,8,12")
+    ap.add_argument("--repeat", type=int, default=10)
+    args = ap.parse_args(argv)
+    lm = load_model(args.model)
+    v = Verifier(lm)
+    ids = encode(lm.tokenizer, load_requests(args.data, limit=1)[0])
+    cache, _ = v.prefill(ids)
+    n0 = len(ids)
+
+    def step():
+        v.step(cache, ids[-1])
+        v.commit(cache, n0, [])
+
+    print(f"prefix {n0} tokens, {torch.get_num_threads()} threads")
+    print(f"AR step: {_median_ms(step, args.repeat):.1f} ms")
+    for n in (int(x) for x in args.nodes.split(",")):
+        tree = DraftTree(tokens=[ids[-1]] * n, parents=[-1] + [(i - 1) // 2 for i in range(1, n)])
+
+        def verify():
+            v.verify(cache, n0, tree)
+            v.commit(cache, n0, [])
+        print(f"verify, {n:2d} nodes: {_median_ms(verify, args.repeat):.1f} ms")
+    cfg = lm.model.config
+    head = lm.model.get_output_embeddings().weight
+    up = torch.randn(cfg.intermediate_size, cfg.hidden_size, dtype=head.dtype, device=head.device)
+    for rows in (1, 4, 12):
+        h = torch.randn(rows, cfg.hidden_size, dtype=head.dtype, device=head.device)
+        with torch.inference_mode():
+            print(f"linear at {rows:2d} rows: MLP {cfg.hidden_size}x{cfg.intermediate_size} "
+                  f"{_median_ms(lambda: torch.nn.functional.linear(h, up), args.repeat * 3):.2f} ms, "
+                  f"LM head {head.shape[0]}x{head.shape[1]} "
+                  f"{_median_ms(lambda: torch.nn.functional.linear(h, head), args.repeat):.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
