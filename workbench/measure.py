@@ -151,9 +151,9 @@ def last_cycle(page) -> int:
     return int(m.group(1)) if m else 0
 
 
-def measure_steps(page, n: int, probe=None) -> list:
-    """``n`` steps, forward until the last cycle, then backward; milliseconds each, or
-    ``probe(lambda: step_ms(...))``'s value per step when a probe is given."""
+def measure_steps(page, n: int, probe=lambda step: step()) -> list:
+    """``n`` steps, forward until the last cycle, then backward: what ``probe`` returns for
+    each step (``probe`` runs the step it is given; by default the step's milliseconds)."""
     out, forward = [], True
     for _ in range(n):
         k, last = current_cycle(page), last_cycle(page)
@@ -161,8 +161,7 @@ def measure_steps(page, n: int, probe=None) -> list:
             break
         if (forward and k >= last) or (not forward and k <= 0):
             forward = not forward
-        step = lambda fw=forward: step_ms(page, fw)  # noqa: E731
-        out.append(probe(step) if probe else step())
+        out.append(probe(lambda: step_ms(page, forward)))
     return out
 
 
