@@ -25,7 +25,7 @@ from typing import Callable
 from tqdm import tqdm
 
 from .audit import compare, hf_greedy
-from .decoding import autoregressive, check_prompt
+from .decoding import DecodeResult, autoregressive, check_prompt
 from .drafter import TreeConfig
 from .presets import PRESETS, make_decoder
 from .requests import Request, encode, load_requests
@@ -123,18 +123,15 @@ class MethodStats:
 
 def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool,
             tree: TreeConfig | None = None, store_kwargs: dict | None = None) -> Callable:
-    """A function (request, ids) -> (tokens, forwards, seconds, prefill_seconds, trace|None)."""
+    """A function (request, ids) -> :class:`~oilbird.decoding.DecodeResult`."""
     lm = verifier.lm
     if name == "ar":
-        def run(req, ids):
-            r = autoregressive(verifier, ids, max_new)
-            return r.tokens, r.forwards, r.seconds, r.prefill_seconds, None
-        return run
+        return lambda req, ids: autoregressive(verifier, ids, max_new)
     if name == "hf-greedy":
         def run(req, ids):
             t = time.perf_counter()
             toks = hf_greedy(lm, ids, max_new)
-            return toks, len(toks), time.perf_counter() - t, 0.0, None
+            return DecodeResult(toks, len(toks), time.perf_counter() - t)
         return run
     if name in PEERS:
         from . import peers
@@ -149,7 +146,7 @@ def decoder_runner(dec, max_new: int) -> Callable:
         t = time.perf_counter()
         tr = dec.run(req.id, ids, max_new)
         secs = time.perf_counter() - t
-        return tr.output_ids, tr.forwards, secs, tr.cycles[0].timings.get("verify", 0.0), tr
+        return DecodeResult(tr.output_ids, tr.forwards, secs, tr.cycles[0].timings.get("verify", 0.0), tr)
     return run
 
 
@@ -181,13 +178,13 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
         outputs: dict[str, list[int]] = {}
         req_traces: list[RequestTrace] = []
         for m in methods:
-            toks, fwd, secs, pre, tr = runners[m](req, ids)
-            outputs[m] = toks
+            r = runners[m](req, ids)
+            outputs[m] = r.tokens
             st = stats[m]
-            st.add_request(req.id, len(toks), fwd, secs, pre)
-            if tr is not None:
-                st.add_trace(tr)
-                req_traces.append(tr)
+            st.add_request(req.id, len(r.tokens), r.forwards, r.seconds, r.prefill_seconds)
+            if r.trace is not None:
+                st.add_trace(r.trace)
+                req_traces.append(r.trace)
         # the audit: every output against an independent greedy run of the same request
         ref = outputs.get("hf-greedy") or hf_greedy(lm, ids, max_new_tokens)
         for m in methods:

@@ -50,10 +50,17 @@ def check_prompt(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> None:
 
 @dataclass
 class DecodeResult:
+    """One request decoded by one method: what every bench runner returns.
+
+    ``tokens``: the generated ids; ``forwards``: target forwards, prefill included;
+    ``seconds``: wall time, prefill included; ``prefill_seconds``: the prefill alone (0.0 where
+    the method cannot time it apart); ``trace``: the cycle trace, for methods that keep one.
+    """
     tokens: list[int]
     forwards: int
     seconds: float
     prefill_seconds: float = 0.0
+    trace: RequestTrace | None = None
 
     @property
     def tau(self) -> float:

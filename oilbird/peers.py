@@ -14,8 +14,8 @@
   response), and audited like every other method. Needs the optional
   ``requirements-peers.txt``; without it, asking for this peer raises one clear error.
 
-``make_runner(name, verifier, max_new)`` returns ``(request, ids) -> (tokens, forwards,
-seconds, prefill_seconds, trace_or_None)``, the contract of :func:`oilbird.bench._runner`.
+``make_runner(name, verifier, max_new)`` returns ``(request, ids) -> DecodeResult``, the
+contract of :func:`oilbird.bench._runner`.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from .decoding import SpeculativeDecoder
+from .decoding import DecodeResult, SpeculativeDecoder
 from .drafter import Drafter, TreeConfig
 from .verifier import Verifier
 
@@ -115,7 +115,7 @@ def make_arctic_decoder(verifier: Verifier, tree: TreeConfig | None = None, trac
 
 def make_runner(name: str, verifier: Verifier, max_new: int, trace: bool = False,
                 tree: TreeConfig | None = None) -> Callable:
-    """A function (request, ids) -> (tokens, forwards, seconds, prefill_seconds, trace|None).
+    """A function (request, ids) -> :class:`~oilbird.decoding.DecodeResult`.
 
     ``trace``: keep token text and trees in suffix-arctic's traces (as bench's ``keep_traces``);
     its trace is returned either way, for the per-source and per-stage counters. ``tree``: the
@@ -126,7 +126,7 @@ def make_runner(name: str, verifier: Verifier, max_new: int, trace: bool = False
         def run(req, ids):
             t = time.perf_counter()
             toks, fwd, pre = hf_prompt_lookup(lm, ids, max_new)
-            return toks, fwd, time.perf_counter() - t, pre, None
+            return DecodeResult(toks, fwd, time.perf_counter() - t, pre)
         return run
     if name == "suffix-arctic":
         from .bench import decoder_runner   # bench imports this module lazily: no cycle

@@ -110,11 +110,11 @@ def two_requests(real_lm):
 
 def _check_lossless(runner, two_requests):
     for req, ids, ref in two_requests:
-        toks, fwd, secs, pre, tr = runner(req, ids)
-        res = compare(ref, toks)
+        r = runner(req, ids)
+        res = compare(ref, r.tokens)
         assert res.lossless, f"{req.id}: {res.message()}"
-        assert 1 <= fwd <= len(toks) and secs > 0 and 0 < pre < secs
-    return tr
+        assert 1 <= r.forwards <= len(r.tokens) and r.seconds > 0 and 0 < r.prefill_seconds < r.seconds
+    return r.trace
 
 
 @pytest.mark.model
