@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
-from wb_traces import all_requests
+from wb_traces import all_requests, request_oilbird
 
 from oilbird.trace import load_traces, save_traces
 from workbench import measure
@@ -35,7 +35,7 @@ def app_url(tmp_path_factory):
     proc, url = measure.start_app(["--traces", str(traces), "--data", str(data),
                                    "--model", str(tmp / "no-such-model.gguf")], log)
     try:
-        secs = measure.wait_until_up(url, proc)
+        secs = measure.wait_for_app(url, proc)
         print(f"\napp up after {secs:.1f} s")
         yield url
     except Exception:
@@ -198,3 +198,81 @@ def test_browser_next_changes_tree_and_counter(app_url):
           f"(load average {measure.load_average()})")
     assert external == [], f"the page fetched from outside: {external}"
     assert secs < 120 and ms < 10_000                                        # generous: a shared 2-core box
+
+
+# -- the preview served while gradio loads ----------------------------------------------------
+def _get(url: str) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+def test_preview_serves_the_opening_cycle_and_frees_its_port():
+    from workbench.preview import Preview, preview_html
+    port = measure.free_port()
+    page = preview_html(request_oilbird(), 1, "Oilbird workbench")
+    with Preview("127.0.0.1", port, page) as p:
+        assert p.running
+        assert not Preview("127.0.0.1", port, page).start()        # a taken port: no preview, no error
+        status, body = _get(f"http://127.0.0.1:{port}/")
+        text = body.decode()
+        assert status == 200 and 'id="splash-tree"' in text and "cycle 1 / 2" in text
+        assert re.search(r'<script[^>]* src="plotly.min.js"', text) and "fetch('config'" in text
+        assert "http" not in text.split("<body>", 1)[1].replace("http://127.0.0.1", "")   # nothing remote
+        status, js = _get(f"http://127.0.0.1:{port}/plotly.min.js")
+        assert status == 200 and len(js) > 1_000_000
+        assert _get(f"http://127.0.0.1:{port}/config")[0] == 404     # only the app answers there
+    assert not p.running
+    import socket
+    with socket.socket() as s:                                       # the app can bind the port now
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+
+
+def test_preset_names_match_the_library():
+    from oilbird.presets import PRESETS
+    from workbench.session import PRESET_NAMES
+    assert set(PRESET_NAMES) == set(PRESETS)
+
+
+@pytest.mark.browser
+def test_browser_preview_draws_the_tree_then_turns_into_the_app():
+    """The preview draws its tree offline, then reloads itself once ``config`` answers."""
+    if measure.chromium_path() is None:
+        pytest.skip("Debian chromium not installed (apt-get install chromium); browsers are never downloaded")
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from workbench.preview import Preview, preview_html
+
+    class StandIn(BaseHTTPRequestHandler):   # answers like the app: /config 200, a page with #app
+        def do_GET(self):  # noqa: N802
+            body = b"{}" if self.path.startswith("/config") else b'<p id="app">the app</p>'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    port = measure.free_port()
+    url = f"http://127.0.0.1:{port}/"
+    external = []
+    with measure.browser_page() as page:
+        page.on("request", lambda r: external.append(r.url) if not r.url.startswith(url) else None)
+        with Preview("127.0.0.1", port, preview_html(request_oilbird(), 1, "Oilbird workbench")):
+            measure.first_figure(page, url, selector="#splash-tree .scatterlayer")
+            assert "cycle 1 / 2" in page.text_content("#splash-counter")
+        app = ThreadingHTTPServer(("127.0.0.1", port), StandIn)
+        threading.Thread(target=app.serve_forever, daemon=True).start()
+        try:
+            page.wait_for_selector("#app", timeout=20_000)
+        finally:
+            app.shutdown()
+            app.server_close()
+    assert external == [], f"the preview fetched from outside: {external}"

@@ -430,6 +430,15 @@ def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | 
     return figure(text_spec(request, cycle, style), style)
 
 
+def counter_html(request: RequestTrace, cycle: int) -> str:
+    """The cycle counter above the tree: "cycle k / n · request · method · tokens so far"."""
+    c = request.cycles[cycle]
+    live = " · live run" if request.meta.get("live") else ""
+    return (f"<b>cycle {cycle} / {len(request.cycles) - 1}</b> · {html.escape(request.request_id)} · "
+            f"{html.escape(request.method)}{live} · {committed_upto(request, cycle)} of "
+            f"{len(request.output_ids)} tokens · {len(c.committed)} committed this cycle")
+
+
 TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid", "pld": "solid",
                 "recycling": "dashed", BONUS: "dotted"}
 

@@ -6,10 +6,12 @@
 What is timed (wall clock; the numbers depend on how busy the machine is, so the load average
 is printed with them):
 
-* **launch -> first figure**: from spawning ``python -m workbench.app`` to the draft-tree plot
+* **launch -> first figure**: from spawning ``python -m workbench.app`` to a draft-tree plot
   being drawn in headless Chromium (its ``.scatterlayer`` exists; the browser is already
-  running, as a user's is), split into "server up"
-  (the port answers) and "page -> figure" (navigation to drawn tree).
+  running, as a user's is), split into "port answers" and "page -> figure". The first figure
+  is the static preview of the opening cycle (:mod:`workbench.preview`) when the app serves one.
+* **launch -> app ready**: until the page has turned into the interactive app (its Next button
+  and its own drawn tree), split into "gradio answers" and the rest.
 * **step**: measured inside the page, so no test-driver latency is included: from the click on
   Next/Prev (``performance.now()`` just before ``button.click()``) to the first animation frame
   in which both the cycle counter and the draft tree's title show the new cycle. Also the CPU
@@ -86,6 +88,11 @@ def wait_until_up(url: str, proc: subprocess.Popen | None = None, timeout: float
     raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
 
 
+def wait_for_app(url: str, proc: subprocess.Popen | None = None, timeout: float = 180) -> float:
+    """Like :func:`wait_until_up`, until the Gradio app itself answers (not the preview)."""
+    return wait_until_up(url.rstrip("/") + "/config", proc, timeout)
+
+
 def start_app(args: list[str], log_path: Path, port: int | None = None) -> tuple[subprocess.Popen, str]:
     """Spawn ``python -m workbench.app --port PORT *args`` (output to ``log_path``)."""
     port = port or free_port()
@@ -120,12 +127,30 @@ def browser_page(width: int = 1280, height: int = 1800):
             browser.close()
 
 
-def first_figure(page, url: str, timeout_ms: int = 120_000) -> float:
-    """Navigate to the app and return the seconds until the draft tree is drawn."""
+APP_TREE = "#wb-tree .js-plotly-plot .scatterlayer"      # the app's drawn draft tree
+ANY_TREE = ".js-plotly-plot .scatterlayer"               # ... or the preview's
+
+
+def first_figure(page, url: str, timeout_ms: int = 120_000, selector: str = APP_TREE) -> float:
+    """Navigate to ``url`` and return the seconds until ``selector`` (the app's draft tree)
+    is drawn."""
     t0 = time.perf_counter()
     page.goto(url, timeout=timeout_ms)
-    page.wait_for_selector("#wb-tree .js-plotly-plot .scatterlayer", timeout=timeout_ms)
+    page.wait_for_selector(selector, timeout=timeout_ms)
     return time.perf_counter() - t0
+
+
+def app_ready(page, timeout_ms: int = 120_000) -> None:
+    """Wait until the page is the interactive app (after the preview has reloaded into it)."""
+    deadline = time.perf_counter() + timeout_ms / 1000
+    while True:
+        try:   # the preview reloads the page: a wait can be cut short by the navigation
+            page.wait_for_selector("#wb-next", timeout=max(1, int(1000 * (deadline - time.perf_counter()))))
+            page.wait_for_selector(APP_TREE, timeout=max(1, int(1000 * (deadline - time.perf_counter()))))
+            return
+        except Exception as exc:   # playwright's Error on navigation, TimeoutError past the deadline
+            if time.perf_counter() >= deadline:
+                raise TimeoutError("the page did not turn into the app") from exc
 
 
 def current_cycle(page) -> int:
@@ -236,14 +261,21 @@ def main(argv: list[str] | None = None) -> int:
         proc, url = start_app(app_args, log)
         try:
             up = wait_until_up(url, proc)
-            fig = first_figure(page, url)
+            fig = first_figure(page, url, selector=ANY_TREE)
             total = time.perf_counter() - t0
+            preview = page.query_selector("#splash-tree") is not None
+            wait_for_app(url, proc)
+            gradio_up = time.perf_counter() - t0
+            app_ready(page)
+            ready = time.perf_counter() - t0
             app_cpu = cpu_seconds(proc.pid)
             page.wait_for_timeout(1000)
             steps = measure_steps_cpu(page, args.steps, proc.pid)
         finally:
             stop_app(proc)
-    print(f"launch -> first figure: {total:.2f} s wall (server up {up:.2f} s, page -> figure {fig:.2f} s); "
+    print(f"launch -> first figure ({'the preview' if preview else 'the app'}): {total:.2f} s wall "
+          f"(port answers {up:.2f} s, page -> figure {fig:.2f} s)")
+    print(f"launch -> app ready: {ready:.2f} s wall (gradio answers {gradio_up:.2f} s); "
           f"the app process used {app_cpu:.2f} s CPU until then")
     if steps:
         for name, i in (("wall", 0), ("browser CPU", 1), ("app CPU", 2)):

@@ -1,0 +1,135 @@
+"""What the workbench knows and what one browser session holds, without gradio or torch.
+
+* :class:`Catalogue`: the precomputed traces, read once at start and never changed;
+* :class:`Data`: the requests a live run can decode (``--data``);
+* :class:`ModelHolder`: the one lazily loaded model (and its lock), shared by all sessions;
+* the per-session dict (:func:`new_session`): the selection (request, method, cycle), traces
+  this session uploaded or decoded live, and its live decoders. The app keeps it in
+  ``gr.State``; nothing per-session lives in module globals.
+
+Nothing here imports gradio or torch, so ``python -m workbench.app`` can show its first figure
+(:mod:`workbench.preview`) while those load.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from oilbird.trace import RequestTrace, TraceError, load_traces
+
+TITLE = "Oilbird workbench"
+LIVE_MAX_NEW_TOKENS = 48   # new tokens per live run (the app's --max-new-tokens default)
+
+# the preset names without importing torch (oilbird.presets imports the runtime);
+# tests/test_app.py checks that they match oilbird.presets.PRESETS
+PRESET_NAMES = ("oilbird", "goose", "pld", "suffix", "recycling", "oilbird-no-semantic", "oilbird-no-suffix",
+                "oilbird-no-recycling", "oilbird-no-rejected", "pld+sem", "recycling+sem")
+
+
+class LiveRunError(RuntimeError):
+    """A live run cannot start (bad model path, ...); the message is shown in the UI."""
+
+
+@dataclass
+class Catalogue:
+    """Precomputed traces by (request id, method), in file order. Read-only after start."""
+    traces: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
+    origin: str = ""
+    error: str = ""
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> "Catalogue":
+        if path is None:
+            return cls()
+        try:
+            traces = load_traces(path)
+        except TraceError as exc:
+            return cls(origin=str(path), error=f"Could not read the precomputed traces: {exc}")
+        return cls({(t.request_id, t.method): t for t in traces}, origin=str(path))
+
+    def request_ids(self) -> list[str]:
+        return list(dict.fromkeys(rid for rid, _ in self.traces))
+
+    def methods(self) -> list[str]:
+        return list(dict.fromkeys(m for _, m in self.traces))
+
+
+class ModelHolder:
+    """The one model instance of the app, loaded on first use; ``lock`` guards every use."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self.lock = threading.Lock()
+        self._lm = None
+        self._error: str | None = None
+
+    def get(self, progress=None):
+        """The loaded model; raises ``ModelError`` (the same message on every later call)."""
+        if self.path and not Path(self.path).expanduser().exists():
+            # answer a mistyped path at once, before importing torch
+            raise LiveRunError(f"Model path '{self.path}' does not exist. Give a local HF model "
+                               "directory or a .gguf file (nothing is downloaded).")
+        from oilbird.model import ModelError, load_model
+        with self.lock:
+            if self._lm is None and self._error is None:
+                if progress is not None:
+                    progress(0.05, desc="loading the model (the first load dequantizes the GGUF: ~30 s)")
+                try:
+                    self._lm = load_model(self.path)
+                except (ModelError, OSError, ValueError) as exc:
+                    self._error = str(exc)
+            if self._error is not None:
+                raise ModelError(self._error)
+            return self._lm
+
+
+@dataclass
+class Data:
+    """The requests a live run can decode (``--data``), by id. Read-only after start."""
+    name: str
+    requests: dict = field(default_factory=dict)
+    error: str = ""
+
+    @classmethod
+    def load(cls, name: str) -> "Data":
+        from oilbird.requests import DataError, load_requests
+        try:
+            return cls(name, {r.id: r for r in load_requests(name)})
+        except (DataError, OSError, ValueError) as exc:
+            return cls(name, error=f"Could not read --data {name}: {exc}")
+
+
+def new_session(cat: Catalogue, data: Data) -> dict:
+    """The initial per-session state: a traced request, method "oilbird" when there is one."""
+    rids = cat.request_ids() or list(data.requests)
+    methods = cat.methods() or ["oilbird"]
+    method = "oilbird" if "oilbird" in methods else methods[0]
+    # open on the first request where the semantic key retrieved something (the point of the
+    # workbench); the very first request of a run has an empty store
+    shown = [r for r in rids if any(c.neighbours for c in getattr(cat.traces.get((r, method)), "cycles", []))]
+    rid = (shown or rids or [""])[0]
+    other = [m for m in methods if m != method]
+    st = {"request": rid, "method": method, "compare": other[0] if other else method, "cycle": 0,
+          "playing": False, "extra": {}, "decoders": {}}
+    st["cycle"] = first_cycle(find(st, cat, rid, method))
+    return st
+
+
+def find(st: dict, cat: Catalogue, rid: str, method: str) -> RequestTrace | None:
+    """This session's trace of (request, method): its own (uploaded / live) first."""
+    return st["extra"].get((rid, method)) or cat.traces.get((rid, method))
+
+
+def first_cycle(tr: RequestTrace | None) -> int:
+    """Open a request on its first cycle with a draft tree (cycle 0 is the prefill)."""
+    return 1 if tr is not None and len(tr.cycles) > 1 else 0
+
+
+def request_choices(st: dict, cat: Catalogue, data: Data) -> list[str]:
+    return list(dict.fromkeys([rid for rid, _ in st["extra"]] + cat.request_ids() + list(data.requests)))
+
+
+def method_choices(st: dict, cat: Catalogue) -> list[str]:
+    from_traces = [m for _, m in st["extra"]] + cat.methods()
+    return list(dict.fromkeys(from_traces + list(PRESET_NAMES)))

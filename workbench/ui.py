@@ -1,0 +1,290 @@
+"""The workbench's Gradio Blocks: every panel, event and named API endpoint.
+
+:func:`build_app` builds the app over a :class:`~workbench.session.Catalogue` of traces, the
+:class:`~workbench.session.Data` a live run can decode and the shared
+:class:`~workbench.session.ModelHolder`; ``python -m workbench.app`` (:mod:`workbench.app`)
+launches it. Every event has a named API endpoint (``/select``, ``/prev``, ``/next``,
+``/goto``, ``/play``, ``/tick``, ``/load_traces``, ``/run_live``, ``/export_figures``,
+``/export_trace``) so ``gradio_client`` can drive the app the way the browser does. Bad input
+(an unknown request, a corrupt trace file, a model that fails to load) shows in the error banner
+(and a ``gr.Warning``) and leaves the session as it was. The panels are the pure figure
+functions of :mod:`workbench.figures`, the ones the notebooks use.
+"""
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+from gradio.components.plot import PlotData  # noqa: E402
+
+from oilbird.trace import RequestTrace, TraceError, load_traces  # noqa: E402
+
+from . import figures as F  # noqa: E402
+from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
+from .session import (LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
+                      find, first_cycle, method_choices, new_session, request_choices)
+
+PLAY_INTERVAL_S = 0.8
+
+CSS = """
+#cycle-counter { font-size: 1.05em; }
+#wb-error:not(:empty) { border-left: 4px solid #D55E00; padding-left: 8px; }
+.wb-text .tok { white-space: pre; }
+.wb-neighbours td, .wb-neighbours th { padding: 2px 6px; text-align: left; }
+.wb-neighbours .mono { font-family: monospace; }
+"""
+
+
+def _plot(spec: dict) -> PlotData:
+    return PlotData(type="plotly", plot=F.spec_json(spec))
+
+
+def render(st: dict, cat: Catalogue, error: str = "", full: bool = False) -> list:
+    """What a step redraws (``STEP`` outputs); with ``full``, also the request-level panels
+    (metrics, comparison), which a step leaves alone so the browser redraws less."""
+    tr = find(st, cat, st["request"], st["method"])
+    if tr is None or not tr.cycles:
+        msg = (f"No trace of request '{st['request']}' with method '{st['method']}': "
+               "press 'Run live' to decode it, or pick another method.")
+        empty = _plot(F.message_spec(st["request"], msg))
+        note = f"<p>{html.escape(msg)}</p>"
+        head = f"<b>{html.escape(st['request'])} · {html.escape(st['method'])}</b>: no trace"
+        out = [st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0,
+               empty, note, note, note, error]
+        return out + [empty, empty, ""] if full else out
+    k = max(0, min(st["cycle"], len(tr.cycles) - 1))
+    st["cycle"] = k
+    c = tr.cycles[k]
+    counter = F.counter_html(tr, k)
+    # a step only moves the slider; a new selection also sets its range
+    slider = gr.Slider(minimum=0, maximum=max(1, len(tr.cycles) - 1), value=k, step=1) if full else k
+    out = [st, counter, slider,
+           _plot(F.tree_spec(c)), F.text_html(tr, k), F.neighbours_html(c), F.gap_strip_html(tr, k), error]
+    if full:
+        other = find(st, cat, st["request"], st["compare"])
+        cmp = (F.compare_spec(tr, other) if other is not None else
+               F.message_spec("comparison", f"no trace of '{st['request']}' with '{st['compare']}'"))
+        out += [_plot(F.metrics_spec(tr)), _plot(cmp), tr.prompt_text]
+    return out
+
+
+def render_full(st: dict, cat: Catalogue, error: str = "") -> list:
+    return render(st, cat, error, full=True)
+
+
+def _warn(msg: str) -> str:
+    gr.Warning(msg)
+    return f"⚠ {msg}"
+
+
+# --------------------------------------------------------------------------- the app
+
+def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: int = LIVE_MAX_NEW_TOKENS) -> gr.Blocks:
+    """The Blocks app over a catalogue of traces, a request set and a (lazy) model."""
+    init = new_session(cat, data)
+    first = render(dict(init), cat, error=" ".join(e for e in (cat.error, data.error) if e), full=True)
+    export_dir = Path(tempfile.mkdtemp(prefix="oilbird-workbench-"))
+
+    with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
+        state = gr.State(init)
+        gr.Markdown(f"## {TITLE} · every decoding cycle: draft tree → verify → commit")
+        error = gr.Markdown(first[7], elem_id="wb-error")
+        with gr.Row():
+            request_dd = gr.Dropdown(request_choices(init, cat, data), value=init["request"], label="request",
+                                     allow_custom_value=True, elem_id="wb-request")
+            method_dd = gr.Dropdown(method_choices(init, cat), value=init["method"], label="method",
+                                    allow_custom_value=True, elem_id="wb-method")
+            compare_dd = gr.Dropdown(method_choices(init, cat), value=init["compare"], label="compare with",
+                                     allow_custom_value=True, elem_id="wb-compare")
+        with gr.Row(equal_height=True):
+            prev_btn = gr.Button("◀ Prev", elem_id="wb-prev", scale=0, min_width=90)
+            next_btn = gr.Button("Next ▶", elem_id="wb-next", scale=0, min_width=90, variant="primary")
+            play_btn = gr.Button("▶ Play", elem_id="wb-play", scale=0, min_width=90)
+            slider = gr.Slider(minimum=0, maximum=first[2].maximum, value=first[2].value, step=1, label="cycle",
+                               elem_id="wb-slider", scale=3)
+        counter = gr.HTML(first[1], elem_id="cycle-counter")
+        text = gr.HTML(first[4], label="generated text", elem_id="wb-text")
+        tree = gr.Plot(first[3], label="draft tree", show_label=False, elem_id="wb-tree")
+        gap = gr.HTML(first[6], label="gap strip", elem_id="wb-gap")
+        neighbours = gr.HTML(first[5], label="nearest neighbours", elem_id="wb-neighbours")
+        with gr.Row():
+            metrics = gr.Plot(first[8], label="metrics", show_label=False, elem_id="wb-metrics")
+            compare = gr.Plot(first[9], label="comparison", show_label=False, elem_id="wb-compare-plot")
+        with gr.Accordion("prompt", open=False):
+            prompt = gr.Textbox(first[10], show_label=False, lines=6, max_lines=20, interactive=False,
+                                elem_id="wb-prompt")
+        with gr.Accordion("Live run · load traces · export", open=False):
+            with gr.Row():
+                live_btn = gr.Button("Run live", elem_id="wb-live")
+                gr.Markdown(f"Decodes the selected request with the selected method on the model "
+                            f"(`--model`, default SmolLM2-135M), {max_new_tokens} new tokens; the model "
+                            "loads on first use. Each session keeps its own cross-request store.")
+            upload = gr.File(label="load a trace file (JSONL from `python -m oilbird trace`)",
+                             file_types=[".jsonl", ".json", ".txt"], type="filepath", elem_id="wb-upload")
+            with gr.Row():
+                fmt = gr.Radio(list(FORMATS), value="html", label="figure format", elem_id="wb-format")
+                export_btn = gr.Button("Export figures", elem_id="wb-export")
+                trace_btn = gr.Button("Export trace (JSONL)", elem_id="wb-export-trace")
+            files = gr.File(label="exported files", file_count="multiple", interactive=False, elem_id="wb-files")
+        timer = gr.Timer(PLAY_INTERVAL_S, active=False)
+
+        view = [state, counter, slider, tree, text, neighbours, gap, error]   # what a step redraws
+        full = view + [metrics, compare, prompt]                              # ... and a new selection
+        menus = [request_dd, method_dd, compare_dd]
+
+        # ---- navigation
+        def select(st, rid, method, cmp):
+            rid, method, cmp = (rid or "").strip(), (method or "").strip(), (cmp or "").strip()
+            known = request_choices(st, cat, data)
+            if rid not in known:
+                out = render_full(st, cat, _warn(f"Unknown request id '{rid}'. Known: {', '.join(known[:8])}"
+                                            f"{' …' if len(known) > 8 else ''}"))
+            elif method not in method_choices(st, cat) or cmp not in method_choices(st, cat):
+                bad = method if method not in method_choices(st, cat) else cmp
+                out = render_full(st, cat, _warn(f"Unknown method '{bad}'."))
+            else:
+                changed = (rid, method) != (st["request"], st["method"])
+                st.update(request=rid, method=method, compare=cmp)
+                if changed:
+                    st["cycle"] = first_cycle(find(st, cat, rid, method))
+                out = render_full(st, cat)
+            return out + [gr.Dropdown(choices=request_choices(st, cat, data), value=st["request"]),
+                          gr.Dropdown(value=st["method"]), gr.Dropdown(value=st["compare"])]
+
+        def step(st, delta):
+            st["cycle"] = max(0, int(st["cycle"]) + int(delta))
+            return render(st, cat)
+
+        def goto(st, k):
+            st["cycle"] = max(0, int(k or 0))
+            return render(st, cat)
+
+        def play(st):
+            tr = find(st, cat, st["request"], st["method"])
+            st["playing"] = not st["playing"] and tr is not None
+            if st["playing"] and tr is not None and st["cycle"] >= len(tr.cycles) - 1:
+                st["cycle"] = 0
+            return render(st, cat) + [gr.Timer(active=st["playing"]),
+                                      gr.Button(value="⏸ Pause" if st["playing"] else "▶ Play")]
+
+        def tick(st):
+            tr = find(st, cat, st["request"], st["method"])
+            if not st["playing"] or tr is None:
+                st["playing"] = False
+                return render(st, cat) + [gr.Timer(active=False), gr.Button(value="▶ Play")]
+            st["cycle"] += 1
+            if st["cycle"] >= len(tr.cycles) - 1:
+                st["playing"] = False
+            return render(st, cat) + [gr.Timer(active=st["playing"]),
+                                      gr.Button(value="⏸ Pause" if st["playing"] else "▶ Play")]
+
+        fast = {"show_progress": "hidden", "queue": False}
+        gr.on([dd.input for dd in menus], select, [state, request_dd, method_dd, compare_dd], full + menus,
+              api_name="select", **fast)
+        prev_btn.click(lambda st: step(st, -1), state, view, api_name="prev", **fast)
+        next_btn.click(lambda st: step(st, +1), state, view, api_name="next", **fast)
+        slider.release(goto, [state, slider], view, api_name="goto", **fast)
+        play_btn.click(play, state, view + [timer, play_btn], api_name="play", **fast)
+        timer.tick(tick, state, view + [timer, play_btn], api_name="tick", **fast)
+
+        # ---- traces in and out
+        def load_file(st, path):
+            if not path:
+                return render_full(st, cat, _warn("No file given.")) + [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
+            try:
+                traces = load_traces(path)
+            except TraceError as exc:
+                return render_full(st, cat, _warn(f"Not a usable trace file: {exc}")) + \
+                    [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
+            for t in traces:
+                st["extra"][(t.request_id, t.method)] = t
+            st.update(request=traces[0].request_id, method=traces[0].method)
+            st["cycle"] = first_cycle(traces[0])
+            return render_full(st, cat) + [gr.Dropdown(choices=request_choices(st, cat, data), value=st["request"]),
+                                      gr.Dropdown(choices=method_choices(st, cat), value=st["method"]),
+                                      gr.Dropdown(choices=method_choices(st, cat), value=st["compare"])]
+
+        upload.upload(load_file, [state, upload], full + menus, api_name="load_traces")
+
+        def run_live(st, rid, method, progress=gr.Progress()):
+            nothing = [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
+            req = data.requests.get(rid)
+            if req is None:
+                return render_full(st, cat, _warn(f"Request '{rid}' has no prompt in --data {data.name}; "
+                                             "a live run needs one.")) + nothing
+            if method not in PRESET_NAMES:
+                return render_full(st, cat, _warn(f"Method '{method}' is not a preset; live runs need one of "
+                                             f"{', '.join(PRESET_NAMES)}.")) + nothing
+            try:
+                lm = models.get(progress)
+            except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
+                return render_full(st, cat, _warn(f"The model failed to load: {exc}")) + nothing
+            tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress)
+            st["extra"][(rid, method)] = tr
+            st.update(request=rid, method=method, cycle=first_cycle(tr))
+            return render_full(st, cat) + [gr.Dropdown(choices=request_choices(st, cat, data), value=rid),
+                                      gr.Dropdown(choices=method_choices(st, cat), value=method), gr.Dropdown()]
+
+        live_btn.click(run_live, [state, request_dd, method_dd], full + menus, api_name="run_live",
+                       concurrency_limit=1)
+
+        def export_figs(st, fmt_name, progress=gr.Progress()):
+            tr = find(st, cat, st["request"], st["method"])
+            if tr is None or not tr.cycles:
+                return [], _warn("Nothing to export: no trace selected.")
+            progress(0.1, desc=f"exporting {fmt_name}")
+            k = min(st["cycle"], len(tr.cycles) - 1)
+            figs = F.cycle_figures(tr, k)
+            other = find(st, cat, st["request"], st["compare"])
+            if other is not None:
+                figs["compare"] = F.compare_figure(tr, other, k)
+            stem = safe_name(tr.request_id, tr.method, f"cycle{tr.cycles[k].cycle}")
+            out_dir = export_dir / safe_name(f"{time.time_ns()}")
+            try:
+                paths = export_figures(figs, out_dir, fmt_name, stem=stem)
+            except ExportError as exc:
+                html_paths = export_figures(figs, out_dir, "html", stem=stem)
+                return [str(p) for p in html_paths], _warn(f"{exc} Exported HTML instead.")
+            return [str(p) for p in paths], ""
+
+        export_btn.click(export_figs, [state, fmt], [files, error], api_name="export_figures", concurrency_limit=2)
+
+        def export_trace(st):
+            tr = find(st, cat, st["request"], st["method"])
+            if tr is None:
+                return [], _warn("Nothing to export: no trace selected.")
+            path = export_dir / safe_name(f"{time.time_ns()}") / f"{safe_name(tr.request_id, tr.method)}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            export_traces([tr], path)
+            return [str(path)], ""
+
+        trace_btn.click(export_trace, state, [files, error], api_name="export_trace")
+    return demo
+
+
+def _decode_live(st: dict, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress) -> RequestTrace:
+    """Decode one request with this session's decoder for ``method`` (made on first use, so
+    the session's store grows over its live runs), reporting progress per cycle."""
+    from oilbird.presets import make_decoder
+    from oilbird.requests import encode
+    from oilbird.verifier import Verifier
+    with models.lock:
+        dec = st["decoders"].get(method)
+        if dec is None:
+            dec = st["decoders"][method] = make_decoder(method, Verifier(lm))
+        ids = encode(lm.tokenizer, req)
+        progress(0.1, desc="decoding")
+        done = [0]
+
+        def report(c):
+            done[0] += len(c.committed)
+            progress(min(1.0, done[0] / max_new_tokens), desc=f"cycle {c.cycle}: {done[0]} tokens")
+        out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
+        out.meta["live"] = True
+    return out
