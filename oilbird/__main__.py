@@ -29,6 +29,9 @@ def _tree_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, default=None, help="tree nodes per cycle, root included (default 12)")
     p.add_argument("--semantic-budget", type=int, default=None,
                    help="nodes reserved for semantic chains (default 4)")
+    p.add_argument("--tree-size", choices=("fixed", "cost-aware"), default=None,
+                   help="verify the whole tree (fixed, the default) or only the prefix whose expected "
+                        "tokens pay for its verify cost (cost-aware; see oilbird/sizing.py)")
 
 
 def _decode(args) -> int:
@@ -75,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("bench", help="serve requests through several methods; results.json")
     _common(p)
-    p.add_argument("--methods", default="ar,hf-greedy", help="comma-separated method names")
+    p.add_argument("--methods", default="ar,hf-greedy",
+                   help="comma-separated method names; a tree method may add ':cost-aware' or ':fixed' "
+                        "(e.g. oilbird,oilbird:cost-aware)")
     p.add_argument("--out", default="runs/bench")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
     _tree_options(p)

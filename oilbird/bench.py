@@ -18,7 +18,7 @@ import json
 import platform
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -36,8 +36,25 @@ BASELINES = ("ar", "hf-greedy")
 PEERS = ("hf-pld", "suffix-arctic")
 
 
+# a tree method may carry its tree size after a colon, e.g. "oilbird:cost-aware", so one run can
+# compare the whole tree with its cost-aware prefix on the same requests
+TREE_SIZES = {"fixed": False, "cost-aware": True}
+
+
 def known_methods() -> list[str]:
     return list(BASELINES) + list(PRESETS) + list(PEERS)
+
+
+def _split(name: str) -> tuple[str, bool | None]:
+    """``"oilbird:cost-aware"`` -> ("oilbird", True); ``"oilbird"`` -> ("oilbird", None)."""
+    base, _, size = name.partition(":")
+    if not size or base not in known_methods():
+        return base, None                        # an unknown base is reported as such
+    if base not in PRESETS and base != "suffix-arctic":
+        raise ValueError(f"'{name}': only tree methods take a tree size")
+    if size not in TREE_SIZES:
+        raise ValueError(f"'{name}': tree size must be one of {', '.join(TREE_SIZES)}")
+    return base, TREE_SIZES[size]
 
 
 @dataclass
@@ -125,6 +142,9 @@ def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool,
             tree: TreeConfig | None = None, store_kwargs: dict | None = None) -> Callable:
     """A function (request, ids) -> :class:`~oilbird.decoding.DecodeResult`."""
     lm = verifier.lm
+    name, cost_aware = _split(name)
+    if cost_aware is not None:
+        tree = replace(tree or TreeConfig(), cost_aware=cost_aware)
     if name == "ar":
         return lambda req, ids: autoregressive(verifier, ids, max_new)
     if name == "hf-greedy":
@@ -158,7 +178,7 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
     ``checkpoint`` (optional) receives the results so far after every request, so an
     interrupted long run still leaves its numbers behind.
     """
-    unknown = [m for m in methods if m not in known_methods()]
+    unknown = [m for m in methods if _split(m)[0] not in known_methods()]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {', '.join(known_methods())}")
     lm = verifier.lm
@@ -242,8 +262,10 @@ def format_table(results: dict) -> str:
 
 
 def tree_config(args) -> TreeConfig:
-    """The tree of ``--budget`` / ``--semantic-budget`` (the defaults where not given)."""
-    return TreeConfig(**{k: v for k, v in (("budget", args.budget), ("semantic_budget", args.semantic_budget))
+    """The tree of ``--budget`` / ``--semantic-budget`` / ``--tree-size`` (defaults where not given)."""
+    size = getattr(args, "tree_size", None)
+    return TreeConfig(**{k: v for k, v in (("budget", args.budget), ("semantic_budget", args.semantic_budget),
+                                           ("cost_aware", None if size is None else size == "cost-aware"))
                          if v is not None})
 
 

@@ -11,6 +11,8 @@ One cycle's tree is filled in three passes under one node budget (root included)
    Unspent reserved nodes go to pass 3.
 3. **branches** (token adjacency): alternatives below the root and along the spine, until the
    budget is spent.
+4. **size** (``cost_aware``, off by default): verify only the prefix of the tree, in the order
+   above, whose expected accepted tokens pay for its verify cost (:mod:`oilbird.sizing`).
 
 Every node records the set of sources that proposed it and each one's score. Which sources run
 is decided by the preset (see :mod:`oilbird.presets`).
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .sizing import TreeSizer
 from .sources.base import Chain, DraftContext, DraftSource, Verdict
 from .tree import DraftTree
 
@@ -38,6 +41,9 @@ class TreeConfig:
     min_spine_share: float = 0.3
     max_spine_share: float = 0.9
     max_spine_len: int = 20
+    # verify only the prefix of the tree whose expected tokens pay for its verify cost
+    # (oilbird.sizing); off: always verify the whole tree
+    cost_aware: bool = False
 
 
 @dataclass
@@ -48,6 +54,14 @@ class DraftInfo:
     neighbours: list[dict] = field(default_factory=list)
     spine: list[int] = field(default_factory=list)
     chains: dict[str, list[Chain]] = field(default_factory=dict)
+    drafted: int = 0              # nodes drafted before cost-aware sizing cut the tree
+
+    def keep_prefix(self, n: int) -> None:
+        """Forget node indices >= ``n`` (the tree was cut to its first ``n`` nodes)."""
+        self.spine = [i for i in self.spine if i < n]
+        for nb in self.neighbours:
+            nb["walked"] = [i for i in nb.get("walked", []) if i < n]
+            nb["paid"] = [i for i in nb.get("paid", []) if i < n]
 
 
 def add_chain(tree: DraftTree, chain: Chain, source: str, budget: int) -> tuple[list[int], list[int]]:
@@ -90,6 +104,7 @@ class Drafter:
         self.branch_sources = [by[n] for n in ("recycling",) if n in by]
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
+        self.sizer = TreeSizer() if self.cfg.cost_aware else None
 
     def start_request(self, tokens: list[int], request_id: str) -> None:
         for s in self.sources:
@@ -161,16 +176,26 @@ class Drafter:
                 if room <= 0:
                     break
                 add_chain(tree, c, s.name, room)
+
+        # 4) cost-aware size: keep the prefix whose expected tokens pay for its verify cost
+        info.drafted = len(tree)
+        if self.sizer is not None and len(tree) > 1:
+            n = self.sizer.choose(tree)
+            if n < len(tree):
+                tree = tree.prefix(n)
+                info.keep_prefix(n)
         return tree, info
 
     def update(self, tree: DraftTree, res, accepted: list[int], bonus: int, tokens: list[int],
-               request_id: str, info: DraftInfo, root_index: int) -> None:
+               request_id: str, info: DraftInfo, root_index: int, verify_seconds: float | None = None) -> None:
         verdict = Verdict(tree=tree, argmax=res.argmax.numpy(), topk_ids=res.topk_ids.numpy(),
                           topk_probs=res.topk_probs.numpy(), states=res.states.numpy(),
                           accepted=accepted, bonus=bonus, tokens=tokens, request_id=request_id,
                           chains=info.chains, root_index=root_index)
         for s in self.sources:
             s.update(verdict)
+        if self.sizer is not None:
+            self.sizer.update(tree, accepted, verify_seconds)
         # GOOSE anisotropy: the lexical share follows how much of the spine was accepted
         if len(info.spine) > 0:
             acc = len(set(info.spine) & set(accepted)) / len(info.spine)

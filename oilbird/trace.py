@@ -71,6 +71,7 @@ class CycleTrace:
     neighbours: list[Neighbour] = field(default_factory=list)
     lexical_match_len: int = 0        # longest context suffix the lexical key matched
     semantic_muted: bool = False      # self-calibration had muted the semantic source
+    drafted: int = 0                  # nodes drafted; more than len(tokens) when cost-aware sizing cut the tree
     timings: dict[str, float] = field(default_factory=dict)  # seconds: draft, verify, commit, update
 
     @property

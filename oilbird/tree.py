@@ -159,3 +159,12 @@ class DraftTree:
 
     def depths(self) -> list[int]:
         return depths_of(self.parents)
+
+    def prefix(self, n: int) -> "DraftTree":
+        """The first ``n`` nodes, same indices. A tree (parents come before their children, as
+        :meth:`add` builds it), so any prefix is a valid smaller tree."""
+        if any(p >= i for i, p in enumerate(self.parents) if i > 0):
+            raise ValueError("a node comes before its parent; prefixes of this tree are not trees")
+        n = max(1, min(n, len(self)))
+        return DraftTree(list(self.tokens[:n]), list(self.parents[:n]),
+                         [set(s) for s in self.sources[:n]], [dict(s) for s in self.scores[:n]])

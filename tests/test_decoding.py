@@ -119,3 +119,34 @@ def test_bench_rows_per_request_add_up(tiny_lm):
         assert sum(x["forwards"] for x in rows) == r["forwards"]
         assert all(x["lossless"] is True for x in rows)
     assert all(x["forwards"] == x["tokens"] for x in res["methods"]["ar"]["per_request"])
+
+
+@pytest.mark.parametrize("method", ["goose", "oilbird"])
+def test_cost_aware_tree_size_is_lossless_and_cuts_trees(tiny_lm, method):
+    v = Verifier(tiny_lm)
+    dec = make_decoder(method, v, tree=TreeConfig(budget=12, semantic_budget=4, cost_aware=True))
+    cut = 0
+    for i, ids in enumerate(_prompts(4)):
+        ref = autoregressive(v, ids, 32).tokens
+        tr = dec.run(f"r{i}", ids, 32)
+        assert compare(ref, tr.output_ids).lossless, (method, i, compare(ref, tr.output_ids).message())
+        for c in tr.cycles[1:]:
+            assert 1 <= len(c.tokens) <= c.drafted <= 12
+            assert all(n < len(c.tokens) for nb in c.neighbours for n in nb.walked_nodes + nb.paid_nodes)
+            cut += c.drafted > len(c.tokens)
+    assert cut > 0, "the sizer never cut a tree on the mock model"
+
+
+def test_bench_tree_size_suffix(tiny_lm):
+    """'goose:cost-aware' runs goose with the cost-aware tree size beside plain goose."""
+    from oilbird.bench import run_bench
+    from oilbird.requests import Request
+    reqs = [Request("r0", [{"role": "user", "content": "call f(x=1) then f(x=1)"}])]
+    res = run_bench(reqs, ["goose", "goose:cost-aware", "goose:fixed"], Verifier(tiny_lm), 8, progress=False,
+                    trace_out=None)
+    assert set(res["methods"]) == {"goose", "goose:cost-aware", "goose:fixed"}
+    assert all(r["lossless"] for r in res["methods"].values())
+    for bad, msg in (("ar:cost-aware", "only tree methods"), ("goose:huge", "must be one of"),
+                     ("nope:fixed", "unknown method")):
+        with pytest.raises(ValueError, match=msg):
+            run_bench(reqs, [bad], Verifier(tiny_lm), 8, progress=False)

@@ -8,6 +8,7 @@ from oilbird.audit import compare, hf_greedy
 from oilbird.bench import run_bench
 from oilbird.decoding import autoregressive
 from oilbird.model import ModelError, load_model
+from oilbird.drafter import TreeConfig
 from oilbird.presets import PRESETS, make_decoder
 from oilbird.requests import encode, load_api_bank, load_requests
 from oilbird.tree import DraftTree, tree_attention
@@ -93,6 +94,15 @@ def test_every_preset_lossless_on_real_model(real_lm):
         if m != "ar":
             credited = sum(r["accepted_by_source"].values())
             assert credited == pytest.approx(r["tokens"]), m
+
+
+def test_cost_aware_tree_size_lossless_on_real_model(real_lm):
+    reqs = load_requests("builtin", limit=4)[2:]
+    res = run_bench(reqs, ["ar", "goose", "oilbird"], Verifier(real_lm), max_new_tokens=24, progress=False,
+                    tree=TreeConfig(cost_aware=True))
+    assert res["tree"]["cost_aware"] is True
+    for m, r in res["methods"].items():
+        assert r["lossless"], (m, r.get("first_failure"))
 
 
 def test_unknown_model_path_and_file(tmp_path):

@@ -78,3 +78,61 @@ def test_merge_respects_budget():
 def test_tree_rejects_mismatched_lists():
     with pytest.raises(ValueError):
         DraftTree(tokens=[1, 2], parents=[-1])
+
+
+# -- prefixes and cost-aware sizing (oilbird.sizing) -------------------------------------------
+def _tree_a_b_c():
+    """root(0) -> A(1) -> B(2); root -> C(3): A, B from suffix, C from recycling."""
+    t = DraftTree.root(9)
+    a = t.add(0, 10, "suffix", 1.0)
+    t.add(a, 11, "suffix", 1.0)
+    t.add(0, 12, "recycling", 0.5)
+    return t
+
+
+def test_prefix_keeps_indices_and_is_a_tree():
+    t = _tree_a_b_c()
+    p = t.prefix(3)
+    assert p.tokens == [9, 10, 11] and p.parents == [-1, 0, 1] and p.sources[2] == {"suffix"}
+    assert t.prefix(99).tokens == t.tokens and t.prefix(0).tokens == [9]   # clamped to [1, len]
+    p.sources[1].add("pld")
+    assert t.sources[1] == {"suffix"}                                      # a copy, not a view
+    with pytest.raises(ValueError, match="before its parent"):
+        DraftTree([1, 2, 3], [-1, 2, 0]).prefix(2)
+
+
+def test_sizer_prior_keeps_a_likely_chain():
+    from oilbird.sizing import TreeSizer
+    s = TreeSizer()
+    # unseen cells: P(A) = 0.5, P(B) = 0.25, P(C) = 0.5; prior cost 1, 1.55, 1.595, 1.64
+    # expected tokens per cost: 1.0, 0.968, 1.097, 1.372 -> all four nodes
+    assert s.path_probs(_tree_a_b_c()) == pytest.approx([1.0, 0.5, 0.25, 0.5])
+    assert s.cost(1) == 1.0 and s.cost(2) == pytest.approx(1.55) and s.cost(4) == pytest.approx(1.64)
+    assert s.choose(_tree_a_b_c()) == 4
+
+
+def test_sizer_learns_what_gets_rejected():
+    from oilbird.sizing import TreeSizer
+    s = TreeSizer()
+    t = _tree_a_b_c()
+    for _ in range(20):            # A and C tested (root accepted) and rejected; B never tested
+        s.update(t, [0])
+    cold = ("suffix", 1, False)
+    assert s.tested[cold] == 20 and s.hits[cold] == 0 and s.tested[("suffix", 2, False)] == 0
+    assert s.choose(t) == 1        # nothing worth a bigger forward: verify the root alone
+    s.update(t, [0, 1, 2])         # A and B accepted: counted, and the next cycle is "warm"
+    assert s.hits[cold] == 1 and s.hits[("suffix", 2, False)] == 1 and s.warm
+    assert s.choose(t) == 4        # warm cells are unseen: back to the optimistic prior
+
+
+def test_sizer_keeps_everything_where_nodes_cost_nothing():
+    from oilbird.sizing import TreeSizer
+    s = TreeSizer()
+    t = _tree_a_b_c()
+    for _ in range(20):
+        s.update(t, [0])                            # every draft rejected ...
+    for n in (1, 4):
+        for _ in range(3):
+            s.update(t.prefix(n), [0], verify_seconds=0.010)   # ... but 4 nodes cost what 1 does
+    assert s.cost(2) == pytest.approx(1.0) and s.cost(4) == pytest.approx(1.0)
+    assert s.choose(t) == 4
