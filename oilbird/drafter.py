@@ -55,6 +55,7 @@ class DraftInfo:
     spine: list[int] = field(default_factory=list)
     chains: dict[str, list[Chain]] = field(default_factory=dict)
     drafted: int = 0              # nodes drafted before cost-aware sizing cut the tree
+    full_tree: DraftTree | None = None   # the tree before the cut (None: not cut)
 
     def keep_prefix(self, n: int) -> None:
         """Forget node indices >= ``n`` (the tree was cut to its first ``n`` nodes)."""
@@ -182,6 +183,7 @@ class Drafter:
         if self.sizer is not None and len(tree) > 1:
             n = self.sizer.choose(tree)
             if n < len(tree):
+                info.full_tree = tree
                 tree = tree.prefix(n)
                 info.keep_prefix(n)
         return tree, info
@@ -195,7 +197,7 @@ class Drafter:
         for s in self.sources:
             s.update(verdict)
         if self.sizer is not None:
-            self.sizer.update(tree, accepted, verify_seconds)
+            self.sizer.update(info.full_tree or tree, accepted, verdict.argmax, len(tree), verify_seconds)
         # GOOSE anisotropy: the lexical share follows how much of the spine was accepted
         if len(info.spine) > 0:
             acc = len(set(info.spine) & set(accepted)) / len(info.spine)

@@ -15,9 +15,12 @@ order is itself a tree with the same node indices. :class:`TreeSizer` keeps the 
 
 * ``P(node accepted)`` is the product, along the node's path, of the acceptance rate of each
   node's cell: (which source proposed it, or "multi" when several did; depth, capped; whether
-  the previous cycle accepted any drafted token). A node is *tested* when its parent was
-  accepted and a *hit* when it was accepted itself; rates are counted online with a
-  Beta(1, 1) prior, so an unseen cell starts at 0.5.
+  a drafted token was, or would have been, accepted in the previous cycle). Rates are counted
+  online with a Beta(1, 1) prior, so an unseen cell starts at 0.5. A node is *tested* when its
+  parent was accepted, and a *hit* when its token is the parent's argmax: that is known for
+  the nodes the cut left out too (the parent was verified), so a cut tree still teaches the
+  rates. Counting only verified nodes would trap the sizer: once it verifies the root alone,
+  it never sees a draft accepted again.
 * ``c(n)`` is the verify time of an ``n``-node tree relative to a 1-node one: learned online
   from this decoder's own verify timings (an average per size, interpolated between the sizes
   seen), and until a size has been seen, :attr:`SizerConfig.jump` + :attr:`SizerConfig.slope`
@@ -96,18 +99,28 @@ class TreeSizer:
                 best_n, best = n, value
         return best_n
 
-    def update(self, tree: DraftTree, accepted: list[int], verify_seconds: float | None = None) -> None:
-        """Learn from the verdict on the tree that was verified (the chosen prefix)."""
+    def update(self, drafted: DraftTree, accepted: list[int], argmax, verified: int | None = None,
+               verify_seconds: float | None = None) -> None:
+        """Learn from one verdict.
+
+        ``drafted``: the whole drafted tree (before the cut); ``accepted``: the accepted node
+        indices; ``argmax``: the verifier's argmax at each verified node; ``verified``: how many
+        leading nodes were verified (default: all); ``verify_seconds``: that forward's time.
+        """
         acc = set(accepted)
-        depths = tree.depths()
-        for i in range(1, len(tree)):
-            if tree.parents[i] in acc:
-                cell = _cell(tree.sources[i], depths[i], self.warm, self.cfg.max_depth)
+        depths = drafted.depths()
+        warm = False
+        for i in range(1, len(drafted)):
+            p = drafted.parents[i]
+            if p in acc:
+                hit = drafted.tokens[i] == int(argmax[p])
+                cell = _cell(drafted.sources[i], depths[i], self.warm, self.cfg.max_depth)
                 self.tested[cell] += 1
-                self.hits[cell] += i in acc
-        self.warm = len(accepted) > 1
+                self.hits[cell] += hit
+                warm = warm or (hit and p == 0)
+        self.warm = warm
         if verify_seconds is not None and verify_seconds > 0:
-            n, a = len(tree), self.cfg.cost_alpha
+            n, a = verified or len(drafted), self.cfg.cost_alpha
             old = self.seconds.get(n)
             self.seconds[n] = verify_seconds if old is None else (1 - a) * old + a * verify_seconds
             self.seen[n] += 1

@@ -104,6 +104,13 @@ def test_tree_legend_lists_everything_even_on_the_empty_prefill_cycle():
     assert "prefill" in fig.layout.annotations[0].text
 
 
+def test_tree_title_says_when_cost_aware_sizing_cut_the_tree():
+    from dataclasses import replace
+    assert "cut from" not in F.tree_spec(cycle1())["layout"]["title"]["text"]
+    title = F.tree_spec(replace(cycle1(), drafted=9))["layout"]["title"]["text"]
+    assert "4 drafts accepted" not in title and "cut from 8 drafts" in title
+
+
 def test_tree_layout_is_tidy():
     pos = F.tree_layout([-1, 0, 1, 0, 1])
     assert [pos[i][0] for i in range(5)] == [0, 1, 2, 1, 2]          # x = depth

@@ -116,13 +116,25 @@ def test_sizer_learns_what_gets_rejected():
     s = TreeSizer()
     t = _tree_a_b_c()
     for _ in range(20):            # A and C tested (root accepted) and rejected; B never tested
-        s.update(t, [0])
+        s.update(t, [0], argmax=[99, 0, 0, 0])
     cold = ("suffix", 1, False)
     assert s.tested[cold] == 20 and s.hits[cold] == 0 and s.tested[("suffix", 2, False)] == 0
     assert s.choose(t) == 1        # nothing worth a bigger forward: verify the root alone
-    s.update(t, [0, 1, 2])         # A and B accepted: counted, and the next cycle is "warm"
+    s.update(t, [0, 1, 2], argmax=[10, 11, 5, 0])   # A and B accepted: the next cycle is "warm"
     assert s.hits[cold] == 1 and s.hits[("suffix", 2, False)] == 1 and s.warm
     assert s.choose(t) == 4        # warm cells are unseen: back to the optimistic prior
+
+
+def test_sizer_learns_from_the_nodes_it_cut():
+    """Verifying the root alone still says whether A would have been accepted (argmax[root])."""
+    from oilbird.sizing import TreeSizer
+    s = TreeSizer()
+    t = _tree_a_b_c()
+    s.update(t, [0], argmax=[10], verified=1)        # root alone; its argmax is A's token
+    assert s.tested[("suffix", 1, False)] == 1 and s.hits[("suffix", 1, False)] == 1
+    assert s.tested[("recycling", 1, False)] == 1 and s.hits[("recycling", 1, False)] == 0
+    assert s.tested[("suffix", 2, False)] == 0       # B's parent A was never verified
+    assert s.warm                                    # a draft would have been accepted
 
 
 def test_sizer_keeps_everything_where_nodes_cost_nothing():
@@ -130,9 +142,9 @@ def test_sizer_keeps_everything_where_nodes_cost_nothing():
     s = TreeSizer()
     t = _tree_a_b_c()
     for _ in range(20):
-        s.update(t, [0])                            # every draft rejected ...
+        s.update(t, [0], argmax=[99, 0, 0, 0])      # every draft rejected ...
     for n in (1, 4):
-        for _ in range(3):
-            s.update(t.prefix(n), [0], verify_seconds=0.010)   # ... but 4 nodes cost what 1 does
+        for _ in range(3):                          # ... but 4 nodes cost what 1 does
+            s.update(t, [0], argmax=[99, 0, 0, 0], verified=n, verify_seconds=0.010)
     assert s.cost(2) == pytest.approx(1.0) and s.cost(4) == pytest.approx(1.0)
     assert s.choose(t) == 4

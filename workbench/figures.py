@@ -328,7 +328,9 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     if n:
         title = f"{head}: {max(0, len(cycle.accepted) - 1)} of {n - 1} drafts accepted + bonus"
         flags = ([f"lexical match {cycle.lexical_match_len}"] if cycle.lexical_match_len else []) + \
-                (["semantic muted"] if cycle.semantic_muted else [])
+                (["semantic muted"] if cycle.semantic_muted else []) + \
+                ([f"cut from {cycle.drafted - 1} drafts: the rest would not pay for its verify cost"]
+                 if cycle.drafted > n else [])
         if flags:
             title += f" <span style='font-size:{s.font_size}px'>({', '.join(flags)})</span>"
     else:
