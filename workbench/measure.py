@@ -250,10 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces", default=None, help="trace file (default: the app's default assets)")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--log", default=None, help="app log file (default: a temp file)")
+    ap.add_argument("--no-preview", action="store_true", help="start the app with --no-preview")
     args = ap.parse_args(argv)
     import tempfile
     log = Path(args.log) if args.log else Path(tempfile.mkstemp(prefix="workbench-", suffix=".log")[1])
-    app_args = ["--traces", args.traces] if args.traces else []
+    app_args = (["--traces", args.traces] if args.traces else []) + (["--no-preview"] if args.no_preview else [])
     print(f"load average before: {load_average()}")
     # the browser is open before the app starts, as a user's is
     with browser_page() as page:
@@ -275,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             stop_app(proc)
     print(f"launch -> first figure ({'the preview' if preview else 'the app'}): {total:.2f} s wall "
           f"(port answers {up:.2f} s, page -> figure {fig:.2f} s)")
-    print(f"launch -> app ready: {ready:.2f} s wall (gradio answers {gradio_up:.2f} s); "
-          f"the app process used {app_cpu:.2f} s CPU until then")
+    split = f" (gradio answers {gradio_up:.2f} s)" if preview else ""
+    print(f"launch -> app ready: {ready:.2f} s wall{split}; the app process used {app_cpu:.2f} s CPU until then")
     if steps:
         for name, i in (("wall", 0), ("browser CPU", 1), ("app CPU", 2)):
             xs = [x[i] for x in steps]
