@@ -47,8 +47,10 @@ def known_methods() -> list[str]:
 
 def _split(name: str) -> tuple[str, bool | None]:
     """``"oilbird:cost-aware"`` -> ("oilbird", True); ``"oilbird"`` -> ("oilbird", None)."""
+    if ":" not in name:
+        return name, None
     base, _, size = name.partition(":")
-    if not size or base not in known_methods():
+    if base not in known_methods():
         return base, None                        # an unknown base is reported as such
     if base not in PRESETS and base != "suffix-arctic":
         raise ValueError(f"'{name}': only tree methods take a tree size")
@@ -142,6 +144,7 @@ def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool,
             tree: TreeConfig | None = None, store_kwargs: dict | None = None) -> Callable:
     """A function (request, ids) -> :class:`~oilbird.decoding.DecodeResult`."""
     lm = verifier.lm
+    full = name
     name, cost_aware = _split(name)
     if cost_aware is not None:
         tree = replace(tree or TreeConfig(), cost_aware=cost_aware)
@@ -153,11 +156,16 @@ def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool,
             toks = hf_greedy(lm, ids, max_new)
             return DecodeResult(toks, len(toks), time.perf_counter() - t)
         return run
-    if name in PEERS:
+    if name == "suffix-arctic":
+        from .peers import make_arctic_decoder
+        dec = make_arctic_decoder(verifier, tree, trace=keep_traces)
+    elif name in PEERS:
         from . import peers
         return peers.make_runner(name, verifier, max_new, trace=keep_traces, tree=tree)
-    return decoder_runner(make_decoder(name, verifier, trace=keep_traces, tree=tree,
-                                       store_kwargs=store_kwargs), max_new)
+    else:
+        dec = make_decoder(name, verifier, trace=keep_traces, tree=tree, store_kwargs=store_kwargs)
+    dec.method = full          # traces say "goose:cost-aware", not "goose", for a suffixed name
+    return decoder_runner(dec, max_new)
 
 
 def decoder_runner(dec, max_new: int) -> Callable:
@@ -236,6 +244,11 @@ def warm_up(verifier: Verifier, ids: list[int], tree: TreeConfig | None = None) 
 
 def _results(stats: dict, lm, n_requests: int, max_new_tokens: int, tree, store_kwargs) -> dict:
     results = {m: s.summary() for m, s in stats.items()}
+    for m, r in results.items():   # the tree size each tree method ran with
+        base, cost_aware = _split(m)
+        if base in PRESETS or base == "suffix-arctic":
+            r["tree_size"] = "cost-aware" if (cost_aware if cost_aware is not None else
+                                              (tree or TreeConfig()).cost_aware) else "fixed"
     base = results.get("ar", {}).get("tokens_per_s")
     base_dec = results.get("ar", {}).get("decode_tokens_per_s")
     for m, r in results.items():

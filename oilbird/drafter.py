@@ -1,6 +1,7 @@
 """The merged multi-source draft tree (GOOSE host + Oilbird's semantic chains).
 
-One cycle's tree is filled in three passes under one node budget (root included):
+One cycle's tree is filled in three passes under one node budget (root included), then
+optionally cut:
 
 1. **lexical spine** (suffix / prompt lookup): the best-scoring chain becomes the spine; the
    other lexical chains join it by merge cost. Their share of the budget follows an EMA of

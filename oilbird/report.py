@@ -124,13 +124,14 @@ def markdown_table(results: dict) -> str:
     """results.json as a Markdown table (for docs/results.md): one row per method."""
     def f(v, fmt):
         return fmt.format(v) if isinstance(v, (int, float)) else "-"
-    rows = ["| method | tau | tokens/s | speedup | decode speedup | overhead % | semantic sole % | lossless |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    rows = ["| method | tau | tokens/s | speedup | decode speedup | overhead % | semantic sole % | mean nodes | lossless |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for m, r in results["methods"].items():
         sole = r.get("sole_share", {}).get("semantic")
         rows.append(f"| {m} | {r['tau']:.2f} | {r['tokens_per_s']:.2f} | {f(r.get('speedup'), '{:.2f}x')} | "
                     f"{f(r.get('decode_speedup'), '{:.2f}x')} | {f(100 * r['overhead_share'] if 'overhead_share' in r else None, '{:.1f}')} | "
-                    f"{f(100 * sole if sole is not None else None, '{:.1f}')} | {'yes' if r['lossless'] else 'NO'} |")
+                    f"{f(100 * sole if sole is not None else None, '{:.1f}')} | {f(r.get('mean_nodes'), '{:.1f}')} | "
+                    f"{'yes' if r['lossless'] else 'NO'} |")
     return "\n".join(rows)
 
 
@@ -155,10 +156,12 @@ PAIRS = (("oilbird", "goose"), ("pld+sem", "pld"), ("recycling+sem", "recycling"
 
 
 def paired_table(results: dict, pairs=PAIRS) -> str:
-    """The :func:`paired_tau` comparisons of ``pairs`` present in ``results``, as Markdown."""
+    """The :func:`paired_tau` comparisons of ``pairs`` present in ``results``, as Markdown;
+    also every ``X:cost-aware`` (or ``X:fixed``) method against plain ``X``."""
     rows = ["| pair | tau higher / equal / lower (requests) | mean per-request tau difference | faster wall clock on |",
             "| --- | --- | ---: | ---: |"]
-    for a, b in pairs:
+    sized = [(m, m.split(":", 1)[0]) for m in results["methods"] if ":" in m]
+    for a, b in list(pairs) + sized:
         if a in results["methods"] and b in results["methods"]:
             p = paired_tau(results, a, b)
             rows.append(f"| {a} vs {b} | {p['wins']} / {p['ties']} / {p['losses']} | {p['mean_diff']:+.3f} | "

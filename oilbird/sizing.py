@@ -23,9 +23,11 @@ order is itself a tree with the same node indices. :class:`TreeSizer` keeps the 
   it never sees a draft accepted again.
 * ``c(n)`` is the verify time of an ``n``-node tree relative to a 1-node one: learned online
   from this decoder's own verify timings (an average per size, interpolated between the sizes
-  seen), and until a size has been seen, :attr:`SizerConfig.jump` + :attr:`SizerConfig.slope`
-  per node, the CPU shape above. On hardware where a bigger tree costs nothing extra, the
-  learned ``c(n)`` is flat and the sizer keeps the whole tree.
+  timed, extended beyond the largest with :attr:`SizerConfig.slope`). Until 1-node verifies
+  (cycles with nothing to draft, or cut to the root) and one bigger size have been timed a few
+  times, it is :attr:`SizerConfig.jump` + :attr:`SizerConfig.slope` per node, the CPU shape
+  above. Where a bigger tree costs nothing extra, the learned ``c(n)`` flattens once both
+  have been timed, and the sizer then keeps the whole tree.
 
 Pruning drafts never changes the output: the verifier still commits exactly what greedy
 decoding would (the tests check it on the real model).
@@ -79,13 +81,18 @@ class TreeSizer:
     def cost(self, n: int) -> float:
         """Verify time of an ``n``-node tree over a 1-node one."""
         seen = sorted(k for k, c in self.seen.items() if c >= self.cfg.min_seen)
-        if 1 in seen and len(seen) >= 2 and seen[0] <= n <= seen[-1]:
+        if n <= 1:
+            return 1.0
+        if 1 in seen and len(seen) >= 2:
+            top = seen[-1]
+            if n > top:        # beyond the largest size timed: its cost plus the prior slope
+                return self.cost(top) + self.cfg.slope * (n - top)
             lo = max(k for k in seen if k <= n)
             hi = min(k for k in seen if k >= n)
             t = self.seconds[lo] if lo == hi else (
                 self.seconds[lo] + (self.seconds[hi] - self.seconds[lo]) * (n - lo) / (hi - lo))
             return max(1.0, t / self.seconds[1])
-        return 1.0 if n <= 1 else 1.0 + self.cfg.jump + self.cfg.slope * (n - 2)
+        return 1.0 + self.cfg.jump + self.cfg.slope * (n - 2)
 
     # ---------------------------------------------------------------- per cycle
     def choose(self, tree: DraftTree) -> int:

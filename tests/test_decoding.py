@@ -137,16 +137,19 @@ def test_cost_aware_tree_size_is_lossless_and_cuts_trees(tiny_lm, method):
     assert cut > 0, "the sizer never cut a tree on the mock model"
 
 
-def test_bench_tree_size_suffix(tiny_lm):
+def test_bench_tree_size_suffix(tiny_lm, tmp_path):
     """'goose:cost-aware' runs goose with the cost-aware tree size beside plain goose."""
     from oilbird.bench import run_bench
     from oilbird.requests import Request
     reqs = [Request("r0", [{"role": "user", "content": "call f(x=1) then f(x=1)"}])]
     res = run_bench(reqs, ["goose", "goose:cost-aware", "goose:fixed"], Verifier(tiny_lm), 8, progress=False,
-                    trace_out=None)
+                    trace_out=tmp_path / "t.jsonl")
     assert set(res["methods"]) == {"goose", "goose:cost-aware", "goose:fixed"}
     assert all(r["lossless"] for r in res["methods"].values())
+    assert {m: r["tree_size"] for m, r in res["methods"].items()} == {
+        "goose": "fixed", "goose:cost-aware": "cost-aware", "goose:fixed": "fixed"}
+    assert [t.method for t in load_traces(tmp_path / "t.jsonl")] == ["goose", "goose:cost-aware", "goose:fixed"]
     for bad, msg in (("ar:cost-aware", "only tree methods"), ("goose:huge", "must be one of"),
-                     ("nope:fixed", "unknown method")):
+                     ("goose:", "must be one of"), ("nope:fixed", "unknown method")):
         with pytest.raises(ValueError, match=msg):
             run_bench(reqs, [bad], Verifier(tiny_lm), 8, progress=False)

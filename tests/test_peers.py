@@ -202,3 +202,14 @@ def test_paired_tau_counts_requests():
     assert (p["n"], p["wins"], p["ties"], p["losses"]) == (3, 1, 1, 1)
     assert p["faster"] == 0                       # the rows carry no seconds
     assert p["mean_diff"] == pytest.approx((1.0 + 0.0 - 2.0) / 3)
+
+
+@needs_arctic
+def test_suffix_arctic_in_bench_with_a_tree_size(tiny_lm):
+    """bench builds suffix-arctic itself, so a ':cost-aware' suffix reaches its tree and its traces."""
+    from oilbird.bench import run_bench
+    from oilbird.requests import Request
+    reqs = [Request(f"r{i}", [{"role": "user", "content": "call f(x=1) then f(x=1)"}]) for i in range(2)]
+    res = run_bench(reqs, ["suffix-arctic", "suffix-arctic:cost-aware"], Verifier(tiny_lm), 8, progress=False)
+    assert all(r["lossless"] for r in res["methods"].values())
+    assert res["methods"]["suffix-arctic:cost-aware"]["tree_size"] == "cost-aware"

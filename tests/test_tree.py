@@ -147,4 +147,5 @@ def test_sizer_keeps_everything_where_nodes_cost_nothing():
         for _ in range(3):                          # ... but 4 nodes cost what 1 does
             s.update(t, [0], argmax=[99, 0, 0, 0], verified=n, verify_seconds=0.010)
     assert s.cost(2) == pytest.approx(1.0) and s.cost(4) == pytest.approx(1.0)
+    assert s.cost(6) == pytest.approx(1.0 + 2 * s.cfg.slope)        # beyond 4: the prior slope
     assert s.choose(t) == 4

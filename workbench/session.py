@@ -65,7 +65,8 @@ class ModelHolder:
         self._error: str | None = None
 
     def get(self, progress=None):
-        """The loaded model; raises ``ModelError`` (the same message on every later call)."""
+        """The loaded model. Raises :class:`LiveRunError` for a path that does not exist, and
+        ``oilbird.model.ModelError`` when loading fails (the same message on every later call)."""
         if self.path and not Path(self.path).expanduser().exists():
             # answer a mistyped path at once, before importing torch
             raise LiveRunError(f"Model path '{self.path}' does not exist. Give a local HF model "
