@@ -45,6 +45,11 @@ def known_methods() -> list[str]:
     return list(BASELINES) + list(PRESETS) + list(PEERS)
 
 
+def _is_tree_method(base: str) -> bool:
+    """Methods that verify a draft tree, and so take a tree size."""
+    return base in PRESETS or base == "suffix-arctic"
+
+
 def _split(name: str) -> tuple[str, bool | None]:
     """``"oilbird:cost-aware"`` -> ("oilbird", True); ``"oilbird"`` -> ("oilbird", None)."""
     if ":" not in name:
@@ -52,7 +57,7 @@ def _split(name: str) -> tuple[str, bool | None]:
     base, _, size = name.partition(":")
     if base not in known_methods():
         return base, None                        # an unknown base is reported as such
-    if base not in PRESETS and base != "suffix-arctic":
+    if not _is_tree_method(base):
         raise ValueError(f"'{name}': only tree methods take a tree size")
     if size not in TREE_SIZES:
         raise ValueError(f"'{name}': tree size must be one of {', '.join(TREE_SIZES)}")
@@ -246,7 +251,7 @@ def _results(stats: dict, lm, n_requests: int, max_new_tokens: int, tree, store_
     results = {m: s.summary() for m, s in stats.items()}
     for m, r in results.items():   # the tree size each tree method ran with
         base, cost_aware = _split(m)
-        if base in PRESETS or base == "suffix-arctic":
+        if _is_tree_method(base):
             r["tree_size"] = "cost-aware" if (cost_aware if cost_aware is not None else
                                               (tree or TreeConfig()).cost_aware) else "fixed"
     base = results.get("ar", {}).get("tokens_per_s")
