@@ -1,14 +1,17 @@
 """Lossless audit: compare a decoder's output with an independent plain greedy run.
 
-The reference is Hugging Face ``model.generate(do_sample=False)``: none of this project's code
-runs in it, so agreement is evidence, not a tautology.
+The reference is Hugging Face ``model.generate(do_sample=False)`` on stock kernels (the oneDNN
+linears of :mod:`oilbird.cpu_gemm` switched off): none of this project's code runs in it, so
+agreement is evidence, not a tautology.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
 
+from .cpu_gemm import stock_linears
 from .model import LoadedModel
 
 
@@ -28,10 +31,15 @@ class AuditResult:
 
 
 @torch.inference_mode()
-def hf_greedy(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> list[int]:
-    """Plain greedy decoding by ``transformers``' own ``generate``."""
+def hf_greedy(lm: LoadedModel, ids: list[int], max_new_tokens: int, stock: bool = True) -> list[int]:
+    """Plain greedy decoding by ``transformers``' own ``generate``.
+
+    ``stock`` (the audit reference) runs it on stock linear kernels; ``stock=False`` on the
+    kernels the decoders use (the timed ``hf-greedy`` peer of a bench).
+    """
     x = torch.tensor([ids], device=lm.device)
-    out = lm.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
+    with stock_linears(lm.model) if stock else contextlib.nullcontext():
+        out = lm.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
                             do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None,
                             eos_token_id=sorted(lm.eos_token_ids) or None,
                             pad_token_id=lm.model.generation_config.pad_token_id)

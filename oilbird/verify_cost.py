@@ -6,17 +6,20 @@
 Times (median of ``--repeat``) a plain AR step and ``Verifier.verify`` of a binary tree of n
 nodes on top of the prompt's cache, cropping back after each; then the linear layers alone
 (an MLP projection and the LM head) at 1, 4 and 12 rows, which is where the jump from one row
-to several comes from on CPU. Set ``TRANSFORMERS_SDPA_FORCE_GQA=0`` to time the verify
+to several comes from on CPU. Both with the oneDNN-packed linears that ``load_model`` uses on
+CPU (:mod:`oilbird.cpu_gemm`) and with the stock torch kernels, in the same run. Set ``TRANSFORMERS_SDPA_FORCE_GQA=0`` to time the verify
 without GQA under a tree mask (``load_model`` turns it on for CPU).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
 import torch
 
+from .cpu_gemm import stock_linears
 from .model import load_model
 from .requests import encode, load_requests
 from .tree import DraftTree
@@ -51,25 +54,46 @@ def main(argv: list[str] | None = None) -> int:
         v.step(cache, ids[-1])
         v.commit(cache, n0, [])
 
-    print(f"prefix {n0} tokens, {torch.get_num_threads()} threads")
-    print(f"AR step: {_median_ms(step, args.repeat):.1f} ms")
-    for n in (int(x) for x in args.nodes.split(",")):
-        tree = DraftTree(tokens=[ids[-1]] * n, parents=[-1] + [(i - 1) // 2 for i in range(1, n)])
-
-        def verify():
-            v.verify(cache, n0, tree)
-            v.commit(cache, n0, [])
-        print(f"verify, {n:2d} nodes: {_median_ms(verify, args.repeat):.1f} ms")
+    sizes = [int(x) for x in args.nodes.split(",")]
+    trees = {n: DraftTree(tokens=[ids[-1]] * n, parents=[-1] + [(i - 1) // 2 for i in range(1, n)])
+             for n in sizes}
+    kernels = ["onednn", "torch"] if lm.gemm == "onednn" else ["torch"]
+    print(f"prefix {n0} tokens, {torch.get_num_threads()} threads; binary trees of n nodes; "
+          f"ms, median of {args.repeat}")
+    print(f"{'linear kernels':16s} {'AR step':>8s} " + " ".join(f"{n:>6d}" for n in sizes)
+          + "   (verify / AR step)")
+    for k in kernels:
+        with stock_linears(lm.model) if k == "torch" else contextlib.nullcontext():
+            ar = _median_ms(step, args.repeat)
+            ms = []
+            for n in sizes:
+                def verify(tree=trees[n]):
+                    v.verify(cache, n0, tree)
+                    v.commit(cache, n0, [])
+                ms.append(_median_ms(verify, args.repeat))
+        print(f"{k:16s} {ar:8.1f} " + " ".join(f"{m:6.1f}" for m in ms)
+              + "   (" + " ".join(f"{m / ar:.2f}" for m in ms) + ")")
     cfg = lm.model.config
-    head = lm.model.get_output_embeddings().weight
+    head = lm.model.get_output_embeddings().weight.detach()
     up = torch.randn(cfg.intermediate_size, cfg.hidden_size, dtype=head.dtype, device=head.device)
-    for rows in (1, 4, 12):
-        h = torch.randn(rows, cfg.hidden_size, dtype=head.dtype, device=head.device)
-        with torch.inference_mode():
-            print(f"linear at {rows:2d} rows: MLP {cfg.hidden_size}x{cfg.intermediate_size} "
-                  f"{_median_ms(lambda: torch.nn.functional.linear(h, up), args.repeat * 3):.2f} ms, "
-                  f"LM head {head.shape[0]}x{head.shape[1]} "
-                  f"{_median_ms(lambda: torch.nn.functional.linear(h, head), args.repeat):.1f} ms")
+    packed = {}
+    if lm.gemm == "onednn":
+        packed = {"up": torch.ops.mkldnn._reorder_linear_weight(up),
+                  "head": torch.ops.mkldnn._reorder_linear_weight(head)}
+    print(f"one linear alone (ms): MLP {cfg.hidden_size}x{cfg.intermediate_size}, "
+          f"LM head {head.shape[0]}x{head.shape[1]}")
+    with torch.inference_mode():
+        for rows in (1, 4, 12):
+            h = torch.randn(rows, cfg.hidden_size, dtype=head.dtype, device=head.device)
+            line = f"  {rows:2d} rows: torch MLP " \
+                   f"{_median_ms(lambda: torch.nn.functional.linear(h, up), args.repeat * 3):.2f}, " \
+                   f"head {_median_ms(lambda: torch.nn.functional.linear(h, head), args.repeat):.1f}"
+            if packed:
+                def dnnl(w):
+                    return lambda: torch.ops.mkldnn._linear_pointwise(h, w, None, "none", [], "")
+                line += f"; onednn MLP {_median_ms(dnnl(packed['up']), args.repeat * 3):.2f}, " \
+                        f"head {_median_ms(dnnl(packed['head']), args.repeat):.1f}"
+            print(line)
     return 0
 
 
