@@ -50,6 +50,12 @@ same positions with the token's input embedding instead of the state (key of ``c
 This is the diagnosis, queried at every position with no lag (the drafter's one-token lag of
 method-notes applies to drafting, not here).
 
+**Copy oracle** (``copy_oracle_tau`` in diagnosis.json, by tree budget): the tau a perfect
+copy drafter would reach on these same outputs, each cycle drafting the longest true
+continuation that occurs verbatim in what the copy sources can see (current prompt, the
+request's own output so far, earlier requests' outputs), capped at budget - 1 tokens; see
+:func:`copy_oracle_tau`. It bounds every copy source's tau from above.
+
 **Per-position labels** for views, one per output token: ``absent`` (not present_2),
 ``lexical_hit`` (present and oracle hit), ``gap_recovered`` (gap, semantic hit), ``gap_missed``
 (gap, semantic miss). Oracle hits at positions that are not present_2 are labelled ``absent``;
@@ -364,6 +370,64 @@ def summarise(diags: Iterable[RequestDiagnosis]) -> dict:
     }
 
 
+def _ngram_hashes(doc: Sequence[int], ends: range, max_n: int) -> Iterable[int]:
+    """Hashes of every n-gram (1 <= n <= max_n) of ``doc`` that ends at an index in ``ends``."""
+    for e in ends:
+        for n in range(1, min(max_n, e + 1) + 1):
+            yield hash(tuple(doc[e - n + 1:e + 1]))
+
+
+def copy_oracle_tau(pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+                    max_chains: Sequence[int] = (11, 23, 63)) -> dict[int, float | None]:
+    """tau of a perfect copy drafter, for each cap on its chain length (tree budget - 1).
+
+    ``pairs`` are ``(prompt, output)`` in serving order. At each cycle, at output position t,
+    the drafter proposes the longest prefix of the true continuation ``output[t:]`` (at most
+    ``max_chain`` tokens) that occurs verbatim in what a copy source can hold at that moment:
+    the current prompt and the request's own output so far (one document), and the outputs of
+    the earlier requests (each its own document; the store keeps generated tokens only). The
+    verifier accepts all of it and adds its bonus token, so a cycle commits that length + 1.
+    The prefill forward emits ``output[0]``. tau = tokens / forwards, pooled over requests.
+
+    Every copy source here (prompt lookup, suffix, semantic and rejected-branch chains) copies
+    from that pool, so none can beat this on these outputs at that chain length; the token
+    adjacency source can (its branches are not verbatim copies), by one or two tokens a cycle.
+    Toy check: one request, prompt [1, 2, 3, 4], output [2, 3, 4, 9]: prefill emits 2; at t=1
+    the pool holds [3, 4] after 2 but nothing after 4, so one cycle drafts [3, 4] and its bonus
+    commits 9: 4 tokens in 2 forwards, tau 2.0.
+    """
+    caps = sorted(set(int(c) for c in max_chains))
+    top = max(caps)
+    earlier: set[int] = set()
+    tokens = 0
+    forwards = {c: 0 for c in caps}
+    for prompt, output in pairs:
+        output = list(output)
+        if not output:
+            continue
+        context = list(prompt) + output
+        base = len(prompt)
+        tokens += len(output)
+        prompt_grams = set(_ngram_hashes(context, range(base), top))
+        for cap in caps:
+            own = set(prompt_grams)           # n-grams of context[:base + t], grown with t
+            t, f, done = 1, 1, base           # the prefill forward emits output[0]
+            while t < len(output):
+                own.update(_ngram_hashes(context, range(done, base + t), top))
+                done = base + t
+                n = 0
+                while n < cap and t + n < len(output):
+                    h = hash(tuple(output[t:t + n + 1]))
+                    if h not in own and h not in earlier:
+                        break
+                    n += 1
+                t += n + 1
+                f += 1
+            forwards[cap] += f
+        earlier.update(_ngram_hashes(output, range(len(output)), top))
+    return {c: (tokens / forwards[c] if forwards[c] else None) for c in caps}
+
+
 def diagnose_sequences(seqs: Iterable[tuple[str, Sequence[int], Sequence[int], np.ndarray]], dim: int,
                        static_table: np.ndarray | None = None, mode: str = "generated",
                        **pool_kw) -> list[RequestDiagnosis]:
@@ -418,6 +482,7 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
     diags: dict[str, list[RequestDiagnosis]] = {m: [] for m in modes}
     agree: list[float] = []
     texts: dict[str, list[str]] = {}
+    pairs: list[tuple[list[int], list[int]]] = []
     for req in tqdm(requests, desc="diagnose", unit="req", disable=not progress, file=sys.stderr):
         ids = encode(lm.tokenizer, req)
         out = (outputs or {}).get(req.id)
@@ -434,10 +499,11 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
             states, a = teacher_forced(lm, ids, out)
         agree.append(a)
         texts[req.id] = [lm.tokenizer.decode([t]) for t in out]
+        pairs.append((ids, list(out)))
         for m, pool in pools.items():
             diags[m].append(pool.label(req.id, ids, out, states))
             pool.add_request(ids, out, states)
-    return {"diags": diags, "texts": texts,
+    return {"diags": diags, "texts": texts, "pairs": pairs,
             "teacher_forced_agreement": float(np.mean(agree)) if agree else None}
 
 
@@ -474,6 +540,9 @@ def build_report(res: dict, meta: dict) -> dict:
               "paper_api_bank": PAPER_API_BANK}
     if "full" in res["diags"]:
         report["pool_full"] = summarise(res["diags"]["full"])
+    if res.get("pairs"):
+        # keyed by tree budget (chain cap + 1): what a perfect copy drafter's tau would be
+        report["copy_oracle_tau"] = {str(c + 1): v for c, v in copy_oracle_tau(res["pairs"]).items()}
     report["requests"] = [d.request_id for d in diags]
     report["labels"] = {d.request_id: d.labels for d in diags}
     report["output_text"] = {d.request_id: res["texts"][d.request_id] for d in diags}
@@ -496,6 +565,9 @@ def main(args) -> int:
                      "num_layers": lm.num_layers}})
     (out / "diagnosis.json").write_text(json.dumps(report))
     print(format_table(report, report.get("pool_full")))
+    if report.get("copy_oracle_tau"):
+        print("tau of a perfect copy drafter on these outputs, by tree budget (copy_oracle_tau): "
+              + ", ".join(f"{b} nodes {v:.2f}" for b, v in report["copy_oracle_tau"].items() if v))
     print(f"teacher-forced argmax agrees with greedy at {100 * report['teacher_forced_agreement']:.2f}% of positions")
     print(f"wrote {out / 'diagnosis.json'}")
     return 0

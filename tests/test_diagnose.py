@@ -5,8 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from oilbird.diagnose import (LABELS, ContinuationTable, Pool, attach_labels, diagnose_sequences,
-                              summarise)
+from oilbird.diagnose import (LABELS, ContinuationTable, Pool, attach_labels, copy_oracle_tau,
+                              diagnose_sequences, summarise)
 from oilbird.store import SEP, SuffixIndex
 
 # Two requests of the same "frame A value close" call. Tokens: 1 bos, 5/6 prompt words,
@@ -137,6 +137,21 @@ def test_longest_match_agrees_with_suffix_index():
         assert table.longest_match(ctx) == (hits[0][1] if hits else 0)
 
 
+def test_copy_oracle_tau_by_construction():
+    # the docstring's toy: prefill emits 2, one cycle drafts [3, 4] from the prompt, bonus 9
+    assert copy_oracle_tau([([1, 2, 3, 4], [2, 3, 4, 9])]) == {11: 2.0, 23: 2.0, 63: 2.0}
+    # the two tool calls above: request 1 has nothing to copy (7 forwards: prefill + 6);
+    # request 2 copies the frame [11, 12] (cycle 1, bonus 22 = the new value) and then
+    # [30, 31, 2] from request 1's output (cycle 2): 3 forwards. 14 tokens / 10 forwards.
+    assert copy_oracle_tau([(P1, O1), (P2, O2)], max_chains=(11,)) == {11: 14 / 10}
+    # a cap of one draft token: request 2 takes prefill (10), [11]+12, 22, [30]+31, [2]+end: 5
+    assert copy_oracle_tau([(P1, O1), (P2, O2)], max_chains=(1,)) == {1: 14 / (7 + 5)}
+    # the request's own earlier output counts, its future does not, at any cap: at t=2 only
+    # [1, 2] of [1, 2, 1, 2] is in [9, 1, 2] (a pool that leaked the whole output, e.g. from
+    # the cap before, would copy all four and give 6 / 3)
+    assert copy_oracle_tau([([9], [1, 2, 1, 2, 1, 2])], max_chains=(1, 63)) == {1: 6 / 4, 63: 6 / 4}
+
+
 def test_attach_labels_on_traces(tiny_lm, tmp_path):
     from oilbird.bench import run_bench
     from oilbird.requests import Request
@@ -174,6 +189,8 @@ def _check_report(path, n_requests):
     assert set(rep["labels"][rep["requests"][0]]) == {"absent"}
     assert rep["teacher_forced_agreement"] > 0.95     # states are aligned with the outputs
     assert rep["pool_full"]["n_positions"] == rep["n_positions"]
+    oracle = rep["copy_oracle_tau"]                   # by tree budget; more nodes never hurt
+    assert set(oracle) == {"12", "24", "64"} and 1.0 <= oracle["12"] <= oracle["24"] <= oracle["64"]
     return rep
 
 
