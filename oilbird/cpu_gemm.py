@@ -14,7 +14,9 @@ baseline and Hugging Face's own ``generate`` peers included, runs on the packed 
 the lossless audit's reference runs with the packing switched off (:func:`stock_linears`),
 so agreement is checked against stock ``transformers`` kernels, not against ourselves.
 
-``OILBIRD_GEMM=torch`` turns it off; it is only ever applied to fp32 on CPU, and only when
+The cost is memory: the packed copy sits beside the original weight (kept for the stock
+path, and for the input embedding a tied LM head shares), so the linear weights take twice
+their size (SmolLM2-135M: ~0.5 GB more). ``OILBIRD_GEMM=torch`` turns it off; it is only ever applied to fp32 on CPU, and only when
 this torch build has oneDNN.
 """
 from __future__ import annotations
