@@ -1,8 +1,10 @@
 """Lossless audit: compare a decoder's output with an independent plain greedy run.
 
-The reference is Hugging Face ``model.generate(do_sample=False)`` on stock kernels (the oneDNN
-linears of :mod:`oilbird.cpu_gemm` switched off): none of this project's code runs in it, so
-agreement is evidence, not a tautology.
+The reference is Hugging Face ``model.generate(do_sample=False)`` with the linear layers on
+torch's stock kernels (the oneDNN linears of :mod:`oilbird.cpu_gemm` switched off): none of this
+project's decoding code runs in it, so agreement is evidence, not a tautology. (Its attention
+is transformers' own SDPA path, under the ``TRANSFORMERS_SDPA_FORCE_GQA`` switch that
+``load_model`` sets on CPU.)
 """
 from __future__ import annotations
 

@@ -39,7 +39,11 @@ def onednn_available() -> bool:
 class PackedLinear(torch.nn.Linear):
     """An ``nn.Linear`` that keeps its weight (shared, unchanged) plus a oneDNN-packed copy.
 
-    ``use_packed`` False makes it a stock ``nn.Linear`` again (see :func:`stock_linears`).
+    Inference only, fp32 on CPU: anything else (autograd wanted, autocast on, another dtype or
+    device, ``use_packed`` False, see :func:`stock_linears`) runs the stock ``F.linear``. If
+    the weight is changed in place (``load_state_dict``, ``copy_``), the packed copy is
+    rebuilt at the next call. The packed copy is an opaque oneDNN tensor: ``save_pretrained``
+    works (it saves the weights), ``copy.deepcopy`` and ``torch.save`` of the module do not.
     """
 
     def __init__(self, lin: torch.nn.Linear):
@@ -47,15 +51,28 @@ class PackedLinear(torch.nn.Linear):
         self.in_features, self.out_features = lin.in_features, lin.out_features
         self.weight = lin.weight          # the same Parameter: tied weights stay tied
         self.bias = lin.bias
-        # a plain attribute, not a buffer: it never enters state_dict or save_pretrained
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(lin.weight.detach())
         self.use_packed = True
+        self._repack()
+
+    def _repack(self) -> None:
+        # plain attributes, not buffers: they never enter state_dict or save_pretrained
+        w = self.weight.detach()
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(w)
+        self._bias = None if self.bias is None else self.bias.detach()   # shares the storage
+        self._packed_from = (w.data_ptr(), self.weight._version)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.use_packed or x.dtype != torch.float32 or x.device.type != "cpu":
-            return F.linear(x, self.weight, self.bias)
-        bias = None if self.bias is None else self.bias.detach()
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")
+        # ~211 calls per forward of the default model: the checks are ordered cheapest first
+        w = self.weight
+        if (self.use_packed and x.dtype is torch.float32 and x.is_cpu
+                and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))
+                and not torch.is_autocast_enabled("cpu")):
+            if self._packed_from != (w.data_ptr(), w._version):
+                if not w.is_cpu or w.dtype is not torch.float32:   # moved or cast since packing
+                    return F.linear(x, w, self.bias)
+                self._repack()            # the weight changed (in place or replaced) since
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self._bias, "none", [], "")
+        return F.linear(x, w, self.bias)
 
 
 def pack_linears(model: torch.nn.Module) -> int:
@@ -77,7 +94,13 @@ def pack_linears(model: torch.nn.Module) -> int:
 
 @contextlib.contextmanager
 def stock_linears(model: torch.nn.Module) -> Iterator[None]:
-    """Run the block with every :class:`PackedLinear` of ``model`` on the stock kernels."""
+    """Run the block with every :class:`PackedLinear` of ``model`` on the stock kernels.
+
+    It flips a flag on the shared modules, so it is not for overlapping use from several
+    threads on one model: a decode running meanwhile in another thread would switch kernels
+    too (its outputs stay greedy, only its rounding and speed change). The workbench runs one
+    model call at a time behind a lock.
+    """
     packed = [m for m in model.modules() if isinstance(m, PackedLinear)]
     before = [m.use_packed for m in packed]
     for m in packed:

@@ -54,7 +54,8 @@ method-notes applies to drafting, not here).
 copy drafter would reach on these same outputs, each cycle drafting the longest true
 continuation that occurs verbatim in what the copy sources can see (current prompt, the
 request's own output so far, earlier requests' outputs), capped at budget - 1 tokens; see
-:func:`copy_oracle_tau`. It bounds every copy source's tau from above.
+:func:`copy_oracle_tau`. It bounds the tau of every source that copies verbatim (not the
+token-adjacency and rejected-branch sources, which replay the model's own predictions).
 
 **Per-position labels** for views, one per output token: ``absent`` (not present_2),
 ``lexical_hit`` (present and oracle hit), ``gap_recovered`` (gap, semantic hit), ``gap_missed``
@@ -389,9 +390,13 @@ def copy_oracle_tau(pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
     verifier accepts all of it and adds its bonus token, so a cycle commits that length + 1.
     The prefill forward emits ``output[0]``. tau = tokens / forwards, pooled over requests.
 
-    Every copy source here (prompt lookup, suffix, semantic and rejected-branch chains) copies
-    from that pool, so none can beat this on these outputs at that chain length; the token
-    adjacency source can (its branches are not verbatim copies), by one or two tokens a cycle.
+    Every source here that copies verbatim from that pool (prompt lookup, suffix, semantic
+    chains, and the published SuffixDecoding) proposes chains from the root that occur in it,
+    so none can beat this on these outputs at that chain length. Two sources are not bounded
+    by it, because what they propose is the model's own past predictions rather than text:
+    the token-adjacency branches (top-k successors, up to 6 deep below any node) and the
+    rejected-branch pool (argmax at earlier rejected nodes). ``goose`` and ``oilbird`` use
+    them, so their tau may in principle exceed this.
     Toy check: one request, prompt [1, 2, 3, 4], output [2, 3, 4, 9]: prefill emits 2; at t=1
     the pool holds [3, 4] after 2 but nothing after 4, so one cycle drafts [3, 4] and its bonus
     commits 9: 4 tokens in 2 forwards, tau 2.0.

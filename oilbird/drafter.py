@@ -33,7 +33,7 @@ from .tree import DraftTree
 class TreeConfig:
     # On a GPU the paper uses 60 nodes (16 semantic): a forward costs about the same for 1 or
     # 60 positions there. On this project's 2-core CPU it does not: with the oneDNN linears
-    # (oilbird.cpu_gemm) a 12-node verify of SmolLM2-135M costs ~1.3 AR steps, 24 nodes ~1.8,
+    # (oilbird.cpu_gemm) a 12-node verify of SmolLM2-135M costs ~1.3-1.5 AR steps, 24 nodes ~1.8,
     # and budgets 12, 16 and 24 tie on tokens/s on API-Bank. The CPU default keeps trees
     # small; sweep with `bench --budget N` (docs/results.md, "CPU tree budget").
     budget: int = 12               # nodes per tree, root included

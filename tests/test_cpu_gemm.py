@@ -49,6 +49,34 @@ def test_pack_replaces_every_linear_and_keeps_the_function():
                                    atol=1e-5, rtol=1e-5)
 
 
+@needs_onednn
+def test_packed_copy_follows_an_in_place_weight_change():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 8)
+    m = torch.nn.Sequential(lin)
+    cpu_gemm.pack_linears(m)
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        m[0].weight.mul_(2.0)                                   # e.g. load_state_dict / copy_
+        torch.testing.assert_close(m[0](x), F.linear(x, m[0].weight, m[0].bias), atol=1e-5, rtol=1e-5)
+        m.load_state_dict({"0.weight": torch.zeros(8, 16), "0.bias": torch.ones(8)})
+        assert torch.equal(m[0](x), torch.ones(3, 8))
+
+
+@needs_onednn
+def test_autograd_and_autocast_take_the_stock_path():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 8))
+    cpu_gemm.pack_linears(m)
+    x = torch.randn(3, 16, requires_grad=True)
+    y = m(x)                                                    # grad enabled: stock F.linear
+    assert y.requires_grad
+    y.sum().backward()
+    assert x.grad is not None and m[0].weight.grad is not None
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert m[0](torch.randn(3, 16)).dtype == torch.bfloat16
+
+
 def test_pack_skips_what_it_cannot_pack():
     m = torch.nn.Sequential(torch.nn.Linear(4, 4).to(torch.float64))
     assert cpu_gemm.pack_linears(m) == 0

@@ -150,6 +150,12 @@ def test_copy_oracle_tau_by_construction():
     # [1, 2] of [1, 2, 1, 2] is in [9, 1, 2] (a pool that leaked the whole output, e.g. from
     # the cap before, would copy all four and give 6 / 3)
     assert copy_oracle_tau([([9], [1, 2, 1, 2, 1, 2])], max_chains=(1, 63)) == {1: 6 / 4, 63: 6 / 4}
+    # earlier requests' prompts are not in the pool (the store keeps generated tokens only)
+    assert copy_oracle_tau([([1, 7, 8, 9], [5]), ([2], [3, 7, 8, 9])], max_chains=(11,)) == {11: 1.0}
+    # no match across a document boundary: [7, 8] and [9, 4] are two earlier outputs, so the
+    # third request copies [7, 8] (+ bonus 9), then [4]: prefill + 2 cycles, not prefill + 1
+    assert copy_oracle_tau([([1], [7, 8]), ([1], [9, 4]), ([2], [0, 7, 8, 9, 4])],
+                           max_chains=(11,)) == {11: 9 / 7}
 
 
 def test_attach_labels_on_traces(tiny_lm, tmp_path):
