@@ -268,6 +268,16 @@ def test_lesson_figures():
     assert list(fig.data[0].x) == ["oilbird"] and fig.data[0].meta == "semantic" and fig.data[0].y[0] == 0.25
     rows = L.diagnosis_rows({"gap": 0.05, "run_behind": 3.0}, full={})
     assert rows[3] == {"measure": "gap", "ours": "5.0%", "full pool": "-", "paper (API-Bank)": "6.8%"}
+    diag = {"copy_oracle_tau": {"12": 4.48, "64": 4.97}, "n_requests": 2, "max_new_tokens": 8}
+    res = {"n_requests": 2, "max_new_tokens": 8, "tree": {"budget": 12},
+           "methods": {"ar": {"tau": 1.0}, "oilbird": {"tau": 2.69}}}
+    rows = L.oracle_rows(diag, res)
+    assert [(r["what"], r["tau"], r["note"] == "") for r in rows] == [
+        ("perfect verbatim-copy drafter, 12 nodes", "4.48", False),
+        ("perfect verbatim-copy drafter, 64 nodes", "4.97", False),
+        ("oilbird (budget 12)", "2.69", True)]
+    assert L.oracle_rows(diag, {**res, "max_new_tokens": 16})[-1]["note"]   # different runs: said
+    assert L.oracle_rows({"n_requests": 2}, res) == []                      # an older diagnosis.json
 
 
 # --------------------------------------------------------------------------- executed notebooks
@@ -310,6 +320,8 @@ def test_notebook_runs_on_the_real_model(name, monkeypatch):
     assert "application/vnd.plotly.v1+json" in text      # the figures were drawn
     if name.startswith("02"):
         assert "API-Bank" in text                          # found, or said that it fell back
+    if name.startswith("03"):
+        assert "perfect verbatim-copy drafter" in text     # the copy-oracle table beside the tau
 
 
 def test_notebook_03_reads_saved_results(tmp_path):

@@ -341,6 +341,29 @@ def diagnosis_rows(summary: dict, full: dict | None = None) -> list[dict]:
     return rows
 
 
+def oracle_rows(diagnosis: dict, results: dict | None = None) -> list[dict]:
+    """Measured tau beside the tau a perfect verbatim-copy drafter would reach on the same
+    outputs (``copy_oracle_tau`` of diagnosis.json, by tree budget). Rows of dicts
+    (``what``, ``tau``, ``note``). Methods of ``results`` are compared only when the two
+    files describe the same run shape (request count and max new tokens); else a note says so.
+    """
+    rows = [{"what": f"perfect verbatim-copy drafter, {b} nodes", "tau": f"{v:.2f}",
+             "note": "upper bound for prompt lookup, suffix and semantic chains"}
+            for b, v in (diagnosis.get("copy_oracle_tau") or {}).items() if v is not None]
+    if not rows or results is None:
+        return rows
+    same = (results.get("n_requests") == diagnosis.get("n_requests")
+            and results.get("max_new_tokens") == diagnosis.get("max_new_tokens"))
+    budget = (results.get("tree") or {}).get("budget")
+    for m, r in results.get("methods", {}).items():
+        if m in ("ar", "hf-greedy"):
+            continue
+        rows.append({"what": m if budget is None else f"{m} (budget {budget})",
+                     "tau": f"{r['tau']:.2f}",
+                     "note": "" if same else "other requests or length than the diagnosis"})
+    return rows
+
+
 def label_counts(labels: dict[str, list[str]]) -> dict[str, dict[str, int]]:
     """``{request_id: {label: count}}`` over :data:`oilbird.diagnose.LABELS` (zeros kept)."""
     from oilbird.diagnose import LABELS
