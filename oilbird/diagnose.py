@@ -571,7 +571,7 @@ def main(args) -> int:
     (out / "diagnosis.json").write_text(json.dumps(report))
     print(format_table(report, report.get("pool_full")))
     if report.get("copy_oracle_tau"):
-        print("tau of a perfect copy drafter on these outputs, by tree budget (copy_oracle_tau): "
+        print("tau of a perfect verbatim-copy drafter on these outputs, by tree budget (copy_oracle_tau): "
               + ", ".join(f"{b} nodes {v:.2f}" for b, v in report["copy_oracle_tau"].items() if v))
     print(f"teacher-forced argmax agrees with greedy at {100 * report['teacher_forced_agreement']:.2f}% of positions")
     print(f"wrote {out / 'diagnosis.json'}")
