@@ -269,7 +269,7 @@ def _results(stats: dict, lm, n_requests: int, max_new_tokens: int, tree, store_
             "store": dict(store_kwargs or {}),
             "machine": {"platform": platform.platform(), "processor": platform.processor(),
                         "device": str(lm.device), "dtype": str(lm.dtype),
-                        "gemm": getattr(lm, "gemm", "torch"), "threads": torch.get_num_threads()}}
+                        "gemm": lm.gemm, "threads": torch.get_num_threads()}}
 
 
 def format_table(results: dict) -> str:

@@ -98,6 +98,23 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x / n, dtype=np.float32)
 
 
+def longest_prefix_in(arr: np.ndarray, future: Sequence[int]) -> int:
+    """Length of the longest prefix of ``future`` that occurs contiguously in ``arr`` (a token
+    stream; the ``SEP`` between documents matches no token, so no match crosses one)."""
+    if not len(future) or not arr.size:
+        return 0
+    pos = np.flatnonzero(arr == future[0])
+    k = 0
+    while pos.size:
+        k += 1
+        if k >= len(future):
+            break
+        nxt = pos + k
+        nxt = nxt[nxt < arr.size]
+        pos = nxt[arr[nxt] == future[k]] - k
+    return k
+
+
 class ContinuationTable:
     """Every n-gram (n <= ``max_n``) of the pool documents -> the tokens that follow it.
 
@@ -254,19 +271,7 @@ class Pool:
 
     def _longest_run(self, future: Sequence[int]) -> int:
         """Longest prefix of ``future`` that occurs anywhere in the pool."""
-        arr = self._arr
-        if not len(future) or not arr.size:
-            return 0
-        pos = np.flatnonzero(arr == future[0])
-        k = 0
-        while pos.size:
-            k += 1
-            if k >= len(future):
-                break
-            nxt = pos + k
-            nxt = nxt[nxt < arr.size]
-            pos = nxt[arr[nxt] == future[k]] - k
-        return k
+        return longest_prefix_in(self._arr, future)
 
     def _static_top(self, token: int) -> list[int]:
         """Stream positions of the top-k records by static-embedding cosine (ties: recent first)."""
@@ -371,13 +376,6 @@ def summarise(diags: Iterable[RequestDiagnosis]) -> dict:
     }
 
 
-def _ngram_hashes(doc: Sequence[int], ends: range, max_n: int) -> Iterable[int]:
-    """Hashes of every n-gram (1 <= n <= max_n) of ``doc`` that ends at an index in ``ends``."""
-    for e in ends:
-        for n in range(1, min(max_n, e + 1) + 1):
-            yield hash(tuple(doc[e - n + 1:e + 1]))
-
-
 def copy_oracle_tau(pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
                     max_chains: Sequence[int] = (11, 23, 63)) -> dict[int, float | None]:
     """tau of a perfect copy drafter, for each cap on its chain length (tree budget - 1).
@@ -402,34 +400,28 @@ def copy_oracle_tau(pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
     commits 9: 4 tokens in 2 forwards, tau 2.0.
     """
     caps = sorted(set(int(c) for c in max_chains))
-    top = max(caps)
-    earlier: set[int] = set()
+    earlier = np.zeros(0, dtype=np.int64)        # earlier outputs, SEP after each
     tokens = 0
     forwards = {c: 0 for c in caps}
     for prompt, output in pairs:
-        output = list(output)
+        output = [int(x) for x in output]
         if not output:
             continue
-        context = list(prompt) + output
+        context = np.asarray(list(prompt) + output, dtype=np.int64)
         base = len(prompt)
-        tokens += len(output)
-        prompt_grams = set(_ngram_hashes(context, range(base), top))
+        # reach[t]: the longest true continuation at t that the pool holds then (no cap); it
+        # depends on t only, so every cap below walks its own cycles over the same values
+        reach = [0] + [max(longest_prefix_in(earlier, output[t:]),
+                           longest_prefix_in(context[:base + t], output[t:]))
+                       for t in range(1, len(output))]
         for cap in caps:
-            own = set(prompt_grams)           # n-grams of context[:base + t], grown with t
-            t, f, done = 1, 1, base           # the prefill forward emits output[0]
+            t, f = 1, 1                           # the prefill forward emits output[0]
             while t < len(output):
-                own.update(_ngram_hashes(context, range(done, base + t), top))
-                done = base + t
-                n = 0
-                while n < cap and t + n < len(output):
-                    h = hash(tuple(output[t:t + n + 1]))
-                    if h not in own and h not in earlier:
-                        break
-                    n += 1
-                t += n + 1
+                t += min(reach[t], cap) + 1
                 f += 1
             forwards[cap] += f
-        earlier.update(_ngram_hashes(output, range(len(output)), top))
+        tokens += len(output)
+        earlier = np.concatenate([earlier, np.asarray(output + [SEP], dtype=np.int64)])
     return {c: (tokens / forwards[c] if forwards[c] else None) for c in caps}
 
 

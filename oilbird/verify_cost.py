@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from .cpu_gemm import stock_linears
+from .cpu_gemm import PackedLinear, stock_linears
 from .model import load_model
 from .requests import encode, load_requests
 from .tree import DraftTree
@@ -73,27 +73,25 @@ def main(argv: list[str] | None = None) -> int:
                 ms.append(_median_ms(verify, args.repeat))
         print(f"{k:16s} {ar:8.1f} " + " ".join(f"{m:6.1f}" for m in ms)
               + "   (" + " ".join(f"{m / ar:.2f}" for m in ms) + ")")
+    # one linear alone, the same two ways: an MLP projection and the model's own LM head
     cfg = lm.model.config
-    head = lm.model.get_output_embeddings().weight.detach()
-    up = torch.randn(cfg.intermediate_size, cfg.hidden_size, dtype=head.dtype, device=head.device)
-    packed = {}
+    head = lm.model.get_output_embeddings()
+    up = torch.nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False,
+                         dtype=head.weight.dtype, device=head.weight.device)
     if lm.gemm == "onednn":
-        packed = {"up": torch.ops.mkldnn._reorder_linear_weight(up),
-                  "head": torch.ops.mkldnn._reorder_linear_weight(head)}
+        up = PackedLinear(up)
+    pair = torch.nn.ModuleList([up, head])
     print(f"one linear alone (ms): MLP {cfg.hidden_size}x{cfg.intermediate_size}, "
-          f"LM head {head.shape[0]}x{head.shape[1]}")
+          f"LM head {head.out_features}x{head.in_features}")
     with torch.inference_mode():
         for rows in (1, 4, 12):
-            h = torch.randn(rows, cfg.hidden_size, dtype=head.dtype, device=head.device)
-            line = f"  {rows:2d} rows: torch MLP " \
-                   f"{_median_ms(lambda: torch.nn.functional.linear(h, up), args.repeat * 3):.2f}, " \
-                   f"head {_median_ms(lambda: torch.nn.functional.linear(h, head), args.repeat):.1f}"
-            if packed:
-                def dnnl(w):
-                    return lambda: torch.ops.mkldnn._linear_pointwise(h, w, None, "none", [], "")
-                line += f"; onednn MLP {_median_ms(dnnl(packed['up']), args.repeat * 3):.2f}, " \
-                        f"head {_median_ms(dnnl(packed['head']), args.repeat):.1f}"
-            print(line)
+            h = torch.randn(rows, cfg.hidden_size, dtype=head.weight.dtype, device=head.weight.device)
+            parts = []
+            for k in kernels:
+                with stock_linears(pair) if k == "torch" else contextlib.nullcontext():
+                    parts.append(f"{k} MLP {_median_ms(lambda: up(h), args.repeat * 3):.2f}, "
+                                 f"head {_median_ms(lambda: head(h), args.repeat):.1f}")
+            print(f"  {rows:2d} rows: " + "; ".join(parts))
     return 0
 
 
