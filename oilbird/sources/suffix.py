@@ -1,16 +1,25 @@
 """Suffix source (SuffixDecoding-style): the longest context suffix matched in the store and
-in the current request, backing off to shorter suffixes, continuations weighted by counts.
+in the current request, backing off to shorter suffixes, continuations weighted by evidence.
 
-The matched occurrences' continuations are merged into a count trie; the proposal is the most
-frequent path (child probability = count(child) / count(parent), stop below ``min_prob``),
-plus the other frequent paths as alternatives.
+The matched occurrences' continuations are merged into a weighted trie: an occurrence whose
+context matched ``L`` tokens adds weight ``L`` to every node of its continuation (a longer
+matched context is stronger evidence). A node's share is its weight over the root's, which
+never grows along a path. The proposal is the best-first subtree: the ``budget`` nodes of
+largest share (``ctx.budget``, else ``max_nodes``), stopping below ``min_prob``; it is returned
+as its root-to-leaf paths, the most weighted path first (the spine).
+
+Why best-first: the earlier rule proposed the single most frequent path and let it take the
+whole budget, so where the occurrences disagreed on the first token the others never reached
+the tree; counting every occurrence alike also let two short matches outvote one long one
+(docs/results.md, "Best-first suffix tree", for what it changed on API-Bank).
 
 Example: store stream [1, 2, 3, 4 | 1, 2, 3, 5 | 1, 2, 3, 4], context [..., 1, 2, 3]:
-suffix [1, 2, 3] matches 3 times; continuations [4], [5], [4] -> best chain [4] with
-probability 2/3, alternative [5] with 1/3.
+suffix [1, 2, 3] matches 3 times (weight 3 each); continuations [4], [5], [4] -> chains
+[4] (share 2/3) and [5] (share 1/3).
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from ..store import Store
@@ -21,11 +30,57 @@ from .base import Chain, DraftContext, DraftSource, Verdict
 @dataclass
 class SuffixConfig:
     max_match: int = 16       # longest context suffix looked up
-    max_candidates: int = 16  # occurrences whose continuations feed the trie
+    max_candidates: int = 32  # occurrences whose continuations feed the trie
     max_depth: int = 32       # longest continuation
-    spec_factor: float = 4.0  # continuation <= spec_factor * match length
-    min_prob: float = 0.1     # stop a path where the child's share falls below this
-    max_chains: int = 4
+    spec_factor: float = 8.0  # continuation <= spec_factor * match length
+    min_prob: float = 0.05    # leave out nodes whose share falls below this
+    max_nodes: int = 11       # subtree size when the builder gives no budget
+
+
+class _Node:
+    __slots__ = ("w", "kids")
+
+    def __init__(self):
+        self.w = 0.0
+        self.kids: dict[int, _Node] = {}
+
+
+def best_first(root: _Node, budget: int, min_share: float) -> list[tuple[list[int], float]]:
+    """The ``budget`` trie nodes of largest share (weight / root weight), as root-to-leaf paths.
+
+    Shares never grow along a path, so the chosen nodes form a subtree. Paths come in
+    depth-first order, heavier child first: the first path is the greedy heaviest one.
+    Returns ``[(tokens, share of the path's first token)]``.
+    """
+    if root.w <= 0 or budget <= 0:
+        return []
+    heap = [(-k.w, n, t, k, None) for n, (t, k) in enumerate(root.kids.items())]
+    heapq.heapify(heap)
+    order = len(heap)
+    top: list = []                        # chosen first tokens: [token, node, chosen children]
+    taken = 0
+    while heap and taken < budget:
+        negw, _, t, k, parent = heapq.heappop(heap)
+        if -negw / root.w < min_share:
+            break
+        entry = [t, k, []]
+        taken += 1
+        (parent[2] if parent is not None else top).append(entry)
+        for t2, k2 in k.kids.items():
+            order += 1
+            heapq.heappush(heap, (-k2.w, order, t2, k2, entry))
+    paths: list[tuple[list[int], float]] = []
+
+    def walk(entry, prefix, share):
+        prefix = prefix + [entry[0]]
+        if not entry[2]:
+            paths.append((prefix, share))
+        for child in sorted(entry[2], key=lambda e: -e[1].w):
+            walk(child, prefix, share)
+
+    for entry in sorted(top, key=lambda e: -e[1].w):
+        walk(entry, [], entry[1].w / root.w)
+    return paths
 
 
 class SuffixSource(DraftSource):
@@ -57,8 +112,9 @@ class SuffixSource(DraftSource):
             return []
         best = occ[0][2]
         depth = int(min(self.cfg.max_depth, max(1, self.cfg.spec_factor * best)))
-        # count trie over continuations of the longest matches (then shorter ones, back-off)
-        trie: dict = {"n": 0, "kids": {}}
+        # weighted trie over the continuations of the matched occurrences, longest match first
+        root = _Node()
+        firsts: dict[int, int] = {}          # occurrences per first continuation token
         used = 0
         for index, p, L in occ:
             if used >= self.cfg.max_candidates:
@@ -67,33 +123,18 @@ class SuffixSource(DraftSource):
             if not cont:
                 continue
             used += 1
-            node = trie
-            node["n"] += 1
+            firsts[cont[0]] = firsts.get(cont[0], 0) + 1
+            node = root
+            node.w += L
             for t in cont:
-                node = node["kids"].setdefault(t, {"n": 0, "kids": {}})
-                node["n"] += 1
-        if not trie["n"]:
-            return []
-        chains: list[Chain] = []
-        self._paths(trie, [], 1.0, chains)
-        chains.sort(key=lambda c: -c.score)
-        for c in chains:
-            c.meta["match_len"] = best
-        top = chains[: self.cfg.max_chains]
-        if top:   # the spine's score follows GOOSE's confidence rule
-            agree = max(k["n"] for k in trie["kids"].values())
-            top[0].score = max(top[0].score, confidence(agree, len(top[0].tokens)) * min(1.0, best / 4))
-        return top
-
-    def _paths(self, node: dict, prefix: list[int], prob: float, out: list[Chain]) -> None:
-        kids = [(t, k) for t, k in node["kids"].items() if k["n"] / node["n"] >= self.cfg.min_prob]
-        if not kids:
-            if prefix:
-                out.append(Chain(list(prefix), prob))
-            return
-        kids.sort(key=lambda tk: -tk[1]["n"])
-        for t, k in kids:
-            self._paths(k, prefix + [t], prob * k["n"] / node["n"], out)
+                node = node.kids.setdefault(t, _Node())
+                node.w += L
+        paths = best_first(root, ctx.budget or self.cfg.max_nodes, self.cfg.min_prob)
+        chains = [Chain(tokens, share, meta={"match_len": best}) for tokens, share in paths]
+        if chains:   # the spine's score follows GOOSE's confidence rule
+            agree = firsts[chains[0].tokens[0]]
+            chains[0].score = max(chains[0].score, confidence(agree, len(chains[0].tokens)) * min(1.0, best / 4))
+        return chains
 
     def update(self, verdict: Verdict) -> None:
         self.req.sync(verdict.tokens)
