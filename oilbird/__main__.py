@@ -28,7 +28,7 @@ def _common(p: argparse.ArgumentParser, default_max: int = 128) -> None:
 def _tree_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, default=None, help="tree nodes per cycle, root included (default 12)")
     p.add_argument("--semantic-budget", type=int, default=None,
-                   help="nodes reserved for semantic chains (default 4)")
+                   help="nodes reserved for semantic chains (default 2)")
     p.add_argument("--tree-size", choices=("fixed", "cost-aware"), default=None,
                    help="verify the whole tree (fixed, the default) or only the prefix whose expected "
                         "tokens pay for its verify cost (cost-aware; see oilbird/sizing.py)")

@@ -3,11 +3,12 @@
 One cycle's tree is filled in three passes under one node budget (root included), then
 optionally cut:
 
-1. **lexical spine** (suffix / prompt lookup): the best-scoring chain becomes the spine; the
-   other lexical chains join it by merge cost. Their share of the budget follows an EMA of
-   how much of the spine the verifier accepted (GOOSE's anisotropy).
+1. **lexical spine** (suffix, then prompt lookup): the suffix source returns its best-first
+   subtree sized to the lexical budget (its first path is the spine); prompt-lookup chains
+   then join by merge cost, paying only where they diverge. The lexical share of the budget
+   follows an EMA of how much of the spine the verifier accepted (GOOSE's anisotropy).
 2. **semantic chains** (semantic key, rejected-branch pool), only where the lexical match is
-   non-empty: each chain re-walks the tree from the root and pays only for the nodes after it
+   non-empty (a suffix / prompt-lookup match, or a token-adjacency row for the root): each chain re-walks the tree from the root and pays only for the nodes after it
    diverges, ``cost(chain, T) = |chain| - pi(chain, T)``, out of a reserved sub-budget.
    Unspent reserved nodes go to pass 3.
 3. **branches** (token adjacency): alternatives below the root and along the spine, until the
@@ -37,7 +38,10 @@ class TreeConfig:
     # and budgets 12, 16 and 24 tie on tokens/s on API-Bank. The CPU default keeps trees
     # small; sweep with `bench --budget N` (docs/results.md, "CPU tree budget").
     budget: int = 12               # nodes per tree, root included
-    semantic_budget: int = 4       # nodes reserved for semantic / rejected-pool chains
+    # nodes reserved for semantic / rejected-pool chains (the paper: 16 of 60 on a GPU). 2 of 12
+    # on CPU: with the best-first suffix subtree, 4 took more from it and from the adjacency
+    # branches than the chains returned (docs/results.md, "Best-first suffix tree")
+    semantic_budget: int = 2
     spine_share: float = 0.6       # initial share of the remaining budget for lexical chains
     spine_alpha: float = 0.3       # EMA weight of the newest spine acceptance
     min_spine_share: float = 0.3
@@ -132,15 +136,16 @@ class Drafter:
         left = cfg.budget - 1
         reserved = min(cfg.semantic_budget, left) if self.semantic_sources else 0
 
-        # 1) lexical chains: spine first, alternatives by merge cost
+        # 1) lexical chains in source order (suffix's best-first subtree, then prompt lookup),
+        #    each paying only after it leaves the tree; the first chain is the spine
         lex = []
+        lex_budget = round(self.spine_share * (left - reserved)) if self.branch_sources else left - reserved
+        ctx.budget = lex_budget
         for s in self.spine_sources:
             for c in s.propose(ctx):
                 lex.append((s.name, c))
                 info.lexical_match_len = max(info.lexical_match_len, c.meta.get("match_len", 0))
             info.chains[s.name] = [c for n, c in lex if n == s.name]
-        lex.sort(key=lambda nc: -nc[1].score)
-        lex_budget = round(self.spine_share * (left - reserved)) if self.branch_sources else left - reserved
         for i, (name, c) in enumerate(lex):
             if i == 0:
                 c = Chain(c.tokens[: cfg.max_spine_len], c.score, c.attach, c.meta)
@@ -148,14 +153,15 @@ class Drafter:
             lex_budget -= len(paid)
             if i == 0:
                 info.spine = walked
-        if not self.spine_sources and self.branch_sources:
-            # a host without suffix/PLD (Token Recycling): its token -> next-token table is the
-            # lexical key, and it always has a row, so the gate is open
-            info.lexical_match_len = 1
+        # the gate of pass 2: the host's lexical key is the suffix index *and* the token-adjacency
+        # table (paper Fig. 2 (i)), so a table row for the root token is a non-empty match too
+        adjacency = any(s.knows(context[-1]) for s in self.branch_sources)
+        if not self.spine_sources and adjacency:
+            info.lexical_match_len = 1     # a Token Recycling host: the table is its only key
         used = len(tree) - 1
 
         # 2) semantic chains re-walk the tree from the root, paying only after they diverge
-        ctx.lexical_match_len = info.lexical_match_len
+        ctx.lexical_match_len = max(info.lexical_match_len, int(adjacency))
         sem_left = min(reserved, cfg.budget - 1 - used)
         for s in self.semantic_sources:
             chains = s.propose(ctx)

@@ -88,6 +88,52 @@ def test_suffix_source_weights_continuations_by_count():
     assert chains[0].meta["match_len"] == 3
 
 
+def _trie(paths):
+    """A weighted continuation trie from ``[(tokens, weight)]``."""
+    from oilbird.sources.suffix import _Node
+    root = _Node()
+    for toks, w in paths:
+        node = root
+        node.w += w
+        for t in toks:
+            node = node.kids.setdefault(t, _Node())
+            node.w += w
+    return root
+
+
+def test_best_first_keeps_the_heaviest_subtree_and_branches_where_evidence_splits():
+    from oilbird.sources.suffix import best_first
+    root = _trie([([1, 2, 3, 4, 5], 3.0), ([1, 2, 3, 4, 6], 3.0), ([7, 8, 9], 4.0)])
+    # shares: 1,2,3,4: 0.6; 7,8,9: 0.4; 5, 6: 0.3 each. Budget 6 takes the 0.6 path, then the
+    # 0.4 path's nodes, never 5 or 6: a single most-frequent path would have spent all 6 on 1..6
+    paths = best_first(root, 6, 0.0)
+    assert paths == [([1, 2, 3, 4], pytest.approx(0.6)), ([7, 8], pytest.approx(0.4))]
+    assert sum(len(p) for p, _ in paths) == 6
+    # a large budget keeps every node once, heavier child first (5 and 6 tie: insertion order)
+    full = best_first(root, 100, 0.0)
+    assert [p for p, _ in full] == [[1, 2, 3, 4, 5], [1, 2, 3, 4, 6], [7, 8, 9]]
+    # min_share cuts the light nodes; budget 0 or an empty trie give nothing
+    assert [p for p, _ in best_first(root, 100, 0.35)] == [[1, 2, 3, 4], [7, 8, 9]]
+    assert best_first(root, 0, 0.0) == [] and best_first(_trie([]), 5, 0.0) == []
+
+
+def test_suffix_source_weights_occurrences_by_match_length_and_fits_the_budget():
+    from oilbird.sources.suffix import SuffixConfig
+    store = Store(dim=D)
+    # one occurrence of the whole 9-token context continues with 7; two occurrences that match
+    # only its last 4 tokens continue with 8: weight 9 vs 4 + 4, so 7 is not outvoted
+    # (counting occurrences alone, 8 would win 2 to 1)
+    ctx = [20, 21, 22, 23, 24, 1, 2, 3, 4]
+    for rid, toks in (("a", ctx + [7]), ("b", [5, 1, 2, 3, 4, 8, 8]), ("c", [6, 1, 2, 3, 4, 8, 9])):
+        fill(store, rid, toks)
+    src = SuffixSource(store, SuffixConfig(min_prob=0.0))
+    src.start_request(ctx, "d")
+    chains = src.propose(DraftContext(tokens=ctx, n_prompt=len(ctx), request_id="d", budget=3))
+    assert [c.tokens for c in chains] in ([[7], [8, 8]], [[7], [8, 9]])
+    assert chains[0].meta["match_len"] == 9
+    assert chains[0].score >= chains[-1].score
+
+
 # -- token adjacency ------------------------------------------------------------------------------
 def _verdict(tree, argmax, topk_ids, topk_probs, states=None, accepted=(0,), tokens=(0,)):
     n = len(tree)
@@ -240,3 +286,45 @@ def test_drafter_semantic_chain_rewalks_spine_and_respects_budgets():
     assert tree.tokens == [2, 5, 6, 7, 8, 9, 10]
     assert info.neighbours[0]["paid"] == [4, 5, 6] and info.neighbours[0]["walked"] == [1, 2, 4, 5, 6]
     assert tree.sources[1] == {"suffix", "semantic"}
+
+
+def test_drafter_gives_suffix_the_lexical_budget_and_keeps_source_order():
+    """The suffix source sizes its subtree to the lexical budget it is told; its first path is
+    the spine even when a prompt-lookup chain scores higher, and that chain pays only where
+    it leaves the suffix subtree."""
+    from oilbird.sources.base import Chain
+
+    class _Sized(_Fixed):
+        def propose(self, ctx):
+            self.budget_seen = ctx.budget
+            return self._chains
+
+    suffix = _Sized("suffix", [Chain([5, 6], 0.5, meta={"match_len": 4}), Chain([7], 0.3)])
+    pld = _Fixed("pld", [Chain([5, 6, 8, 9], 1.0, meta={"match_len": 2})])
+    d = Drafter([suffix, pld], TreeConfig(budget=7, semantic_budget=0))
+    tree, info = d.draft([1, 2], 1, "r", None)
+    assert suffix.budget_seen == 6                       # no branch source: all of budget - 1
+    assert tree.tokens == [2, 5, 6, 7, 8, 9] and info.spine == [1, 2]
+    assert tree.sources[1] == {"suffix", "pld"} and tree.sources[4] == {"pld"}
+
+
+def test_adjacency_row_for_the_root_opens_the_semantic_gate():
+    """No suffix match, but the token-adjacency table has a row for the root token: the lexical
+    key matched (paper Fig. 2), so the semantic key may fire; without the row it may not."""
+    class _Seen(_Fixed):
+        last_chains: list = []
+
+        def propose(self, ctx):
+            self.gate = ctx.lexical_match_len
+            return []
+
+    for known in (True, False):
+        rec = RecyclingSource(vocab_size=20)
+        if known:
+            rec.update(_verdict(DraftTree(tokens=[7], parents=[-1]), [8], [[8]], [[0.9]]))
+        sem = _Seen("semantic", [])
+        sem.lexical = False
+        d = Drafter([_Fixed("suffix", []), rec, sem], TreeConfig(budget=6, semantic_budget=2))
+        _, info = d.draft([3, 7], 1, "r", np.ones(D, dtype=np.float32))
+        assert rec.knows(7) is known
+        assert sem.gate == int(known) and info.lexical_match_len == 0

@@ -86,6 +86,11 @@ class DraftSource:
     def propose(self, ctx: DraftContext) -> list[Chain]:
         raise NotImplementedError
 
+    def knows(self, token: int) -> bool:
+        """Whether this source's key matches a root of ``token`` (branch sources; the drafter's
+        gate for the semantic key)."""
+        return False
+
     def update(self, verdict: Verdict) -> None:
         """Learn from one verification forward."""
 

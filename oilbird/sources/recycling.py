@@ -52,6 +52,10 @@ class RecyclingSource(DraftSource):
         keep = row >= 0
         return row[keep], self.probs[tok][keep]
 
+    def knows(self, tok: int) -> bool:
+        """Whether the table has a row for ``tok`` (the adjacency key matches it)."""
+        return bool(self.table[tok, 0] >= 0)
+
     def _greedy(self, prev: int | None, tok: int, depth: int) -> list[int]:
         out = []
         for _ in range(depth):
