@@ -21,6 +21,9 @@ from .trace import TraceError
 def _common(p: argparse.ArgumentParser, default_max: int = 128) -> None:
     p.add_argument("--data", default="builtin", help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
     p.add_argument("--limit", type=int, default=None, help="serve only the first N requests")
+    p.add_argument("--skip", type=int, default=0,
+                   help="leave out the first N requests (then --limit), e.g. to check a setting on "
+                        "requests it was not tuned on")
     p.add_argument("--max-new-tokens", type=int, default=default_max)
     p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
 
@@ -57,7 +60,7 @@ def _trace(args) -> int:
     from .model import load_model
     from .requests import load_requests
     from .verifier import Verifier
-    requests = load_requests(args.data, limit=args.limit)
+    requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, trace_out=args.out,

@@ -293,7 +293,7 @@ def tree_config(args) -> TreeConfig:
 
 def main(args) -> int:
     from .model import load_model
-    requests = load_requests(args.data, limit=args.limit)
+    requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
     verifier = Verifier(lm)
     out = Path(args.out)
@@ -306,6 +306,7 @@ def main(args) -> int:
 
     def save(res: dict) -> None:
         res["data"] = str(args.data)
+        res["skip"] = args.skip
         tmp = out / "results.json.tmp"
         tmp.write_text(json.dumps(res, indent=2))
         tmp.replace(out / "results.json")

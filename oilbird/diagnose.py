@@ -550,14 +550,14 @@ def build_report(res: dict, meta: dict) -> dict:
 def main(args) -> int:
     from .model import load_model
     from .requests import load_requests
-    requests = load_requests(args.data, limit=args.limit)
+    requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     res = diagnose_requests(requests, lm, args.max_new_tokens, modes=("generated", "full"))
     report = build_report(res, {
         "data": str(args.data), "model": lm.name, "max_new_tokens": args.max_new_tokens,
-        "limit": args.limit,
+        "limit": args.limit, "skip": args.skip,
         "settings": {"k": 8, "max_suffix": 16, "min_suffix": 2, "state_layer": lm.state_layer,
                      "num_layers": lm.num_layers}})
     (out / "diagnosis.json").write_text(json.dumps(report))

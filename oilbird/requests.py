@@ -139,8 +139,9 @@ def _request_from_obj(d, where: str, dataset: str, index: int) -> Request:
     return Request(id=rid, messages=msgs, dataset=dataset, reference=ref if isinstance(ref, str) else None)
 
 
-def load_requests(data: str | Path, limit: int | None = None, seed: int = 0) -> list[Request]:
-    """Resolve ``data`` (a named set or a path) to an ordered list of requests."""
+def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, skip: int = 0) -> list[Request]:
+    """Resolve ``data`` (a named set or a path) to an ordered list of requests: the ``limit``
+    requests after the first ``skip`` (e.g. to check a setting on requests it was not chosen on)."""
     name = str(data)
     if name == "builtin":
         from .workload import builtin_requests
@@ -162,6 +163,10 @@ def load_requests(data: str | Path, limit: int | None = None, seed: int = 0) -> 
         else:
             raise DataError(f"'{name}': not a known data set ({', '.join(NAMED_SETS)}) "
                             "and no such file or folder")
+    if skip:
+        if skip < 0 or skip >= len(reqs):
+            raise DataError(f"--skip {skip} leaves no requests: '{name}' has {len(reqs)}")
+        reqs = reqs[skip:]
     if limit is not None:
         if limit < 1:
             raise DataError("--limit must be >= 1")

@@ -71,3 +71,12 @@ def test_missing_paths_are_named(tmp_path):
     (tmp_path / "ab" / "test-data" / "level-1-api.json").write_text("[{]")
     with pytest.raises(DataError, match="level-1-api.json': not valid JSON"):
         load_requests(str(tmp_path / "ab"))
+
+
+def test_skip_then_limit_selects_a_later_slice():
+    every = load_requests("builtin")
+    assert [r.id for r in load_requests("builtin", skip=3, limit=2)] == [r.id for r in every[3:5]]
+    assert [r.id for r in load_requests("builtin", skip=len(every) - 1)] == [every[-1].id]
+    for bad in (len(every), -1):
+        with pytest.raises(DataError, match=f"--skip {bad} leaves no requests"):
+            load_requests("builtin", skip=bad)
