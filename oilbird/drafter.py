@@ -8,9 +8,10 @@ optionally cut:
    then join by merge cost, paying only where they diverge. The lexical share of the budget
    follows an EMA of how much of the spine the verifier accepted (GOOSE's anisotropy).
 2. **semantic chains** (semantic key, rejected-branch pool), only where the lexical match is
-   non-empty (a suffix / prompt-lookup match, or a token-adjacency row for the root): each chain re-walks the tree from the root and pays only for the nodes after it
-   diverges, ``cost(chain, T) = |chain| - pi(chain, T)``, out of a reserved sub-budget.
-   Unspent reserved nodes go to pass 3.
+   non-empty (a suffix / prompt-lookup match, or a token-adjacency row for the root): each
+   chain re-walks the tree from the root and pays only for the nodes after it diverges,
+   ``cost(chain, T) = |chain| - pi(chain, T)``, out of a reserved sub-budget. Unspent
+   reserved nodes go to pass 3.
 3. **branches** (token adjacency): alternatives below the root and along the spine, until the
    budget is spent.
 4. **size** (``cost_aware``, off by default): verify only the prefix of the tree, in the order
@@ -142,10 +143,9 @@ class Drafter:
         lex_budget = round(self.spine_share * (left - reserved)) if self.branch_sources else left - reserved
         ctx.budget = lex_budget
         for s in self.spine_sources:
-            for c in s.propose(ctx):
-                lex.append((s.name, c))
-                info.lexical_match_len = max(info.lexical_match_len, c.meta.get("match_len", 0))
-            info.chains[s.name] = [c for n, c in lex if n == s.name]
+            chains = info.chains[s.name] = s.propose(ctx)
+            lex += [(s.name, c) for c in chains]
+            info.lexical_match_len = max([info.lexical_match_len] + [c.meta.get("match_len", 0) for c in chains])
         for i, (name, c) in enumerate(lex):
             if i == 0:
                 c = Chain(c.tokens[: cfg.max_spine_len], c.score, c.attach, c.meta)
