@@ -15,8 +15,13 @@ the life of the decoder, so serve one data set through one decoder per method.
 | oilbird-no-suffix      | pld             | semantic + rejected  | adjacency  |
 | oilbird-no-recycling   | suffix + pld    | semantic + rejected  | -          |
 | oilbird-no-rejected    | suffix + pld    | semantic             | adjacency  |
+| oilbird-ungated        | suffix + pld    | semantic* + rejected | adjacency  |
 | pld+sem                | prompt lookup   | semantic             | -          |
 | recycling+sem          | -               | semantic             | adjacency  |
+
+``semantic*``: the semantic key without its gate (``SemanticConfig(require_lexical=False)``): it
+also fires where no lexical key matched, i.e. on root tokens the suffix index, prompt lookup and
+the adjacency table have never seen, which is where the identifiability gap is.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from .drafter import Drafter, TreeConfig
 from .sources.prompt_lookup import PromptLookupSource
 from .sources.recycling import RecyclingSource
 from .sources.rejected import RejectedPoolSource
-from .sources.semantic import SemanticSource
+from .sources.semantic import SemanticConfig, SemanticSource
 from .sources.suffix import SuffixSource
 from .store import Store
 from .verifier import Verifier
@@ -42,6 +47,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "oilbird-no-suffix": ("pld", "recycling", "semantic", "rejected"),
     "oilbird-no-recycling": ("suffix", "pld", "semantic", "rejected"),
     "oilbird-no-rejected": ("suffix", "pld", "recycling", "semantic"),
+    "oilbird-ungated": ("suffix", "pld", "recycling", "semantic-ungated", "rejected"),
     "pld+sem": ("pld", "semantic"),
     "recycling+sem": ("recycling", "semantic"),
 }
@@ -72,9 +78,11 @@ def make_decoder(name: str, verifier: Verifier, store: Store | None = None,
             sources.append(RecyclingSource(int(lm.model.config.vocab_size)))
         elif p == "semantic":
             sources.append(SemanticSource(store))
+        elif p == "semantic-ungated":
+            sources.append(SemanticSource(store, SemanticConfig(require_lexical=False)))
         elif p == "rejected":
             sources.append(RejectedPoolSource(dim))
     cfg = tree or TreeConfig()
-    if not any(p in ("semantic", "rejected") for p in parts):
+    if not any(p in ("semantic", "semantic-ungated", "rejected") for p in parts):
         cfg = replace(cfg, semantic_budget=0)
     return SpeculativeDecoder(verifier, Drafter(sources, cfg), store=store, method=name, trace=trace)

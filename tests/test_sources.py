@@ -198,6 +198,20 @@ def test_semantic_needs_lexical_match_and_entry_floor():
                                     lexical_match_len=3)) == []
 
 
+def test_ungated_semantic_fires_without_a_lexical_match():
+    """``require_lexical=False`` (preset ``oilbird-ungated``) drops only the gate: the same
+    chains as the gated source with a match, and still nothing below the entry floor."""
+    store = _semantic_store()
+    gated = SemanticSource(store).propose(DraftContext(tokens=[1], n_prompt=1, request_id="n",
+                                                       query_state=unit(0, 1, 0, 0), lexical_match_len=1))
+    src = SemanticSource(store, SemanticConfig(require_lexical=False))
+    chains = src.propose(DraftContext(tokens=[1], n_prompt=1, request_id="n",
+                                      query_state=unit(0, 1, 0, 0), lexical_match_len=0))
+    assert chains and [c.tokens for c in chains] == [c.tokens for c in gated]
+    assert src.propose(DraftContext(tokens=[1], n_prompt=1, request_id="n",
+                                    query_state=unit(1, -1, 1, 1), lexical_match_len=0)) == []
+
+
 def test_semantic_self_calibration_mutes_and_recovers():
     store = _semantic_store()
     src = SemanticSource(store, SemanticConfig(calib_alpha=0.5, mute_below=0.3, unmute_above=0.6))

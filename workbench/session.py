@@ -24,7 +24,7 @@ LIVE_MAX_NEW_TOKENS = 48   # new tokens per live run (the app's --max-new-tokens
 # the preset names without importing torch (oilbird.presets imports the runtime);
 # tests/test_app.py checks that they match oilbird.presets.PRESETS
 PRESET_NAMES = ("oilbird", "goose", "pld", "suffix", "recycling", "oilbird-no-semantic", "oilbird-no-suffix",
-                "oilbird-no-recycling", "oilbird-no-rejected", "pld+sem", "recycling+sem")
+                "oilbird-no-recycling", "oilbird-no-rejected", "oilbird-ungated", "pld+sem", "recycling+sem")
 
 
 class LiveRunError(RuntimeError):
