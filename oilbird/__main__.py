@@ -35,6 +35,10 @@ def _tree_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tree-size", choices=("fixed", "cost-aware"), default=None,
                    help="verify the whole tree (fixed, the default) or only the prefix whose expected "
                         "tokens pay for its verify cost (cost-aware; see oilbird/sizing.py)")
+    p.add_argument("--fill", choices=("reserved", "expected"), default=None,
+                   help="semantic chains out of --semantic-budget, then adjacency branches (reserved, "
+                        "the default), or both competing node by node by estimated acceptance "
+                        "(expected; see oilbird/drafter.py)")
 
 
 def _decode(args) -> int:
@@ -82,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("bench", help="serve requests through several methods; results.json")
     _common(p)
     p.add_argument("--methods", default="ar,hf-greedy",
-                   help="comma-separated method names; a tree method may add ':cost-aware' or ':fixed' "
-                        "(e.g. oilbird,oilbird:cost-aware)")
+                   help="comma-separated method names; a tree method may add tree variants after "
+                        "colons: ':cost-aware' / ':fixed', ':expected' / ':reserved' "
+                        "(e.g. oilbird,oilbird:cost-aware,oilbird:expected)")
     p.add_argument("--out", default="runs/bench")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
     _tree_options(p)

@@ -37,9 +37,10 @@ BASELINES = ("ar", "hf-greedy")
 PEERS = ("hf-pld", "suffix-arctic")
 
 
-# a tree method may carry its tree size after a colon, e.g. "oilbird:cost-aware", so one run can
-# compare the whole tree with its cost-aware prefix on the same requests
-TREE_SIZES = {"fixed": False, "cost-aware": True}
+# a tree method may carry tree variants after colons, e.g. "oilbird:cost-aware" or
+# "oilbird:expected:cost-aware", so one run can compare them on the same requests
+TREE_VARIANTS = {"fixed": ("cost_aware", False), "cost-aware": ("cost_aware", True),
+                 "reserved": ("fill", "reserved"), "expected": ("fill", "expected")}
 
 
 def known_methods() -> list[str]:
@@ -47,22 +48,22 @@ def known_methods() -> list[str]:
 
 
 def _is_tree_method(base: str) -> bool:
-    """Methods that verify a draft tree, and so take a tree size."""
+    """Methods that verify a draft tree, and so take tree variants."""
     return base in PRESETS or base == "suffix-arctic"
 
 
-def _split(name: str) -> tuple[str, bool | None]:
-    """``"oilbird:cost-aware"`` -> ("oilbird", True); ``"oilbird"`` -> ("oilbird", None)."""
-    if ":" not in name:
-        return name, None
-    base, _, size = name.partition(":")
-    if base not in known_methods():
-        return base, None                        # an unknown base is reported as such
+def _split(name: str) -> tuple[str, dict]:
+    """``"oilbird:expected:cost-aware"`` -> ("oilbird", {"fill": "expected", "cost_aware": True});
+    ``"oilbird"`` -> ("oilbird", {}): the :class:`TreeConfig` fields the name overrides."""
+    base, *variants = name.split(":")
+    if not variants or base not in known_methods():
+        return base, {}                          # an unknown base is reported as such
     if not _is_tree_method(base):
-        raise ValueError(f"'{name}': only tree methods take a tree size")
-    if size not in TREE_SIZES:
-        raise ValueError(f"'{name}': tree size must be one of {', '.join(TREE_SIZES)}")
-    return base, TREE_SIZES[size]
+        raise ValueError(f"'{name}': only tree methods take tree variants")
+    bad = [v for v in variants if v not in TREE_VARIANTS]
+    if bad:
+        raise ValueError(f"'{name}': tree variant '{bad[0]}' is not one of {', '.join(TREE_VARIANTS)}")
+    return base, dict(TREE_VARIANTS[v] for v in variants)
 
 
 @dataclass
@@ -151,9 +152,9 @@ def _runner(name: str, verifier: Verifier, max_new: int, keep_traces: bool,
     """A function (request, ids) -> :class:`~oilbird.decoding.DecodeResult`."""
     lm = verifier.lm
     full = name
-    name, cost_aware = _split(name)
-    if cost_aware is not None:
-        tree = replace(tree or TreeConfig(), cost_aware=cost_aware)
+    name, variants = _split(name)
+    if variants:
+        tree = replace(tree or TreeConfig(), **variants)
     if name == "ar":
         return lambda req, ids: autoregressive(verifier, ids, max_new)
     if name == "hf-greedy":
@@ -253,10 +254,11 @@ def warm_up(verifier: Verifier, ids: list[int], tree: TreeConfig | None = None) 
 def _results(stats: dict, lm, n_requests: int, max_new_tokens: int, tree, store_kwargs) -> dict:
     results = {m: s.summary() for m, s in stats.items()}
     for m, r in results.items():   # the tree size each tree method ran with
-        base, cost_aware = _split(m)
+        base, variants = _split(m)
         if _is_tree_method(base):
-            r["tree_size"] = "cost-aware" if (cost_aware if cost_aware is not None else
-                                              (tree or TreeConfig()).cost_aware) else "fixed"
+            cfg = replace(tree or TreeConfig(), **variants)
+            r["tree_size"] = "cost-aware" if cfg.cost_aware else "fixed"
+            r["fill"] = cfg.fill
     base = results.get("ar", {}).get("tokens_per_s")
     base_dec = results.get("ar", {}).get("decode_tokens_per_s")
     for m, r in results.items():
@@ -284,10 +286,12 @@ def format_table(results: dict) -> str:
 
 
 def tree_config(args) -> TreeConfig:
-    """The tree of ``--budget`` / ``--semantic-budget`` / ``--tree-size`` (defaults where not given)."""
+    """The tree of ``--budget`` / ``--semantic-budget`` / ``--tree-size`` / ``--fill`` (defaults
+    where not given)."""
     size = getattr(args, "tree_size", None)
     return TreeConfig(**{k: v for k, v in (("budget", args.budget), ("semantic_budget", args.semantic_budget),
-                                           ("cost_aware", None if size is None else size == "cost-aware"))
+                                           ("cost_aware", None if size is None else size == "cost-aware"),
+                                           ("fill", getattr(args, "fill", None)))
                          if v is not None})
 
 

@@ -14,6 +14,10 @@ optionally cut:
    reserved nodes go to pass 3.
 3. **branches** (token adjacency): alternatives below the root and along the spine, until the
    budget is spent.
+
+   With ``fill="expected"`` passes 2 and 3 are one: nothing is reserved, and semantic chains
+   and adjacency branches compete for what the lexical subtree left, node by node, by the
+   estimated probability that the node is accepted (:func:`fill_by_value`).
 4. **size** (``cost_aware``, off by default): verify only the prefix of the tree, in the order
    above, whose expected accepted tokens pay for its verify cost (:mod:`oilbird.sizing`).
 
@@ -22,11 +26,12 @@ is decided by the preset (see :mod:`oilbird.presets`).
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .sizing import TreeSizer
+from .sizing import AcceptanceRates, TreeSizer
 from .sources.base import Chain, DraftContext, DraftSource, Verdict
 from .tree import DraftTree
 
@@ -52,6 +57,11 @@ class TreeConfig:
     # (oilbird.sizing). Off by default: on 10 API-Bank requests it verified ~20% fewer nodes,
     # lost 5-7% of tau and tied on tokens/s (docs/results.md, "Cost-aware tree size")
     cost_aware: bool = False
+    # how semantic chains and adjacency branches share what the lexical subtree leaves:
+    # "reserved" (the paper): semantic chains out of semantic_budget, then branches by score;
+    # "expected": node by node, by estimated P(accepted) (oilbird.sizing.AcceptanceRates), with
+    # no reservation
+    fill: str = "reserved"
 
 
 @dataclass
@@ -99,6 +109,56 @@ def add_chain(tree: DraftTree, chain: Chain, source: str, budget: int) -> tuple[
     return walked, paid
 
 
+def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
+                  rates: AcceptanceRates) -> list[tuple[list[int], list[int]]]:
+    """Merge ``(source, chain)`` pairs into ``tree`` one node at a time, most likely first.
+
+    A chain's next node is worth P(its parent is accepted) * the learned acceptance rate of its
+    cell (source, depth, warm): the node with the highest value is added next, then that chain
+    offers its following node. Nodes a chain shares with the tree are re-walked for free, as in
+    :func:`add_chain`. Ties go to the earlier chain. A child is never worth more than its
+    parent (rates are <= 1), so nodes are added in non-increasing value, each after its parent:
+    the order the cost-aware cut reads. Stops after ``room`` new nodes. Returns (walked, paid)
+    per chain, in input order.
+
+    Example: tree root->A, chains [("semantic", [A, B]), ("recycling", [C])], room 1: the
+    semantic chain re-walks A and offers B at depth 2 (worth P(A) * rate), the adjacency
+    chain offers C at depth 1 (worth 1 * rate); with equal unseen rates (0.5), C wins.
+    """
+    probs = rates.path_probs(tree)
+    depths = tree.depths()
+    walked: list[list[int]] = [[] for _ in chains]
+    paid: list[list[int]] = [[] for _ in chains]
+    heap: list[tuple[float, int, int, int]] = []
+
+    def offer(k: int, node: int, j: int) -> None:
+        name, chain = chains[k]
+        while j < len(chain.tokens) and tree.child(node, chain.tokens[j]) is not None:
+            node = tree.add(node, chain.tokens[j], name, chain.score)    # re-walk: provenance only
+            walked[k].append(node)
+            j += 1
+        if j < len(chain.tokens):
+            value = probs[node] * rates.rate(rates.cell({name}, depths[node] + 1))
+            heapq.heappush(heap, (-value, k, node, j))
+
+    for k, (_, chain) in enumerate(chains):
+        offer(k, chain.attach, 0)
+    while heap and room > 0:
+        neg, k, node, j = heapq.heappop(heap)
+        name, chain = chains[k]
+        if tree.child(node, chain.tokens[j]) is not None:    # another chain paid for it meanwhile
+            offer(k, node, j)
+            continue
+        i = tree.add(node, chain.tokens[j], name, chain.score)
+        probs.append(-neg)
+        depths.append(depths[node] + 1)
+        walked[k].append(i)
+        paid[k].append(i)
+        room -= 1
+        offer(k, i, j + 1)
+    return list(zip(walked, paid))
+
+
 class Drafter:
     """Builds one merged tree per cycle from its sources and feeds them the verdict."""
 
@@ -113,7 +173,11 @@ class Drafter:
         self.branch_sources = [by[n] for n in ("recycling",) if n in by]
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
+        if self.cfg.fill not in ("reserved", "expected"):
+            raise ValueError(f"fill must be 'reserved' or 'expected', not {self.cfg.fill!r}")
         self.sizer = TreeSizer() if self.cfg.cost_aware else None
+        # what a node is worth (fill="expected"), learned from every verdict; the sizer's when on
+        self.rates = self.sizer or (AcceptanceRates() if self.cfg.fill == "expected" else None)
 
     def start_request(self, tokens: list[int], request_id: str) -> None:
         for s in self.sources:
@@ -135,7 +199,7 @@ class Drafter:
         ctx = DraftContext(tokens=context, n_prompt=n_prompt, request_id=request_id,
                            query_state=q, tree=tree)
         left = cfg.budget - 1
-        reserved = min(cfg.semantic_budget, left) if self.semantic_sources else 0
+        reserved = min(cfg.semantic_budget, left) if self.semantic_sources and cfg.fill != "expected" else 0
 
         # 1) lexical chains in source order (suffix's best-first subtree, then prompt lookup),
         #    each paying only after it leaves the tree; the first chain is the spine
@@ -162,22 +226,35 @@ class Drafter:
 
         # 2) semantic chains re-walk the tree from the root, paying only after they diverge
         ctx.lexical_match_len = max(info.lexical_match_len, int(adjacency))
-        sem_left = min(reserved, cfg.budget - 1 - used)
+        semantic = []
         for s in self.semantic_sources:
-            chains = s.propose(ctx)
-            info.chains[s.name] = chains
+            chains = info.chains[s.name] = s.propose(ctx)
             if getattr(s, "muted", False):
                 info.semantic_muted = True
-            for c in sorted(chains, key=lambda c: -c.score):
-                walked, paid = add_chain(tree, c, s.name, sem_left) if c.tokens else ([], [])
-                sem_left -= len(paid)
-                if s.name == "semantic":
-                    info.neighbours.append({**c.meta, "walked": walked, "paid": paid})
+            semantic += [(s.name, c) for c in sorted(chains, key=lambda c: -c.score)]
             if s.name == "semantic" and not chains and s.last_chains:   # muted: still show what it saw
                 info.neighbours.extend({**c.meta, "walked": [], "paid": []} for c in s.last_chains)
+        if cfg.fill == "expected":
+            # 2+3) semantic chains and adjacency branches compete node by node
+            branches = []
+            for s in self.branch_sources:
+                ctx.budget = cfg.budget - len(tree)
+                chains = info.chains[s.name] = s.propose(ctx)
+                branches += [(s.name, c) for c in sorted(chains, key=lambda c: -c.score)]
+            merged = fill_by_value(tree, semantic + branches, cfg.budget - len(tree), self.rates)
+        else:
+            sem_left = min(reserved, cfg.budget - 1 - used)
+            merged = []
+            for name, c in semantic:
+                walked, paid = add_chain(tree, c, name, sem_left)
+                sem_left -= len(paid)
+                merged.append((walked, paid))
+        for (name, c), (walked, paid) in zip(semantic, merged):
+            if name == "semantic":
+                info.neighbours.append({**c.meta, "walked": walked, "paid": paid})
 
         # 3) branches fill what is left
-        for s in self.branch_sources:
+        for s in self.branch_sources if cfg.fill != "expected" else ():
             ctx.budget = cfg.budget - len(tree)
             chains = s.propose(ctx)
             info.chains[s.name] = chains
@@ -207,6 +284,8 @@ class Drafter:
             s.update(verdict)
         if self.sizer is not None:
             self.sizer.update(info.full_tree or tree, accepted, verdict.argmax, len(tree), verify_seconds)
+        elif self.rates is not None:
+            self.rates.observe(tree, accepted, verdict.argmax)
         # GOOSE anisotropy: the lexical share follows how much of the spine was accepted
         if len(info.spine) > 0:
             acc = len(set(info.spine) & set(accepted)) / len(info.spine)

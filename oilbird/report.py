@@ -152,12 +152,13 @@ def paired_tau(results: dict, a: str, b: str) -> dict:
 
 # the comparisons docs/results.md reports, where both methods are in the run
 PAIRS = (("oilbird", "goose"), ("pld+sem", "pld"), ("recycling+sem", "recycling"),
-         ("oilbird", "oilbird-no-semantic"), ("oilbird", "suffix-arctic"), ("oilbird", "hf-pld"))
+         ("oilbird", "oilbird-no-semantic"), ("oilbird", "suffix-arctic"), ("oilbird", "hf-pld"),
+         ("oilbird-ungated", "goose"), ("oilbird-ungated", "oilbird"))
 
 
 def paired_table(results: dict, pairs=PAIRS) -> str:
     """The :func:`paired_tau` comparisons of ``pairs`` present in ``results``, as Markdown;
-    also every ``X:cost-aware`` (or ``X:fixed``) method against plain ``X``."""
+    also every tree variant ``X:...`` (e.g. ``oilbird:expected``) against plain ``X``."""
     rows = ["| pair | tau higher / equal / lower (requests) | mean per-request tau difference | faster wall clock on |",
             "| --- | --- | ---: | ---: |"]
     sized = [(m, m.split(":", 1)[0]) for m in results["methods"] if ":" in m]
@@ -175,11 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     import json
     ap = argparse.ArgumentParser(prog="python -m oilbird.report", description=main.__doc__)
     ap.add_argument("results", help="a bench results.json")
+    ap.add_argument("--pair", action="append", default=[], metavar="A,B",
+                    help="also compare method A with method B request by request (repeatable)")
     args = ap.parse_args(argv)
     res = json.loads(Path(args.results).read_text())
+    extra = [tuple(p.split(",")) for p in args.pair]
+    bad = [p for p in args.pair if len(p.split(",")) != 2 or not all(m in res["methods"] for m in p.split(","))]
+    if bad:
+        ap.error(f"--pair {bad[0]}: give two methods of this run, A,B ({', '.join(res['methods'])})")
     print(markdown_table(res))
     print()
-    print(paired_table(res))
+    print(paired_table(res, PAIRS + tuple(extra)))
     return 0
 
 

@@ -54,18 +54,22 @@ def _cell(sources, depth: int, warm: bool, max_depth: int) -> tuple:
     return src, min(depth, max_depth), warm
 
 
-class TreeSizer:
-    """Chooses how many nodes of each drafted tree to verify, and learns from every verdict."""
+class AcceptanceRates:
+    """P(a drafted node is accepted), learned online per cell (see the module docstring).
 
-    def __init__(self, config: SizerConfig | None = None):
-        self.cfg = config or SizerConfig()
+    Shared by :class:`TreeSizer` (which prefix to verify) and the drafter's ``fill="expected"``
+    mode (which candidate node to add next).
+    """
+
+    def __init__(self, max_depth: int = SizerConfig.max_depth):
+        self.max_depth = max_depth
         self.tested: dict[tuple, int] = defaultdict(int)
         self.hits: dict[tuple, int] = defaultdict(int)
-        self.seconds: dict[int, float] = {}     # verify seconds by tree size (running average)
-        self.seen: dict[int, int] = defaultdict(int)
         self.warm = False                       # did the previous cycle accept a drafted token?
 
-    # ---------------------------------------------------------------- the two models
+    def cell(self, sources, depth: int) -> tuple:
+        return _cell(sources, depth, self.warm, self.max_depth)
+
     def rate(self, cell: tuple) -> float:
         return (self.hits[cell] + 1) / (self.tested[cell] + 2)
 
@@ -74,10 +78,36 @@ class TreeSizer:
         depths = tree.depths()
         p = [1.0] * len(tree)
         for i in range(1, len(tree)):
-            cell = _cell(tree.sources[i], depths[i], self.warm, self.cfg.max_depth)
-            p[i] = p[tree.parents[i]] * self.rate(cell)
+            p[i] = p[tree.parents[i]] * self.rate(self.cell(tree.sources[i], depths[i]))
         return p
 
+    def observe(self, drafted: DraftTree, accepted: list[int], argmax) -> None:
+        """Count every node whose parent was accepted (tested), and whether its token is the
+        parent's argmax (hit). ``argmax`` covers at least the verified nodes."""
+        acc = set(accepted)
+        depths = drafted.depths()
+        warm = False
+        for i in range(1, len(drafted)):
+            p = drafted.parents[i]
+            if p in acc:
+                hit = drafted.tokens[i] == int(argmax[p])
+                cell = self.cell(drafted.sources[i], depths[i])
+                self.tested[cell] += 1
+                self.hits[cell] += hit
+                warm = warm or (hit and p == 0)
+        self.warm = warm
+
+
+class TreeSizer(AcceptanceRates):
+    """Chooses how many nodes of each drafted tree to verify, and learns from every verdict."""
+
+    def __init__(self, config: SizerConfig | None = None):
+        self.cfg = config or SizerConfig()
+        super().__init__(self.cfg.max_depth)
+        self.seconds: dict[int, float] = {}     # verify seconds by tree size (running average)
+        self.seen: dict[int, int] = defaultdict(int)
+
+    # ---------------------------------------------------------------- the cost model
     def cost(self, n: int) -> float:
         """Verify time of an ``n``-node tree over a 1-node one."""
         seen = sorted(k for k, c in self.seen.items() if c >= self.cfg.min_seen)
@@ -114,18 +144,7 @@ class TreeSizer:
         indices; ``argmax``: the verifier's argmax at each verified node; ``verified``: how many
         leading nodes were verified (default: all); ``verify_seconds``: that forward's time.
         """
-        acc = set(accepted)
-        depths = drafted.depths()
-        warm = False
-        for i in range(1, len(drafted)):
-            p = drafted.parents[i]
-            if p in acc:
-                hit = drafted.tokens[i] == int(argmax[p])
-                cell = _cell(drafted.sources[i], depths[i], self.warm, self.cfg.max_depth)
-                self.tested[cell] += 1
-                self.hits[cell] += hit
-                warm = warm or (hit and p == 0)
-        self.warm = warm
+        self.observe(drafted, accepted, argmax)
         if verify_seconds is not None and verify_seconds > 0:
             n, a = verified or len(drafted), self.cfg.cost_alpha
             old = self.seconds.get(n)

@@ -137,19 +137,35 @@ def test_cost_aware_tree_size_is_lossless_and_cuts_trees(tiny_lm, method):
     assert cut > 0, "the sizer never cut a tree on the mock model"
 
 
-def test_bench_tree_size_suffix(tiny_lm, tmp_path):
-    """'goose:cost-aware' runs goose with the cost-aware tree size beside plain goose."""
+def test_bench_tree_variants(tiny_lm, tmp_path):
+    """'goose:cost-aware', 'oilbird:expected:cost-aware' run beside the plain methods."""
     from oilbird.bench import run_bench
     from oilbird.requests import Request
     reqs = [Request("r0", [{"role": "user", "content": "call f(x=1) then f(x=1)"}])]
-    res = run_bench(reqs, ["goose", "goose:cost-aware", "goose:fixed"], Verifier(tiny_lm), 8, progress=False,
-                    trace_out=tmp_path / "t.jsonl")
-    assert set(res["methods"]) == {"goose", "goose:cost-aware", "goose:fixed"}
+    names = ["goose", "goose:cost-aware", "goose:fixed", "oilbird:expected:cost-aware"]
+    res = run_bench(reqs, names, Verifier(tiny_lm), 8, progress=False, trace_out=tmp_path / "t.jsonl")
+    assert list(res["methods"]) == names
     assert all(r["lossless"] for r in res["methods"].values())
-    assert {m: r["tree_size"] for m, r in res["methods"].items()} == {
-        "goose": "fixed", "goose:cost-aware": "cost-aware", "goose:fixed": "fixed"}
-    assert [t.method for t in load_traces(tmp_path / "t.jsonl")] == ["goose", "goose:cost-aware", "goose:fixed"]
-    for bad, msg in (("ar:cost-aware", "only tree methods"), ("goose:huge", "must be one of"),
-                     ("goose:", "must be one of"), ("nope:fixed", "unknown method")):
+    assert {m: (r["tree_size"], r["fill"]) for m, r in res["methods"].items()} == {
+        "goose": ("fixed", "reserved"), "goose:cost-aware": ("cost-aware", "reserved"),
+        "goose:fixed": ("fixed", "reserved"), "oilbird:expected:cost-aware": ("cost-aware", "expected")}
+    assert [t.method for t in load_traces(tmp_path / "t.jsonl")] == names
+    for bad, msg in (("ar:cost-aware", "only tree methods"), ("goose:huge", "not one of"),
+                     ("goose:", "not one of"), ("goose:expected:huge", "'huge' is not one of"),
+                     ("nope:fixed", "unknown method")):
         with pytest.raises(ValueError, match=msg):
             run_bench(reqs, [bad], Verifier(tiny_lm), 8, progress=False)
+
+
+@pytest.mark.parametrize("method", ["goose", "oilbird", "oilbird-ungated"])
+def test_expected_fill_is_lossless_and_within_budget(tiny_lm, method):
+    v = Verifier(tiny_lm)
+    dec = make_decoder(method, v, tree=TreeConfig(budget=12, fill="expected"))
+    learned = 0
+    for i, ids in enumerate(_prompts(4)):
+        ref = autoregressive(v, ids, 32).tokens
+        tr = dec.run(f"r{i}", ids, 32)
+        assert compare(ref, tr.output_ids).lossless, (method, i, compare(ref, tr.output_ids).message())
+        assert all(len(c.tokens) <= 12 for c in tr.cycles)
+        learned = sum(dec.drafter.rates.tested.values())
+    assert learned > 0, "the acceptance rates never saw a verdict"

@@ -204,6 +204,23 @@ def test_paired_tau_counts_requests():
     assert p["mean_diff"] == pytest.approx((1.0 + 0.0 - 2.0) / 3)
 
 
+def test_report_cli_extra_pairs(tmp_path, capsys):
+    import json
+
+    from oilbird.report import main
+    rows = lambda *tf: [{"request": f"r{i}", "tokens": t, "forwards": f} for i, (t, f) in enumerate(tf)]  # noqa: E731
+    res = {"methods": {m: {"tau": 2.0, "tokens_per_s": 1.0, "lossless": True, "per_request": rows(*r)}
+                       for m, r in (("x", ((10, 5),)), ("y", ((10, 10),)), ("x:expected", ((9, 3),)))}}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(res))
+    assert main([str(path), "--pair", "y,x"]) == 0
+    out = capsys.readouterr().out
+    assert "| y vs x | 0 / 0 / 1 | -1.000 |" in out and "| x:expected vs x | 1 / 0 / 0 | +1.000 |" in out
+    with pytest.raises(SystemExit):
+        main([str(path), "--pair", "x,nope"])
+    assert "give two methods of this run" in capsys.readouterr().err
+
+
 @needs_arctic
 def test_suffix_arctic_in_bench_with_a_tree_size(tiny_lm):
     """bench builds suffix-arctic itself, so a ':cost-aware' suffix reaches its tree and its traces."""

@@ -282,6 +282,9 @@ class _Fixed:
     def propose(self, ctx):
         return self._chains
 
+    def knows(self, tok):
+        return False
+
     def update(self, v):
         pass
 
@@ -342,3 +345,53 @@ def test_adjacency_row_for_the_root_opens_the_semantic_gate():
         _, info = d.draft([3, 7], 1, "r", np.ones(D, dtype=np.float32))
         assert rec.knows(7) is known
         assert sem.gate == int(known) and info.lexical_match_len == 0
+
+
+def test_fill_by_value_docstring_example_and_prefixes_are_trees():
+    from oilbird.drafter import fill_by_value
+    from oilbird.sizing import AcceptanceRates
+    from oilbird.sources.base import Chain
+    tree = DraftTree.root(1)
+    a = tree.add(0, 10, "suffix", 1.0)
+    rates = AcceptanceRates()
+    sem, rec = Chain([10, 11], 0.9), Chain([20], 0.5)
+    (w_sem, p_sem), (w_rec, p_rec) = fill_by_value(tree, [("semantic", sem), ("recycling", rec)], 1, rates)
+    assert w_sem == [a] and p_sem == [] and p_rec == [2] and tree.tokens == [1, 10, 20]
+    assert tree.sources[a] == {"suffix", "semantic"}            # the free re-walk leaves provenance
+
+    # learned rates decide: semantic nodes at depth 2 always accepted, adjacency at depth 1 never
+    for _ in range(30):
+        t = DraftTree([1, 10, 11, 20], [-1, 0, 1, 0], [set(), {"suffix"}, {"semantic"}, {"recycling"}])
+        rates.observe(t, [0, 1, 2], argmax=[10, 11, 0, 0])
+    tree = DraftTree.root(1)
+    tree.add(0, 10, "suffix", 1.0)
+    chains = [("recycling", Chain([20, 21], 0.5)), ("semantic", Chain([10, 11, 12], 0.9))]
+    (_, p_rec), (_, p_sem) = fill_by_value(tree, chains, 2, rates)
+    assert p_rec == [] and tree.tokens[2:] == [11, 12]           # both nodes to the semantic chain
+    # a parent always comes first, so every prefix is a tree (what the cost-aware cut needs)
+    assert all(p < i for i, p in enumerate(tree.parents) if i)
+    assert rates.path_probs(tree)[2] > rates.path_probs(DraftTree([1, 20], [-1, 0], [set(), {"recycling"}]))[1]
+
+
+def test_expected_fill_lets_a_semantic_chain_take_more_than_the_reservation():
+    """fill="expected": no nodes are reserved; where the semantic chain is worth more than the
+    adjacency branches (learned), it takes them; in "reserved" mode it stops at semantic_budget."""
+    from oilbird.sources.base import Chain
+    sem_chain = Chain([5, 6, 7, 8], 0.95, meta={"record": 0})
+    trees = {}
+    for fill in ("reserved", "expected"):
+        sem = _Fixed("semantic", [sem_chain])
+        sem.lexical = False
+        rec = _Fixed("recycling", [Chain([30 + k], 0.2, attach=0) for k in range(6)])
+        d = Drafter([_Fixed("suffix", [Chain([4], 1.0, meta={"match_len": 3})]), sem, rec],
+                    TreeConfig(budget=8, semantic_budget=2, fill=fill))
+        if fill == "expected":
+            for _ in range(30):   # semantic nodes were accepted, adjacency branches never
+                t = DraftTree([3, 4, 5, 6, 30], [-1, 0, 0, 2, 0], [set(), {"suffix"}, {"semantic"},
+                                                                   {"semantic"}, {"recycling"}])
+                d.rates.observe(t, [0, 2, 3], argmax=[5, 0, 6, 0, 0])
+        tree, info = d.draft([1, 3], 1, "r", np.ones(D, dtype=np.float32))
+        assert len(tree) == 8
+        trees[fill] = sum("semantic" in s for s in tree.sources)
+        assert info.neighbours[0]["paid"] == [i for i, s in enumerate(tree.sources) if "semantic" in s]
+    assert trees == {"reserved": 2, "expected": 4}
