@@ -61,14 +61,21 @@ class AcceptanceRates:
     mode (which candidate node to add next).
     """
 
-    def __init__(self, max_depth: int = SizerConfig.max_depth):
+    def __init__(self, max_depth: int = SizerConfig.max_depth, score_bins: tuple = ()):
         self.max_depth = max_depth
+        self.score_bins = score_bins            # split cells by the proposer's score (none: one cell)
         self.tested: dict[tuple, int] = defaultdict(int)
         self.hits: dict[tuple, int] = defaultdict(int)
         self.warm = False                       # did the previous cycle accept a drafted token?
 
-    def cell(self, sources, depth: int) -> tuple:
-        return _cell(sources, depth, self.warm, self.max_depth)
+    def cell(self, sources, depth: int, score: float | None = None) -> tuple:
+        c = _cell(sources, depth, self.warm, self.max_depth)
+        if self.score_bins:
+            c += (sum(score >= b for b in self.score_bins) if score is not None else -1,)
+        return c
+
+    def node_cell(self, tree: DraftTree, i: int, depth: int) -> tuple:
+        return self.cell(tree.sources[i], depth, max(tree.scores[i].values(), default=None))
 
     def rate(self, cell: tuple) -> float:
         return (self.hits[cell] + 1) / (self.tested[cell] + 2)
@@ -78,7 +85,7 @@ class AcceptanceRates:
         depths = tree.depths()
         p = [1.0] * len(tree)
         for i in range(1, len(tree)):
-            p[i] = p[tree.parents[i]] * self.rate(self.cell(tree.sources[i], depths[i]))
+            p[i] = p[tree.parents[i]] * self.rate(self.node_cell(tree, i, depths[i]))
         return p
 
     def observe(self, drafted: DraftTree, accepted: list[int], argmax) -> None:
@@ -91,7 +98,7 @@ class AcceptanceRates:
             p = drafted.parents[i]
             if p in acc:
                 hit = drafted.tokens[i] == int(argmax[p])
-                cell = self.cell(drafted.sources[i], depths[i])
+                cell = self.node_cell(drafted, i, depths[i])
                 self.tested[cell] += 1
                 self.hits[cell] += hit
                 warm = warm or (hit and p == 0)

@@ -373,6 +373,22 @@ def test_fill_by_value_docstring_example_and_prefixes_are_trees():
     assert rates.path_probs(tree)[2] > rates.path_probs(DraftTree([1, 20], [-1, 0], [set(), {"recycling"}]))[1]
 
 
+def test_acceptance_cells_split_by_score_bin():
+    """With score bins, a likely adjacency candidate (p 0.6) and an unlikely one (p 0.05) learn
+    separate rates, so the fill can prefer the first; without bins they share one cell."""
+    from oilbird.sizing import AcceptanceRates
+    binned, flat = AcceptanceRates(score_bins=(0.5, 0.2)), AcceptanceRates()
+    t = DraftTree([1, 8, 9], [-1, 0, 0], [set(), {"recycling"}, {"recycling"}],
+                  [{}, {"recycling": 0.6}, {"recycling": 0.05}])
+    for r in (binned, flat):
+        for _ in range(10):
+            r.observe(t, [0, 1], argmax=[8, 0, 0])     # the likely one is always the answer
+    hi, lo = binned.cell({"recycling"}, 1, 0.6), binned.cell({"recycling"}, 1, 0.05)
+    assert hi != lo and binned.rate(hi) > 0.9 and binned.rate(lo) < 0.1
+    assert flat.cell({"recycling"}, 1, 0.6) == flat.cell({"recycling"}, 1, 0.05)
+    assert flat.rate(flat.cell({"recycling"}, 1)) == pytest.approx(0.5)
+
+
 def test_expected_fill_lets_a_semantic_chain_take_more_than_the_reservation():
     """fill="expected": no nodes are reserved; where the semantic chain is worth more than the
     adjacency branches (learned), it takes them; in "reserved" mode it stops at semantic_budget."""
@@ -388,7 +404,8 @@ def test_expected_fill_lets_a_semantic_chain_take_more_than_the_reservation():
         if fill == "expected":
             for _ in range(30):   # semantic nodes were accepted, adjacency branches never
                 t = DraftTree([3, 4, 5, 6, 30], [-1, 0, 0, 2, 0], [set(), {"suffix"}, {"semantic"},
-                                                                   {"semantic"}, {"recycling"}])
+                                                                   {"semantic"}, {"recycling"}],
+                              [{}, {"suffix": 1.0}, {"semantic": 0.95}, {"semantic": 0.95}, {"recycling": 0.2}])
                 d.rates.observe(t, [0, 2, 3], argmax=[5, 0, 6, 0, 0])
         tree, info = d.draft([1, 3], 1, "r", np.ones(D, dtype=np.float32))
         assert len(tree) == 8
