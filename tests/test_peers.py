@@ -202,6 +202,7 @@ def test_paired_tau_counts_requests():
     assert (p["n"], p["wins"], p["ties"], p["losses"]) == (3, 1, 1, 1)
     assert p["faster"] == 0                       # the rows carry no seconds
     assert p["mean_diff"] == pytest.approx((1.0 + 0.0 - 2.0) / 3)
+    assert p["forwards"] == (15, 17)
 
 
 def test_report_cli_extra_pairs(tmp_path, capsys):
@@ -215,7 +216,8 @@ def test_report_cli_extra_pairs(tmp_path, capsys):
     path.write_text(json.dumps(res))
     assert main([str(path), "--pair", "y,x"]) == 0
     out = capsys.readouterr().out
-    assert "| y vs x | 0 / 0 / 1 | -1.000 |" in out and "| x:expected vs x | 1 / 0 / 0 | +1.000 |" in out
+    assert "| y vs x | 0 / 0 / 1 | -1.000 | 0 of 1 | 10 vs 5 |" in out
+    assert "| x:expected vs x | 1 / 0 / 0 | +1.000 |" in out
     with pytest.raises(SystemExit):
         main([str(path), "--pair", "x,nope"])
     assert "give two methods of this run" in capsys.readouterr().err
