@@ -242,11 +242,7 @@ class Drafter:
                 info.neighbours.extend({**c.meta, "walked": [], "paid": []} for c in s.last_chains)
         if cfg.fill == "expected":
             # 2+3) semantic chains and adjacency branches compete node by node
-            branches = []
-            for s in self.branch_sources:
-                ctx.budget = cfg.budget - len(tree)
-                chains = info.chains[s.name] = s.propose(ctx)
-                branches += [(s.name, c) for c in sorted(chains, key=lambda c: -c.score)]
+            branches = [pair for b in self.branch_sources for pair in self._branches(b, ctx, info)]
             merged = fill_by_value(tree, semantic + branches, cfg.budget - len(tree), self.rates)
         else:
             sem_left = min(reserved, cfg.budget - 1 - used)
@@ -255,20 +251,16 @@ class Drafter:
                 walked, paid = add_chain(tree, c, name, sem_left)
                 sem_left -= len(paid)
                 merged.append((walked, paid))
+            # 3) branches fill what is left
+            for b in self.branch_sources:
+                for name, c in self._branches(b, ctx, info):
+                    room = cfg.budget - len(tree)
+                    if room <= 0:
+                        break
+                    add_chain(tree, c, name, room)
         for (name, c), (walked, paid) in zip(semantic, merged):
             if name == "semantic":
                 info.neighbours.append({**c.meta, "walked": walked, "paid": paid})
-
-        # 3) branches fill what is left
-        for s in self.branch_sources if cfg.fill != "expected" else ():
-            ctx.budget = cfg.budget - len(tree)
-            chains = s.propose(ctx)
-            info.chains[s.name] = chains
-            for c in sorted(chains, key=lambda c: -c.score):
-                room = cfg.budget - len(tree)
-                if room <= 0:
-                    break
-                add_chain(tree, c, s.name, room)
 
         # 4) cost-aware size: keep the prefix whose expected tokens pay for its verify cost
         info.drafted = len(tree)
@@ -279,6 +271,12 @@ class Drafter:
                 tree = tree.prefix(n)
                 info.keep_prefix(n)
         return tree, info
+
+    def _branches(self, source: DraftSource, ctx: DraftContext, info: DraftInfo) -> list[tuple[str, Chain]]:
+        """A branch source's proposals for the tree built so far, best score first."""
+        ctx.budget = self.cfg.budget - len(ctx.tree)
+        chains = info.chains[source.name] = source.propose(ctx)
+        return [(source.name, c) for c in sorted(chains, key=lambda c: -c.score)]
 
     def update(self, tree: DraftTree, res, accepted: list[int], bonus: int, tokens: list[int],
                request_id: str, info: DraftInfo, root_index: int, verify_seconds: float | None = None) -> None:
