@@ -184,13 +184,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="also compare method A with method B request by request (repeatable)")
     args = ap.parse_args(argv)
     res = json.loads(Path(args.results).read_text())
-    extra = [tuple(p.split(",")) for p in args.pair]
-    bad = [p for p in args.pair if len(p.split(",")) != 2 or not all(m in res["methods"] for m in p.split(","))]
+    extra = tuple(tuple(p.split(",")) for p in args.pair)
+    bad = next((p for p in extra if len(p) != 2 or not all(m in res["methods"] for m in p)), None)
     if bad:
-        ap.error(f"--pair {bad[0]}: give two methods of this run, A,B ({', '.join(res['methods'])})")
+        ap.error(f"--pair {','.join(bad)}: give two methods of this run, A,B ({', '.join(res['methods'])})")
     print(markdown_table(res))
     print()
-    print(paired_table(res, PAIRS + tuple(extra)))
+    print(paired_table(res, PAIRS + extra))
     return 0
 
 

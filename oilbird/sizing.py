@@ -49,11 +49,6 @@ class SizerConfig:
     min_seen: int = 3        # timings of a size before they replace the prior for it
 
 
-def _cell(sources, depth: int, warm: bool, max_depth: int) -> tuple:
-    src = next(iter(sources)) if len(sources) == 1 else ("multi" if sources else "")
-    return src, min(depth, max_depth), warm
-
-
 class AcceptanceRates:
     """P(a drafted node is accepted), learned online per cell (see the module docstring).
 
@@ -69,7 +64,9 @@ class AcceptanceRates:
         self.warm = False                       # did the previous cycle accept a drafted token?
 
     def cell(self, sources, depth: int, score: float | None = None) -> tuple:
-        c = _cell(sources, depth, self.warm, self.max_depth)
+        """(proposer, or "multi" when several proposed the node; depth, capped; warm[; score bin])."""
+        src = next(iter(sources)) if len(sources) == 1 else ("multi" if sources else "")
+        c = (src, min(depth, self.max_depth), self.warm)
         if self.score_bins:
             c += (sum(score >= b for b in self.score_bins) if score is not None else -1,)
         return c
