@@ -122,10 +122,10 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
     A chain's next node is worth P(its parent is accepted) * the learned acceptance rate of its
     cell (source, depth, warm, and the chain's score bin if ``rates`` has bins): the node with
     the highest value is added next, then that chain offers its following node. Nodes a chain
-    shares with the tree are re-walked for free, as in :func:`add_chain`. Ties go to the earlier chain. A child is never worth more than its
-    parent (rates are <= 1), so nodes are added in non-increasing value, each after its parent:
-    the order the cost-aware cut reads. Stops after ``room`` new nodes. Returns (walked, paid)
-    per chain, in input order.
+    shares with the tree are re-walked for free, as in :func:`add_chain`. Ties go to the earlier
+    chain. A child is never worth more than its parent (rates are <= 1), so nodes are added in
+    non-increasing value, each after its parent: the order the cost-aware cut reads. Stops after
+    ``room`` new nodes. Returns (walked, paid) per chain, in input order.
 
     Example: tree root->A, chains [("semantic", [A, B]), ("recycling", [C])], room 1: the
     semantic chain re-walks A and offers B at depth 2 (worth P(A) * rate), the adjacency
