@@ -147,7 +147,9 @@ def paired_tau(results: dict, a: str, b: str) -> dict:
     return {"a": a, "b": b, "n": len(diffs), "wins": sum(d > 1e-9 for d in diffs),
             "ties": sum(abs(d) <= 1e-9 for d in diffs), "losses": sum(d < -1e-9 for d in diffs),
             "mean_diff": sum(diffs) / len(diffs) if diffs else 0.0,
-            "faster": sum(ra[k].get("seconds", 0) < rb[k].get("seconds", 0) for k in both),
+            # None where a side has no wall time (a trace file's requests)
+            "faster": (sum(ra[k]["seconds"] < rb[k]["seconds"] for k in both)
+                       if all(r.get("seconds") for k in both for r in (ra[k], rb[k])) else None),
             # the forwards each needed in all: one extra forward on a near-verbatim request moves
             # its tau by more (8 -> 6.4) than many saved forwards move the others
             "forwards": (sum(ra[k]["forwards"] for k in both), sum(rb[k]["forwards"] for k in both))}
@@ -161,36 +163,88 @@ PAIRS = (("oilbird", "goose"), ("pld+sem", "pld"), ("recycling+sem", "recycling"
 
 def paired_table(results: dict, pairs=PAIRS) -> str:
     """The :func:`paired_tau` comparisons of ``pairs`` present in ``results``, as Markdown;
-    also every tree variant ``X:...`` (e.g. ``oilbird:expected``) against plain ``X``."""
+    also every tree variant ``X:...`` (e.g. ``oilbird:expected``) against plain ``X``. Empty
+    when no pair is in the run."""
     rows = ["| pair | tau higher / equal / lower (requests) | mean per-request tau difference | faster wall clock on "
             "| forwards, a vs b |",
             "| --- | --- | ---: | ---: | ---: |"]
     sized = [(m, m.split(":", 1)[0]) for m in results["methods"] if ":" in m]
-    for a, b in list(pairs) + sized:
+    for a, b in dict.fromkeys(list(pairs) + sized):          # each pair once, in order
         if a in results["methods"] and b in results["methods"]:
             p = paired_tau(results, a, b)
+            faster = "-" if p["faster"] is None else f"{p['faster']} of {p['n']}"
             rows.append(f"| {a} vs {b} | {p['wins']} / {p['ties']} / {p['losses']} | {p['mean_diff']:+.3f} | "
-                        f"{p['faster']} of {p['n']} | {p['forwards'][0]} vs {p['forwards'][1]} |")
+                        f"{faster} | {p['forwards'][0]} vs {p['forwards'][1]} |")
+    return "\n".join(rows) if len(rows) > 2 else ""
+
+
+def trace_methods(traces) -> dict:
+    """A trace file's requests (:func:`oilbird.trace.load_traces`) folded per method into the
+    counters a bench run keeps (:class:`oilbird.bench.MethodStats`): tau, mean nodes, accepted
+    and sole-source tokens by source, per-request rows for :func:`paired_tau`. A trace has no
+    wall-clock time of its own, so these summaries carry no tokens/s."""
+    from .bench import MethodStats          # torch comes with it: only for trace files
+    stats: dict = {}
+    for tr in traces:
+        st = stats.setdefault(tr.method, MethodStats())
+        st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0)
+        st.add_trace(tr)
+        if tr.lossless is False:
+            st.lossless = False
+            st.first_failure = st.first_failure or tr.request_id
+    return {m: st.summary() for m, st in stats.items()}
+
+
+def source_table(methods: dict) -> str:
+    """Per method: tau and where its committed tokens came from (a drafted token proposed by
+    several sources split evenly between them; the verifier's own token is ``bonus``), and the
+    tokens only one source proposed. Markdown, for a trace file's summary."""
+    def counts(d: dict) -> str:
+        items = sorted(d.items(), key=lambda kv: (kv[0] == "bonus", -kv[1]))
+        return ", ".join(f"{k} {v:.1f}".removesuffix(".0") for k, v in items if v) or "-"
+    rows = ["| method | requests | tau | mean nodes | accepted tokens by source | sole-source tokens | lossless |",
+            "| --- | ---: | ---: | ---: | --- | --- | --- |"]
+    for m, r in methods.items():
+        rows.append(f"| {m} | {r['n_requests']} | {r['tau']:.2f} | {r.get('mean_nodes', 0):.1f} | "
+                    f"{counts(r.get('accepted_by_source', {}))} | {counts(r.get('sole_by_source', {}))} | "
+                    f"{'yes' if r['lossless'] else 'NO'} |")
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m oilbird.report DIR/results.json``: the Markdown tables of docs/results.md."""
+    """``python -m oilbird.report DIR/results.json``: the Markdown tables of docs/results.md.
+    ``python -m oilbird.report FILE.jsonl``: a trace file's tau and tokens by source."""
     import argparse
     import json
     ap = argparse.ArgumentParser(prog="python -m oilbird.report", description=main.__doc__)
-    ap.add_argument("results", help="a bench results.json")
+    ap.add_argument("results", help="a bench results.json, or a trace file (.jsonl) from bench --traces "
+                                    "or python -m oilbird trace")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also compare method A with method B request by request (repeatable)")
     args = ap.parse_args(argv)
-    res = json.loads(Path(args.results).read_text())
+    path = Path(args.results)
+    if path.suffix == ".jsonl":
+        from .trace import TraceError, load_traces
+        try:
+            res = {"methods": trace_methods(load_traces(path))}
+        except TraceError as exc:
+            ap.error(str(exc))
+    elif not path.is_file():
+        ap.error(f"{path}: no such file (give a bench results.json or a trace .jsonl)")
+    else:
+        try:
+            res = json.loads(path.read_text())
+        except ValueError as exc:
+            ap.error(f"{path}: not a bench results.json ({exc})")
     extra = tuple(tuple(p.split(",")) for p in args.pair)
     bad = next((p for p in extra if len(p) != 2 or not all(m in res["methods"] for m in p)), None)
     if bad:
         ap.error(f"--pair {','.join(bad)}: give two methods of this run, A,B ({', '.join(res['methods'])})")
-    print(markdown_table(res))
-    print()
-    print(paired_table(res, PAIRS + extra))
+    print(source_table(res["methods"]) if path.suffix == ".jsonl" else markdown_table(res))
+    pairs = paired_table(res, PAIRS + extra)
+    if pairs:
+        print()
+        print(pairs)
     return 0
 
 

@@ -200,7 +200,11 @@ def test_paired_tau_counts_requests():
                        "b": {"per_request": rows((10, 10), (8, 4), (9, 3))}}}
     p = paired_tau(res, "a", "b")
     assert (p["n"], p["wins"], p["ties"], p["losses"]) == (3, 1, 1, 1)
-    assert p["faster"] == 0                       # the rows carry no seconds
+    assert p["faster"] is None                    # the rows carry no seconds
+    for m, secs in (("a", (1.0, 2.0, 3.0)), ("b", (2.0, 1.0, 3.0))):
+        for row, t in zip(res["methods"][m]["per_request"], secs):
+            row["seconds"] = t
+    assert paired_tau(res, "a", "b")["faster"] == 1   # r0 only: r2 is a tie
     assert p["mean_diff"] == pytest.approx((1.0 + 0.0 - 2.0) / 3)
     assert p["forwards"] == (15, 17)
 
@@ -216,11 +220,34 @@ def test_report_cli_extra_pairs(tmp_path, capsys):
     path.write_text(json.dumps(res))
     assert main([str(path), "--pair", "y,x"]) == 0
     out = capsys.readouterr().out
-    assert "| y vs x | 0 / 0 / 1 | -1.000 | 0 of 1 | 10 vs 5 |" in out
+    assert "| y vs x | 0 / 0 / 1 | -1.000 | - | 10 vs 5 |" in out
+    assert out.count("| y vs x |") == 1
     assert "| x:expected vs x | 1 / 0 / 0 | +1.000 |" in out
     with pytest.raises(SystemExit):
         main([str(path), "--pair", "x,nope"])
     assert "give two methods of this run" in capsys.readouterr().err
+
+
+def test_report_cli_on_a_trace_file(tmp_path, capsys):
+    """A trace file gives tau and tokens by source per method (hand-built traces: wb_traces.py),
+    without a wall-clock column it cannot know; a corrupt file gives one clear error."""
+    from wb_traces import all_requests
+
+    from oilbird.report import main
+    from oilbird.trace import save_traces
+    path = save_traces(all_requests(), tmp_path / "t.jsonl")
+    assert main([str(path), "--pair", "oilbird,goose"]) == 0
+    out = capsys.readouterr().out
+    # oilbird: 6 tokens in 4 forwards; 7 nodes over its 2 drafting cycles; " there" proposed by
+    # pld and semantic (half each), "\n" by pld alone, 4 bonus tokens
+    assert "| oilbird | 2 | 1.50 | 3.5 | pld 1.5, semantic 0.5, bonus 4 | pld 1 | yes |" in out
+    assert "| goose | 1 | 1.00 | 1.0 | bonus 5 | - | yes |" in out
+    assert "| oilbird vs goose | 1 / 0 / 0 | +0.667 | - | 3 vs 5 |" in out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    with pytest.raises(SystemExit):
+        main([str(bad)])
+    assert "bad.jsonl:1" in capsys.readouterr().err
 
 
 @needs_arctic
