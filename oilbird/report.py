@@ -172,6 +172,8 @@ def paired_table(results: dict, pairs=PAIRS) -> str:
     for a, b in dict.fromkeys(list(pairs) + sized):          # each pair once, in order
         if a in results["methods"] and b in results["methods"]:
             p = paired_tau(results, a, b)
+            if not p["n"]:          # no per-request rows (a results.json older than them)
+                continue
             faster = "-" if p["faster"] is None else f"{p['faster']} of {p['n']}"
             rows.append(f"| {a} vs {b} | {p['wins']} / {p['ties']} / {p['losses']} | {p['mean_diff']:+.3f} | "
                         f"{faster} | {p['forwards'][0]} vs {p['forwards'][1]} |")
@@ -242,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--pair {','.join(bad)}: give two methods of this run, A,B ({', '.join(res['methods'])})")
     print(source_table(res["methods"]) if path.suffix == ".jsonl" else markdown_table(res))
     pairs = paired_table(res, PAIRS + extra)
+    if not all(r.get("per_request") for r in res["methods"].values()):
+        print(f"note: {path} has no per-request rows for some methods (a run older than them), so "
+              f"those are left out of the paired comparisons", file=sys.stderr)
     if pairs:
         print()
         print(pairs)

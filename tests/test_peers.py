@@ -226,6 +226,12 @@ def test_report_cli_extra_pairs(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([str(path), "--pair", "x,nope"])
     assert "give two methods of this run" in capsys.readouterr().err
+    for r in res["methods"].values():           # a run from before per-request rows
+        del r["per_request"]
+    path.write_text(json.dumps(res))
+    assert main([str(path), "--pair", "y,x"]) == 0
+    out, err = capsys.readouterr()
+    assert "| y vs x |" not in out and "no per-request rows" in err
 
 
 def test_report_cli_on_a_trace_file(tmp_path, capsys):
