@@ -18,20 +18,34 @@ from .requests import DataError
 from .trace import TraceError
 
 
+def _at_least(low: int):
+    """An argparse type: an int >= ``low`` (argparse prints the message as one error line)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {v}")
+        return v
+    return parse
+
+
 def _common(p: argparse.ArgumentParser, default_max: int = 128) -> None:
     p.add_argument("--data", default="builtin", help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
-    p.add_argument("--limit", type=int, default=None, help="serve only the first N requests")
-    p.add_argument("--skip", type=int, default=0,
+    p.add_argument("--limit", type=_at_least(1), default=None, help="serve only the first N requests")
+    p.add_argument("--skip", type=_at_least(0), default=0,
                    help="leave out the first N requests (then --limit), e.g. to check a setting on "
                         "requests it was not tuned on")
-    p.add_argument("--max-new-tokens", type=int, default=default_max)
+    p.add_argument("--max-new-tokens", type=_at_least(1), default=default_max)
     p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
 
 
 def _tree_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--budget", type=int, default=None, help="tree nodes per cycle, root included (default 12)")
-    p.add_argument("--semantic-budget", type=int, default=None,
-                   help="nodes reserved for semantic chains (default 2)")
+    p.add_argument("--budget", type=_at_least(1), default=None,
+                   help="tree nodes per cycle, root included (default 12)")
+    p.add_argument("--semantic-budget", type=_at_least(0), default=None,
+                   help="nodes reserved for semantic chains, below --budget (default 2)")
     p.add_argument("--tree-size", choices=("fixed", "cost-aware"), default=None,
                    help="verify the whole tree (fixed, the default) or only the prefix whose expected "
                         "tokens pay for its verify cost (cost-aware; see oilbird/sizing.py)")
@@ -42,15 +56,26 @@ def _tree_options(p: argparse.ArgumentParser) -> None:
 
 
 def _decode(args) -> int:
+    from dataclasses import replace
+
     from .audit import audit
+    from .bench import _split
+    from .drafter import TreeConfig
     from .model import load_model
-    from .presets import make_decoder
-    from .requests import Request, encode
+    from .presets import PRESETS, make_decoder
+    from .requests import PromptError, Request, encode
     from .verifier import Verifier
+    base, variants = _split(args.method)          # "oilbird:expected" -> a tree variant
+    if base not in PRESETS:
+        raise ValueError(f"unknown method '{args.method}'; choose from {', '.join(PRESETS)} "
+                         f"(a tree variant may follow a colon, e.g. oilbird:expected)")
+    if not args.prompt.strip():
+        raise PromptError("the prompt is empty: give some text to answer.")
     lm = load_model(args.model)
     req = Request("prompt", [{"role": "user", "content": args.prompt}])
     ids = encode(lm.tokenizer, req)
-    dec = make_decoder(args.method, Verifier(lm))
+    dec = make_decoder(base, Verifier(lm), tree=replace(TreeConfig(), **variants))
+    dec.method = args.method
     tr = dec.run("prompt", ids, args.max_new_tokens)
     print(lm.tokenizer.decode(tr.output_ids))
     res = audit(lm, ids, tr.output_ids, args.max_new_tokens)
@@ -60,15 +85,19 @@ def _decode(args) -> int:
 
 
 def _trace(args) -> int:
-    from .bench import run_bench, tree_config
+    from pathlib import Path
+
+    from .bench import parse_methods, run_bench, tree_config
     from .model import load_model
     from .requests import load_requests
     from .verifier import Verifier
+    methods = parse_methods(args.methods, traced=True)
+    tree = tree_config(args)
+    if Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a folder; trace writes one JSONL file, e.g. runs/traces.jsonl")
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, trace_out=args.out,
-                    tree=tree_config(args))
+    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, trace_out=args.out, tree=tree)
     for m, r in res["methods"].items():
         print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
     if args.diagnose:
@@ -92,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="runs/bench")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
     _tree_options(p)
-    p.add_argument("--store-capacity", type=int, default=None,
+    p.add_argument("--store-capacity", type=_at_least(1), default=None,
                    help="cap the cross-request store at N records (oldest requests evicted)")
     p.add_argument("--state-dtype", choices=("fp16", "int8", "pq"), default="fp16",
                    help="how the store keeps hidden states")
@@ -101,16 +130,20 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("trace", help="decode requests and save per-cycle traces (JSONL)")
     _common(p, default_max=64)
-    p.add_argument("--methods", default="goose,oilbird")
-    p.add_argument("--out", required=True)
+    p.add_argument("--methods", default="goose,oilbird",
+                   help="comma-separated tree methods (presets or suffix-arctic), each with optional "
+                        "tree variants after colons, e.g. goose,oilbird:expected")
+    p.add_argument("--out", required=True, help="the JSONL file to write")
     p.add_argument("--diagnose", action="store_true", help="attach per-position gap labels")
     _tree_options(p)
 
     p = sub.add_parser("decode", help="decode one prompt and audit it against greedy")
     p.add_argument("prompt")
-    p.add_argument("--method", default="oilbird")
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--model", default=None)
+    p.add_argument("--method", default="oilbird",
+                   help="a preset (oilbird, goose, pld, suffix, ...; see oilbird/presets.py), optionally "
+                        "with tree variants after colons, e.g. oilbird:expected")
+    p.add_argument("--max-new-tokens", type=_at_least(1), default=64)
+    p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
 
     p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
     _common(p)

@@ -66,6 +66,23 @@ def _split(name: str) -> tuple[str, dict]:
     return base, dict(TREE_VARIANTS[v] for v in variants)
 
 
+def parse_methods(text: str, traced: bool = False) -> list[str]:
+    """``"ar,goose, oilbird:expected"`` -> the method names, checked before any model loads:
+    each one known, its variants valid, and with ``traced`` a tree method (the only ones with
+    cycles to trace). Raises ValueError with the choices."""
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    if not methods:
+        raise ValueError(f"no method given; choose from {', '.join(known_methods())}")
+    for m in methods:
+        base, _ = _split(m)                    # a bad variant raises here
+        if base not in known_methods():
+            raise ValueError(f"unknown method '{m}'; choose from {', '.join(known_methods())}")
+        if traced and not _is_tree_method(base):
+            raise ValueError(f"'{m}' drafts no tree, so it has no cycles to trace; trace one of "
+                             f"{', '.join(list(PRESETS) + ['suffix-arctic'])}")
+    return methods
+
+
 @dataclass
 class MethodStats:
     """Running totals for one method over a run."""
@@ -289,7 +306,10 @@ def tree_config(args) -> TreeConfig:
     """The tree of ``--budget`` / ``--semantic-budget`` / ``--tree-size`` / ``--fill`` (defaults
     where not given)."""
     size = getattr(args, "tree_size", None)
-    return TreeConfig(**{k: v for k, v in (("budget", args.budget), ("semantic_budget", args.semantic_budget),
+    semantic = args.semantic_budget
+    if semantic is None and args.budget is not None:   # a small --budget shrinks the default reserve
+        semantic = min(TreeConfig.semantic_budget, max(0, args.budget - 1))
+    return TreeConfig(**{k: v for k, v in (("budget", args.budget), ("semantic_budget", semantic),
                                            ("cost_aware", None if size is None else size == "cost-aware"),
                                            ("fill", getattr(args, "fill", None)))
                          if v is not None})
@@ -297,13 +317,15 @@ def tree_config(args) -> TreeConfig:
 
 def main(args) -> int:
     from .model import load_model
+    methods = parse_methods(args.methods)
+    tree = tree_config(args)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; bench writes a folder (results.json, CSV, figures)")
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
     verifier = Verifier(lm)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    tree = tree_config(args)
     store_kwargs = {"state_dtype": args.state_dtype, "index_type": args.store_index}
     if args.store_capacity:
         store_kwargs["max_records"] = args.store_capacity

@@ -29,17 +29,16 @@ import numpy as np
 
 from .drafter import Drafter
 from .model import LoadedModel
+from .requests import PromptError  # noqa: F401  (raised here; importable from here too)
 from .store import Store
 from .trace import BONUS, CycleTrace, Neighbour, RequestTrace
 from .tree import DraftTree, greedy_accept
 from .verifier import Verifier
 
 
-class PromptError(ValueError):
-    """The prompt is empty or too long for the model."""
-
-
 def check_prompt(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> None:
+    if max_new_tokens < 1:
+        raise PromptError(f"max_new_tokens must be at least 1, not {max_new_tokens}.")
     if not ids:
         raise PromptError("The prompt is empty: give a request with some text.")
     limit = int(getattr(lm.model.config, "max_position_embeddings", 0) or 0)

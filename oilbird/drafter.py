@@ -63,6 +63,15 @@ class TreeConfig:
     # no reservation
     fill: str = "reserved"
 
+    def __post_init__(self):
+        if self.budget < 1:
+            raise ValueError(f"budget must be >= 1 (the root), not {self.budget}")
+        if not 0 <= self.semantic_budget < self.budget:
+            raise ValueError(f"semantic_budget must be 0 to budget - 1 = {self.budget - 1} (the root is "
+                             f"not drafted), not {self.semantic_budget}")
+        if self.fill not in ("reserved", "expected"):
+            raise ValueError(f"fill must be 'reserved' or 'expected', not {self.fill!r}")
+
 
 @dataclass
 class DraftInfo:
@@ -169,9 +178,7 @@ class Drafter:
     """Builds one merged tree per cycle from its sources and feeds them the verdict."""
 
     def __init__(self, sources: list[DraftSource], config: TreeConfig | None = None):
-        self.cfg = config or TreeConfig()
-        if self.cfg.budget < 1:
-            raise ValueError("budget must be >= 1 (the root)")
+        self.cfg = config or TreeConfig()       # validated by TreeConfig itself
         self.sources = sources
         by = {s.name: s for s in sources}
         self.spine_sources = [by[n] for n in ("suffix", "pld") if n in by]
@@ -179,8 +186,6 @@ class Drafter:
         self.branch_sources = [by[n] for n in ("recycling",) if n in by]
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
-        if self.cfg.fill not in ("reserved", "expected"):
-            raise ValueError(f"fill must be 'reserved' or 'expected', not {self.cfg.fill!r}")
         self.sizer = TreeSizer() if self.cfg.cost_aware else None
         # what a node is worth (fill="expected"), learned from every verdict; the sizer's when on
         self.rates = self.sizer or (AcceptanceRates(score_bins=SCORE_BINS) if self.cfg.fill == "expected" else None)

@@ -23,6 +23,10 @@ class DataError(ValueError):
     """A data set could not be read. The message names the path and the problem."""
 
 
+class PromptError(ValueError):
+    """The prompt is empty or too long for the model."""
+
+
 @dataclass
 class Request:
     """One chat request. ``reference`` is the data set's gold answer when it has one."""
@@ -175,7 +179,12 @@ def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, ski
 
 
 def encode(tokenizer, request: Request) -> list[int]:
-    """Token ids of the request under the model's chat template (generation prompt added)."""
+    """Token ids of the request under the model's chat template (generation prompt added).
+
+    A request whose messages hold no text is refused here: the chat template alone would
+    still give the model tokens to answer, and it would answer a question nobody asked."""
+    if not any(str(m.get("content") or "").strip() for m in request.messages):
+        raise PromptError(f"request '{request.id}': the prompt is empty: give a request with some text.")
     if getattr(tokenizer, "chat_template", None):
         ids = tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, tokenize=True)
         if isinstance(ids, dict) or hasattr(ids, "keys"):

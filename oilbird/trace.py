@@ -13,6 +13,8 @@ never needs the tokenizer.
 from __future__ import annotations
 
 import json
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
@@ -113,12 +115,71 @@ def _cycle_to_dict(c: CycleTrace) -> dict:
 def _cycle_from_dict(d: dict) -> CycleTrace:
     d = dict(d)
     d.pop("kind", None)
-    d["neighbours"] = [Neighbour(**n) for n in d.get("neighbours", [])]
+    nbs = d.get("neighbours", [])
+    if not isinstance(nbs, list) or not all(isinstance(n, dict) for n in nbs):
+        raise TraceError("field 'neighbours' is not a list of objects")
+    d["neighbours"] = [Neighbour(**n) for n in nbs]
     names = {f.name for f in fields(CycleTrace)}
     unknown = set(d) - names
     if unknown:
         raise TraceError(f"unknown cycle fields {sorted(unknown)}")
     return CycleTrace(**d)
+
+
+def _conforms(value, tp) -> bool:
+    """Does a JSON value have the annotated type ``tp`` (int, float, str, bool, list[X],
+    dict[K, V], X | None, Neighbour)? An int passes for a float."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, a) for a in args)
+    if tp is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(_conforms(v, args[0]) for v in value)
+    if origin is dict or tp is dict:
+        return isinstance(value, dict) and (not args or all(_conforms(k, args[0]) and _conforms(v, args[1])
+                                                            for k, v in value.items()))
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _check_types(obj) -> None:
+    for name, tp in typing.get_type_hints(type(obj)).items():
+        if not _conforms(getattr(obj, name), tp):
+            raise TraceError(f"field '{name}' is {getattr(obj, name)!r:.60}, not {tp}")
+
+
+def _check_cycle(c: CycleTrace) -> None:
+    """Field types, and a tree the views can draw: per-node lists of one length, node 0 the
+    root (parent -1), every other parent an earlier node, accepted nodes inside the tree."""
+    _check_types(c)
+    for nb in c.neighbours:
+        _check_types(nb)
+    n = len(c.tokens)
+    per_node = ("token_text", "parents", "depths", "sources", "scores", "argmax", "argmax_text")
+    short = [k for k in per_node if len(getattr(c, k)) != n]
+    if short:
+        raise TraceError(f"cycle {c.cycle}: {', '.join(short)} not one entry per tree node ({n})")
+    if n and c.parents[0] != -1:
+        raise TraceError(f"cycle {c.cycle}: node 0 must be the root (parent -1)")
+    bad = next((i for i in range(1, n) if not 0 <= c.parents[i] < i), None)
+    if bad is not None:
+        raise TraceError(f"cycle {c.cycle}: node {bad} has parent {c.parents[bad]}, not an earlier node")
+    if any(not 0 <= i < n for i in c.accepted):
+        raise TraceError(f"cycle {c.cycle}: accepted nodes {c.accepted} outside the {n}-node tree")
+    if not len(c.committed) == len(c.committed_text) == len(c.committed_sources):
+        raise TraceError(f"cycle {c.cycle}: committed, committed_text, committed_sources differ in length")
+
+
+def _check_request(r: RequestTrace) -> None:
+    _check_types(r)
+    if len(r.output_text) != len(r.output_ids):
+        raise TraceError("output_text is not one piece per output token")
+    if r.gap_labels is not None and len(r.gap_labels) != len(r.output_ids):
+        raise TraceError("gap_labels is not one label per output token")
 
 
 def request_to_lines(r: RequestTrace) -> list[str]:
@@ -161,10 +222,12 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
                     raise TraceError(f"trace version {d.get('version')!r}, expected {TRACE_VERSION}")
                 d = {k: v for k, v in d.items() if k not in ("kind", "version")}
                 out.append(RequestTrace(**d))
+                _check_request(out[-1])
             else:
                 if not out:
                     raise TraceError("cycle line before any request line")
                 c = _cycle_from_dict(d)
+                _check_cycle(c)
                 if c.request_id != out[-1].request_id:
                     raise TraceError(f"cycle of request {c.request_id!r} under {out[-1].request_id!r}")
                 out[-1].cycles.append(c)
@@ -174,6 +237,11 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
             raise TraceError(f"{origin}:{no}: wrong fields ({exc})") from None
     if not out:
         raise TraceError(f"{origin}: no request records")
+    for r in out:     # the cycles must add up to the output: every view counts on it
+        if [t for c in r.cycles for t in c.committed] != r.output_ids:
+            raise TraceError(f"{origin}: request {r.request_id!r} ({r.method}): its cycles commit "
+                             f"{sum(len(c.committed) for c in r.cycles)} tokens, not its "
+                             f"{len(r.output_ids)} output tokens")
     return out
 
 

@@ -1,0 +1,115 @@
+"""Bad input gives one clear error before any model loads; corrupt trace records are refused
+with the line that broke them. No model here: every case fails before one would load."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+from wb_traces import all_requests
+
+from oilbird.__main__ import main
+from oilbird.bench import parse_methods, tree_config
+from oilbird.drafter import TreeConfig
+from oilbird.requests import PromptError, Request, encode
+from oilbird.trace import TraceError, load_traces, save_traces
+
+
+def _fails(argv, capsys, message):
+    """``python -m oilbird ARGV`` exits 2 (argparse or our handler) and says ``message``."""
+    try:
+        rc = main(argv)
+    except SystemExit as exc:          # argparse's own errors
+        rc = exc.code
+    assert rc == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["trace", "--methods", "ar", "--out", "x.jsonl"], "'ar' drafts no tree"),
+    (["trace", "--methods", "goose,hf-pld", "--out", "x.jsonl"], "'hf-pld' drafts no tree"),
+    (["trace", "--methods", " , ", "--out", "x.jsonl"], "no method given"),
+    (["bench", "--methods", ""], "no method given"),
+    (["bench", "--methods", "goose,nope"], "unknown method 'nope'"),
+    (["bench", "--methods", "oilbird:bogus"], "tree variant 'bogus'"),
+    (["bench", "--max-new-tokens", "0"], "must be at least 1, not 0"),
+    (["bench", "--skip", "-1"], "must be at least 0, not -1"),
+    (["bench", "--store-capacity", "0"], "must be at least 1, not 0"),
+    (["bench", "--budget", "ten"], "'ten' is not a whole number"),
+    (["bench", "--methods", "goose", "--semantic-budget", "12"], "semantic_budget must be 0 to budget - 1 = 11"),
+    (["decode", "", "--max-new-tokens", "4"], "the prompt is empty"),
+    (["decode", "   "], "the prompt is empty"),
+    (["decode", "hi", "--method", "ar"], "unknown method 'ar'"),
+    (["decode", "hi", "--method", "oilbird:bogus"], "tree variant 'bogus'"),
+    (["decode", "hi", "--max-new-tokens", "-3"], "must be at least 1, not -3"),
+])
+def test_bad_arguments_fail_before_the_model_loads(argv, message, capsys, monkeypatch):
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    _fails(argv, capsys, message)
+
+
+def test_out_of_the_wrong_kind(tmp_path, capsys, monkeypatch):
+    """trace writes a file, bench a folder: the other kind is refused up front, not after decoding."""
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    _fails(["trace", "--methods", "goose", "--out", str(tmp_path)], capsys, "is a folder")
+    f = tmp_path / "results.jsonl"
+    f.write_text("x")
+    _fails(["bench", "--methods", "goose", "--out", str(f)], capsys, "is a file")
+    assert f.read_text() == "x"                           # nothing already stored is lost
+
+
+def test_methods_and_tree_options_parse():
+    assert parse_methods(" ar, oilbird:expected ,goose") == ["ar", "oilbird:expected", "goose"]
+    assert parse_methods("suffix-arctic:cost-aware", traced=True) == ["suffix-arctic:cost-aware"]
+    ns = dict(semantic_budget=None, tree_size=None, fill=None)
+    # a small --budget shrinks the default reserve instead of failing on a flag not given
+    assert tree_config(argparse.Namespace(budget=2, **ns)).semantic_budget == 1
+    assert tree_config(argparse.Namespace(budget=1, **ns)).semantic_budget == 0
+    assert tree_config(argparse.Namespace(budget=None, **ns)) == TreeConfig()
+    for bad in (dict(budget=0), dict(semantic_budget=-1), dict(budget=4, semantic_budget=4), dict(fill="both")):
+        with pytest.raises(ValueError):
+            TreeConfig(**bad)
+
+
+def test_an_empty_request_is_refused_before_tokenizing():
+    for content in ("", "  \n", None):
+        with pytest.raises(PromptError, match="'r': the prompt is empty"):
+            encode(None, Request("r", [{"role": "system", "content": "  "}, {"role": "user", "content": content}]))
+
+
+def _corrupt(tmp_path, line_no: int, change) -> str:
+    """The hand-built traces with line ``line_no`` (1-based) changed; the loader's message."""
+    path = save_traces(all_requests(), tmp_path / "t.jsonl")
+    lines = path.read_text().splitlines()
+    d = json.loads(lines[line_no - 1])
+    change(d)
+    lines[line_no - 1] = json.dumps(d)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TraceError) as exc:
+        load_traces(path)
+    return str(exc.value)
+
+
+# line 1: request r1 (oilbird); line 3: its cycle 1, the 5-node tree of tests/wb_traces.py
+@pytest.mark.parametrize("line, change, message", [
+    (1, lambda d: d.update(gap_labels=[None] * 5), ":1: field 'gap_labels'"),
+    (1, lambda d: d.update(output_text=["Hi"]), ":1: output_text is not one piece per output token"),
+    (1, lambda d: d.update(output_ids=[10, 11, 12, 99], output_text=["Hi", " there", "\n", "!!"], gap_labels=None),
+     "its cycles commit 5 tokens, not its 4"),
+    (3, lambda d: d.update(tokens="abc"), ":3: field 'tokens' is 'abc'"),
+    (3, lambda d: d.update(accepted=None), ":3: field 'accepted'"),
+    (3, lambda d: d["parents"].__setitem__(4, 15), ":3: cycle 1: node 4 has parent 15"),
+    (3, lambda d: d["parents"].__setitem__(3, -1), ":3: cycle 1: node 3 has parent -1"),
+    (3, lambda d: d.update(depths=[0, 1]), ":3: cycle 1: depths not one entry per tree node (5)"),
+    (3, lambda d: d.update(accepted=[0, 1, 7]), ":3: cycle 1: accepted nodes [0, 1, 7] outside"),
+    (3, lambda d: d["neighbours"][0].update(similarity="high"), ":3: field 'similarity'"),
+    (3, lambda d: d.update(neighbours=[3]), ":3: field 'neighbours' is not a list of objects"),
+])
+def test_trace_records_of_the_wrong_shape_are_refused(tmp_path, line, change, message):
+    assert message in _corrupt(tmp_path, line, change)
+
+
+def test_hand_built_traces_load_unchanged(tmp_path):
+    assert load_traces(save_traces(all_requests(), tmp_path / "t.jsonl")) == all_requests()
