@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from wb_traces import all_requests, request_oilbird
+from wb_traces import all_requests, request_oilbird, request_other
 
 from oilbird.trace import load_traces, save_traces
 from workbench import measure
@@ -116,6 +119,7 @@ def test_corrupt_trace_file_shows_error(client, tmp_path):
     bad.write_text('{"kind": "request", "version": 1, "request_id": "x"\nnot json\n')
     out = client.predict(handle_file(str(bad)), api_name="/load_traces")
     assert "Not a usable trace file" in out[6] and "bad.jsonl:1" in out[6]
+    assert not re.search(r"[/\\]bad\.jsonl", out[6])                       # the user's name, not gradio's path
     counter, *_ = client.predict(api_name="/next")                         # still usable
     assert cycle_of(counter) == 2
 
@@ -174,6 +178,101 @@ def test_static_export_error_is_clear(monkeypatch, tmp_path):
     monkeypatch.setattr(pio, "write_images", broken)
     with pytest.raises(export.ExportError, match="HTML export works"):
         export.export_figures({"tree": figures.tree_figure(request_oilbird().cycles[1])}, tmp_path, "png")
+
+
+# -- the app's functions called in this process (no server): failures forced by monkeypatch ----
+@pytest.fixture(scope="module")
+def app_fns(tmp_path_factory):
+    """The app's event functions by API name, over the hand-built traces and a stand-in model."""
+    from workbench.session import Catalogue, Data, ModelHolder
+    from workbench.ui import build_app
+
+    class Loaded(ModelHolder):
+        def get(self, progress=None):
+            return object()
+    tmp = tmp_path_factory.mktemp("fns")
+    data = tmp / "requests.jsonl"
+    data.write_text(json.dumps({"id": "r1", "prompt": "say hi"}) + "\n")
+    cat, data = Catalogue.load(save_traces(all_requests(), tmp / "traces.jsonl")), Data.load(str(data))
+    demo = build_app(cat, data, Loaded(None))
+    return cat, data, {f.api_name: f.fn for f in demo.fns.values()}
+
+
+@pytest.fixture
+def session(app_fns):
+    from workbench.session import new_session
+    return new_session(*app_fns[:2])
+
+
+def test_upload_is_all_or_nothing(app_fns, session, monkeypatch, tmp_path):
+    """A file whose traces load but do not draw leaves the session as it was, and says why."""
+    from workbench import figures
+    draw = figures.gap_strip_html
+
+    def broken(request, *a, **k):
+        if request.request_id == "bad":
+            raise TypeError("unhashable type: 'list'")
+        return draw(request, *a, **k)
+    monkeypatch.setattr(figures, "gap_strip_html", broken)
+    path = save_traces([request_other("fine"), request_other("bad")], tmp_path / "mine.jsonl")
+    before = {**session, "extra": dict(session["extra"])}
+    with pytest.warns(UserWarning, match="Not a usable trace file"):     # gradio's pop-up, outside a browser
+        out = app_fns[2]["load_traces"](session, str(path))
+    st, error = out[0], out[7]
+    assert "mine.jsonl" in error and "request 'bad'" in error and "unhashable" in error
+    assert {k: st[k] for k in before} == before and st["extra"] == {}    # not even "fine" was added
+    counter = app_fns[2]["next"](st)[1]
+    assert "r1 · oilbird" in counter and cycle_of(counter) == 2           # navigation still works
+
+
+def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monkeypatch):
+    from workbench import figures
+
+    def broken(*a, **k):
+        raise KeyError("boom")
+    monkeypatch.setattr(figures, "tree_spec", broken)
+    with pytest.warns(UserWarning, match="cannot be drawn"):
+        out = app_fns[2]["next"](session)
+    assert "cannot be drawn" in out[7] and "boom" in out[7]
+    with pytest.warns(UserWarning, match="Nothing exported"):
+        files, error = app_fns[2]["export_figures"](out[0], "html", progress=lambda *a, **k: None)
+    assert files == [] and "cannot be drawn" in error and "boom" in error
+    monkeypatch.undo()
+    out = app_fns[2]["prev"](out[0])                                       # drawable again: no error
+    assert cycle_of(out[1]) == 1 and out[7] == ""
+
+
+def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
+    from oilbird.requests import PromptError
+    from workbench import ui
+
+    def too_long(*a, **k):
+        raise PromptError("The prompt has 9031 tokens; it exceeds the model's context of 8192 tokens.")
+    monkeypatch.setattr(ui, "_decode_live", too_long)
+    with pytest.warns(UserWarning, match="cannot be decoded"):
+        out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
+    assert "9031 tokens" in out[7] and out[0]["extra"] == {} and "r1 · oilbird" in out[1]
+
+
+# -- the command line --------------------------------------------------------------------------
+def test_a_taken_port_is_one_clear_line():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "workbench.app", "--port", str(port), "--no-preview"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "--port" in r.stderr and str(port) in r.stderr
+
+
+def test_start_up_problems_are_said_on_the_terminal(tmp_path, capsys):
+    from workbench import app
+    (tmp_path / "garbage.jsonl").write_text("not json\n")
+    cat, data = app.load(tmp_path / "garbage.jsonl", str(tmp_path / "no-such-requests"))
+    err = capsys.readouterr().err
+    assert cat.error and cat.error in err and "garbage.jsonl:1" in err
+    assert data.error and data.error in err
 
 
 @pytest.mark.browser

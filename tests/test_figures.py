@@ -6,12 +6,12 @@ are valid plotly too) or the HTML fragments.
 from __future__ import annotations
 
 import pytest
-from wb_traces import cycle1, request_goose, request_oilbird
+from wb_traces import cycle1, relabel, request_goose, request_oilbird
 
 from oilbird.trace import CycleTrace
 from workbench import figures as F
-from workbench.palette import (ALL_SOURCES, GAP_COLOURS, PRECEDENCE, SOURCE_COLOURS, SOURCE_SYMBOLS,
-                               STATUS_STYLES, primary_source, source_label)
+from workbench.palette import (ALL_SOURCES, DRAFT_SOURCES, GAP_COLOURS, PEER_SOURCES, PRECEDENCE, SOURCE_COLOURS,
+                               SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, primary_source, source_label)
 
 LABELS = ["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]
 
@@ -29,9 +29,12 @@ def legend_names(fig):
 # --------------------------------------------------------------------------- palette
 
 def test_palette_covers_every_source_with_distinct_colour_and_shape():
-    assert set(SOURCE_COLOURS) == set(ALL_SOURCES) == set(SOURCE_SYMBOLS)
-    assert len(set(SOURCE_COLOURS.values())) == len(ALL_SOURCES)
-    assert len(set(SOURCE_SYMBOLS.values())) == len(ALL_SOURCES)
+    keyed = ALL_SOURCES + PEER_SOURCES
+    assert set(SOURCE_COLOURS) == set(keyed) == set(SOURCE_SYMBOLS)
+    assert len(set(SOURCE_COLOURS.values())) == len(keyed)
+    assert len(set(SOURCE_SYMBOLS.values())) == len(keyed)
+    peer = SOURCE_COLOURS["suffix-arctic"]       # a peer's source: its own colour, keyed only where present
+    assert peer != UNKNOWN_COLOUR and peer not in {SOURCE_COLOURS[x] for x in ALL_SOURCES}
 
 
 @pytest.mark.parametrize("sources, expected", [
@@ -127,7 +130,8 @@ def test_text_figure_colours_tokens_by_delivering_source():
     assert f"color:{SOURCE_COLOURS['bonus']}'>Hi" in lines[0]
     assert f"color:{SOURCE_COLOURS['semantic']}'><b><u>·there" in lines[0]   # cycle 1 is emphasised
     assert f"color:{SOURCE_COLOURS['pld']}'><b><u>⏎" in lines[0]
-    assert {source_label(s) for s in PRECEDENCE + ("bonus",)} <= legend_names(fig)
+    assert {source_label(s) for s in DRAFT_SOURCES + ("bonus",)} <= legend_names(fig)
+    assert source_label("suffix-arctic") not in legend_names(fig)   # a peer's source: only where present
 
 
 def test_text_html_marks_sources_and_current_cycle():
@@ -189,6 +193,54 @@ def test_compare_side_by_side_same_request_only():
     b.request_id = "other"
     with pytest.raises(ValueError, match="same request"):
         F.compare_figure(a, b)
+
+
+# --------------------------------------------------------------------------- sources beyond the palette
+
+def test_peer_and_unknown_sources_keep_their_tokens_colour_and_legend():
+    """suffix-arctic has its own colour; a source the palette does not know is grey, but is
+    still counted in every share and named in every legend."""
+    from workbench import lesson as L
+    r = relabel(request_oilbird(), {"pld": "mystery", "semantic": "suffix-arctic"})
+    fig = F.metrics_figure(r)
+    bars = by_meta(fig, "share")
+    share = dict(zip(bars.x, bars.y))
+    assert share["suffix-arctic"] == pytest.approx(0.1) and share["mystery"] == pytest.approx(0.3)
+    assert sum(share.values()) == pytest.approx(1.0)
+    colour = dict(zip(bars.x, bars.marker.color))
+    assert colour["suffix-arctic"] == SOURCE_COLOURS["suffix-arctic"] and colour["mystery"] == UNKNOWN_COLOUR
+
+    cmp = F.compare_figure(r, request_goose())
+    stacks = [t.y for t in cmp.data if t.meta.startswith("oilbird:") and t.meta != "oilbird:strip"]
+    assert [sum(col) for col in zip(*stacks)] == [1, 3, 1]           # every committed token stacked
+    assert {source_label("suffix-arctic"), "mystery"} <= legend_names(cmp)
+
+    tree = F.tree_figure(r.cycles[1])
+    assert by_meta(tree, "mystery").marker.color == UNKNOWN_COLOUR   # node 2
+    assert by_meta(tree, "suffix-arctic").marker.color == SOURCE_COLOURS["suffix-arctic"]
+    assert {"mystery", source_label("suffix-arctic")} <= legend_names(tree)
+    assert "mystery" in legend_names(F.text_figure(r, 1))
+    assert ">mystery</span>" in F.text_html(r, 1).split("wb-legend")[1]
+
+    res = {"methods": {"suffix-arctic": {"tokens": 8, "accepted_by_source": {"suffix-arctic": 3.0, "mystery": 1.0,
+                                                                              "bonus": 4.0}}}}
+    shares = {t.meta: t.y[0] for t in L.source_share_figure(res).data}
+    assert shares["suffix-arctic"] == 3 / 8 and shares["mystery"] == 1 / 8 and sum(shares.values()) == 1
+
+
+# --------------------------------------------------------------------------- no cycles, bad cycle index
+
+def test_a_request_without_cycles_draws_messages():
+    r = request_oilbird(LABELS)
+    r.cycles = []
+    assert "no cycles" in F.counter_html(r, 0)
+    figs = F.cycle_figures(r, 0)
+    assert set(figs) == {"tree", "text", "neighbours", "gap", "metrics"}
+    assert F.NO_CYCLES in figs["tree"].layout.annotations[0].text
+    with pytest.raises(ValueError, match=r"cycle 3 is outside 0\.\.2"):
+        F.cycle_figures(request_oilbird(), 3)
+    with pytest.raises(ValueError, match="outside"):
+        F.counter_html(request_oilbird(), -1)
 
 
 def test_every_cycle_of_every_request_renders():

@@ -286,12 +286,13 @@ def test_notebook_02_steps_through_a_trace_file(tmp_path):
     """The precomputed-trace path: no model, so it runs without the model marker."""
     path = save_traces(W.all_requests(), tmp_path / "traces.jsonl")
     nb = _nb("02_step_through_api_bank.ipynb")
-    set_parameters(nb, DATA="builtin", N_REQUESTS=1, TRACES=str(path))
+    set_parameters(nb, N_REQUESTS=1, TRACES=str(path))                   # DATA: the default (API-Bank)
     execute(nb, timeout=180)
     assert not errors(nb)
     check_offline(nb)
     text = outputs_text(nb)
-    assert "the built-in tool-calling workload" in text and "stepping through 3 precomputed traces" in text
+    assert "Data</b>: the precomputed traces in" in text and "3 traces of 2 requests" in text
+    assert "API-Bank" not in text and "serving the first" not in text       # the data note says what is shown
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     shown = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"]["outputs"]]
     assert sum("application/vnd.plotly.v1+json" in o["data"] for o in shown) == 3   # tree, neighbours, gap

@@ -77,3 +77,14 @@ def request_other(request_id: str = "r2") -> RequestTrace:
 def all_requests() -> list[RequestTrace]:
     return [request_oilbird(gap_labels=["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]),
             request_goose(), request_other()]
+
+
+def relabel(request: RequestTrace, names: dict[str, str]) -> RequestTrace:
+    """``request`` with its draft sources renamed per ``names`` (a peer's or an unknown source's
+    trace, e.g. ``{"pld": "suffix-arctic"}``); the input is left as it was."""
+    def rn(srcs):
+        return [names.get(s, s) for s in srcs]
+    cycles = [CycleTrace(**{**c.__dict__, "sources": [rn(x) for x in c.sources],
+                            "scores": [{names.get(k, k): v for k, v in x.items()} for x in c.scores],
+                            "committed_sources": [rn(x) for x in c.committed_sources]}) for c in request.cycles]
+    return RequestTrace(**{**request.__dict__, "cycles": cycles})

@@ -22,6 +22,9 @@ What lives where:
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
+import sys
 import time
 from pathlib import Path
 
@@ -30,6 +33,30 @@ from .session import LIVE_MAX_NEW_TOKENS, TITLE, Catalogue, Data, ModelHolder, f
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = ROOT / "assets" / "traces" / "builtin.jsonl"
+
+
+def load(traces: str | Path | None, data: str) -> tuple[Catalogue, Data]:
+    """The precomputed traces and the live-run requests; a problem with either is said on the
+    terminal too (the UI banner that shows it clears on the first step)."""
+    cat, requests = Catalogue.load(traces), Data.load(data)
+    for error in (cat.error, requests.error):
+        if error:
+            print(f"workbench: {error}", file=sys.stderr, flush=True)
+    return cat, requests
+
+
+def cannot_serve(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be served, as one line naming the option to change, or None.
+    Checked before the slow start, so a taken port costs half a second, not a traceback."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as gradio binds
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"port {port} is in use on {host}: choose another with --port N"
+            return f"cannot serve on {host}:{port} ({exc.strerror or exc}): check --host and --port"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,8 +72,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not serve the static first-cycle preview while gradio loads")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    cat = Catalogue.load(args.traces)
-    data = Data.load(args.data)
+    why = cannot_serve(args.host, args.port)
+    if why is not None:
+        print(f"workbench: {why}", file=sys.stderr, flush=True)
+        return 1
+    cat, data = load(args.traces, args.data)
     preview = None
     if not args.no_preview:
         st = new_session(cat, data)
@@ -64,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
             preview.close()
     print(f"workbench: {len(cat.traces)} traces from {cat.origin or '-'}; built in {time.perf_counter() - t0:.2f} s",
           flush=True)
-    demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False)
+    try:
+        demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False)
+    except OSError:   # taken since the check above; gradio's own advice names an env variable
+        print(f"workbench: port {args.port} is in use on {args.host}: choose another with --port N",
+              file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

@@ -22,7 +22,9 @@ colours, markers and line styles come from :mod:`workbench.palette`. From a note
     F.metrics_figure(req, cycle=3)
 
 Every legend lists all sources / statuses / labels even when a view has none of them (legend
-entries are carried by data-less traces, ``x=[None]``), so the key never changes between views.
+entries are carried by data-less traces, ``x=[None]``), so the key never changes between views;
+a source the palette does not know gets a grey entry of its own where it appears
+(:func:`~workbench.palette.shown_sources`).
 Tokens are shown with whitespace made visible (:func:`visible`).
 """
 from __future__ import annotations
@@ -37,8 +39,9 @@ import plotly.io as pio
 from oilbird.trace import CycleTrace, RequestTrace
 
 from .palette import (ALL_SOURCES, BONUS, DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_LABELS,
-                      GAP_PATTERNS, MULTI_SOURCE_RING, PRECEDENCE, ROOT, STAGE_COLOURS, STAGE_PATTERNS,
-                      STAGES, STATUS_STYLES, Style, primary_source, source_label, source_symbol)
+                      GAP_PATTERNS, MULTI_SOURCE_RING, PEER_SOURCES, ROOT, STAGE_COLOURS, STAGE_PATTERNS,
+                      STAGES, STATUS_STYLES, Style, primary_source, shown_sources, source_label,
+                      source_symbol)
 
 WHITESPACE = {" ": "·", "\n": "⏎", "\t": "→", "\r": "␍"}
 CURSOR = {"width": 1.5, "dash": "dot", "color": "#D55E00"}   # the selected-cycle marker line
@@ -187,7 +190,7 @@ def accepted_share(request: RequestTrace) -> dict[str, float]:
     The bonus token goes to ``bonus``; a drafted token is split evenly between the sources that
     proposed its node (the rule of ``oilbird.bench``), so the shares add up to 1.
     """
-    credit = {s: 0.0 for s in PRECEDENCE + (BONUS,)}
+    credit = {s: 0.0 for s in shown_sources()}      # any other source is added where it shows up
     n = 0
     for srcs in token_sources(request):
         n += 1
@@ -321,7 +324,10 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "marker": {"color": s.colour(BONUS), "symbol": source_symbol(BONUS), "size": s.node_size + 4,
                        "line": {"width": ls.marker_line, "color": "#111111"}},
             "meta": BONUS})
-    data.extend(_legend_marker(src, s) for src in ALL_SOURCES)
+    # a peer's or an unknown source gets a key entry too: on every cycle of a peer's trace
+    peer = {cycle.method.split(":")[0]} & set(PEER_SOURCES)
+    extra = [x for x in shown_sources(set(groups) | peer) if x not in ALL_SOURCES]
+    data.extend(_legend_marker(src, s) for src in list(ALL_SOURCES) + extra)
 
     head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}"
     notes = []
@@ -360,7 +366,7 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     Traces, in order: one edge trace per status (``meta`` "edges-accepted" / "edges-rejected" /
     "edges-bonus"), the several-sources ring ("multi-source"), one node trace per source present
     (``meta`` = the source; root first), the bonus node ("bonus"), then one legend-only trace per
-    source in :data:`~workbench.palette.ALL_SOURCES`.
+    source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree.
     """
     return figure(tree_spec(cycle, selection, style), style)
 
@@ -410,7 +416,7 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
              "text": ["".join(span(k) for k in ks) for ks in lines], "textposition": "middle right",
              "textfont": {"size": s.font_size + 1}, "hovertext": ["<br>".join(hover(k) for k in ks) for ks in lines],
              "hoverinfo": "text", "showlegend": False, "name": "text", "meta": "text"}]
-    data.extend(_legend_marker(src, s) for src in PRECEDENCE + (BONUS,))
+    data.extend(_legend_marker(src, s) for src in shown_sources(primary_source(x) for x in srcs))
     n_rows = max(1, len(lines))
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"{upto} of {len(request.output_ids)} tokens")
@@ -434,15 +440,18 @@ def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | 
 
 def counter_html(request: RequestTrace, cycle: int) -> str:
     """The cycle counter above the tree: "cycle k / n · request · method · tokens so far"."""
-    c = request.cycles[cycle]
+    c = cycle_at(request, cycle)
     live = " · live run" if request.meta.get("live") else ""
+    if c is None:
+        return (f"<b>no cycles</b> · {html.escape(request.request_id)} · {html.escape(request.method)}{live} · "
+                f"{len(request.output_ids)} tokens · {NO_CYCLES}")
     return (f"<b>cycle {cycle} / {len(request.cycles) - 1}</b> · {html.escape(request.request_id)} · "
             f"{html.escape(request.method)}{live} · {committed_upto(request, cycle)} of "
             f"{len(request.output_ids)} tokens · {len(c.committed)} committed this cycle")
 
 
-TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid", "pld": "solid",
-                "recycling": "dashed", BONUS: "dotted"}
+TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid", "suffix-arctic": "solid",
+                "pld": "solid", "recycling": "dashed", BONUS: "dotted"}
 
 
 def text_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
@@ -469,8 +478,8 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
         if "\n" in piece:
             parts.append("<br>")
     legend = " ".join(
-        f'<span style="color:{s.colour(x)};border-bottom:3px {TEXT_BORDERS[x]} {s.colour(x)}">'
-        f"{html.escape(source_label(x))}</span>" for x in PRECEDENCE + (BONUS,))
+        f'<span style="color:{s.colour(x)};border-bottom:3px {TEXT_BORDERS.get(x, "solid")} {s.colour(x)}">'
+        f"{html.escape(source_label(x))}</span>" for x in shown_sources(primary_source(x) for x in srcs))
     body = "".join(parts) or '<span style="color:#777">(no tokens committed yet)</span>'
     return (f'<div class="wb-text" style="font-family:{s.font_family};line-height:1.9;'
             f'word-break:break-all">{body}</div>'
@@ -658,7 +667,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     per = [len(c.committed) for c in request.cycles]
     cum = list(accumulate(per))
     share = accepted_share(request)
-    order = list(PRECEDENCE) + [BONUS]
+    order = shown_sources(share)
 
     def at(rc):
         return {"xaxis": ref[rc][0], "yaxis": ref[rc][1]}
@@ -728,17 +737,20 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                    for r in (a, b))
     axes, ref = _grid(2, 2, titles, hspace=0.06, vspace=0.2, row_heights=[0.72, 0.28])
     axes["yaxis2"]["matches"] = "y"
-    order = list(PRECEDENCE) + [BONUS]
+    counts: dict[int, dict[str, list[int]]] = {}     # column -> source -> tokens per cycle
+    for col, r in ((1, a), (2, b)):
+        counts[col] = {}
+        for i, c in enumerate(r.cycles):
+            for srcs in c.committed_sources:
+                counts[col].setdefault(primary_source(srcs or [BONUS]), [0] * len(r.cycles))[i] += 1
+    order = shown_sources(set(counts[1]) | set(counts[2]))
     data, shapes = [], []
     for col, r in ((1, a), (2, b)):
         xr, yr = ref[(1, col)]
         cyc = [c.cycle for c in r.cycles]
-        counts = {k: [0] * len(r.cycles) for k in order}
-        for i, c in enumerate(r.cycles):
-            for srcs in c.committed_sources:
-                counts.setdefault(primary_source(srcs or [BONUS]), [0] * len(r.cycles))[i] += 1
         for k in order:
-            data.append({"type": "bar", "x": cyc, "y": counts[k], "name": source_label(k), "legendgroup": k,
+            data.append({"type": "bar", "x": cyc, "y": counts[col].get(k, [0] * len(r.cycles)),
+                         "name": source_label(k), "legendgroup": k,
                          "showlegend": col == 1, "marker": {"color": s.colour(k)}, "meta": f"{r.method}:{k}",
                          "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} from {k}<extra></extra>",
                          "xaxis": xr, "yaxis": yr})
@@ -788,9 +800,29 @@ def message_spec(title: str, text: str, style: Style | None = None) -> dict:
 
 
 
+def cycle_at(request: RequestTrace, cycle: int) -> CycleTrace | None:
+    """``request.cycles[cycle]``, or None for a request without cycle records (drawn as a
+    message, like the other no-data cases). Any other index out of range is a ValueError."""
+    if not request.cycles:
+        return None
+    if not 0 <= cycle < len(request.cycles):
+        raise ValueError(f"cycle {cycle} is outside 0..{len(request.cycles) - 1} for request "
+                         f"{request.request_id!r} ({request.method})")
+    return request.cycles[cycle]
+
+
+NO_CYCLES = "no cycle records in this trace: no draft trees to step through"
+
+
 def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None) -> dict[str, dict]:
     """Every per-request spec for cycle index ``cycle`` (what the app shows), by name."""
-    c = request.cycles[cycle]
+    c = cycle_at(request, cycle)
+    if c is None:
+        head = f"{request.request_id} · {request.method}"
+        return {"tree": message_spec(f"{head} · draft tree", NO_CYCLES, style),
+                "text": message_spec(f"{head} · text", NO_CYCLES, style),
+                "neighbours": message_spec(f"{head} · nearest neighbours", NO_CYCLES, style),
+                "gap": gap_strip_spec(request, None, style), "metrics": metrics_spec(request, None, style)}
     return {"tree": tree_spec(c, style=style), "text": text_spec(request, cycle, style),
             "neighbours": neighbours_spec(c, style=style), "gap": gap_strip_spec(request, cycle, style),
             "metrics": metrics_spec(request, cycle, style)}

@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 from oilbird.trace import BONUS, CycleTrace, Neighbour, RequestTrace
 
 from .palette import (DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_LABELS,
-                      GAP_PATTERNS, PRECEDENCE, Style, source_label)
+                      GAP_PATTERNS, Style, shown_sources, source_label)
 
 LEXICAL = ("pld", "suffix")
 
@@ -397,7 +397,8 @@ def source_share_figure(results: dict, style: Style | None = None) -> go.Figure:
     methods = {m: r for m, r in results["methods"].items() if r.get("accepted_by_source")}
     names = list(methods)
     data = []
-    for src in list(PRECEDENCE) + [BONUS]:
+    seen = {src for r in methods.values() for src in r["accepted_by_source"]}
+    for src in shown_sources(seen):   # a peer's or unknown source too: no token left out
         ys = [methods[m]["accepted_by_source"].get(src, 0.0) / max(1, methods[m].get("tokens", 0))
               for m in names]
         data.append(go.Bar(x=names or [None], y=ys or [None], name=source_label(src), meta=src,

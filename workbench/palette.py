@@ -10,12 +10,16 @@ label its own fill pattern.
 Nodes proposed by several sources (a chain that re-walks nodes another source paid for) are
 coloured by their *most specific* source, in the order of :data:`PRECEDENCE`::
 
-    semantic > rejected > suffix > pld > recycling
+    semantic > rejected > suffix > suffix-arctic > pld > recycling
 
 i.e. the hidden-state key first (the source this workbench exists to show), then the
 rejected-branch pool, then the lexical sources from the most to the least specific match,
 and token adjacency (recycling) last. Such nodes also get a grey ring ("several sources" in
 the legend) and the hover lists every source with its score, so the overlap is never hidden.
+
+``suffix-arctic`` is the source of the published SuffixDecoding peer (:mod:`oilbird.peers`),
+a light cyan beside the suffix index's sky blue. A source this palette does not know is drawn
+in :data:`UNKNOWN_COLOUR` under its own name (:func:`shown_sources`), never dropped.
 """
 from __future__ import annotations
 
@@ -38,15 +42,18 @@ OKABE_ITO = {
 ROOT = "root"
 BONUS = "bonus"
 DRAFT_SOURCES = ("pld", "suffix", "recycling", "semantic", "rejected")
-ALL_SOURCES = DRAFT_SOURCES + (BONUS, ROOT)
+ALL_SOURCES = DRAFT_SOURCES + (BONUS, ROOT)   # in every key, so the key never changes between views
+# sources of the peer decoders (oilbird.peers): coloured, but keyed only in views that hold them
+PEER_SOURCES = ("suffix-arctic",)
 
 # most specific first; see the module docstring
-PRECEDENCE = ("semantic", "rejected", "suffix", "pld", "recycling")
+PRECEDENCE = ("semantic", "rejected", "suffix", "suffix-arctic", "pld", "recycling")
 
 SOURCE_COLOURS = {
     "semantic": OKABE_ITO["vermillion"],
     "rejected": OKABE_ITO["reddish_purple"],
     "suffix": OKABE_ITO["sky_blue"],
+    "suffix-arctic": "#88CCEE",   # Paul Tol's colour-blind-safe cyan: next to, but not, sky blue
     "pld": OKABE_ITO["blue"],
     "recycling": OKABE_ITO["bluish_green"],
     BONUS: OKABE_ITO["orange"],
@@ -58,6 +65,7 @@ SOURCE_SYMBOLS = {
     "semantic": "star",
     "rejected": "pentagon",
     "suffix": "diamond",
+    "suffix-arctic": "diamond-tall",
     "pld": "square",
     "recycling": "triangle-up",
     BONUS: "hexagram",
@@ -68,6 +76,7 @@ SOURCE_LABELS = {
     "semantic": "semantic key",
     "rejected": "rejected-branch pool",
     "suffix": "suffix index",
+    "suffix-arctic": "arctic suffix (peer)",
     "pld": "prompt lookup",
     "recycling": "token recycling",
     BONUS: "bonus (verifier)",
@@ -137,6 +146,21 @@ def primary_source(sources) -> str:
     if BONUS in srcs:
         return BONUS
     return sorted(srcs)[0]
+
+
+def shown_sources(seen=()) -> list[str]:
+    """The sources a key or a share lists: this project's draft sources always (in
+    :data:`PRECEDENCE` order), then the names in ``seen`` that are not among them, a peer's
+    (``suffix-arctic``) or one this palette does not know, then bonus; so no token is dropped.
+
+    >>> shown_sources(["pld", "mystery", "bonus"])[-2:]
+    ['mystery', 'bonus']
+    >>> "suffix-arctic" in shown_sources(["pld"])
+    False
+    """
+    own = [s for s in PRECEDENCE if s in DRAFT_SOURCES]
+    others = {s for s in seen if s not in DRAFT_SOURCES and s not in (BONUS, ROOT)}
+    return own + sorted(others, key=lambda s: (s not in PRECEDENCE, s)) + [BONUS]
 
 
 def source_colour(source: str) -> str:

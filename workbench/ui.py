@@ -23,6 +23,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 from gradio.components.plot import PlotData  # noqa: E402
 
+from oilbird.requests import PromptError  # noqa: E402
 from oilbird.trace import RequestTrace, TraceError, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
@@ -47,17 +48,32 @@ def _plot(spec: dict) -> PlotData:
 
 def render(st: dict, cat: Catalogue, error: str = "", full: bool = False) -> list:
     """What a step redraws (``STEP`` outputs); with ``full``, also the request-level panels
-    (metrics, comparison), which a step leaves alone so the browser redraws less."""
+    (metrics, comparison), which a step leaves alone so the browser redraws less. A trace that
+    loads but cannot be drawn shows as a message and in the error banner, never as a crash."""
+    try:
+        return _render(st, cat, error, full)
+    except Exception as exc:   # noqa: BLE001 - any failure while drawing goes to the banner
+        msg = (f"Request '{st['request']}' with method '{st['method']}' cannot be drawn: "
+               f"{type(exc).__name__}: {exc}")
+        return _no_trace(st, msg, " ".join(x for x in (error, _warn(msg)) if x), full)
+
+
+def _no_trace(st: dict, msg: str, error: str, full: bool) -> list:
+    """The outputs of :func:`render` when there is nothing to draw: ``msg`` in every panel."""
+    empty = _plot(F.message_spec(st["request"], msg))
+    note = f"<p>{html.escape(msg)}</p>"
+    head = f"<b>{html.escape(st['request'])} · {html.escape(st['method'])}</b>: no trace"
+    out = [st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0,
+           empty, note, note, note, error]
+    return out + [empty, empty, ""] if full else out
+
+
+def _render(st: dict, cat: Catalogue, error: str, full: bool) -> list:
     tr = find(st, cat, st["request"], st["method"])
     if tr is None or not tr.cycles:
         msg = (f"No trace of request '{st['request']}' with method '{st['method']}': "
                "press 'Run live' to decode it, or pick another method.")
-        empty = _plot(F.message_spec(st["request"], msg))
-        note = f"<p>{html.escape(msg)}</p>"
-        head = f"<b>{html.escape(st['request'])} · {html.escape(st['method'])}</b>: no trace"
-        out = [st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0,
-               empty, note, note, note, error]
-        return out + [empty, empty, ""] if full else out
+        return _no_trace(st, msg, error, full)
     k = max(0, min(st["cycle"], len(tr.cycles) - 1))
     st["cycle"] = k
     c = tr.cycles[k]
@@ -81,6 +97,21 @@ def render_full(st: dict, cat: Catalogue, error: str = "") -> list:
 def _warn(msg: str) -> str:
     gr.Warning(msg)
     return f"⚠ {msg}"
+
+
+def draw_all(tr: RequestTrace) -> None:
+    """Draw every view of every cycle of ``tr`` the way :func:`render` does, so a trace that
+    loads but cannot be drawn is refused at upload instead of breaking a later step."""
+    where = "metrics"
+    try:
+        for k, c in enumerate(tr.cycles):
+            where = f"cycle {k}"
+            F.counter_html(tr, k), F.spec_json(F.tree_spec(c)), F.text_html(tr, k)
+            F.neighbours_html(c), F.gap_strip_html(tr, k)
+        where = "metrics"
+        F.spec_json(F.metrics_spec(tr)), F.spec_json(F.compare_spec(tr, tr))
+    except Exception as exc:
+        raise ValueError(f"request '{tr.request_id}' ({tr.method}), {where}: {type(exc).__name__}: {exc}") from exc
 
 
 # --------------------------------------------------------------------------- the app
@@ -195,20 +226,28 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         # ---- traces in and out
         def load_file(st, path):
+            """All or nothing: the session takes the file's traces only if every one draws."""
+            nothing = [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
             if not path:
-                return render_full(st, cat, _warn("No file given.")) + [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
+                return render_full(st, cat, _warn("No file given.")) + nothing
+            name = Path(path).name   # the name the user uploaded, not gradio's cache path
             try:
                 traces = load_traces(path)
             except TraceError as exc:
-                return render_full(st, cat, _warn(f"Not a usable trace file: {exc}")) + \
-                    [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
-            for t in traces:
-                st["extra"][(t.request_id, t.method)] = t
-            st.update(request=traces[0].request_id, method=traces[0].method)
-            st["cycle"] = first_cycle(traces[0])
-            return render_full(st, cat) + [gr.Dropdown(choices=request_choices(st, cat, data), value=st["request"]),
-                                      gr.Dropdown(choices=method_choices(st, cat), value=st["method"]),
-                                      gr.Dropdown(choices=method_choices(st, cat), value=st["compare"])]
+                return render_full(st, cat, _warn(f"Not a usable trace file: "
+                                                  f"{str(exc).replace(str(Path(path)), name)}")) + nothing
+            new = {**st, "extra": {**st["extra"], **{(t.request_id, t.method): t for t in traces}},
+                   "request": traces[0].request_id, "method": traces[0].method, "cycle": first_cycle(traces[0])}
+            try:
+                for t in traces:
+                    draw_all(t)
+                out = _render(new, cat, "", full=True)
+            except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
+                return render_full(st, cat, _warn(f"Not a usable trace file: {name}: {exc}")) + nothing
+            st = new
+            return out + [gr.Dropdown(choices=request_choices(st, cat, data), value=st["request"]),
+                          gr.Dropdown(choices=method_choices(st, cat), value=st["method"]),
+                          gr.Dropdown(choices=method_choices(st, cat), value=st["compare"])]
 
         upload.upload(load_file, [state, upload], full + menus, api_name="load_traces")
 
@@ -225,7 +264,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 lm = models.get(progress)
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
                 return render_full(st, cat, _warn(f"The model failed to load: {exc}")) + nothing
-            tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress)
+            try:
+                tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress)
+            except PromptError as exc:   # empty, or too long for the model
+                return render_full(st, cat, _warn(f"Request '{rid}' cannot be decoded: {exc}")) + nothing
             st["extra"][(rid, method)] = tr
             st.update(request=rid, method=method, cycle=first_cycle(tr))
             return render_full(st, cat) + [gr.Dropdown(choices=request_choices(st, cat, data), value=rid),
@@ -240,10 +282,13 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return [], _warn("Nothing to export: no trace selected.")
             progress(0.1, desc=f"exporting {fmt_name}")
             k = min(st["cycle"], len(tr.cycles) - 1)
-            figs = F.cycle_figures(tr, k)
             other = find(st, cat, st["request"], st["compare"])
-            if other is not None:
-                figs["compare"] = F.compare_figure(tr, other, k)
+            try:
+                figs = F.cycle_figures(tr, k)
+                if other is not None:
+                    figs["compare"] = F.compare_figure(tr, other, k)
+            except Exception as exc:   # noqa: BLE001 - a trace that cannot be drawn: say so
+                return [], _warn(f"Nothing exported: the figures cannot be drawn: {type(exc).__name__}: {exc}")
             stem = safe_name(tr.request_id, tr.method, f"cycle{tr.cycles[k].cycle}")
             out_dir = export_dir / safe_name(f"{time.time_ns()}")
             try:
