@@ -266,6 +266,18 @@ def test_a_taken_port_is_one_clear_line():
     assert len(r.stderr.strip().splitlines()) == 1 and "--port" in r.stderr and str(port) in r.stderr
 
 
+def test_a_preview_that_cannot_be_drawn_is_skipped(monkeypatch, capsys, tmp_path):
+    from workbench import app
+    cat, data = app.load(save_traces(all_requests(), tmp_path / "t.jsonl"), "builtin")
+    assert "r1" in app.first_preview(cat, data)
+
+    def broken(*a, **k):
+        raise KeyError("boom")
+    monkeypatch.setattr(app, "preview_html", broken)
+    assert app.first_preview(cat, data) is None
+    assert "no preview of the first cycle (KeyError: 'boom'); starting without it" in capsys.readouterr().err
+
+
 def test_start_up_problems_are_said_on_the_terminal(tmp_path, capsys):
     from workbench import app
     (tmp_path / "garbage.jsonl").write_text("not json\n")

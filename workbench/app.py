@@ -45,6 +45,18 @@ def load(traces: str | Path | None, data: str) -> tuple[Catalogue, Data]:
     return cat, requests
 
 
+def first_preview(cat: Catalogue, data: Data) -> str | None:
+    """The static page of the opening cycle, or None if it cannot be drawn: then the terminal
+    says why and the app starts without it (the app itself shows the problem in its banner)."""
+    st = new_session(cat, data)
+    try:
+        return preview_html(find(st, cat, st["request"], st["method"]), st["cycle"], TITLE)
+    except Exception as exc:   # noqa: BLE001 - a preview is a convenience, never a reason not to start
+        print(f"workbench: no preview of the first cycle ({type(exc).__name__}: {exc}); starting without it",
+              file=sys.stderr, flush=True)
+        return None
+
+
 def cannot_serve(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be served, as one line naming the option to change, or None.
     Checked before the slow start, so a taken port costs half a second, not a traceback."""
@@ -78,10 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     cat, data = load(args.traces, args.data)
     preview = None
-    if not args.no_preview:
-        st = new_session(cat, data)
-        preview = Preview(args.host, args.port, preview_html(find(st, cat, st["request"], st["method"]),
-                                                             st["cycle"], TITLE))
+    page = None if args.no_preview else first_preview(cat, data)
+    if page is not None:
+        preview = Preview(args.host, args.port, page)
         if preview.start():
             print(f"workbench: preview of the first cycle at http://{args.host}:{args.port}/ "
                   f"({time.perf_counter() - t0:.2f} s); the app replaces it when ready", flush=True)
