@@ -92,6 +92,15 @@ class DraftInfo:
             nb["paid"] = [i for i in nb.get("paid", []) if i < n]
 
 
+def _attach(tree: DraftTree, source: str, chain: Chain) -> int:
+    """The node ``chain`` hangs below, checked: a source's bad index is named here, not later
+    as a malformed tree in the verifier."""
+    if not 0 <= chain.attach < len(tree):
+        raise ValueError(f"a {source!r} chain attaches below node {chain.attach}, but the tree has "
+                         f"{len(tree)} nodes (0 = the root)")
+    return chain.attach
+
+
 def add_chain(tree: DraftTree, chain: Chain, source: str, budget: int) -> tuple[list[int], list[int]]:
     """Merge ``chain`` into ``tree`` below ``chain.attach``, paying at most ``budget`` nodes.
 
@@ -103,7 +112,7 @@ def add_chain(tree: DraftTree, chain: Chain, source: str, budget: int) -> tuple[
     D is cut: walked [a, b, c], paid [c].
     """
     walked, paid = [], []
-    node = chain.attach
+    node = _attach(tree, source, chain)
     for tok in chain.tokens:
         nxt = tree.child(node, tok)
         if nxt is None:
@@ -156,8 +165,8 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
             value = probs[node] * rates.rate(rates.cell({name}, depths[node] + 1, chain.score))
             heapq.heappush(heap, (-value, k, node, j))
 
-    for k, (_, chain) in enumerate(chains):
-        offer(k, chain.attach, 0)
+    for k, (name, chain) in enumerate(chains):
+        offer(k, _attach(tree, name, chain), 0)
     while heap and room > 0:
         neg, k, node, j = heapq.heappop(heap)
         name, chain = chains[k]
@@ -174,16 +183,30 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
     return list(zip(walked, paid))
 
 
+# the three passes of a tree, by the ``role`` a source declares (oilbird/sources/base.py)
+ROLES = ("spine", "chains", "branches")
+
+
 class Drafter:
     """Builds one merged tree per cycle from its sources and feeds them the verdict."""
 
     def __init__(self, sources: list[DraftSource], config: TreeConfig | None = None):
         self.cfg = config or TreeConfig()       # validated by TreeConfig itself
         self.sources = sources
-        by = {s.name: s for s in sources}
-        self.spine_sources = [by[n] for n in ("suffix", "pld") if n in by]
-        self.semantic_sources = [by[n] for n in ("semantic", "rejected") if n in by]
-        self.branch_sources = [by[n] for n in ("recycling",) if n in by]
+        names = [s.name for s in sources]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two draft sources named {twice[0]!r}: names must be unique (the trace credits "
+                             f"tokens by name)")
+        roles = {s.name: getattr(s, "role", "spine") for s in sources}
+        bad = next((n for n, r in roles.items() if r not in ROLES), None)
+        if bad:
+            raise ValueError(f"draft source {bad!r} has role {roles[bad]!r}; a role is one of {', '.join(ROLES)} "
+                             f"(see oilbird/sources/base.py)")
+        # each pass asks its sources in the order given (the presets: suffix before pld)
+        self.spine_sources = [s for s in sources if roles[s.name] == "spine"]
+        self.semantic_sources = [s for s in sources if roles[s.name] == "chains"]
+        self.branch_sources = [s for s in sources if roles[s.name] == "branches"]
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
         self.sizer = TreeSizer() if self.cfg.cost_aware else None
@@ -237,13 +260,14 @@ class Drafter:
 
         # 2) semantic chains re-walk the tree from the root, paying only after they diverge
         ctx.lexical_match_len = max(info.lexical_match_len, int(adjacency))
+        ctx.budget = cfg.budget - len(tree) if cfg.fill == "expected" else min(reserved, cfg.budget - len(tree))
         semantic = []
         for s in self.semantic_sources:
             chains = info.chains[s.name] = s.propose(ctx)
             if getattr(s, "muted", False):
                 info.semantic_muted = True
             semantic += [(s.name, c) for c in sorted(chains, key=lambda c: -c.score)]
-            if s.name == "semantic" and not chains and s.last_chains:   # muted: still show what it saw
+            if s.name == "semantic" and not chains and getattr(s, "last_chains", None):   # muted: show what it saw
                 info.neighbours.extend({**c.meta, "walked": [], "paid": []} for c in s.last_chains)
         if cfg.fill == "expected":
             # 2+3) semantic chains and adjacency branches compete node by node

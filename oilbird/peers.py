@@ -85,20 +85,6 @@ def hf_prompt_lookup(lm, ids: list[int], max_new_tokens: int) -> tuple[list[int]
     return out[0, len(ids):].tolist(), fc.calls, fc.first_seconds
 
 
-class SpineDrafter(Drafter):
-    """A :class:`Drafter` whose spine sources are all of its sources, whatever their names.
-
-    The stock drafter routes only sources named ``suffix`` / ``pld`` to the lexical spine; a
-    peer's source (``suffix-arctic``) would otherwise be silently ignored.
-    """
-
-    def __init__(self, sources, config: TreeConfig | None = None):
-        super().__init__(sources, config)
-        self.spine_sources = list(sources)
-        self.semantic_sources = []
-        self.branch_sources = []
-
-
 def make_arctic_decoder(verifier: Verifier, tree: TreeConfig | None = None, trace: bool = False,
                         **arctic_kw) -> SpeculativeDecoder:
     """The ``suffix-arctic`` decoder: arctic's drafts under our tree budget (no store needed).
@@ -109,7 +95,7 @@ def make_arctic_decoder(verifier: Verifier, tree: TreeConfig | None = None, trac
     from .sources.arctic import ArcticConfig, ArcticSuffixSource
     cfg = replace(tree or TreeConfig(), semantic_budget=0)
     src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=cfg.budget - 1, **arctic_kw))
-    return SpeculativeDecoder(verifier, SpineDrafter([src], cfg), store=None, method="suffix-arctic",
+    return SpeculativeDecoder(verifier, Drafter([src], cfg), store=None, method="suffix-arctic",
                               trace=trace)
 
 

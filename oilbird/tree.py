@@ -111,6 +111,12 @@ class DraftTree:
     def __post_init__(self) -> None:
         if len(self.tokens) != len(self.parents):
             raise ValueError(f"{len(self.tokens)} tokens but {len(self.parents)} parents")
+        if self.parents and self.parents[0] != -1:
+            raise ValueError(f"node 0 is the root: its parent must be -1, not {self.parents[0]}")
+        bad = next((i for i in range(1, len(self.parents)) if not 0 <= self.parents[i] < i), None)
+        if bad is not None:
+            raise ValueError(f"node {bad} has parent {self.parents[bad]}; every parent must be an earlier "
+                             f"node (parents precede their children)")
         if not self.sources:
             self.sources = [set() for _ in self.tokens]
         if not self.scores:
@@ -161,10 +167,8 @@ class DraftTree:
         return depths_of(self.parents)
 
     def prefix(self, n: int) -> "DraftTree":
-        """The first ``n`` nodes, same indices. A tree (parents come before their children, as
-        :meth:`add` builds it), so any prefix is a valid smaller tree."""
-        if any(p >= i for i, p in enumerate(self.parents) if i > 0):
-            raise ValueError("a node comes before its parent; prefixes of this tree are not trees")
+        """The first ``n`` nodes, same indices. Parents precede their children (the constructor
+        checks it), so any prefix is a valid smaller tree."""
         n = max(1, min(n, len(self)))
         return DraftTree(list(self.tokens[:n]), list(self.parents[:n]),
                          [set(s) for s in self.sources[:n]], [dict(s) for s in self.scores[:n]])

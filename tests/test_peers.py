@@ -13,7 +13,7 @@ import pytest
 
 from oilbird import peers
 from oilbird.audit import compare, hf_greedy
-from oilbird.drafter import TreeConfig
+from oilbird.drafter import Drafter, TreeConfig
 from oilbird.requests import Request, encode, load_requests
 from oilbird.sources.arctic import ArcticUnavailable, arctic_available, draft_to_chains
 from oilbird.sources.base import DraftContext
@@ -52,7 +52,7 @@ def test_arctic_source_history_and_tree():
     src.end_request("b")
     # request c never saw 7 8 9 in its prompt: the draft comes from b's response
     src.start_request([20, 21, 7, 8], "c")
-    drafter = peers.SpineDrafter([src], TreeConfig(budget=9, semantic_budget=0))
+    drafter = Drafter([src], TreeConfig(budget=9, semantic_budget=0))   # a "spine" source, by default
     raw = src.speculate([20, 21, 7, 8], "c")
     tree, info = drafter.draft([20, 21, 7, 8], 4, "c", None)
     assert sorted(raw.token_ids) == [6, 9]          # after "7 8": 9 once, 6 once

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from oilbird.drafter import Drafter, TreeConfig
-from oilbird.sources.base import DraftContext, Verdict
+from oilbird.sources.base import Chain, DraftContext, DraftSource, Verdict
 from oilbird.sources.prompt_lookup import PromptLookupSource
 from oilbird.sources.recycling import RecyclingSource
 from oilbird.sources.rejected import RejectedPoolSource
@@ -265,12 +265,18 @@ def test_tenant_isolation_secret_never_drafted_for_another_tenant():
 
 
 # -- merged tree -----------------------------------------------------------------------------------------
+# the pass each built-in source declares, so a stub named like one is drafted where it would be
+ROLE_OF = {c.name: c.role for c in (PromptLookupSource, SuffixSource, RecyclingSource, SemanticSource,
+                                    RejectedPoolSource)}
+
+
 class _Fixed:
     """A stub source returning fixed chains."""
     lexical = True
 
     def __init__(self, name, chains):
         self.name, self._chains = name, chains
+        self.role = ROLE_OF.get(name, "spine")
         self.muted = False
 
     def start_request(self, *a):
@@ -412,3 +418,38 @@ def test_expected_fill_lets_a_semantic_chain_take_more_than_the_reservation():
         trees[fill] = sum("semantic" in s for s in tree.sources)
         assert info.neighbours[0]["paid"] == [i for i, s in enumerate(tree.sources) if "semantic" in s]
     assert trees == {"reserved": 2, "expected": 4}
+
+
+# -- a source of one's own: routed by its declared role, checked where it errs -----------------
+
+class _OneChain(DraftSource):
+    """Proposes one fixed chain from the root; remembers the budgets it was offered."""
+
+    def __init__(self, name, tokens, role="spine", attach=0):
+        self.name, self.role, self.tokens, self.attach, self.budgets = name, role, tokens, attach, []
+
+    def propose(self, ctx):
+        self.budgets.append(ctx.budget)
+        return [Chain(list(self.tokens), 1.0, self.attach)]
+
+
+@pytest.mark.parametrize("role, pass_budget", [("spine", 11), ("chains", 2)])
+def test_a_new_source_is_asked_in_the_pass_its_role_names(role, pass_budget):
+    """Any name works: the role, not the name, decides the pass; ctx.budget is that pass's."""
+    mine = _OneChain("oracle", [5, 6, 7], role)
+    tree, info = Drafter([mine], TreeConfig(budget=12, semantic_budget=2)).draft([1, 2, 3], 2, "r", None)
+    assert mine.budgets == [pass_budget]
+    assert info.chains["oracle"] and {"oracle"} in tree.sources
+    assert tree.tokens[1:] == [5, 6, 7][:min(3, pass_budget)]
+
+
+def test_sources_that_cannot_be_routed_or_merged_are_refused():
+    with pytest.raises(ValueError, match="two draft sources named 'pld'"):
+        Drafter([PromptLookupSource(), PromptLookupSource()])
+    with pytest.raises(ValueError, match="role 'extender'; a role is one of spine, chains, branches"):
+        Drafter([_OneChain("x", [5], role="extender")])
+    with pytest.raises(ValueError, match="a 'x' chain attaches below node 4, but the tree has 1 nodes"):
+        Drafter([_OneChain("x", [5], attach=4)]).draft([1, 2, 3], 2, "r", None)
+    for tokens, parents in (([1, 2], [0, 0]), ([1, 2, 3], [-1, 2, 0]), ([1, 2], [-1, -1])):
+        with pytest.raises(ValueError, match="root|earlier node"):
+            DraftTree(tokens=tokens, parents=parents)

@@ -97,8 +97,8 @@ def test_prefix_keeps_indices_and_is_a_tree():
     assert t.prefix(99).tokens == t.tokens and t.prefix(0).tokens == [9]   # clamped to [1, len]
     p.sources[1].add("pld")
     assert t.sources[1] == {"suffix"}                                      # a copy, not a view
-    with pytest.raises(ValueError, match="before its parent"):
-        DraftTree([1, 2, 3], [-1, 2, 0]).prefix(2)
+    with pytest.raises(ValueError, match="node 1 has parent 2; every parent must be an earlier node"):
+        DraftTree([1, 2, 3], [-1, 2, 0])          # so no prefix of a DraftTree can lose a parent
 
 
 def test_sizer_prior_keeps_a_likely_chain():

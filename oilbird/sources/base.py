@@ -9,6 +9,32 @@ Every source lives in a file of its own and implements :class:`DraftSource`:
 * ``start_request(tokens, request_id)`` / ``end_request(...)``: per-request setup and teardown.
 
 A source never touches the model or the KV cache.
+
+**Where its chains go: ``role``.** The drafter (:class:`oilbird.drafter.Drafter`) builds each
+tree in three passes and asks every source in the pass its ``role`` names, in the order the
+sources were given:
+
+* ``"spine"`` (the default): lexical chains from the root, merged first (prompt lookup, the
+  suffix index). Put the length of the context suffix your key matched in ``meta["match_len"]``:
+  the longest one opens the semantic key's gate.
+* ``"chains"``: chains that re-walk the tree from the root after the spine and pay for nodes
+  out of ``TreeConfig.semantic_budget`` (the semantic key, the rejected-branch pool). They are
+  told in ``ctx.lexical_match_len`` how far the lexical keys matched.
+* ``"branches"``: sources that extend the tree built so far (token adjacency) fill the nodes
+  left. ``knows(token)`` says whether their key has a row for the root token, which also
+  opens the semantic key's gate.
+
+``ctx.budget`` is the number of nodes the pass can still pay for. Names must be unique in one
+drafter. The name ``semantic`` is the one the trace's nearest-neighbour records are read from
+(its chains' ``meta`` carry the neighbour: see :mod:`oilbird.sources.semantic`).
+
+To decode with a source of your own, give it to a drafter beside the others::
+
+    from oilbird.decoding import SpeculativeDecoder
+    from oilbird.drafter import Drafter, TreeConfig
+    from oilbird.sources.prompt_lookup import PromptLookupSource
+    dec = SpeculativeDecoder(verifier, Drafter([PromptLookupSource(), MySource()], TreeConfig()))
+    trace = dec.run("r0", ids, 64)        # lossless whatever MySource proposes
 """
 from __future__ import annotations
 
@@ -78,7 +104,8 @@ class DraftSource:
     """Base class; override ``propose`` and, when the source learns, ``update``."""
 
     name = "source"
-    lexical = False   # lexical sources gate the semantic key (it fires only where they matched)
+    role = "spine"    # which pass of the tree asks it: "spine" | "chains" | "branches" (module doc)
+    lexical = False   # its nodes count as lexically reachable in the trace's neighbour records
 
     def start_request(self, tokens: list[int], request_id: str) -> None:
         """A new request begins with prompt ``tokens``."""

@@ -34,6 +34,7 @@ class RecyclingConfig:
 
 class RecyclingSource(DraftSource):
     name = "recycling"
+    role = "branches"
     lexical = True
 
     def __init__(self, vocab_size: int, config: RecyclingConfig | None = None):

@@ -31,6 +31,7 @@ class RejectedConfig:
 
 class RejectedPoolSource(DraftSource):
     name = "rejected"
+    role = "chains"
 
     def __init__(self, dim: int, config: RejectedConfig | None = None):
         self.cfg = config or RejectedConfig()

@@ -44,6 +44,7 @@ def copy_depth(similarity: float, tiers=SemanticConfig.depth_tiers) -> int:
 
 class SemanticSource(DraftSource):
     name = "semantic"
+    role = "chains"
 
     def __init__(self, store: Store, config: SemanticConfig | None = None):
         self.cfg = config or SemanticConfig()
