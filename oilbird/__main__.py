@@ -56,17 +56,12 @@ def _tree_options(p: argparse.ArgumentParser) -> None:
 
 
 def _decode(args) -> int:
-    from dataclasses import replace
-
     from .audit import audit
-    from .bench import _split
-    from .drafter import TreeConfig
     from .model import load_model
-    from .presets import PRESETS, make_decoder
+    from .presets import PRESETS, make_decoder, tree_variants
     from .requests import PromptError, Request, encode
     from .verifier import Verifier
-    base, variants = _split(args.method)          # "oilbird:expected" -> a tree variant
-    if base not in PRESETS:
+    if tree_variants(args.method)[0] not in PRESETS:     # checked before the model loads
         raise ValueError(f"unknown method '{args.method}'; choose from {', '.join(PRESETS)} "
                          f"(a tree variant may follow a colon, e.g. oilbird:expected)")
     if not args.prompt.strip():
@@ -74,8 +69,7 @@ def _decode(args) -> int:
     lm = load_model(args.model)
     req = Request("prompt", [{"role": "user", "content": args.prompt}])
     ids = encode(lm.tokenizer, req)
-    dec = make_decoder(base, Verifier(lm), tree=replace(TreeConfig(), **variants))
-    dec.method = args.method
+    dec = make_decoder(args.method, Verifier(lm))
     tr = dec.run("prompt", ids, args.max_new_tokens)
     print(lm.tokenizer.decode(tr.output_ids))
     res = audit(lm, ids, tr.output_ids, args.max_new_tokens)

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from .audit import compare, hf_greedy
 from .decoding import DecodeResult, autoregressive, check_prompt
 from .drafter import TreeConfig
-from .presets import PRESETS, make_decoder
+from .presets import PRESETS, make_decoder, tree_variants
 from .requests import Request, encode, load_requests
 from .trace import BONUS, RequestTrace, save_traces
 from .verifier import Verifier
@@ -37,10 +37,6 @@ BASELINES = ("ar", "hf-greedy")
 PEERS = ("hf-pld", "suffix-arctic")
 
 
-# a tree method may carry tree variants after colons, e.g. "oilbird:cost-aware" or
-# "oilbird:expected:cost-aware", so one run can compare them on the same requests
-TREE_VARIANTS = {"fixed": ("cost_aware", False), "cost-aware": ("cost_aware", True),
-                 "reserved": ("fill", "reserved"), "expected": ("fill", "expected")}
 
 
 def known_methods() -> list[str]:
@@ -60,10 +56,7 @@ def _split(name: str) -> tuple[str, dict]:
         return base, {}                          # an unknown base is reported as such
     if not _is_tree_method(base):
         raise ValueError(f"'{name}': only tree methods take tree variants")
-    bad = [v for v in variants if v not in TREE_VARIANTS]
-    if bad:
-        raise ValueError(f"'{name}': tree variant '{bad[0]}' is not one of {', '.join(TREE_VARIANTS)}")
-    return base, dict(TREE_VARIANTS[v] for v in variants)
+    return tree_variants(name)
 
 
 def parse_methods(text: str, traced: bool = False) -> list[str]:

@@ -116,7 +116,10 @@ class SpeculativeDecoder:
 
     def cycles(self, request_id: str, ids: list[int], max_new_tokens: int,
                out: RequestTrace | None = None) -> Iterator[CycleTrace]:
-        """Decode one request, yielding a trace per cycle; fills ``out`` when given."""
+        """Decode one request, yielding a trace per cycle; fills ``out`` when given.
+
+        A caller may stop early (``break``, or closing the generator): the request then ends
+        there, with what it committed so far stored, as if it had stopped at that length."""
         check_prompt(self.verifier.lm, ids, max_new_tokens)
         v, drafter, store, tr = self.verifier, self.drafter, self.store, self.trace
         eos = v.lm.eos_token_ids
@@ -129,85 +132,89 @@ class SpeculativeDecoder:
         _, done = _finish(generated, [first], eos, max_new_tokens)
         query_state = pre.states[-1].numpy()
         drafter.start_request(list(ids), request_id)
-        prefix_len = len(ids)
-        c0 = CycleTrace(request_id=request_id, method=self.method, cycle=0, prefix_len=0,
-                        generated_before=0, bonus=first, committed=[first],
-                        committed_text=self._pieces([first]) if tr else [],
-                        committed_sources=[[BONUS]],
-                        timings={"verify": time.perf_counter() - t0})
-        if out is not None:
-            out.cycles.append(c0)
-        yield c0
-
-        cycle = 0
+        # whatever ends the request (its last token, an error, or a caller that stops iterating:
+        # the generator is closed), the store and the sources are told, so the next one starts clean
         n_stored = 0   # generated tokens already handed to the store
-        while not done:
-            cycle += 1
-            context = list(ids) + generated
-            # 2) draft: a tree rooted at the newest committed token
-            t_a = time.perf_counter()
-            tree, info = drafter.draft(context, len(ids), request_id, query_state)
-            t_b = time.perf_counter()
-            # 3) verify: one forward over the whole tree
-            res = v.verify(cache, prefix_len, tree)
-            t_c = time.perf_counter()
-            # 4) commit: greedy walk + bonus; keep only accepted nodes in the cache
-            argmax = res.argmax.tolist()
-            accepted, bonus = greedy_accept(tree.tokens, tree.parents, argmax)
-            Verifier.commit(cache, prefix_len, accepted)
-            new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
-            before = len(generated)
-            appended, done = _finish(generated, new, eos, max_new_tokens)
-            prefix_len += len(accepted)
-            t_d = time.perf_counter()
-            # 5) record: store the states of the tokens this forward committed; sources learn
-            states = res.states.numpy()
-            if store is not None:
-                # the root is generated token (before - 1); accepted node j is token before-1+j
-                for j, node in enumerate(accepted):
-                    pos = before - 1 + j
-                    if pos == n_stored and pos < len(generated):
-                        store.add(request_id, pos, tree.tokens[node], states[node])
-                        n_stored += 1
-            query_state = states[accepted[-1]]
-            drafter.update(tree, res, accepted, bonus, list(ids) + generated, request_id, info,
-                           root_index=len(ids) + before - 1, verify_seconds=t_c - t_b)
-            t_e = time.perf_counter()
-
-            c = CycleTrace(request_id=request_id, method=self.method, cycle=cycle,
-                           prefix_len=prefix_len - len(accepted), generated_before=before,
-                           bonus=bonus, accepted=accepted, committed=appended,
-                           lexical_match_len=info.lexical_match_len,
-                           semantic_muted=info.semantic_muted, drafted=info.drafted,
-                           timings={"draft": t_b - t_a, "verify": t_c - t_b,
-                                    "commit": t_d - t_c, "update": t_e - t_d})
-            node_sources = [sorted(s) for s in tree.sources]
-            c.committed_sources = ([node_sources[i] for i in accepted[1:]] + [[BONUS]])[:len(appended)]
-            # the tree itself is cheap to keep; text, scores and neighbours only when tracing
-            c.tokens = list(tree.tokens)
-            c.parents = list(tree.parents)
-            c.sources = node_sources
-            c.argmax = argmax
-            if tr:
-                c.depths = tree.depths()
-                c.scores = [dict(s) for s in tree.scores]
-                c.token_text = self._pieces(tree.tokens)
-                c.argmax_text = self._pieces(argmax)
-                c.committed_text = self._pieces(appended)
-                c.neighbours = self._neighbours(info, tree, accepted)
+        try:
+            prefix_len = len(ids)
+            c0 = CycleTrace(request_id=request_id, method=self.method, cycle=0, prefix_len=0,
+                            generated_before=0, bonus=first, committed=[first],
+                            committed_text=self._pieces([first]) if tr else [],
+                            committed_sources=[[BONUS]],
+                            timings={"verify": time.perf_counter() - t0})
             if out is not None:
-                out.cycles.append(c)
-            yield c
-        # tokens that never got a state (the final bonus) still join the token stream
-        if store is not None:
-            for pos in range(n_stored, len(generated)):
-                store.add(request_id, pos, generated[pos], None)
-            store.end_request()
-        drafter.end_request(request_id)
-        if out is not None:
-            out.output_ids = list(generated)
-            out.output_text = self._pieces(generated) if tr else []
-            out.meta["seconds"] = time.perf_counter() - t0
+                out.cycles.append(c0)
+            yield c0
+
+            cycle = 0
+            while not done:
+                cycle += 1
+                context = list(ids) + generated
+                # 2) draft: a tree rooted at the newest committed token
+                t_a = time.perf_counter()
+                tree, info = drafter.draft(context, len(ids), request_id, query_state)
+                t_b = time.perf_counter()
+                # 3) verify: one forward over the whole tree
+                res = v.verify(cache, prefix_len, tree)
+                t_c = time.perf_counter()
+                # 4) commit: greedy walk + bonus; keep only accepted nodes in the cache
+                argmax = res.argmax.tolist()
+                accepted, bonus = greedy_accept(tree.tokens, tree.parents, argmax)
+                Verifier.commit(cache, prefix_len, accepted)
+                new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
+                before = len(generated)
+                appended, done = _finish(generated, new, eos, max_new_tokens)
+                prefix_len += len(accepted)
+                t_d = time.perf_counter()
+                # 5) record: store the states of the tokens this forward committed; sources learn
+                states = res.states.numpy()
+                if store is not None:
+                    # the root is generated token (before - 1); accepted node j is token before-1+j
+                    for j, node in enumerate(accepted):
+                        pos = before - 1 + j
+                        if pos == n_stored and pos < len(generated):
+                            store.add(request_id, pos, tree.tokens[node], states[node])
+                            n_stored += 1
+                query_state = states[accepted[-1]]
+                drafter.update(tree, res, accepted, bonus, list(ids) + generated, request_id, info,
+                               root_index=len(ids) + before - 1, verify_seconds=t_c - t_b)
+                t_e = time.perf_counter()
+
+                c = CycleTrace(request_id=request_id, method=self.method, cycle=cycle,
+                               prefix_len=prefix_len - len(accepted), generated_before=before,
+                               bonus=bonus, accepted=accepted, committed=appended,
+                               lexical_match_len=info.lexical_match_len,
+                               semantic_muted=info.semantic_muted, drafted=info.drafted,
+                               timings={"draft": t_b - t_a, "verify": t_c - t_b,
+                                        "commit": t_d - t_c, "update": t_e - t_d})
+                node_sources = [sorted(s) for s in tree.sources]
+                c.committed_sources = ([node_sources[i] for i in accepted[1:]] + [[BONUS]])[:len(appended)]
+                # the tree itself is cheap to keep; text, scores and neighbours only when tracing
+                c.tokens = list(tree.tokens)
+                c.parents = list(tree.parents)
+                c.sources = node_sources
+                c.argmax = argmax
+                if tr:
+                    c.depths = tree.depths()
+                    c.scores = [dict(s) for s in tree.scores]
+                    c.token_text = self._pieces(tree.tokens)
+                    c.argmax_text = self._pieces(argmax)
+                    c.committed_text = self._pieces(appended)
+                    c.neighbours = self._neighbours(info, tree, accepted)
+                if out is not None:
+                    out.cycles.append(c)
+                yield c
+        finally:
+            # tokens that never got a state (the final bonus) still join the token stream
+            if store is not None:
+                for pos in range(n_stored, len(generated)):
+                    store.add(request_id, pos, generated[pos], None)
+                store.end_request()
+            drafter.end_request(request_id)
+            if out is not None:
+                out.output_ids = list(generated)
+                out.output_text = self._pieces(generated) if tr else []
+                out.meta["seconds"] = time.perf_counter() - t0
 
     def _neighbours(self, info, tree: DraftTree, accepted: list[int]) -> list[Neighbour]:
         acc = set(accepted)

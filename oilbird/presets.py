@@ -53,17 +53,37 @@ PRESETS: dict[str, tuple[str, ...]] = {
 }
 
 
+# tree variants a method name may carry after colons, e.g. "oilbird:expected:cost-aware": the
+# TreeConfig fields each one sets (so one bench run can compare them on the same requests)
+TREE_VARIANTS = {"fixed": ("cost_aware", False), "cost-aware": ("cost_aware", True),
+                 "reserved": ("fill", "reserved"), "expected": ("fill", "expected")}
+
+
+def tree_variants(name: str) -> tuple[str, dict]:
+    """``"oilbird:expected:cost-aware"`` -> ("oilbird", {"fill": "expected", "cost_aware": True}):
+    the base name and the :class:`TreeConfig` fields its variants set. A bad variant raises
+    ValueError."""
+    base, *variants = name.split(":")
+    bad = [v for v in variants if v not in TREE_VARIANTS]
+    if bad:
+        raise ValueError(f"'{name}': tree variant '{bad[0]}' is not one of {', '.join(TREE_VARIANTS)}")
+    return base, dict(TREE_VARIANTS[v] for v in variants)
+
+
 def make_decoder(name: str, verifier: Verifier, store: Store | None = None,
                  tree: TreeConfig | None = None, trace: bool = True, tenant: str = "default",
                  store_kwargs: dict | None = None) -> SpeculativeDecoder:
-    """Build the decoder for preset ``name``.
+    """Build the decoder for preset ``name``, optionally with tree variants after colons
+    (``"oilbird:expected"``: :data:`TREE_VARIANTS`), which override ``tree``'s fields.
 
     A fresh store for ``tenant`` is made if none is given, with ``store_kwargs`` (e.g.
     ``max_records``, ``state_dtype``; see :class:`~oilbird.store.Store`).
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown method '{name}'; choose from {', '.join(PRESETS)}")
-    parts = PRESETS[name]
+    base, overrides = tree_variants(name)
+    if base not in PRESETS:
+        raise ValueError(f"unknown method '{name}'; choose from {', '.join(PRESETS)} (a tree variant may "
+                         f"follow a colon, e.g. oilbird:expected)")
+    parts = PRESETS[base]
     lm = verifier.lm
     dim = int(lm.model.config.hidden_size)
     if store is None:
@@ -82,7 +102,7 @@ def make_decoder(name: str, verifier: Verifier, store: Store | None = None,
             sources.append(SemanticSource(store, SemanticConfig(require_lexical=False)))
         elif p == "rejected":
             sources.append(RejectedPoolSource(dim))
-    cfg = tree or TreeConfig()
+    cfg = replace(tree or TreeConfig(), **overrides)
     if not any(p in ("semantic", "semantic-ungated", "rejected") for p in parts):
         cfg = replace(cfg, semantic_budget=0)
     return SpeculativeDecoder(verifier, Drafter(sources, cfg), store=store, method=name, trace=trace)

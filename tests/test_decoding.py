@@ -169,3 +169,59 @@ def test_expected_fill_is_lossless_and_within_budget(tiny_lm, method):
         assert all(len(c.tokens) <= 12 for c in tr.cycles)
         learned = sum(dec.drafter.rates.tested.values())
     assert learned > 0, "the acceptance rates never saw a verdict"
+
+
+def test_stopping_a_request_early_leaves_the_next_one_clean(tiny_lm):
+    """A caller that breaks out of cycles() ends that request there: its committed tokens are
+    stored, and the next request through the same decoder decodes and stores normally."""
+    v = Verifier(tiny_lm)
+    dec = make_decoder("oilbird", v)
+    a, b = _prompts(2)
+    for k, c in enumerate(dec.cycles("r1", a, 40)):
+        if k == 2:
+            committed = c.generated_before + len(c.committed)
+            break
+    assert (len(dec.store), dec.store.n_requests) == (committed, 1)
+    out = dec.run("r2", b, 20)
+    assert out.output_ids == autoregressive(v, b, 20).tokens
+    assert (len(dec.store), dec.store.n_requests) == (committed + len(out.output_ids), 2)
+
+
+def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
+    """The recipe of oilbird/sources/base.py: any name, any proposals, the output is greedy's."""
+    from oilbird.decoding import SpeculativeDecoder
+    from oilbird.drafter import Drafter
+    from oilbird.sources.base import Chain, DraftSource
+    from oilbird.sources.prompt_lookup import PromptLookupSource
+
+    class Oracle(DraftSource):
+        name = "oracle"                     # not a built-in name: routed by its (default) role
+
+        def __init__(self, answer):
+            self.answer = answer
+
+        def propose(self, ctx):
+            done = len(ctx.tokens) - len(ids)
+            return [Chain(self.answer[done:done + 4], 1.0)]
+
+    v = Verifier(tiny_lm)
+    ids = _prompts(1)[0]
+    ref = autoregressive(v, ids, 24).tokens
+    for answer in (ref, [7] * 30):          # right drafts, then wrong ones
+        dec = SpeculativeDecoder(v, Drafter([PromptLookupSource(), Oracle(answer)], TreeConfig()))
+        tr = dec.run("r", ids, 24)
+        assert tr.output_ids == ref
+        delivered = sum("oracle" in s for c in tr.cycles for s in c.committed_sources)
+        assert (delivered > len(ref) // 2) if answer is ref else delivered == 0
+
+
+def test_make_decoder_takes_tree_variants():
+    from oilbird.presets import tree_variants
+    assert tree_variants("oilbird:expected:cost-aware") == ("oilbird", {"fill": "expected", "cost_aware": True})
+    with pytest.raises(ValueError, match="tree variant 'bogus'"):
+        tree_variants("goose:bogus")
+
+
+def test_make_decoder_variant_reaches_the_drafter(tiny_lm):
+    dec = make_decoder("oilbird:expected", Verifier(tiny_lm), tree=TreeConfig(budget=8))
+    assert (dec.drafter.cfg.fill, dec.drafter.cfg.budget, dec.method) == ("expected", 8, "oilbird:expected")
