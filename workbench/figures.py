@@ -537,7 +537,8 @@ def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: St
     first: cosine similarity, the request and position it came from, its context with the
     matched token in brackets, the continuation it proposed, how many of its chain's nodes the
     verifier accepted, and whether a lexical source proposed the same first token (the
-    "lexical key?" column: "no" is what only the semantic key could find).
+    "lexical key?" column: "no" is what no lexical source could propose; the rejected-branch
+    pool still may have).
     ``selection``: a neighbour index (into ``cycle.neighbours``) to highlight."""
     return figure(neighbours_spec(cycle, selection, style), style)
 

@@ -223,7 +223,8 @@ class Find:
 def semantic_finds(request: RequestTrace, only_unreachable: bool = True) -> list[Find]:
     """Neighbours with at least one accepted node on their chain, most accepted first; with
     ``only_unreachable`` only those whose first proposed token no lexical source proposed
-    (``Neighbour.lexical_reachable`` false): what only the semantic key could find."""
+    (``Neighbour.lexical_reachable`` false): what the lexical key could not propose (another
+    non-lexical source, the rejected-branch pool, may still have proposed it)."""
     out = []
     for k, c in enumerate(request.cycles):
         for j, nb in enumerate(c.neighbours):
