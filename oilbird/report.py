@@ -89,7 +89,7 @@ def _bars(results: dict, key: str, title: str, ref: float | None) -> go.Figure:
 def figures(results: dict) -> dict[str, go.Figure]:
     """``{"tau": fig, "speedup": fig}``: bars per method (red = not lossless)."""
     return {"tau": _bars(results, "tau", "tau (tokens per target forward)", 1.0),
-            "speedup": _bars(results, "speedup", "speedup vs ar (tokens/s)", 1.0)}
+            "speedup": _bars(results, "speedup", "speedup vs ar (ratio of tokens/s)", 1.0)}
 
 
 def write_figures(results: dict, out_dir: str | Path, png: bool = True) -> list[Path]:

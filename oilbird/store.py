@@ -614,7 +614,11 @@ class Store:
 
     # -- writing -----------------------------------------------------------------------------
     def add(self, request_id: str, position: int, token: int, state: np.ndarray | None) -> None:
-        """Queue one committed token of the current request (state may be None)."""
+        """Queue one committed token of the current request (state may be None). Records of
+        another request are refused until this one ends, so none are lost in a mix."""
+        if self._pending and self._pending[-1][1] != str(request_id):
+            raise ValueError(f"request {str(request_id)!r} adds records while {self._pending[-1][1]!r} is "
+                             f"still queued: call end_request() first")
         if state is not None:
             s = np.asarray(state, dtype=np.float32).reshape(-1)
             if s.shape[0] != self.dim:
@@ -628,10 +632,10 @@ class Store:
         t0 = time.perf_counter()
         if self._pending:
             pend = sorted(self._pending, key=lambda r: r[2])
-            self._pending = []
             rids = {p[1] for p in pend}
-            if len(rids) > 1:
+            if len(rids) > 1:       # add() refuses this; kept as a guard that loses nothing
                 raise ValueError(f"records of several requests queued at once: {sorted(rids)}")
+            self._pending = []
             start = self.next_record
             n = len(pend)
             stream = self.suffix.add_document([p[0] for p in pend])
@@ -766,13 +770,17 @@ class Store:
         return self._q_stream[q] + (i - self._q_first[q])
 
     def search(self, query: np.ndarray, k: int = 8) -> list[tuple[int, float]]:
-        """Top-k live records by cosine with ``query`` (normalised): [(record, similarity)]."""
+        """Top-k live records by cosine with ``query`` (normalised here if it is not already):
+        [(record, similarity)]."""
         live = self.index.ntotal - self._row_live
         if live <= 0 or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(1, -1)
         if q.shape[1] != self.dim:
             raise ValueError(f"query has {q.shape[1]} dims, the store {self.dim}")
+        norm = float(np.linalg.norm(q))
+        if norm > 0 and abs(norm - 1.0) > 1e-5:     # a unit query (the drafter's) is used as is
+            q = q / norm
         kk = min(int(k), live)
         off = self._row_base if self._is_ivf() else 0
         sel = (faiss.IDSelectorRange(off + self._row_live, off + self.index.ntotal)
@@ -1012,6 +1020,8 @@ class Store:
 
 
 _TENANT_FILE = "tenant-{}.oilstore"
+# the options of a Store that only bound it, so a loaded store may take new values for them
+BOUNDS = ("max_records", "max_bytes", "max_requests", "max_age_s")
 
 
 class StoreRegistry:
@@ -1019,7 +1029,9 @@ class StoreRegistry:
     only ever searches itself, and a saved store only loads back under its own tenant, so no
     call path retrieves one tenant's records for another.
 
-    ``store_kwargs`` (e.g. ``max_records``, ``state_dtype``) apply to every store it creates.
+    ``store_kwargs`` (e.g. ``max_records``, ``state_dtype``) apply to every store it creates;
+    to stores it loads, the bounds among them apply (:data:`BOUNDS`), and a different format
+    is refused (a saved store keeps the format it was written in).
     """
 
     def __init__(self, dim: int, **store_kwargs):
@@ -1043,7 +1055,8 @@ class StoreRegistry:
         return sorted(self._stores)
 
     def drop(self, tenant: str) -> None:
-        """Forget a tenant's store entirely (e.g. on account deletion)."""
+        """Forget a tenant's store entirely (e.g. on account deletion); the next :meth:`save`
+        into a directory also deletes the tenant's file there."""
         self._stores.pop(tenant, None)
 
     def expire(self, now: float | None = None) -> int:
@@ -1055,8 +1068,13 @@ class StoreRegistry:
         return Path(directory) / _TENANT_FILE.format(tenant.encode().hex())
 
     def save(self, directory) -> list[Path]:
-        """One file per tenant under ``directory``."""
-        return [s.save(self.file_for(directory, t)) for t, s in sorted(self._stores.items())]
+        """One file per tenant under ``directory``; then the files of tenants no longer in the
+        registry (dropped) are deleted, so a dropped tenant never loads back."""
+        written = [s.save(self.file_for(directory, t)) for t, s in sorted(self._stores.items())]
+        for f in Path(directory).glob(_TENANT_FILE.format("*")):
+            if f not in written:
+                f.unlink()
+        return written
 
     def load_tenant(self, tenant: str, path) -> Store:
         """Replace the tenant's store by the one in ``path``, only if it loads and verifies
@@ -1069,7 +1087,12 @@ class StoreRegistry:
 
     @classmethod
     def load(cls, directory, dim: int, **store_kwargs) -> "StoreRegistry":
-        """Every ``tenant-*.oilstore`` under ``directory``; all must verify or none is used."""
+        """Every ``tenant-*.oilstore`` under ``directory``; all must verify or none is used.
+        Bounds in ``store_kwargs`` (e.g. a new ``max_records``) apply to the loaded stores at
+        once; a format option that differs from a saved store's raises StoreError."""
+        bad = next((k for k in BOUNDS if (store_kwargs.get(k) or 0) < 0), None)
+        if bad:
+            raise ValueError(f"{bad} must be >= 0")
         reg = cls(dim, **store_kwargs)
         loaded = {}
         for f in sorted(Path(directory).glob(_TENANT_FILE.format("*"))):
@@ -1081,6 +1104,16 @@ class StoreRegistry:
             s = Store.load(f, tenant=tenant)
             if s.dim != dim:
                 raise StoreError(f, f"dim {s.dim} != registry dim {dim}")
+            saved = s.config()
+            other = next((k for k, v in store_kwargs.items() if k not in BOUNDS and k in saved and saved[k] != v), None)
+            if other:
+                raise StoreError(f, f"saved with {other}={saved[other]!r}, asked for {store_kwargs[other]!r}; a "
+                                    f"saved store keeps its format (bounds such as max_records may change)")
             loaded[tenant] = s
+        for s in loaded.values():
+            for k in BOUNDS:
+                if k in store_kwargs:
+                    setattr(s, k, store_kwargs[k])
+            s._enforce()
         reg._stores = loaded
         return reg

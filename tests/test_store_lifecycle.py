@@ -440,6 +440,34 @@ def test_registry_keeps_tenants_apart_through_both_keys_and_files(tmp_path):
         StoreRegistry.load(tmp_path, dim=4)
 
 
+def test_a_dropped_tenant_stays_dropped_and_new_bounds_apply_on_load(tmp_path):
+    reg = StoreRegistry(dim=4)
+    for t in ("alice", "bob"):
+        for r in range(4):
+            fill(reg.get(t), f"{t}{r}", [10 + r] * 10, [unit([1, r, 0, 0])] * 10)
+    reg.save(tmp_path)
+    reg.drop("alice")
+    reg.save(tmp_path)
+    assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["bob"]            # not back from its file
+    back = StoreRegistry.load(tmp_path, dim=4, max_records=25)                  # a smaller capacity now
+    assert len(back.get("bob")) == 20 and back.get("bob").max_records == 25     # oldest request evicted
+    with pytest.raises(StoreError, match="saved with state_dtype='fp16', asked for 'int8'"):
+        StoreRegistry.load(tmp_path, dim=4, state_dtype="int8")
+
+
+def test_records_of_two_requests_are_never_mixed_or_lost():
+    s = Store(dim=4)
+    s.add("p", 0, 5, unit([1, 0, 0, 0]))
+    with pytest.raises(ValueError, match="request 'q' adds records while 'p' is still queued"):
+        s.add("q", 0, 6, unit([0, 1, 0, 0]))
+    s.end_request()
+    assert len(s) == 1 and s.token(0) == 5                     # p's record survived
+    fill(s, "q", [6], [unit([0, 1, 0, 0])])
+    # a raw (not unit) query is normalised: a cosine, at most 1
+    (rec, sim), = s.search(np.array([0, 7.0, 0, 0]), k=1)
+    assert rec == 1 and sim == pytest.approx(1.0, abs=1e-3)
+
+
 def test_decoding_two_tenants_capped_int8_is_lossless_and_isolated(tiny_lm):
     from oilbird.audit import compare
     from oilbird.decoding import autoregressive
