@@ -8,7 +8,8 @@ writes
   ``bonus``): the fraction of the method's committed tokens credited to that source (a drafted
   token proposed by several sources is split evenly, so a row's shares add up to 1). Methods
   without cycle traces (``ar``, ``hf-greedy``, ``hf-pld``) leave overhead and shares empty.
-* ``tau.html`` / ``tau.png`` and ``speedup.html`` / ``speedup.png`` — bars per method. The
+* ``tau.html`` / ``tau.png`` and ``speedup.html`` / ``speedup.png`` — bars per method (the
+  speedup ones only when the run has ``ar``). The
   HTML embeds plotly.js (no CDN: it opens offline). PNG export uses kaleido, which needs a
   Chrome/Chromium (Debian: ``apt-get install chromium``); if it fails, a warning says why and
   the HTML is still written.
@@ -87,9 +88,12 @@ def _bars(results: dict, key: str, title: str, ref: float | None) -> go.Figure:
 
 
 def figures(results: dict) -> dict[str, go.Figure]:
-    """``{"tau": fig, "speedup": fig}``: bars per method (red = not lossless)."""
-    return {"tau": _bars(results, "tau", "tau (tokens per target forward)", 1.0),
-            "speedup": _bars(results, "speedup", "speedup vs ar (ratio of tokens/s)", 1.0)}
+    """``{"tau": fig, "speedup": fig}``: bars per method (red = not lossless); no speedup
+    figure for a run without ``ar``, which has no speedup to draw."""
+    figs = {"tau": _bars(results, "tau", "tau (tokens per target forward)", 1.0)}
+    if any(r.get("speedup") is not None for r in results["methods"].values()):
+        figs["speedup"] = _bars(results, "speedup", "speedup vs ar (ratio of tokens/s)", 1.0)
+    return figs
 
 
 def write_figures(results: dict, out_dir: str | Path, png: bool = True) -> list[Path]:

@@ -170,6 +170,13 @@ def test_report_csv_and_html(tmp_path):
     assert len(html) > 1_000_000 and '"oilbird"' in html and '"hf-pld"' in html
 
 
+def test_report_draws_no_speedup_without_ar():
+    from oilbird.report import figures
+    res = {"methods": {m: {k: v for k, v in r.items() if k != "speedup"} for m, r in RESULTS["methods"].items()
+                       if m != "ar"}}
+    assert set(figures(res)) == {"tau"} and set(figures(RESULTS)) == {"tau", "speedup"}
+
+
 def test_report_png_failure_keeps_html(tmp_path, monkeypatch, capsys):
     import plotly.io as pio
 
