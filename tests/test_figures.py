@@ -150,6 +150,15 @@ def test_neighbours_table_and_empty_state():
     empty = F.neighbours_figure(request_oilbird().cycles[2])
     assert "0 retrieved" in empty.layout.title.text
     assert "no neighbours" in F.neighbours_html(request_oilbird().cycles[2])
+    assert "empty store" in empty.layout.title.text
+
+
+def test_neighbours_on_the_prefill_say_nothing_is_drafted():
+    """Cycle 0 retrieves nothing because nothing is drafted, not for want of a match or a store."""
+    for c in (request_oilbird().cycles[0], request_goose().cycles[0]):
+        title, html = F.neighbours_figure(c).layout.title.text, F.neighbours_html(c)
+        for text in (title, html):
+            assert "cycle 0 is the prefill: nothing is drafted" in text and "empty store" not in text
 
 
 def test_gap_strip_counts_and_empty_note():
@@ -164,6 +173,17 @@ def test_gap_strip_counts_and_empty_note():
     assert "--diagnose" in none.layout.annotations[0].text
     assert "--diagnose" in F.gap_strip_html(request_oilbird(None))
     assert F.gap_strip_html(request_oilbird(LABELS), 1).count("outline:") == 3
+
+
+def test_gap_strip_says_its_labels_describe_the_output_not_the_method():
+    """The labels are one diagnosis of the output: a goose strip's "gap recovered (semantic)"
+    does not mean goose used a semantic key."""
+    goose = request_goose()
+    goose.gap_labels = LABELS
+    for text in (F.gap_strip_figure(goose, 1).layout.title.text, F.gap_strip_html(goose, 1),
+                 F.gap_strip_html(request_oilbird(None))):
+        assert "labels describe the output (the same for every method)" in text
+    assert "not how goose drafted it" in F.gap_strip_figure(goose).layout.title.text
 
 
 # --------------------------------------------------------------------------- metrics, comparison

@@ -108,6 +108,27 @@ def test_notebooks_exist():
     assert ALL == ["01_identifiability_gap.ipynb", "02_step_through_api_bank.ipynb", "03_benchmarks.ipynb"]
 
 
+def _options(command: str) -> dict[str, str]:
+    words = command.split()
+    return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+
+
+def test_notebook_03_example_commands_describe_the_same_requests():
+    """The bench and diagnose commands it suggests must pair up in its copy-oracle table."""
+    text = "\n".join(c.source for c in _nb("03_benchmarks.ipynb").cells if c.cell_type == "markdown")
+    bench, diag = (_options(line) for line in text.splitlines()
+                   if line.startswith(("python -m oilbird bench", "python -m oilbird diagnose")))
+    for opt in ("--data", "--skip", "--limit", "--max-new-tokens", "--out"):
+        assert bench.get(opt) == diag.get(opt), opt
+
+
+def test_notebook_02_says_what_cycle_0_and_the_gap_labels_are():
+    text = " ".join(" ".join(c.source.split()) for c in _nb("02_step_through_api_bank.ipynb").cells
+                    if c.cell_type == "markdown")
+    assert "Cycle 0 is the prefill" in text and "opens on cycle 1" in text
+    assert "labels describe the output, not the method" in text
+
+
 # --------------------------------------------------------------------------- the stepper, as functions
 
 @pytest.fixture
@@ -159,6 +180,43 @@ def test_figures_for_rejects_unknown_view():
     with pytest.raises(StepperError, match="unknown view"):
         figures_for(W.request_oilbird(), 1, views=("tree", "pixels"))
     assert list(figures_for(W.request_oilbird(), 1, views=("text", "metrics"))) == ["text", "metrics"]
+
+
+def test_slider_and_play_stop_at_the_last_real_cycle(stepper):
+    """A prefill-only request has cycle 0 alone: the controls must not offer a cycle 1."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        single = Stepper([W.request_other()])
+        single.widget()
+        w = single._w
+        assert w["cycle"].max == w["play"].max == 0 and w["cycle"].disabled and w["play"].disabled
+        single.step(+1)
+        assert single.cycle == 0 and single.last_error is None
+        stepper.widget()
+        stepper.select("r2")                         # from a request with cycles 0..2 to r2
+        w = stepper._w
+        assert w["cycle"].max == w["play"].max == 0 and w["cycle"].value == 0
+        stepper.select("r1")
+        assert w["cycle"].max == 2 and not w["cycle"].disabled and w["cycle"].value == 1
+
+
+def test_a_trace_without_cycles_draws_messages_in_the_stepper():
+    """As workbench.figures.cycle_figures does: messages, not an error."""
+    from workbench import figures as F
+    r = W.request_oilbird(gap_labels=["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"])
+    r.cycles = []
+    figs = figures_for(r, 0)
+    assert list(figs) == ["tree", "neighbours", "gap"]
+    assert F.NO_CYCLES in figs["tree"].layout.annotations[0].text
+    assert F.NO_CYCLES in figs["neighbours"].layout.annotations[0].text
+    assert list(figures_for(r, 0, views=("text", "metrics"))) == ["text", "metrics"]
+    with pytest.raises(StepperError, match=r"cycle 1 is outside 0\.\.0"):
+        figures_for(r, 1)
+    st = Stepper([r])
+    assert st.cycle == 0 and F.NO_CYCLES in st.describe()
+    st.step(+1)
+    with contextlib.redirect_stdout(io.StringIO()):
+        st.widget()
+    assert st.last_error is None and st._w["cycle"].max == 0 and st._w["out"].outputs
 
 
 def test_empty_stepper_is_an_error():
@@ -280,6 +338,29 @@ def test_lesson_figures():
     assert L.oracle_rows({"n_requests": 2}, res) == []                      # an older diagnosis.json
 
 
+def test_oracle_rows_compare_which_requests_not_only_how_many():
+    """runs/api40-79 (requests 40-79) beside runs/diag-api40 (requests 0-39): 40 requests each."""
+    diag = {"data": "api-bank", "limit": 40, "n_requests": 40, "max_new_tokens": 64,   # no skip: 0
+            "copy_oracle_tau": {"12": 4.48}}
+    res = {"data": "api-bank", "skip": 40, "n_requests": 40, "max_new_tokens": 64, "tree": {"budget": 12},
+           "methods": {"goose": {"tau": 2.1}, "oilbird": {"tau": 2.7}}}
+    rows = L.oracle_rows(diag, res)
+    assert [r["what"] for r in rows[1:]] == ["goose (budget 12)", "oilbird (budget 12)"]
+    assert all("skip 40 vs 0" in r["note"] for r in rows[1:])
+    assert all(r["note"] == "" for r in L.oracle_rows(diag, {**res, "skip": 0})[1:])
+    assert "data builtin vs api-bank" in L.oracle_rows(diag, {**res, "skip": None, "data": "builtin"})[1]["note"]
+    assert L.run_differences({"n_requests": 1}, {"n_requests": 1, "skip": 0}) == []   # files before --skip
+
+
+def test_oracle_rows_label_hf_pld_by_its_chain_not_a_tree_budget():
+    from oilbird.peers import HF_PLD_NUM_TOKENS
+    diag = {"n_requests": 2, "max_new_tokens": 8, "copy_oracle_tau": {"12": 4.48}}
+    res = {"n_requests": 2, "max_new_tokens": 8, "tree": {"budget": 12},
+           "methods": {"hf-greedy": {"tau": 1.0}, "hf-pld": {"tau": 1.9}, "suffix-arctic": {"tau": 2.2}}}
+    assert [r["what"] for r in L.oracle_rows(diag, res)[1:]] == [
+        f"hf-pld (one chain of {HF_PLD_NUM_TOKENS} tokens, no tree)", "suffix-arctic (budget 12)"]
+
+
 # --------------------------------------------------------------------------- executed notebooks
 
 def test_notebook_02_steps_through_a_trace_file(tmp_path):
@@ -292,6 +373,7 @@ def test_notebook_02_steps_through_a_trace_file(tmp_path):
     check_offline(nb)
     text = outputs_text(nb)
     assert "Data</b>: the precomputed traces in" in text and "3 traces of 2 requests" in text
+    assert "DATA, N_REQUESTS, METHODS and MAX_NEW_TOKENS are not used" in text
     assert "API-Bank" not in text and "serving the first" not in text       # the data note says what is shown
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     shown = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"]["outputs"]]
@@ -344,3 +426,25 @@ def test_notebook_03_reads_saved_results(tmp_path):
     check_offline(nb)
     text = outputs_text(nb)
     assert "saved results" in text and "33.3%" in text and "oilbird" in text
+
+
+def test_notebook_03_without_ar_and_with_an_older_diagnosis(tmp_path):
+    """A run without ar has no speedup to chart; a diagnosis.json from before copy_oracle_tau
+    says so instead of dropping the table silently."""
+    results = {"model": "m", "data": "api-bank", "skip": 40, "n_requests": 1, "max_new_tokens": 8, "methods": {
+        "goose": {"tau": 1.5, "tokens_per_s": 12.0, "lossless": True, "n_requests": 1, "tokens": 8,
+                  "accepted_by_source": {"suffix": 2.0, "bonus": 6.0}},
+        "oilbird": {"tau": 2.0, "tokens_per_s": 15.0, "lossless": True, "n_requests": 1, "tokens": 8,
+                    "accepted_by_source": {"semantic": 2.0, "suffix": 2.0, "bonus": 4.0}}}}
+    diag = {"data": "api-bank", "n_requests": 1, "max_new_tokens": 8, "n_positions": 3, "n_gap": 1,
+            "n_recovered": 1, "gap": 1 / 3, "labels": {"r": ["absent", "gap_recovered", "lexical_hit"]}}
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    (tmp_path / "diagnosis.json").write_text(json.dumps(diag))
+    nb = _nb("03_benchmarks.ipynb")
+    set_parameters(nb, RESULTS=str(tmp_path))
+    execute(nb, timeout=180)
+    assert not errors(nb)
+    text = outputs_text(nb)
+    assert "no ar in this run: no speedup chart" in text and "speedup vs ar" not in text
+    assert "tau (tokens per target forward)" in text                 # the tau chart is still drawn
+    assert "predates copy_oracle_tau" in text and "python -m oilbird diagnose" in text

@@ -494,6 +494,15 @@ def _context_html(nb, s: Style) -> str:
     return "".join(parts) or "—"
 
 
+def _no_neighbours_why(cycle: CycleTrace) -> str:
+    """Why a cycle retrieved nothing; on the prefill no lookup runs at all, so the usual
+    reasons would mislead."""
+    if cycle.cycle == 0 and not cycle.tokens:
+        return "cycle 0 is the prefill: nothing is drafted, so nothing is retrieved"
+    return ("semantic source muted by self-calibration" if cycle.semantic_muted else
+            "no lexical match, no semantic source, or an empty store")
+
+
 def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> dict:
     """The nearest-neighbour table of one cycle (see :func:`neighbours_figure`)."""
     s = _style(style)
@@ -524,8 +533,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
     title = (f"nearest neighbours · {html.escape(cycle.request_id)} · {html.escape(cycle.method)} · "
              f"cycle {cycle.cycle}: {len(order)} retrieved")
     if not order:
-        why = ("semantic source muted by self-calibration" if cycle.semantic_muted else
-               "no lexical match, no semantic source, or an empty store")
+        why = _no_neighbours_why(cycle)
         title += f"<br><span style='font-size:{s.font_size - 1}px;color:#777'>({why})</span>"
     layout = _layout(s, title, height=max(190, 120 + 26 * max(1, len(order))),
                      margin={"l": 10, "r": 10, "t": 60, "b": 10})
@@ -562,8 +570,7 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
                     f"<td>{nb.accepted} / {len(nb.walked_nodes) or len(nb.proposed)}</td>"
                     f"<td>{'yes' if nb.lexical_reachable else '<b>no</b>'}</td></tr>")
     if not rows:
-        why = ("semantic source muted by self-calibration" if cycle.semantic_muted else
-               "no lexical match, no semantic source, or an empty store")
+        why = _no_neighbours_why(cycle)
         rows.append(f"<tr><td colspan='7' style='color:#777'>no neighbours this cycle ({why})</td></tr>")
     return (f"<div class='wb-neighbours'><b>nearest neighbours</b> · cycle {cycle.cycle}: {len(order)} retrieved"
             f"<table style='font-size:0.85em;width:100%'><thead><tr>{head}</tr></thead>"
@@ -571,6 +578,9 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
 
 
 # --------------------------------------------------------------------------- gap strip
+
+GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
+
 
 def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
     """The per-token gap labels of one request (see :func:`gap_strip_figure`)."""
@@ -605,9 +615,10 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                            "xref": "x", "yref": "y", "line": {"width": 2.5, "color": "#111111"},
                            "fillcolor": "rgba(0,0,0,0)"})
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
-             f"one cell per output token ({n})")
-    layout = _layout(s, title, height=200, annotations=notes, shapes=shapes, barmode="overlay", bargap=0,
-                     legend={"orientation": "h", "y": -0.3}, margin={"l": 20, "r": 10, "t": 40, "b": 20},
+             f"one cell per output token ({n})<br><span style='font-size:{s.font_size - 1}px;color:#777'>"
+             f"{GAP_SCOPE.format(method=html.escape(request.method))}</span>")
+    layout = _layout(s, title, height=220, annotations=notes, shapes=shapes, barmode="overlay", bargap=0,
+                     legend={"orientation": "h", "y": -0.3}, margin={"l": 20, "r": 10, "t": 60, "b": 20},
                      xaxis={"range": [-0.5, max(n, 1) - 0.5], "showgrid": False},
                      yaxis={"visible": False, "range": [0, 1.15]})
     return {"data": data, "layout": layout}
@@ -616,7 +627,9 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
 def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
     """One cell per output token, coloured and patterned by its diagnosis label (lexical hit /
     gap recovered by the semantic key / gap missed / absent from the pool; counts in the
-    legend). The tokens committed in cycle index ``cycle`` are outlined. Without labels
+    legend). The labels come from one diagnosis of the output, not from the method's drafting,
+    so every method's strip of a request is the same (the title says so). The tokens committed
+    in cycle index ``cycle`` are outlined. Without labels
     (``gap_labels is None``) the strip is empty and says how to get them."""
     return figure(gap_strip_spec(request, cycle, style), style)
 
@@ -632,7 +645,8 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
     index ``cycle`` outlined, and the counts per label."""
     labels = request.gap_labels
     n = len(request.output_ids)
-    head = "<b>gap strip</b> · one cell per output token"
+    head = (f"<b>gap strip</b> · one cell per output token · <span style='color:#777'>"
+            f"{GAP_SCOPE.format(method=html.escape(request.method))}</span>")
     if labels is None:
         key = " ".join(f"<span class='gap-key' style='{_KEY}background:{GAP_COLOURS[g]}'>"
                        f"{GAP_DESCRIPTIONS[g]} (–)</span>" for g in GAP_LABELS)

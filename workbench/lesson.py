@@ -342,26 +342,57 @@ def diagnosis_rows(summary: dict, full: dict | None = None) -> list[dict]:
     return rows
 
 
+RUN_KEYS = ("data", "skip", "n_requests", "max_new_tokens")
+
+
+def run_differences(results: dict, diagnosis: dict) -> list[str]:
+    """How a bench ``results`` dict and a ``diagnosis`` describe different requests or lengths
+    (``"skip 40 vs 0"``, ...; empty when they match). The request count alone does not say
+    which requests: ``--skip`` and ``--data`` do. A missing skip is 0 (files written before
+    ``--skip`` existed).
+
+    >>> run_differences({"data": "api-bank", "skip": 40, "n_requests": 40},
+    ...                 {"data": "api-bank", "n_requests": 40})
+    ['skip 40 vs 0']
+    """
+    out = []
+    for k in RUN_KEYS:
+        a, b = results.get(k), diagnosis.get(k)
+        if k == "skip":
+            a, b = a or 0, b or 0
+        if a != b:
+            out.append(f"{k} {a} vs {b}")
+    return out
+
+
+def method_label(method: str, budget: int | None) -> str:
+    """A method's name with the draft size it ran at: the tree budget, except ``hf-pld``
+    (Hugging Face prompt lookup drafts one chain of a fixed length, no tree)."""
+    if method == "hf-pld":
+        from oilbird.peers import HF_PLD_NUM_TOKENS
+        return f"{method} (one chain of {HF_PLD_NUM_TOKENS} tokens, no tree)"
+    return method if budget is None else f"{method} (budget {budget})"
+
+
 def oracle_rows(diagnosis: dict, results: dict | None = None) -> list[dict]:
     """Measured tau beside the tau a perfect verbatim-copy drafter would reach on the same
     outputs (``copy_oracle_tau`` of diagnosis.json, by tree budget). Rows of dicts
     (``what``, ``tau``, ``note``). Methods of ``results`` are compared only when the two
-    files describe the same run shape (request count and max new tokens); else a note says so.
+    files describe the same requests and length (:func:`run_differences`); else each row's
+    note says how they differ. Empty for a diagnosis.json without ``copy_oracle_tau``.
     """
     rows = [{"what": f"perfect verbatim-copy drafter, {b} nodes", "tau": f"{v:.2f}",
              "note": "upper bound for prompt lookup, suffix and semantic chains"}
             for b, v in (diagnosis.get("copy_oracle_tau") or {}).items() if v is not None]
     if not rows or results is None:
         return rows
-    same = (results.get("n_requests") == diagnosis.get("n_requests")
-            and results.get("max_new_tokens") == diagnosis.get("max_new_tokens"))
+    diff = run_differences(results, diagnosis)
+    note = f"other requests or length than the diagnosis ({', '.join(diff)})" if diff else ""
     budget = (results.get("tree") or {}).get("budget")
     for m, r in results.get("methods", {}).items():
         if m in ("ar", "hf-greedy"):
             continue
-        rows.append({"what": m if budget is None else f"{m} (budget {budget})",
-                     "tau": f"{r['tau']:.2f}",
-                     "note": "" if same else "other requests or length than the diagnosis"})
+        rows.append({"what": method_label(m, budget), "tau": f"{r['tau']:.2f}", "note": note})
     return rows
 
 

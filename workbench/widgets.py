@@ -42,14 +42,28 @@ def first_cycle(request: RequestTrace) -> int:
     return 1 if len(request.cycles) > 1 else 0
 
 
+def last_cycle(request: RequestTrace) -> int:
+    """The last cycle index the slider and Play may reach: 0 for a prefill-only request (and
+    for one without cycle records, drawn as messages), never a cycle that does not exist."""
+    return max(0, len(request.cycles) - 1)
+
+
 def figures_for(request: RequestTrace, cycle: int, views: Iterable[str] = VIEWS,
                 style: Style | None = None) -> dict[str, go.Figure]:
     """The views of cycle index ``cycle`` of ``request``, by name (see :data:`VIEWS`):
     ``tree`` (:func:`~workbench.figures.tree_figure`), ``neighbours``
     (:func:`~workbench.figures.neighbours_figure`), ``gap``
-    (:func:`~workbench.figures.gap_strip_figure`), ``text`` and ``metrics``."""
+    (:func:`~workbench.figures.gap_strip_figure`), ``text`` and ``metrics``. A trace without
+    cycle records has cycle 0 only, drawn as messages (as :func:`~workbench.figures.cycle_figures`)."""
+    names = ("tree", "neighbours", "gap", "text", "metrics")
+    unknown = [v for v in views if v not in names]
+    if unknown:
+        raise StepperError(f"unknown view(s) {unknown}; choose from {', '.join(names)}")
+    if not request.cycles and cycle == 0:
+        specs = F.cycle_specs(request, 0, style)
+        return {v: F.figure(specs[v], style) for v in views}
     if not 0 <= cycle < len(request.cycles):
-        raise StepperError(f"cycle {cycle} is outside 0..{len(request.cycles) - 1} for request "
+        raise StepperError(f"cycle {cycle} is outside 0..{last_cycle(request)} for request "
                            f"{request.request_id!r} ({request.method})")
     c = request.cycles[cycle]
     make = {"tree": lambda: F.tree_figure(c, style=style),
@@ -57,9 +71,6 @@ def figures_for(request: RequestTrace, cycle: int, views: Iterable[str] = VIEWS,
             "gap": lambda: F.gap_strip_figure(request, cycle, style),
             "text": lambda: F.text_figure(request, cycle, style),
             "metrics": lambda: F.metrics_figure(request, cycle, style)}
-    unknown = [v for v in views if v not in make]
-    if unknown:
-        raise StepperError(f"unknown view(s) {unknown}; choose from {', '.join(make)}")
     return {v: make[v]() for v in views}
 
 
@@ -130,12 +141,14 @@ class Stepper:
 
     def step(self, delta: int) -> dict[str, go.Figure]:
         """Move ``delta`` cycles, clamped to the request's cycles (Prev = -1, Next = +1)."""
-        n = len(self.trace(self.request, self.method).cycles)
-        return self.show(cycle=max(0, min(n - 1, self.cycle + delta)))
+        top = last_cycle(self.trace(self.request, self.method))
+        return self.show(cycle=max(0, min(top, self.cycle + delta)))
 
     def describe(self) -> str:
         """One line about the current cycle (what the header shows)."""
         tr = self.trace(self.request, self.method)
+        if not tr.cycles:
+            return f"{self.request} · {self.method} · {F.NO_CYCLES} · {len(tr.output_ids)} tokens"
         c = tr.cycles[self.cycle]
         upto = F.committed_upto(tr, self.cycle)
         return (f"{self.request} · {self.method} · cycle {self.cycle} / {len(tr.cycles) - 1} · "
@@ -148,14 +161,15 @@ class Stepper:
         import ipywidgets as W
         if self._w is None:
             tr = self.trace(self.request, self.method)
-            top = max(1, len(tr.cycles) - 1)
+            top = last_cycle(tr)
             w = {
                 "request": W.Dropdown(options=self.request_ids, value=self.request, description="request"),
                 "method": W.Dropdown(options=self.methods_of(self.request), value=self.method,
                                      description="method"),
                 "cycle": W.IntSlider(value=self.cycle, min=0, max=top, description="cycle",
-                                     continuous_update=False),
-                "play": W.Play(value=self.cycle, min=0, max=top, interval=900, description="play"),
+                                     continuous_update=False, disabled=top == 0),
+                "play": W.Play(value=self.cycle, min=0, max=top, interval=900, description="play",
+                               disabled=top == 0),
                 "prev": W.Button(description="◀ Prev", layout=W.Layout(width="90px")),
                 "next": W.Button(description="Next ▶", layout=W.Layout(width="90px")),
                 "out": W.Output(),
@@ -186,9 +200,9 @@ class Stepper:
             w["request"].value = self.request
             w["method"].options = self.methods_of(self.request)
             w["method"].value = self.method
-            top = max(1, len(tr.cycles) - 1)
-            for key in ("cycle", "play"):
-                w[key].max = top
+            top = last_cycle(tr)
+            for key in ("cycle", "play"):     # a prefill-only request: nothing to step through
+                w[key].max, w[key].disabled = top, top == 0
                 w[key].value = self.cycle
         finally:
             self._syncing = False
