@@ -83,6 +83,10 @@ LABELS = ("lexical_hit", "gap_recovered", "gap_missed", "absent")
 # Paper, section 3 (API-Bank, Llama-3.1-8B). run_available ~ "a 6.8-token verbatim run behind
 # it", run_behind ~ "6.4 matched by the neighbour" (method-notes); semantic_reach_4 ~ "the key
 # below reaches 88% of it" (the 4-token gap).
+# the oracle and the semantic key of the spec: top-8 candidates, suffixes of 16 tokens backing
+# off to 2 (method-notes.md); what diagnosis.json's "settings" records
+K, MAX_SUFFIX, MIN_SUFFIX = 8, 16, 2
+
 PAPER_API_BANK = {"present_2": 0.92, "present_4": 0.80, "oracle_miss": 0.13, "gap": 0.068,
                   "gap_4": 0.052, "semantic_reach": 0.81, "semantic_reach_4": 0.88,
                   "static_reach": 0.23, "run_available": 6.8, "run_behind": 6.4,
@@ -218,10 +222,12 @@ class Pool:
     static reach is not measured (None).
     """
 
-    def __init__(self, dim: int, static_table: np.ndarray | None = None, k: int = 8,
-                 max_suffix: int = 16, min_suffix: int = 2, mode: str = "generated"):
+    def __init__(self, dim: int, static_table: np.ndarray | None = None, k: int = K,
+                 max_suffix: int = MAX_SUFFIX, min_suffix: int = MIN_SUFFIX, mode: str = "generated"):
         if mode not in ("generated", "full"):
             raise ValueError("mode must be 'generated' or 'full'")
+        if max_suffix < 4:   # "present" is looked up in the oracle's table of <= max_suffix-grams
+            raise ValueError(f"max_suffix must be >= 4 (present_4 reads the same table), not {max_suffix}")
         self.dim, self.k, self.max_suffix, self.min_suffix, self.mode = dim, k, max_suffix, min_suffix, mode
         self.stream: list[int] = []          # pool tokens, SEP between documents
         self.table = ContinuationTable(max_suffix)
@@ -558,7 +564,7 @@ def main(args) -> int:
     report = build_report(res, {
         "data": str(args.data), "model": lm.name, "max_new_tokens": args.max_new_tokens,
         "limit": args.limit, "skip": args.skip,
-        "settings": {"k": 8, "max_suffix": 16, "min_suffix": 2, "state_layer": lm.state_layer,
+        "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX, "state_layer": lm.state_layer,
                      "num_layers": lm.num_layers}})
     (out / "diagnosis.json").write_text(json.dumps(report))
     print(format_table(report, report.get("pool_full")))

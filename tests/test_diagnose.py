@@ -233,3 +233,12 @@ def test_supplied_outputs_used_only_when_they_are_greedy(tiny_lm):
     res = diagnose_requests(reqs, tiny_lm, 8, outputs=bogus, progress=False)
     assert [d.output for d in res["diags"]["generated"]] == [greedy["r0"], greedy["r1"]]
     assert res["teacher_forced_agreement"] == 1.0
+
+
+def test_a_table_too_short_for_present_4_is_refused():
+    """present_4 reads the oracle's table of <= max_suffix-grams: below 4 it would miss
+    4-token runs that are there."""
+    from oilbird.diagnose import Pool
+    with pytest.raises(ValueError, match="max_suffix must be >= 4"):
+        Pool(3, max_suffix=3)
+    assert Pool(3, max_suffix=4).max_suffix == 4
