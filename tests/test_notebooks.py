@@ -407,6 +407,17 @@ def test_notebook_runs_on_the_real_model(name, monkeypatch):
         assert "perfect verbatim-copy drafter" in text     # the copy-oracle table beside the tau
 
 
+def _notebook_03_on(folder, results: dict, diag: dict):
+    """Notebook 03 run on a folder holding these results.json and diagnosis.json; no cell fails."""
+    (folder / "results.json").write_text(json.dumps(results))
+    (folder / "diagnosis.json").write_text(json.dumps(diag))
+    nb = _nb("03_benchmarks.ipynb")
+    set_parameters(nb, RESULTS=str(folder))
+    execute(nb, timeout=180)
+    assert not errors(nb)
+    return nb
+
+
 def test_notebook_03_reads_saved_results(tmp_path):
     """The saved-results path: results.json and diagnosis.json from the command line's format."""
     results = {"model": "m", "data": "builtin", "n_requests": 1, "max_new_tokens": 8, "methods": {
@@ -417,12 +428,7 @@ def test_notebook_03_reads_saved_results(tmp_path):
                     "accepted_by_source": {"semantic": 2.0, "suffix": 2.0, "bonus": 4.0}}}}
     diag = {"n_requests": 1, "n_positions": 3, "n_gap": 1, "n_recovered": 1, "gap": 1 / 3,
             "labels": {"r": ["absent", "gap_recovered", "lexical_hit"]}}
-    (tmp_path / "results.json").write_text(json.dumps(results))
-    (tmp_path / "diagnosis.json").write_text(json.dumps(diag))
-    nb = _nb("03_benchmarks.ipynb")
-    set_parameters(nb, RESULTS=str(tmp_path))
-    execute(nb, timeout=180)
-    assert not errors(nb)
+    nb = _notebook_03_on(tmp_path, results, diag)
     check_offline(nb)
     text = outputs_text(nb)
     assert "saved results" in text and "33.3%" in text and "oilbird" in text
@@ -438,13 +444,7 @@ def test_notebook_03_without_ar_and_with_an_older_diagnosis(tmp_path):
                     "accepted_by_source": {"semantic": 2.0, "suffix": 2.0, "bonus": 4.0}}}}
     diag = {"data": "api-bank", "n_requests": 1, "max_new_tokens": 8, "n_positions": 3, "n_gap": 1,
             "n_recovered": 1, "gap": 1 / 3, "labels": {"r": ["absent", "gap_recovered", "lexical_hit"]}}
-    (tmp_path / "results.json").write_text(json.dumps(results))
-    (tmp_path / "diagnosis.json").write_text(json.dumps(diag))
-    nb = _nb("03_benchmarks.ipynb")
-    set_parameters(nb, RESULTS=str(tmp_path))
-    execute(nb, timeout=180)
-    assert not errors(nb)
-    text = outputs_text(nb)
+    text = outputs_text(_notebook_03_on(tmp_path, results, diag))
     assert "no ar in this run: no speedup chart" in text and "speedup vs ar" not in text
     assert "tau (tokens per target forward)" in text                 # the tau chart is still drawn
     assert "predates copy_oracle_tau" in text and "python -m oilbird diagnose" in text
