@@ -205,16 +205,18 @@ class SpeculativeDecoder:
                     out.cycles.append(c)
                 yield c
         finally:
-            # tokens that never got a state (the final bonus) still join the token stream
-            if store is not None:
-                for pos in range(n_stored, len(generated)):
-                    store.add(request_id, pos, generated[pos], None)
-                store.end_request()
-            drafter.end_request(request_id)
-            if out is not None:
-                out.output_ids = list(generated)
-                out.output_text = self._pieces(generated) if tr else []
-                out.meta["seconds"] = time.perf_counter() - t0
+            try:
+                # tokens that never got a state (the final bonus) still join the token stream
+                if store is not None:
+                    for pos in range(n_stored, len(generated)):
+                        store.add(request_id, pos, generated[pos], None)
+                    store.end_request()
+            finally:     # the sources hear of the end even if the store refused the records
+                drafter.end_request(request_id)
+                if out is not None:
+                    out.output_ids = list(generated)
+                    out.output_text = self._pieces(generated) if tr else []
+                    out.meta["seconds"] = time.perf_counter() - t0
 
     def _neighbours(self, info, tree: DraftTree, accepted: list[int]) -> list[Neighbour]:
         acc = set(accepted)

@@ -94,7 +94,7 @@ def make_arctic_decoder(verifier: Verifier, tree: TreeConfig | None = None, trac
     """
     from .sources.arctic import ArcticConfig, ArcticSuffixSource
     cfg = replace(tree or TreeConfig(), semantic_budget=0)
-    src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=cfg.budget - 1, **arctic_kw))
+    src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=max(1, cfg.budget - 1), **arctic_kw))   # budget 1: AR
     return SpeculativeDecoder(verifier, Drafter([src], cfg), store=None, method="suffix-arctic",
                               trace=trace)
 

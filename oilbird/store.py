@@ -618,7 +618,8 @@ class Store:
         another request are refused until this one ends, so none are lost in a mix."""
         if self._pending and self._pending[-1][1] != str(request_id):
             raise ValueError(f"request {str(request_id)!r} adds records while {self._pending[-1][1]!r} is "
-                             f"still queued: call end_request() first")
+                             f"still queued: end that request first (Store.end_request(), or finish or close "
+                             f"the decoder's cycles() of it)")
         if state is not None:
             s = np.asarray(state, dtype=np.float32).reshape(-1)
             if s.shape[0] != self.dim:
@@ -1022,6 +1023,11 @@ class Store:
 _TENANT_FILE = "tenant-{}.oilstore"
 # the options of a Store that only bound it, so a loaded store may take new values for them
 BOUNDS = ("max_records", "max_bytes", "max_requests", "max_age_s")
+# options that only tune upkeep and search (a loaded store takes new values too), and the ones
+# that fix what a saved file holds (a loaded store keeps them)
+TUNING = ("compact_slack", "ivf_nprobe")
+FORMAT_OPTIONS = ("gram", "state_dtype", "pq_m", "pq_nbits", "pq_train_size", "index_type", "ivf_nlist",
+                  "ivf_train_size")
 
 
 class StoreRegistry:
@@ -1030,14 +1036,16 @@ class StoreRegistry:
     call path retrieves one tenant's records for another.
 
     ``store_kwargs`` (e.g. ``max_records``, ``state_dtype``) apply to every store it creates;
-    to stores it loads, the bounds among them apply (:data:`BOUNDS`), and a different format
-    is refused (a saved store keeps the format it was written in).
+    to stores it loads, the bounds and tuning among them apply (:data:`BOUNDS`, :data:`TUNING`),
+    and a different format (:data:`FORMAT_OPTIONS`) is refused (a saved store keeps the format it was
+    written in).
     """
 
     def __init__(self, dim: int, **store_kwargs):
         self.dim = int(dim)
         self.store_kwargs = store_kwargs
         self._stores: dict[str, Store] = {}
+        self._dropped: set[str] = set()       # whose files the next save deletes
 
     def get(self, tenant: str) -> Store:
         """The tenant's store (created empty on first use)."""
@@ -1046,6 +1054,7 @@ class StoreRegistry:
             raise ValueError("tenant must be a non-empty string")
         if tenant not in self._stores:
             self._stores[tenant] = Store(self.dim, tenant=tenant, **self.store_kwargs)
+            self._dropped.discard(tenant)
         return self._stores[tenant]
 
     def __contains__(self, tenant) -> bool:
@@ -1057,7 +1066,8 @@ class StoreRegistry:
     def drop(self, tenant: str) -> None:
         """Forget a tenant's store entirely (e.g. on account deletion); the next :meth:`save`
         into a directory also deletes the tenant's file there."""
-        self._stores.pop(tenant, None)
+        if self._stores.pop(tenant, None) is not None:
+            self._dropped.add(tenant)
 
     def expire(self, now: float | None = None) -> int:
         """Apply every store's retention policy; returns records evicted."""
@@ -1068,12 +1078,13 @@ class StoreRegistry:
         return Path(directory) / _TENANT_FILE.format(tenant.encode().hex())
 
     def save(self, directory) -> list[Path]:
-        """One file per tenant under ``directory``; then the files of tenants no longer in the
-        registry (dropped) are deleted, so a dropped tenant never loads back."""
+        """One file per tenant under ``directory``; then the files of tenants dropped since the
+        last save are deleted, so a dropped tenant never loads back. Other files there (other
+        tenants, another registry's) are left alone."""
         written = [s.save(self.file_for(directory, t)) for t, s in sorted(self._stores.items())]
-        for f in Path(directory).glob(_TENANT_FILE.format("*")):
-            if f not in written:
-                f.unlink()
+        for t in sorted(self._dropped):
+            self.file_for(directory, t).unlink(missing_ok=True)
+        self._dropped.clear()
         return written
 
     def load_tenant(self, tenant: str, path) -> Store:
@@ -1083,13 +1094,14 @@ class StoreRegistry:
         if s.dim != self.dim:
             raise StoreError(path, f"dim {s.dim} != registry dim {self.dim}")
         self._stores[tenant] = s
+        self._dropped.discard(tenant)
         return s
 
     @classmethod
     def load(cls, directory, dim: int, **store_kwargs) -> "StoreRegistry":
         """Every ``tenant-*.oilstore`` under ``directory``; all must verify or none is used.
-        Bounds in ``store_kwargs`` (e.g. a new ``max_records``) apply to the loaded stores at
-        once; a format option that differs from a saved store's raises StoreError."""
+        Bounds and tuning in ``store_kwargs`` (e.g. a new ``max_records``) apply to the loaded
+        stores at once; a format option that differs from a saved store's raises StoreError."""
         bad = next((k for k in BOUNDS if (store_kwargs.get(k) or 0) < 0), None)
         if bad:
             raise ValueError(f"{bad} must be >= 0")
@@ -1105,13 +1117,15 @@ class StoreRegistry:
             if s.dim != dim:
                 raise StoreError(f, f"dim {s.dim} != registry dim {dim}")
             saved = s.config()
-            other = next((k for k, v in store_kwargs.items() if k not in BOUNDS and k in saved and saved[k] != v), None)
+            asked = {k: (v or None) if k == "pq_m" else v          # config() writes a pq_m of 0 as None
+                     for k, v in store_kwargs.items() if k in FORMAT_OPTIONS}
+            other = next((k for k, v in asked.items() if saved.get(k) != v), None)
             if other:
                 raise StoreError(f, f"saved with {other}={saved[other]!r}, asked for {store_kwargs[other]!r}; a "
                                     f"saved store keeps its format (bounds such as max_records may change)")
             loaded[tenant] = s
         for s in loaded.values():
-            for k in BOUNDS:
+            for k in BOUNDS + TUNING:
                 if k in store_kwargs:
                     setattr(s, k, store_kwargs[k])
             s._enforce()

@@ -159,8 +159,9 @@ def _check_cycle(c: CycleTrace) -> None:
     for nb in c.neighbours:
         _check_types(nb)
     n = len(c.tokens)
-    per_node = ("token_text", "parents", "depths", "sources", "scores", "argmax", "argmax_text")
-    short = [k for k in per_node if len(getattr(c, k)) != n]
+    # a decoder with trace=False keeps the tree and verdict but leaves text, depths and scores empty
+    short = [k for k in ("parents", "sources", "argmax") if len(getattr(c, k)) != n]
+    short += [k for k in ("token_text", "depths", "scores", "argmax_text") if len(getattr(c, k)) not in (0, n)]
     if short:
         raise TraceError(f"cycle {c.cycle}: {', '.join(short)} not one entry per tree node ({n})")
     if n and c.parents[0] != -1:
@@ -170,13 +171,13 @@ def _check_cycle(c: CycleTrace) -> None:
         raise TraceError(f"cycle {c.cycle}: node {bad} has parent {c.parents[bad]}, not an earlier node")
     if any(not 0 <= i < n for i in c.accepted):
         raise TraceError(f"cycle {c.cycle}: accepted nodes {c.accepted} outside the {n}-node tree")
-    if not len(c.committed) == len(c.committed_text) == len(c.committed_sources):
+    if len(c.committed_sources) != len(c.committed) or len(c.committed_text) not in (0, len(c.committed)):
         raise TraceError(f"cycle {c.cycle}: committed, committed_text, committed_sources differ in length")
 
 
 def _check_request(r: RequestTrace) -> None:
     _check_types(r)
-    if len(r.output_text) != len(r.output_ids):
+    if len(r.output_text) not in (0, len(r.output_ids)):      # empty: decoded with trace=False
         raise TraceError("output_text is not one piece per output token")
     if r.gap_labels is not None and len(r.gap_labels) != len(r.output_ids):
         raise TraceError("gap_labels is not one label per output token")

@@ -225,3 +225,29 @@ def test_make_decoder_takes_tree_variants():
 def test_make_decoder_variant_reaches_the_drafter(tiny_lm):
     dec = make_decoder("oilbird:expected", Verifier(tiny_lm), tree=TreeConfig(budget=8))
     assert (dec.drafter.cfg.fill, dec.drafter.cfg.budget, dec.method) == ("expected", 8, "oilbird:expected")
+
+
+def test_a_request_refused_by_the_store_still_ends_for_the_sources(tiny_lm):
+    """While one request's cycles() is left open, another through the same decoder is refused by
+    the store with advice; its sources still hear that it ended."""
+    v = Verifier(tiny_lm)
+    dec = make_decoder("oilbird", v)
+    a, b = _prompts(2)
+    g = dec.cycles("A", a, 40)
+    next(g), next(g)                                   # A is open, its records queued
+    ended = []
+    end = dec.drafter.end_request
+    dec.drafter.end_request = lambda rid: (ended.append(rid), end(rid))
+    with pytest.raises(ValueError, match="finish or close the decoder's cycles"):
+        dec.run("B", b, 20)
+    assert ended == ["B"]
+    g.close()                                          # A ends cleanly; the decoder serves again
+    assert dec.run("C", b, 20).output_ids == autoregressive(v, b, 20).tokens
+
+
+def test_traces_decoded_without_text_round_trip_too(tiny_lm, tmp_path):
+    """trace=False keeps the tree and verdict but no text: such records save and load as well."""
+    dec = make_decoder("oilbird:cost-aware", Verifier(tiny_lm), trace=False)
+    traces = [dec.run(f"r{i}", ids, 20) for i, ids in enumerate(_prompts(2))]
+    assert not traces[0].output_text
+    assert load_traces(save_traces(traces, tmp_path / "t.jsonl")) == traces

@@ -450,9 +450,15 @@ def test_a_dropped_tenant_stays_dropped_and_new_bounds_apply_on_load(tmp_path):
     reg.save(tmp_path)
     assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["bob"]            # not back from its file
     back = StoreRegistry.load(tmp_path, dim=4, max_records=25)                  # a smaller capacity now
-    assert len(back.get("bob")) == 20 and back.get("bob").max_records == 25     # oldest request evicted
+    assert len(back.get("bob")) == 20 and back.get("bob").max_records == 25     # the two oldest requests evicted
     with pytest.raises(StoreError, match="saved with state_dtype='fp16', asked for 'int8'"):
         StoreRegistry.load(tmp_path, dim=4, state_dtype="int8")
+    assert StoreRegistry.load(tmp_path, dim=4, compact_slack=0.5).get("bob").compact_slack == 0.5   # tuning
+    # another registry saving into the same folder leaves the tenants it never held alone
+    other = StoreRegistry(dim=4)
+    fill(other.get("carol"), "c0", [7] * 3, [unit([0, 0, 1, 0])] * 3)
+    other.save(tmp_path)
+    assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["bob", "carol"]
 
 
 def test_records_of_two_requests_are_never_mixed_or_lost():
