@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .drafter import FILLS
 from .model import ModelError
 from .requests import DataError
 from .trace import TraceError
@@ -49,7 +50,7 @@ def _tree_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tree-size", choices=("fixed", "cost-aware"), default=None,
                    help="verify the whole tree (fixed, the default) or only the prefix whose expected "
                         "tokens pay for its verify cost (cost-aware; see oilbird/sizing.py)")
-    p.add_argument("--fill", choices=("reserved", "expected"), default=None,
+    p.add_argument("--fill", choices=FILLS, default=None,
                    help="semantic chains out of --semantic-budget, then adjacency branches (reserved, "
                         "the default), or both competing node by node by estimated acceptance "
                         "(expected; see oilbird/drafter.py)")
@@ -58,12 +59,10 @@ def _tree_options(p: argparse.ArgumentParser) -> None:
 def _decode(args) -> int:
     from .audit import audit
     from .model import load_model
-    from .presets import PRESETS, make_decoder, tree_variants
+    from .presets import make_decoder, parse_preset
     from .requests import PromptError, Request, encode
     from .verifier import Verifier
-    if tree_variants(args.method)[0] not in PRESETS:     # checked before the model loads
-        raise ValueError(f"unknown method '{args.method}'; choose from {', '.join(PRESETS)} "
-                         f"(a tree variant may follow a colon, e.g. oilbird:expected)")
+    parse_preset(args.method)                            # checked before the model loads
     if not args.prompt.strip():
         raise PromptError("the prompt is empty: give some text to answer.")
     lm = load_model(args.model)

@@ -37,8 +37,6 @@ BASELINES = ("ar", "hf-greedy")
 PEERS = ("hf-pld", "suffix-arctic")
 
 
-
-
 def known_methods() -> list[str]:
     return list(BASELINES) + list(PRESETS) + list(PEERS)
 

@@ -205,18 +205,24 @@ class SpeculativeDecoder:
                     out.cycles.append(c)
                 yield c
         finally:
-            try:
-                # tokens that never got a state (the final bonus) still join the token stream
-                if store is not None:
-                    for pos in range(n_stored, len(generated)):
-                        store.add(request_id, pos, generated[pos], None)
-                    store.end_request()
-            finally:     # the sources hear of the end even if the store refused the records
-                drafter.end_request(request_id)
-                if out is not None:
-                    out.output_ids = list(generated)
-                    out.output_text = self._pieces(generated) if tr else []
-                    out.meta["seconds"] = time.perf_counter() - t0
+            self._end_request(request_id, generated, n_stored, out, t0)
+
+    def _end_request(self, request_id: str, generated: list[int], n_stored: int,
+                     out: RequestTrace | None, t0: float) -> None:
+        """However the request ended: the tokens that never got a state (the final bonus) join
+        the store's token stream, the store and the sources are told (the sources even if the
+        store refused the records), and ``out`` gets the output."""
+        try:
+            if self.store is not None:
+                for pos in range(n_stored, len(generated)):
+                    self.store.add(request_id, pos, generated[pos], None)
+                self.store.end_request()
+        finally:
+            self.drafter.end_request(request_id)
+            if out is not None:
+                out.output_ids = list(generated)
+                out.output_text = self._pieces(generated) if self.trace else []
+                out.meta["seconds"] = time.perf_counter() - t0
 
     def _neighbours(self, info, tree: DraftTree, accepted: list[int]) -> list[Neighbour]:
         acc = set(accepted)

@@ -36,6 +36,10 @@ from .sources.base import Chain, DraftContext, DraftSource, Verdict
 from .tree import DraftTree
 
 
+# how the nodes the lexical subtree leaves are shared (TreeConfig.fill)
+FILLS = ("reserved", "expected")
+
+
 @dataclass
 class TreeConfig:
     # On a GPU the paper uses 60 nodes (16 semantic): a forward costs about the same for 1 or
@@ -69,8 +73,8 @@ class TreeConfig:
         if not 0 <= self.semantic_budget < self.budget:
             raise ValueError(f"semantic_budget must be 0 to budget - 1 = {self.budget - 1} (the root is "
                              f"not drafted), not {self.semantic_budget}")
-        if self.fill not in ("reserved", "expected"):
-            raise ValueError(f"fill must be 'reserved' or 'expected', not {self.fill!r}")
+        if self.fill not in FILLS:
+            raise ValueError(f"fill must be one of {', '.join(FILLS)}, not {self.fill!r}")
 
 
 @dataclass
@@ -256,7 +260,6 @@ class Drafter:
         adjacency = any(s.knows(context[-1]) for s in self.branch_sources)
         if not self.spine_sources and adjacency:
             info.lexical_match_len = 1     # a Token Recycling host: the table is its only key
-        used = len(tree) - 1
 
         # 2) semantic chains re-walk the tree from the root, paying only after they diverge
         ctx.lexical_match_len = max(info.lexical_match_len, int(adjacency))
@@ -274,7 +277,7 @@ class Drafter:
             branches = [pair for b in self.branch_sources for pair in self._branches(b, ctx, info)]
             merged = fill_by_value(tree, semantic + branches, cfg.budget - len(tree), self.rates)
         else:
-            sem_left = min(reserved, cfg.budget - 1 - used)
+            sem_left = ctx.budget
             merged = []
             for name, c in semantic:
                 walked, paid = add_chain(tree, c, name, sem_left)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .decoding import SpeculativeDecoder
-from .drafter import Drafter, TreeConfig
+from .drafter import FILLS, Drafter, TreeConfig
 from .sources.prompt_lookup import PromptLookupSource
 from .sources.recycling import RecyclingSource
 from .sources.rejected import RejectedPoolSource
@@ -56,7 +56,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
 # tree variants a method name may carry after colons, e.g. "oilbird:expected:cost-aware": the
 # TreeConfig fields each one sets (so one bench run can compare them on the same requests)
 TREE_VARIANTS = {"fixed": ("cost_aware", False), "cost-aware": ("cost_aware", True),
-                 "reserved": ("fill", "reserved"), "expected": ("fill", "expected")}
+                 **{f: ("fill", f) for f in FILLS}}
 
 
 def tree_variants(name: str) -> tuple[str, dict]:
@@ -70,6 +70,15 @@ def tree_variants(name: str) -> tuple[str, dict]:
     return base, dict(TREE_VARIANTS[v] for v in variants)
 
 
+def parse_preset(name: str) -> tuple[str, dict]:
+    """:func:`tree_variants` of a preset's name; an unknown preset raises ValueError."""
+    base, overrides = tree_variants(name)
+    if base not in PRESETS:
+        raise ValueError(f"unknown method '{name}'; choose from {', '.join(PRESETS)} (a tree variant may "
+                         f"follow a colon, e.g. oilbird:expected)")
+    return base, overrides
+
+
 def make_decoder(name: str, verifier: Verifier, store: Store | None = None,
                  tree: TreeConfig | None = None, trace: bool = True, tenant: str = "default",
                  store_kwargs: dict | None = None) -> SpeculativeDecoder:
@@ -79,10 +88,7 @@ def make_decoder(name: str, verifier: Verifier, store: Store | None = None,
     A fresh store for ``tenant`` is made if none is given, with ``store_kwargs`` (e.g.
     ``max_records``, ``state_dtype``; see :class:`~oilbird.store.Store`).
     """
-    base, overrides = tree_variants(name)
-    if base not in PRESETS:
-        raise ValueError(f"unknown method '{name}'; choose from {', '.join(PRESETS)} (a tree variant may "
-                         f"follow a colon, e.g. oilbird:expected)")
+    base, overrides = parse_preset(name)
     parts = PRESETS[base]
     lm = verifier.lm
     dim = int(lm.model.config.hidden_size)

@@ -453,6 +453,13 @@ def _ivf_rows(ix) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(ids), dec.reshape(len(c), ix.d)
 
 
+def _check_bounds(**bounds) -> None:
+    """A Store's bounds (``max_records`` ...): None (no bound) or >= 0."""
+    bad = next((k for k, v in bounds.items() if v is not None and v < 0), None)
+    if bad:
+        raise ValueError(f"{bad} must be >= 0")
+
+
 class Store:
     """One tenant's pool of past generated tokens and their hidden states.
 
@@ -485,10 +492,8 @@ class Store:
             raise ValueError("dim must be >= 1")
         if state_dtype not in STATE_DTYPES:
             raise ValueError(f"state_dtype must be one of {STATE_DTYPES}, not {state_dtype!r}")
-        for name, v in (("max_records", max_records), ("max_bytes", max_bytes),
-                        ("max_requests", max_requests), ("max_age_s", max_age_s)):
-            if v is not None and v < 0:
-                raise ValueError(f"{name} must be >= 0")
+        _check_bounds(max_records=max_records, max_bytes=max_bytes, max_requests=max_requests,
+                      max_age_s=max_age_s)
         self.dim = int(dim)
         self.tenant = str(tenant)
         self.gram = int(gram)
@@ -1102,9 +1107,7 @@ class StoreRegistry:
         """Every ``tenant-*.oilstore`` under ``directory``; all must verify or none is used.
         Bounds and tuning in ``store_kwargs`` (e.g. a new ``max_records``) apply to the loaded
         stores at once; a format option that differs from a saved store's raises StoreError."""
-        bad = next((k for k in BOUNDS if (store_kwargs.get(k) or 0) < 0), None)
-        if bad:
-            raise ValueError(f"{bad} must be >= 0")
+        _check_bounds(**{k: v for k, v in store_kwargs.items() if k in BOUNDS})
         reg = cls(dim, **store_kwargs)
         loaded = {}
         for f in sorted(Path(directory).glob(_TENANT_FILE.format("*"))):

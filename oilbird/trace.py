@@ -12,6 +12,7 @@ never needs the tokenizer.
 """
 from __future__ import annotations
 
+import functools
 import json
 import types
 import typing
@@ -146,8 +147,11 @@ def _conforms(value, tp) -> bool:
     return isinstance(value, tp)
 
 
+_hints = functools.cache(typing.get_type_hints)     # per record class, not per record
+
+
 def _check_types(obj) -> None:
-    for name, tp in typing.get_type_hints(type(obj)).items():
+    for name, tp in _hints(type(obj)).items():
         if not _conforms(getattr(obj, name), tp):
             raise TraceError(f"field '{name}' is {getattr(obj, name)!r:.60}, not {tp}")
 

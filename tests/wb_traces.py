@@ -13,6 +13,8 @@ A second method "goose" decodes the same output in 4 forwards (all bonus tokens)
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from oilbird.trace import CycleTrace, Neighbour, RequestTrace
 
 
@@ -84,7 +86,7 @@ def relabel(request: RequestTrace, names: dict[str, str]) -> RequestTrace:
     trace, e.g. ``{"pld": "suffix-arctic"}``); the input is left as it was."""
     def rn(srcs):
         return [names.get(s, s) for s in srcs]
-    cycles = [CycleTrace(**{**c.__dict__, "sources": [rn(x) for x in c.sources],
-                            "scores": [{names.get(k, k): v for k, v in x.items()} for x in c.scores],
-                            "committed_sources": [rn(x) for x in c.committed_sources]}) for c in request.cycles]
-    return RequestTrace(**{**request.__dict__, "cycles": cycles})
+    cycles = [replace(c, sources=[rn(x) for x in c.sources],
+                      scores=[{names.get(k, k): v for k, v in x.items()} for x in c.scores],
+                      committed_sources=[rn(x) for x in c.committed_sources]) for c in request.cycles]
+    return replace(request, cycles=cycles)

@@ -57,6 +57,10 @@ def first_preview(cat: Catalogue, data: Data) -> str | None:
         return None
 
 
+def _port_taken(host: str, port: int) -> str:
+    return f"port {port} is in use on {host}: choose another with --port N"
+
+
 def cannot_serve(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be served, as one line naming the option to change, or None.
     Checked before the slow start, so a taken port costs half a second, not a traceback."""
@@ -66,7 +70,7 @@ def cannot_serve(host: str, port: int) -> str | None:
             s.bind((host, port))
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                return f"port {port} is in use on {host}: choose another with --port N"
+                return _port_taken(host, port)
             return f"cannot serve on {host}:{port} ({exc.strerror or exc}): check --host and --port"
     return None
 
@@ -108,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False)
     except OSError:   # taken since the check above; gradio's own advice names an env variable
-        print(f"workbench: port {args.port} is in use on {args.host}: choose another with --port N",
-              file=sys.stderr, flush=True)
+        print(f"workbench: {_port_taken(args.host, args.port)}", file=sys.stderr, flush=True)
         return 1
     return 0
 

@@ -450,7 +450,7 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
             f"{len(request.output_ids)} tokens · {len(c.committed)} committed this cycle")
 
 
-TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid", "suffix-arctic": "solid",
+TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid",
                 "pld": "solid", "recycling": "dashed", BONUS: "dotted"}
 
 

@@ -148,6 +148,9 @@ def primary_source(sources) -> str:
     return sorted(srcs)[0]
 
 
+OWN_SOURCES = [s for s in PRECEDENCE if s in DRAFT_SOURCES]   # every key lists these
+
+
 def shown_sources(seen=()) -> list[str]:
     """The sources a key or a share lists: this project's draft sources always (in
     :data:`PRECEDENCE` order), then the names in ``seen`` that are not among them, a peer's
@@ -158,9 +161,8 @@ def shown_sources(seen=()) -> list[str]:
     >>> "suffix-arctic" in shown_sources(["pld"])
     False
     """
-    own = [s for s in PRECEDENCE if s in DRAFT_SOURCES]
     others = {s for s in seen if s not in DRAFT_SOURCES and s not in (BONUS, ROOT)}
-    return own + sorted(others, key=lambda s: (s not in PRECEDENCE, s)) + [BONUS]
+    return OWN_SOURCES + sorted(others, key=lambda s: (s not in PRECEDENCE, s)) + [BONUS]
 
 
 def source_colour(source: str) -> str:

@@ -62,10 +62,12 @@ def figures_for(request: RequestTrace, cycle: int, views: Iterable[str] = VIEWS,
     if not request.cycles and cycle == 0:
         specs = F.cycle_specs(request, 0, style)
         return {v: F.figure(specs[v], style) for v in views}
-    if not 0 <= cycle < len(request.cycles):
-        raise StepperError(f"cycle {cycle} is outside 0..{last_cycle(request)} for request "
-                           f"{request.request_id!r} ({request.method})")
-    c = request.cycles[cycle]
+    try:
+        c = F.cycle_at(request, cycle)
+    except ValueError as exc:
+        raise StepperError(str(exc)) from None
+    if c is None:                                   # no cycle records: only cycle 0 (above) exists
+        raise StepperError(f"cycle {cycle} is outside 0..0 for request {request.request_id!r} ({request.method})")
     make = {"tree": lambda: F.tree_figure(c, style=style),
             "neighbours": lambda: F.neighbours_figure(c, style=style),
             "gap": lambda: F.gap_strip_figure(request, cycle, style),
