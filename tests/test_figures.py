@@ -5,6 +5,8 @@ are valid plotly too) or the HTML fragments.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from wb_traces import cycle1, relabel, request_goose, request_oilbird
 
@@ -108,7 +110,6 @@ def test_tree_legend_lists_everything_even_on_the_empty_prefill_cycle():
 
 
 def test_tree_title_says_when_cost_aware_sizing_cut_the_tree():
-    from dataclasses import replace
     assert "cut from" not in F.tree_spec(cycle1())["layout"]["title"]["text"]
     title = F.tree_spec(replace(cycle1(), drafted=9))["layout"]["title"]["text"]
     assert "2 of 4 drafts accepted" in title and "cut from 8 drafts" in title
@@ -249,6 +250,21 @@ def test_peer_and_unknown_sources_keep_their_tokens_colour_and_legend():
 
 
 # --------------------------------------------------------------------------- no cycles, bad cycle index
+
+
+def test_tree_key_holds_a_requests_sources_on_every_cycle():
+    """A peer's source is keyed on a cycle that drew none of its nodes when the caller passes
+    the request's sources (as the app, the preview and the stepper do), and only then."""
+    from workbench.widgets import figures_for
+    r = relabel(request_oilbird(), {"suffix": "suffix-arctic"})       # only cycle 2 has it
+    assert F.drafted_sources(r) == {"pld", "semantic", "recycling", "suffix-arctic"}
+    arctic = source_label("suffix-arctic")
+    assert arctic not in legend_names(F.tree_figure(r.cycles[1]))
+    assert arctic in legend_names(F.tree_figure(r.cycles[1], keyed=F.drafted_sources(r)))
+    assert arctic in legend_names(F.figure(F.cycle_specs(r, 1)["tree"]))
+    assert arctic in legend_names(figures_for(r, 1, ["tree"])["tree"])
+    # a method named like a peer does not key it by its name alone
+    assert arctic not in legend_names(F.tree_figure(replace(r.cycles[1], method="suffix-arctic")))
 
 def test_a_request_without_cycles_draws_messages():
     r = request_oilbird(LABELS)

@@ -30,6 +30,7 @@ Tokens are shown with whitespace made visible (:func:`visible`).
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from itertools import accumulate
 
 import networkx as nx
@@ -39,7 +40,7 @@ import plotly.io as pio
 from oilbird.trace import CycleTrace, RequestTrace
 
 from .palette import (ALL_SOURCES, BONUS, DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_LABELS,
-                      GAP_PATTERNS, MULTI_SOURCE_RING, PEER_SOURCES, ROOT, STAGE_COLOURS, STAGE_PATTERNS,
+                      GAP_PATTERNS, MULTI_SOURCE_RING, ROOT, STAGE_COLOURS, STAGE_PATTERNS,
                       STAGES, STATUS_STYLES, Style, primary_source, shown_sources, source_label,
                       source_symbol)
 
@@ -184,6 +185,12 @@ def committed_upto(request: RequestTrace, cycle: int | None) -> int:
     return sum(len(c.committed) for c in request.cycles[: cycle + 1])
 
 
+def drafted_sources(request: RequestTrace) -> set[str]:
+    """Every source that proposed a node in any of ``request``'s cycles: what a key of its
+    draft trees lists, so the key holds still while one steps through the cycles."""
+    return {s for c in request.cycles for srcs in c.sources[1:] for s in srcs}
+
+
 def accepted_share(request: RequestTrace) -> dict[str, float]:
     """Share of output tokens credited to each source.
 
@@ -246,7 +253,8 @@ def _node_hover(c: CycleTrace, i: int, status: str) -> str:
     return "<br>".join(lines)
 
 
-def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> dict:
+def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
+              keyed: Iterable[str] = ()) -> dict:
     """The draft tree of one cycle (see :func:`tree_figure`)."""
     s = _style(style)
     n = len(cycle.tokens)
@@ -324,9 +332,9 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "marker": {"color": s.colour(BONUS), "symbol": source_symbol(BONUS), "size": s.node_size + 4,
                        "line": {"width": ls.marker_line, "color": "#111111"}},
             "meta": BONUS})
-    # a peer's or an unknown source gets a key entry too: on every cycle of a peer's trace
-    peer = {cycle.method.split(":")[0]} & set(PEER_SOURCES)
-    extra = [x for x in shown_sources(set(groups) | peer) if x not in ALL_SOURCES]
+    # a peer's or an unknown source gets a key entry too: where it drew a node, or where the
+    # caller keys it (a request's sources, so the key stays the same on every cycle)
+    extra = [x for x in shown_sources(set(groups) | set(keyed)) if x not in ALL_SOURCES]
     data.extend(_legend_marker(src, s) for src in list(ALL_SOURCES) + extra)
 
     head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}"
@@ -353,7 +361,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     return {"data": data, "layout": layout}
 
 
-def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> go.Figure:
+def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
+                keyed: Iterable[str] = ()) -> go.Figure:
     """The draft tree of one cycle.
 
     One marker per draft node at (depth, row) (:func:`tree_layout`), coloured and shaped by its
@@ -361,14 +370,17 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     several sources proposed, and the hover lists them all with their scores and the verifier's
     argmax at the node); the accepted path is drawn bold and opaque, rejected nodes faded with
     dashed edges, and the bonus token (the verifier's own next token) hangs off the last
-    accepted node with a dotted edge. ``selection``: a node index to outline.
+    accepted node with a dotted edge. ``selection``: a node index to outline. ``keyed``: sources
+    to list in the key even where this cycle drew none of their nodes; pass
+    :func:`drafted_sources` of the request so that a peer's source (``suffix-arctic``) or an
+    unknown one keeps its key entry on every cycle.
 
     Traces, in order: one edge trace per status (``meta`` "edges-accepted" / "edges-rejected" /
     "edges-bonus"), the several-sources ring ("multi-source"), one node trace per source present
     (``meta`` = the source; root first), the bonus node ("bonus"), then one legend-only trace per
-    source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree.
+    source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree or in ``keyed``.
     """
-    return figure(tree_spec(cycle, selection, style), style)
+    return figure(tree_spec(cycle, selection, style, keyed), style)
 
 
 # --------------------------------------------------------------------------- committed text
@@ -838,7 +850,7 @@ def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None) -
                 "text": message_spec(f"{head} · text", NO_CYCLES, style),
                 "neighbours": message_spec(f"{head} · nearest neighbours", NO_CYCLES, style),
                 "gap": gap_strip_spec(request, None, style), "metrics": metrics_spec(request, None, style)}
-    return {"tree": tree_spec(c, style=style), "text": text_spec(request, cycle, style),
+    return {"tree": tree_spec(c, style=style, keyed=drafted_sources(request)), "text": text_spec(request, cycle, style),
             "neighbours": neighbours_spec(c, style=style), "gap": gap_strip_spec(request, cycle, style),
             "metrics": metrics_spec(request, cycle, style)}
 

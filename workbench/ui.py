@@ -76,18 +76,26 @@ def _render(st: dict, cat: Catalogue, error: str, full: bool) -> list:
         return _no_trace(st, msg, error, full)
     k = max(0, min(st["cycle"], len(tr.cycles) - 1))
     st["cycle"] = k
-    c = tr.cycles[k]
-    counter = F.counter_html(tr, k)
+    counter, tree, text, neighbours, gap = _cycle_panels(tr, k)
     # a step only moves the slider; a new selection also sets its range
     slider = gr.Slider(minimum=0, maximum=max(1, len(tr.cycles) - 1), value=k, step=1) if full else k
-    out = [st, counter, slider,
-           _plot(F.tree_spec(c)), F.text_html(tr, k), F.neighbours_html(c), F.gap_strip_html(tr, k), error]
+    out = [st, counter, slider, _plot(tree), text, neighbours, gap, error]
     if full:
         other = find(st, cat, st["request"], st["compare"])
         cmp = (F.compare_spec(tr, other) if other is not None else
                F.message_spec("comparison", f"no trace of '{st['request']}' with '{st['compare']}'"))
         out += [_plot(F.metrics_spec(tr)), _plot(cmp), tr.prompt_text]
     return out
+
+
+def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tuple:
+    """What one step draws, for :func:`_render` and :func:`draw_all` alike: the counter, the
+    tree spec, and the text, neighbours and gap-strip HTML of cycle index ``k``. ``keyed``:
+    the request's :func:`~workbench.figures.drafted_sources`, if already known."""
+    c = tr.cycles[k]
+    keyed = F.drafted_sources(tr) if keyed is None else keyed
+    return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed), F.text_html(tr, k),
+            F.neighbours_html(c), F.gap_strip_html(tr, k))
 
 
 def render_full(st: dict, cat: Catalogue, error: str = "") -> list:
@@ -104,10 +112,10 @@ def draw_all(tr: RequestTrace) -> None:
     loads but cannot be drawn is refused at upload instead of breaking a later step."""
     where = "metrics"
     try:
-        for k, c in enumerate(tr.cycles):
+        keyed = F.drafted_sources(tr)
+        for k in range(len(tr.cycles)):
             where = f"cycle {k}"
-            F.counter_html(tr, k), F.spec_json(F.tree_spec(c)), F.text_html(tr, k)
-            F.neighbours_html(c), F.gap_strip_html(tr, k)
+            F.spec_json(_cycle_panels(tr, k, keyed)[1])
         where = "metrics"
         F.spec_json(F.metrics_spec(tr)), F.spec_json(F.compare_spec(tr, tr))
     except Exception as exc:
