@@ -222,9 +222,9 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
         req_traces: list[RequestTrace] = []
         for m in methods:
             r = runners[m](req, ids)
-            outputs[m] = r.tokens
+            outputs[m] = r.output_ids
             st = stats[m]
-            st.add_request(req.id, len(r.tokens), r.forwards, r.seconds, r.prefill_seconds)
+            st.add_request(req.id, len(r.output_ids), r.forwards, r.seconds, r.prefill_seconds)
             if r.trace is not None:
                 st.add_trace(r.trace)
                 req_traces.append(r.trace)

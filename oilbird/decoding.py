@@ -51,11 +51,11 @@ def check_prompt(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> None:
 class DecodeResult:
     """One request decoded by one method: what every bench runner returns.
 
-    ``tokens``: the generated ids; ``forwards``: target forwards, prefill included;
+    ``output_ids``: the generated ids (named as in :class:`~oilbird.trace.RequestTrace`); ``forwards``: target forwards, prefill included;
     ``seconds``: wall time, prefill included; ``prefill_seconds``: the prefill alone (0.0 where
     the method cannot time it apart); ``trace``: the cycle trace, for methods that keep one.
     """
-    tokens: list[int]
+    output_ids: list[int]
     forwards: int
     seconds: float
     prefill_seconds: float = 0.0
@@ -63,7 +63,7 @@ class DecodeResult:
 
     @property
     def tau(self) -> float:
-        return len(self.tokens) / max(1, self.forwards)
+        return len(self.output_ids) / max(1, self.forwards)
 
 
 def _finish(tokens: list[int], new: list[int], eos: set[int], max_new: int) -> tuple[list[int], bool]:

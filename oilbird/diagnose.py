@@ -497,7 +497,7 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
             if a < 1.0:        # not the greedy output (or cut short): decode it here instead
                 out, states = None, None
         if out is None:
-            out = autoregressive(verifier, ids, max_new_tokens).tokens
+            out = autoregressive(verifier, ids, max_new_tokens).output_ids
         if states is None:
             states, a = teacher_forced(lm, ids, out)
         agree.append(a)

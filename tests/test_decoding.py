@@ -41,7 +41,7 @@ def _greedy_plain(model, ids, n):
 def test_ar_equals_cacheless_greedy(tiny_lm):
     v = Verifier(tiny_lm)
     for ids in _prompts(3):
-        assert autoregressive(v, ids, 24).tokens == _greedy_plain(tiny_lm.model, ids, 24)
+        assert autoregressive(v, ids, 24).output_ids == _greedy_plain(tiny_lm.model, ids, 24)
 
 
 @pytest.mark.parametrize("method", list(PRESETS))
@@ -50,7 +50,7 @@ def test_every_preset_is_lossless_and_counters_add_up(tiny_lm, method):
     dec = make_decoder(method, v, tree=TreeConfig(budget=12, semantic_budget=4))
     stats = MethodStats()
     for i, ids in enumerate(_prompts(3)):
-        ref = autoregressive(v, ids, 32).tokens
+        ref = autoregressive(v, ids, 32).output_ids
         tr = dec.run(f"r{i}", ids, 32)
         assert compare(ref, tr.output_ids).lossless, (method, i, compare(ref, tr.output_ids).message())
         # one committed-source entry per committed token; the bonus closes every cycle
@@ -70,7 +70,7 @@ def test_max_new_tokens_truncates_mid_tree(tiny_lm):
     dec = make_decoder("goose", v)
     for n in (1, 2, 3, 7):
         for ids in _prompts(2, seed=n):
-            assert dec.run("t", ids, n).output_ids == autoregressive(v, ids, n).tokens
+            assert dec.run("t", ids, n).output_ids == autoregressive(v, ids, n).output_ids
 
 
 def test_trace_jsonl_round_trip(tiny_lm, tmp_path):
@@ -127,7 +127,7 @@ def test_cost_aware_tree_size_is_lossless_and_cuts_trees(tiny_lm, method):
     dec = make_decoder(method, v, tree=TreeConfig(budget=12, semantic_budget=4, cost_aware=True))
     cut = 0
     for i, ids in enumerate(_prompts(4)):
-        ref = autoregressive(v, ids, 32).tokens
+        ref = autoregressive(v, ids, 32).output_ids
         tr = dec.run(f"r{i}", ids, 32)
         assert compare(ref, tr.output_ids).lossless, (method, i, compare(ref, tr.output_ids).message())
         for c in tr.cycles[1:]:
@@ -163,7 +163,7 @@ def test_expected_fill_is_lossless_and_within_budget(tiny_lm, method):
     dec = make_decoder(method, v, tree=TreeConfig(budget=12, fill="expected"))
     learned = 0
     for i, ids in enumerate(_prompts(4)):
-        ref = autoregressive(v, ids, 32).tokens
+        ref = autoregressive(v, ids, 32).output_ids
         tr = dec.run(f"r{i}", ids, 32)
         assert compare(ref, tr.output_ids).lossless, (method, i, compare(ref, tr.output_ids).message())
         assert all(len(c.tokens) <= 12 for c in tr.cycles)
@@ -183,7 +183,7 @@ def test_stopping_a_request_early_leaves_the_next_one_clean(tiny_lm):
             break
     assert (len(dec.store), dec.store.n_requests) == (committed, 1)
     out = dec.run("r2", b, 20)
-    assert out.output_ids == autoregressive(v, b, 20).tokens
+    assert out.output_ids == autoregressive(v, b, 20).output_ids
     assert (len(dec.store), dec.store.n_requests) == (committed + len(out.output_ids), 2)
 
 
@@ -206,7 +206,7 @@ def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
 
     v = Verifier(tiny_lm)
     ids = _prompts(1)[0]
-    ref = autoregressive(v, ids, 24).tokens
+    ref = autoregressive(v, ids, 24).output_ids
     for answer in (ref, [7] * 30):          # right drafts, then wrong ones
         dec = SpeculativeDecoder(v, Drafter([PromptLookupSource(), Oracle(answer)], TreeConfig()))
         tr = dec.run("r", ids, 24)
@@ -242,7 +242,7 @@ def test_a_request_refused_by_the_store_still_ends_for_the_sources(tiny_lm):
         dec.run("B", b, 20)
     assert ended == ["B"]
     g.close()                                          # A ends cleanly; the decoder serves again
-    assert dec.run("C", b, 20).output_ids == autoregressive(v, b, 20).tokens
+    assert dec.run("C", b, 20).output_ids == autoregressive(v, b, 20).output_ids
 
 
 def test_traces_decoded_without_text_round_trip_too(tiny_lm, tmp_path):

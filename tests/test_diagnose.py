@@ -228,7 +228,7 @@ def test_supplied_outputs_used_only_when_they_are_greedy(tiny_lm):
     from oilbird.requests import Request, encode
     from oilbird.verifier import Verifier
     reqs = [Request(f"r{i}", [{"role": "user", "content": f"call g(y={v})"}]) for i, v in enumerate("xy")]
-    greedy = {r.id: autoregressive(Verifier(tiny_lm), encode(tiny_lm.tokenizer, r), 8).tokens for r in reqs}
+    greedy = {r.id: autoregressive(Verifier(tiny_lm), encode(tiny_lm.tokenizer, r), 8).output_ids for r in reqs}
     bogus = {"r0": [5, 6, 7, 8, 9, 10, 11, 12], "r1": greedy["r1"][:3]}   # wrong; cut short
     res = diagnose_requests(reqs, tiny_lm, 8, outputs=bogus, progress=False)
     assert [d.output for d in res["diags"]["generated"]] == [greedy["r0"], greedy["r1"]]

@@ -74,7 +74,7 @@ def test_commit_leaves_cache_equal_to_plain_prefill(real_lm, builtin_ids):
 def test_ar_equals_hf_greedy_on_builtin(real_lm, builtin_ids):
     v = Verifier(real_lm)
     for ids in builtin_ids[:3]:
-        assert autoregressive(v, ids, 24).tokens == hf_greedy(real_lm, ids, 24)
+        assert autoregressive(v, ids, 24).output_ids == hf_greedy(real_lm, ids, 24)
 
 
 def test_ar_equals_hf_greedy_on_api_bank(real_lm, api_bank_path):
@@ -82,7 +82,7 @@ def test_ar_equals_hf_greedy_on_api_bank(real_lm, api_bank_path):
     reqs = load_api_bank(api_bank_path)
     for r in (reqs[0], reqs[400]):
         ids = encode(real_lm.tokenizer, r)
-        assert autoregressive(v, ids, 16).tokens == hf_greedy(real_lm, ids, 16)
+        assert autoregressive(v, ids, 16).output_ids == hf_greedy(real_lm, ids, 16)
 
 
 def test_every_preset_lossless_on_real_model(real_lm):

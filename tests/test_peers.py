@@ -111,9 +111,9 @@ def two_requests(real_lm):
 def _check_lossless(runner, two_requests):
     for req, ids, ref in two_requests:
         r = runner(req, ids)
-        res = compare(ref, r.tokens)
+        res = compare(ref, r.output_ids)
         assert res.lossless, f"{req.id}: {res.message()}"
-        assert 1 <= r.forwards <= len(r.tokens) and r.seconds > 0 and 0 < r.prefill_seconds < r.seconds
+        assert 1 <= r.forwards <= len(r.output_ids) and r.seconds > 0 and 0 < r.prefill_seconds < r.seconds
     return r.trace
 
 

@@ -492,7 +492,7 @@ def test_decoding_two_tenants_capped_int8_is_lossless_and_isolated(tiny_lm):
     seen = 0
     for i in range(3):
         ids = [1] + base + [rng.randrange(3, 259)] + base[:5]
-        ref = autoregressive(v, ids, 24).tokens
+        ref = autoregressive(v, ids, 24).output_ids
         for t in ("a", "b"):
             rid = f"{t}-{i}"
             tr = decs[t].run(rid, ids, 24)
