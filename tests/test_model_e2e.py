@@ -116,6 +116,34 @@ def test_unknown_model_path_and_file(tmp_path):
         load_model(tmp_path)
 
 
+def test_model_folder_without_tokenizer_says_so(tmp_path, real_lm):
+    """Weights saved without their tokenizer: the message names the missing files, where
+    transformers' own error sends one off to install sentencepiece."""
+    real_lm.model.config.to_json_file(tmp_path / "config.json")
+    with pytest.raises(ModelError, match="no tokenizer files"):
+        load_model(tmp_path)
+
+
+def test_gguf_cache_is_keyed_by_content(tmp_path, monkeypatch):
+    """Two GGUF files of one name and size but different bytes never share a cache entry."""
+    import oilbird.model as M
+    monkeypatch.setenv("OILBIRD_CACHE", str(tmp_path / "cache"))
+    a, b = tmp_path / "a" / "m.gguf", tmp_path / "b" / "m.gguf"
+    for f, byte in ((a, b"\x01"), (b, b"\x02")):
+        f.parent.mkdir()
+        f.write_bytes(byte * 4096)
+    cached = tmp_path / "cache" / "models" / f"m-{M._content_key(a)}"
+    cached.mkdir(parents=True)
+    (cached / "config.json").write_text("{}")
+    assert M._dequantized_copy(a, "m", torch.float32) == cached      # a's own entry, not re-read
+
+    def dequantize(*_args):
+        raise LookupError("dequantizing b")
+    monkeypatch.setattr(M, "_from_pretrained", dequantize)
+    with pytest.raises(LookupError, match="dequantizing b"):         # b is read, not given a's weights
+        M._dequantized_copy(b, "m", torch.float32)
+
+
 @pytest.mark.parametrize("config,msg", [
     ({"model_type": "mistral", "sliding_window": 4096, "hidden_size": 8, "num_hidden_layers": 1,
       "num_attention_heads": 1, "vocab_size": 10}, "sliding-window"),
