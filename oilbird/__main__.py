@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .drafter import FILLS
 from .model import ModelError
-from .requests import DataError
+from .requests import NAMED_SETS, DataError
 from .trace import TraceError
 
 
@@ -40,6 +41,38 @@ def _common(p: argparse.ArgumentParser, default_max: int = 128) -> None:
                         "requests it was not tuned on")
     p.add_argument("--max-new-tokens", type=_at_least(1), default=default_max)
     p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
+
+
+def _force(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help="replace the results an earlier run left at --out")
+
+
+def fresh_out(command: str, data: str) -> str:
+    """The default ``--out`` of bench and diagnose: a new folder per run,
+    ``runs/COMMAND-DATA-YYYYmmdd-HHMMSS``, so that running twice never replaces a result."""
+    import time
+    name = Path(str(data)).stem if str(data) not in NAMED_SETS else str(data)
+    return f"runs/{command}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_out(out: str, force: bool, writes: tuple[str, ...] = ()) -> None:
+    """Refuse an ``--out`` that would lose what is stored there, before any model loads.
+
+    ``writes``: the files the command writes inside the folder ``out``; empty when ``out`` is
+    itself the one file it writes. A folder where a file is expected (or the reverse) is
+    refused always; earlier results only without ``--force``."""
+    p = Path(out)
+    if writes:
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"--out {out} is a file; this command writes a folder ({', '.join(writes)})")
+        held = [f for f in writes if (p / f).exists()]
+    else:
+        if p.is_dir():
+            raise ValueError(f"--out {out} is a folder; this command writes one file, e.g. runs/traces.jsonl")
+        held = [p.name] if p.exists() else []
+    if held and not force:
+        where = f"{out} already holds {', '.join(held)}" if writes else f"{out} already exists"
+        raise ValueError(f"--out {where} (an earlier run's): pass --force to replace it, or choose another --out")
 
 
 def _tree_options(p: argparse.ArgumentParser) -> None:
@@ -78,16 +111,13 @@ def _decode(args) -> int:
 
 
 def _trace(args) -> int:
-    from pathlib import Path
-
     from .bench import parse_methods, run_bench, tree_config
     from .model import load_model
     from .requests import load_requests
     from .verifier import Verifier
     methods = parse_methods(args.methods, traced=True)
     tree = tree_config(args)
-    if Path(args.out).is_dir():
-        raise ValueError(f"--out {args.out} is a folder; trace writes one JSONL file, e.g. runs/traces.jsonl")
+    check_out(args.out, args.force)
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
     res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, trace_out=args.out, tree=tree)
@@ -111,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated method names; a tree method may add tree variants after "
                         "colons: ':cost-aware' / ':fixed', ':expected' / ':reserved' "
                         "(e.g. oilbird,oilbird:cost-aware,oilbird:expected)")
-    p.add_argument("--out", default="runs/bench")
+    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/bench-DATA-TIME)")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
+    _force(p)
     _tree_options(p)
     p.add_argument("--store-capacity", type=_at_least(1), default=None,
                    help="cap the cross-request store at N records (oldest requests evicted)")
@@ -128,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                         "tree variants after colons, e.g. goose,oilbird:expected")
     p.add_argument("--out", required=True, help="the JSONL file to write")
     p.add_argument("--diagnose", action="store_true", help="attach per-position gap labels")
+    _force(p)
     _tree_options(p)
 
     p = sub.add_parser("decode", help="decode one prompt and audit it against greedy")
@@ -140,12 +172,15 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
     _common(p)
-    p.add_argument("--out", default="runs/diagnose")
+    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/diagnose-DATA-TIME)")
+    _force(p)
 
     args = ap.parse_args(argv)
     try:
         if args.cmd == "bench":
             from .bench import main as bench_main
+            args.out = args.out or fresh_out("bench", args.data)
+            check_out(args.out, args.force, ("results.json", "traces.jsonl"))
             return bench_main(args)
         if args.cmd == "trace":
             return _trace(args)
@@ -153,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             return _decode(args)
         if args.cmd == "diagnose":
             from .diagnose import main as diagnose_main
+            args.out = args.out or fresh_out("diagnose", args.data)
+            check_out(args.out, args.force, ("diagnosis.json",))
             return diagnose_main(args)
     except (ModelError, DataError, TraceError, ValueError, ImportError) as exc:
         # ImportError: an optional peer (suffix-arctic) whose package is not installed

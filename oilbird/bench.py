@@ -26,10 +26,10 @@ import torch
 from tqdm import tqdm
 
 from .audit import compare, hf_greedy
-from .decoding import DecodeResult, autoregressive, check_prompt
+from .decoding import DecodeResult, autoregressive, encode_requests
 from .drafter import TreeConfig
 from .presets import PRESETS, make_decoder, tree_variants
-from .requests import Request, encode, load_requests
+from .requests import Request, load_requests
 from .trace import BONUS, RequestTrace, save_traces
 from .verifier import Verifier
 
@@ -209,11 +209,7 @@ def run_bench(requests: list[Request], methods: list[str], verifier: Verifier, m
                           store_kwargs=store_kwargs) for m in methods}
     stats = {m: MethodStats() for m in methods}
     traces: list[RequestTrace] = []
-    encoded = []
-    for r in requests:
-        ids = encode(lm.tokenizer, r)
-        check_prompt(lm, ids, max_new_tokens)
-        encoded.append((r, ids))
+    encoded = encode_requests(lm, requests, max_new_tokens)
     if encoded:
         warm_up(verifier, encoded[0][1], tree)
     bar = tqdm(encoded, desc="bench", unit="req", disable=not progress)
@@ -310,13 +306,10 @@ def main(args) -> int:
     from .model import load_model
     methods = parse_methods(args.methods)
     tree = tree_config(args)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; bench writes a folder (results.json, CSV, figures)")
+    out = Path(args.out)             # checked by the CLI (check_out): no earlier results lost
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
     verifier = Verifier(lm)
-    out.mkdir(parents=True, exist_ok=True)
     store_kwargs = {"state_dtype": args.state_dtype, "index_type": args.store_index}
     if args.store_capacity:
         store_kwargs["max_records"] = args.store_capacity
@@ -324,6 +317,7 @@ def main(args) -> int:
     def save(res: dict) -> None:
         res["data"] = str(args.data)
         res["skip"] = args.skip
+        out.mkdir(parents=True, exist_ok=True)     # only once there is something to write
         tmp = out / "results.json.tmp"
         tmp.write_text(json.dumps(res, indent=2))
         tmp.replace(out / "results.json")

@@ -29,7 +29,7 @@ import numpy as np
 
 from .drafter import Drafter
 from .model import LoadedModel
-from .requests import PromptError  # noqa: F401  (raised here; importable from here too)
+from .requests import PromptError, Request, encode
 from .store import Store
 from .trace import BONUS, CycleTrace, Neighbour, RequestTrace
 from .tree import DraftTree, greedy_accept
@@ -45,6 +45,20 @@ def check_prompt(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> None:
     if limit and len(ids) + max_new_tokens > limit:
         raise PromptError(f"The prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it "
                           f"exceeds the model's context of {limit} tokens. Shorten it or lower max_new_tokens.")
+
+
+def encode_requests(lm: LoadedModel, requests: list[Request], max_new_tokens: int) -> list[tuple[Request, list[int]]]:
+    """Every request with its prompt ids, all checked before any decoding starts: a request
+    that is empty or too long stops a run at once and by its id, not hours into it."""
+    out = []
+    for r in requests:
+        ids = encode(lm.tokenizer, r)          # names the request when it holds no text
+        try:
+            check_prompt(lm, ids, max_new_tokens)
+        except PromptError as exc:
+            raise PromptError(f"request '{r.id}': {exc}") from None
+        out.append((r, ids))
+    return out
 
 
 @dataclass

@@ -474,9 +474,9 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
     """
     from tqdm import tqdm
 
-    from .decoding import autoregressive
-    from .requests import encode
+    from .decoding import autoregressive, encode_requests
     from .verifier import Verifier
+    encoded = encode_requests(lm, requests, max_new_tokens)
     verifier = Verifier(lm)
     eos = lm.eos_token_ids
     static = static_embeddings(lm)
@@ -486,8 +486,7 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
     agree: list[float] = []
     texts: dict[str, list[str]] = {}
     pairs: list[tuple[list[int], list[int]]] = []
-    for req in tqdm(requests, desc="diagnose", unit="req", disable=not progress, file=sys.stderr):
-        ids = encode(lm.tokenizer, req)
+    for req, ids in tqdm(encoded, desc="diagnose", unit="req", disable=not progress, file=sys.stderr):
         out = (outputs or {}).get(req.id)
         states = None
         if out is not None:
@@ -558,14 +557,14 @@ def main(args) -> int:
     from .requests import load_requests
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)             # checked by the CLI (check_out): no earlier results lost
     res = diagnose_requests(requests, lm, args.max_new_tokens, modes=("generated", "full"))
     report = build_report(res, {
         "data": str(args.data), "model": lm.name, "max_new_tokens": args.max_new_tokens,
         "limit": args.limit, "skip": args.skip,
         "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX, "state_layer": lm.state_layer,
                      "num_layers": lm.num_layers}})
+    out.mkdir(parents=True, exist_ok=True)
     (out / "diagnosis.json").write_text(json.dumps(report))
     print(format_table(report, report.get("pool_full")))
     if report.get("copy_oracle_tau"):

@@ -219,16 +219,20 @@ def source_table(methods: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m oilbird.report DIR/results.json``: the Markdown tables of docs/results.md.
-    ``python -m oilbird.report FILE.jsonl``: a trace file's tau and tokens by source."""
+    ``python -m oilbird.report FILE.jsonl``: a trace file's tau and tokens by source.
+    ``python -m oilbird.report DIR/diagnosis.json``: the diagnosis table ``diagnose`` printed."""
     import argparse
     import json
     ap = argparse.ArgumentParser(prog="python -m oilbird.report", description=main.__doc__)
-    ap.add_argument("results", help="a bench results.json, or a trace file (.jsonl) from bench --traces "
-                                    "or python -m oilbird trace")
+    ap.add_argument("results", help="a bench results.json (or the bench --out folder), a trace file "
+                                    "(.jsonl) from bench --traces or python -m oilbird trace, or a "
+                                    "diagnosis.json")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also compare method A with method B request by request (repeatable)")
     args = ap.parse_args(argv)
     path = Path(args.results)
+    if path.is_dir():               # a bench --out folder
+        path = path / "results.json"
     if path.suffix == ".jsonl":
         from .trace import TraceError, load_traces
         try:
@@ -242,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
             res = json.loads(path.read_text())
         except ValueError as exc:
             ap.error(f"{path}: not a bench results.json ({exc})")
+        if isinstance(res, dict) and "present_2" in res and "methods" not in res:   # diagnose's output
+            from .diagnose import format_table as diagnosis_table
+            print(diagnosis_table(res, res.get("pool_full")))
+            return 0
+        if not (isinstance(res, dict) and isinstance(res.get("methods"), dict)):
+            ap.error(f"{path}: not a bench results.json (no 'methods' in it)")
     extra = tuple(tuple(p.split(",")) for p in args.pair)
     bad = next((p for p in extra if len(p) != 2 or not all(m in res["methods"] for m in p)), None)
     if bad:

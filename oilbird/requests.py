@@ -8,7 +8,7 @@ Knows nothing about models beyond ``tokenizer.apply_chat_template``. Sources:
   folder (default ``../shared/data/api-bank`` or ``$OILBIRD_DATA/api-bank``): 534 requests.
 * ``"humaneval"``, ``"gsm8k"``, ``"mt-bench"``: the non-repetitive sets in the same data root.
 * any path to a ``.jsonl`` file with ``{"messages": [...]}`` or ``{"prompt": "..."}`` per line
-  (optional ``"id"``), or to an API-Bank folder.
+  (optional ``"id"``, unique; a ``.json`` list of such objects works too), or to an API-Bank folder.
 """
 from __future__ import annotations
 
@@ -99,27 +99,58 @@ def load_api_bank(path: str | Path | None = None) -> list[Request]:
 
 
 def load_jsonl(path: str | Path, dataset: str | None = None) -> list[Request]:
-    """Generic requests: one JSON object per line with ``messages`` or ``prompt``."""
+    """Generic requests: one JSON object per line with ``messages`` or ``prompt`` (a ``.json``
+    file holding one list of such objects works too). Refused with the line: a line that is
+    not a request, a request without text, and an id used twice (its traces and labels would
+    be mixed up with the other request's)."""
     p = Path(path)
     if not p.is_file():
         raise DataError(f"'{p}': file not found")
     opener = gzip.open if p.suffix == ".gz" else open
-    out: list[Request] = []
     try:
         with opener(p, "rt", encoding="utf-8") as f:
-            for no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    d = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"'{p}' line {no}: not valid JSON ({exc.msg})") from None
-                out.append(_request_from_obj(d, f"{p}' line {no}", dataset or p.stem, len(out)))
+            lines = list(enumerate(f, start=1))
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"'{p}': cannot read ({exc})") from None
+    objects = []
+    for no, line in lines:
+        if not line.strip():
+            continue
+        try:
+            objects.append((f"{p}' line {no}", json.loads(line)))
+        except json.JSONDecodeError as exc:
+            objects = _one_json_document(p, "".join(text for _, text in lines))
+            if objects is None:
+                raise DataError(f"'{p}' line {no}: not valid JSON ({exc.msg})") from None
+            break
+    out: list[Request] = []
+    seen: dict[str, str] = {}
+    for where, d in objects:
+        r = _request_from_obj(d, where, dataset or p.stem, len(out))
+        if not any(str(m.get("content") or "").strip() for m in r.messages):
+            raise DataError(f"'{where}: the prompt is empty")
+        if r.id in seen:
+            raise DataError(f"'{where}: id '{r.id}' is already used by '{seen[r.id]}; give every request "
+                            "its own \"id\"")
+        seen[r.id] = where
+        out.append(r)
     if not out:
         raise DataError(f"'{p}': no requests in file")
     return out
+
+
+def _one_json_document(p: Path, text: str) -> list[tuple[str, object]] | None:
+    """The requests of a file that is one JSON document rather than JSON lines: a list of
+    request objects; None if the text is not JSON at all. Any other document (e.g. a bench
+    ``results.json`` given as --data) is refused by name."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(doc, list):
+        raise DataError(f"'{p}': one JSON {type(doc).__name__}, not requests: give JSON lines, one "
+                        "{\"prompt\": ...} or {\"messages\": [...]} object per line, or a JSON list of them")
+    return [(f"{p}' item {i}", d) for i, d in enumerate(doc)]
 
 
 def _request_from_obj(d, where: str, dataset: str, index: int) -> Request:
@@ -161,6 +192,9 @@ def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, ski
     else:
         p = Path(name).expanduser()
         if p.is_dir():
+            if not api_bank_available(p):
+                raise DataError(f"'{p}': a folder, but not an API-Bank one (no test-data/level-1-api.json); "
+                                "give a .jsonl file of requests")
             reqs = load_api_bank(p)
         elif p.exists():
             reqs = load_jsonl(p)

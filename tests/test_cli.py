@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import pytest
 from wb_traces import all_requests
@@ -58,6 +59,74 @@ def test_out_of_the_wrong_kind(tmp_path, capsys, monkeypatch):
     f.write_text("x")
     _fails(["bench", "--methods", "goose", "--out", str(f)], capsys, "is a file")
     assert f.read_text() == "x"                           # nothing already stored is lost
+
+
+@pytest.mark.parametrize("cmd, stored", [
+    (["bench", "--methods", "goose"], "results.json"),
+    (["bench", "--methods", "goose"], "traces.jsonl"),
+    (["diagnose"], "diagnosis.json"),
+    (["trace", "--methods", "goose"], ""),
+])
+def test_earlier_results_are_not_replaced_without_force(tmp_path, capsys, monkeypatch, cmd, stored):
+    """A second run into the same --out is refused before the model loads, and the earlier
+    run's file is left as it was; --force gets past the check (to the model, here)."""
+    import oilbird.model
+
+    class Loaded(Exception):
+        pass
+
+    def load(*_a, **_k):
+        raise Loaded
+    monkeypatch.setattr(oilbird.model, "load_model", load)
+    out = tmp_path / "run" if stored else tmp_path / "t.jsonl"
+    kept = out / stored if stored else out
+    kept.parent.mkdir(exist_ok=True)
+    kept.write_text("earlier")
+    argv = cmd + ["--data", "builtin", "--limit", "1", "--out", str(out)]
+    _fails(argv, capsys, "pass --force to replace it")
+    assert kept.read_text() == "earlier"
+    with pytest.raises(Loaded):
+        main(argv + ["--force"])
+
+
+def test_default_out_is_a_new_folder_per_run():
+    from oilbird.__main__ import fresh_out
+    assert re.fullmatch(r"runs/bench-builtin-\d{8}-\d{6}", fresh_out("bench", "builtin"))
+    assert re.fullmatch(r"runs/diagnose-own-\d{8}-\d{6}", fresh_out("diagnose", "data/own.jsonl"))
+
+
+def test_a_run_that_fails_leaves_no_empty_out_folder(tmp_path, capsys, monkeypatch):
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "hi"}\n{"prompt": "  "}\n')
+    for cmd in (["bench", "--methods", "goose"], ["diagnose"]):
+        _fails(cmd + ["--data", str(bad), "--out", str(tmp_path / "out")], capsys, "line 2: the prompt is empty")
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n', "line 2: id 'a' is already used by"),
+    ('{"prompt": "x"}\n{"id": "0", "prompt": "y"}\n', "line 2: id '0' is already used by"),
+    ('{"messages": [{"role": "user", "content": ""}]}\n', "line 1: the prompt is empty"),
+    ('{\n  "methods": {}\n}\n', "one JSON dict, not requests"),
+    ('{"prompt": "x"}\n{"prompt": \n', "line 2: not valid JSON"),
+])
+def test_request_files_are_checked_line_by_line(tmp_path, text, message):
+    from oilbird.requests import DataError, load_requests
+    f = tmp_path / "reqs.jsonl"
+    f.write_text(text)
+    with pytest.raises(DataError, match=message):
+        load_requests(f)
+
+
+def test_a_json_list_of_requests_loads_and_a_folder_must_be_api_bank(tmp_path):
+    from oilbird.requests import DataError, load_requests
+    f = tmp_path / "reqs.json"
+    f.write_text(json.dumps([{"id": "q1", "prompt": "x"}, {"messages": [{"role": "user", "content": "y"}]}], indent=2))
+    assert [r.id for r in load_requests(f)] == ["q1", "1"]
+    with pytest.raises(DataError, match="not an API-Bank one"):
+        load_requests(tmp_path)
 
 
 def test_methods_and_tree_options_parse():

@@ -104,6 +104,17 @@ def test_empty_and_overlong_prompts_rejected(tiny_lm):
         make_decoder("oilbird", v).run("x", [5] * 600, 5)
 
 
+def test_a_run_checks_every_prompt_first_and_names_the_bad_one(tiny_lm):
+    """bench and diagnose encode all requests before decoding any: the over-long one is named."""
+    from oilbird.decoding import encode_requests
+    from oilbird.requests import Request
+    reqs = [Request("fine", [{"role": "user", "content": "hi"}]),
+            Request("long", [{"role": "user", "content": "x" * 600}])]
+    with pytest.raises(PromptError, match="^request 'long': The prompt has .* context of 512 tokens"):
+        encode_requests(tiny_lm, reqs, 8)
+    assert [r.id for r, _ in encode_requests(tiny_lm, reqs[:1], 8)] == ["fine"]
+
+
 def test_bench_rows_per_request_add_up(tiny_lm):
     """results.json keeps one row per (method, request) for paired comparisons; the rows add
     up to the method's totals and each carries its own audit verdict."""
