@@ -105,49 +105,6 @@ def test_a_run_that_fails_leaves_no_empty_out_folder(tmp_path, capsys, monkeypat
         assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n', "line 2: id 'a' is already used by"),
-    ('{"prompt": "x"}\n{"id": "0", "prompt": "y"}\n', "line 2: id '0' is already used by"),
-    ('{"messages": [{"role": "user", "content": ""}]}\n', "line 1: the prompt is empty"),
-    ('{\n  "methods": {}\n}\n', "one JSON dict, not requests"),
-    ('{"prompt": "x"}\n{"prompt": \n', "line 2: not valid JSON"),
-])
-def test_request_files_are_checked_line_by_line(tmp_path, text, message):
-    from oilbird.requests import DataError, load_requests
-    f = tmp_path / "reqs.jsonl"
-    f.write_text(text)
-    with pytest.raises(DataError, match=message):
-        load_requests(f)
-
-
-def test_a_json_list_of_requests_loads_and_a_folder_must_be_api_bank(tmp_path):
-    from oilbird.requests import DataError, load_requests
-    f = tmp_path / "reqs.json"
-    f.write_text(json.dumps([{"id": "q1", "prompt": "x"}, {"messages": [{"role": "user", "content": "y"}]}], indent=2))
-    assert [r.id for r in load_requests(f)] == ["q1", "1"]
-    with pytest.raises(DataError, match="not an API-Bank one"):
-        load_requests(tmp_path)
-
-
-def test_methods_and_tree_options_parse():
-    assert parse_methods(" ar, oilbird:expected ,goose") == ["ar", "oilbird:expected", "goose"]
-    assert parse_methods("suffix-arctic:cost-aware", traced=True) == ["suffix-arctic:cost-aware"]
-    ns = dict(semantic_budget=None, tree_size=None, fill=None)
-    # a small --budget shrinks the default reserve instead of failing on a flag not given
-    assert tree_config(argparse.Namespace(budget=2, **ns)).semantic_budget == 1
-    assert tree_config(argparse.Namespace(budget=1, **ns)).semantic_budget == 0
-    assert tree_config(argparse.Namespace(budget=None, **ns)) == TreeConfig()
-    for bad in (dict(budget=0), dict(semantic_budget=-1), dict(budget=4, semantic_budget=4), dict(fill="both")):
-        with pytest.raises(ValueError):
-            TreeConfig(**bad)
-
-
-def test_an_empty_request_is_refused_before_tokenizing():
-    for content in ("", "  \n", None):
-        with pytest.raises(PromptError, match="'r': the prompt is empty"):
-            encode(None, Request("r", [{"role": "system", "content": "  "}, {"role": "user", "content": content}]))
-
-
 def _corrupt(tmp_path, line_no: int, change) -> str:
     """The hand-built traces with line ``line_no`` (1-based) changed; the loader's message."""
     path = save_traces(all_requests(), tmp_path / "t.jsonl")

@@ -53,6 +53,11 @@ def test_jsonl_messages_and_prompt(tmp_path):
     ('{"foo": 1}\n', "needs 'messages' or 'prompt'"),
     ('{"messages": []}\n', "non-empty list"),
     ("", "no requests"),
+    ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n', "line 2: id 'a' is already used by"),
+    ('{"prompt": "x"}\n{"id": "0", "prompt": "y"}\n', "line 2: id '0' is already used by"),
+    ('{"messages": [{"role": "user", "content": ""}]}\n', "line 1: the prompt is empty"),
+    ('{\n  "methods": {}\n}\n', "one JSON dict, not requests"),
+    ('{"prompt": "x"}\n{"prompt": \n', "line 2: not valid JSON"),
 ])
 def test_malformed_jsonl_names_path_and_problem(tmp_path, content, msg):
     p = tmp_path / "bad.jsonl"
@@ -60,6 +65,14 @@ def test_malformed_jsonl_names_path_and_problem(tmp_path, content, msg):
     with pytest.raises(DataError, match=re.escape(msg)) as e:
         load_jsonl(p)
     assert "bad.jsonl" in str(e.value)
+
+
+def test_a_json_list_of_requests_loads_and_a_folder_must_be_api_bank(tmp_path):
+    f = tmp_path / "reqs.json"
+    f.write_text(json.dumps([{"id": "q1", "prompt": "x"}, {"messages": [{"role": "user", "content": "y"}]}], indent=2))
+    assert [r.id for r in load_requests(f)] == ["q1", "1"]
+    with pytest.raises(DataError, match="not an API-Bank one"):
+        load_requests(tmp_path)
 
 
 def test_missing_paths_are_named(tmp_path):
