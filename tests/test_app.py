@@ -225,6 +225,17 @@ def test_upload_is_all_or_nothing(app_fns, session, monkeypatch, tmp_path):
     assert "r1 · oilbird" in counter and cycle_of(counter) == 2           # navigation still works
 
 
+def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
+    """Uploaded, it is selected and every panel says it holds no cycles (not "no trace")."""
+    from dataclasses import replace
+
+    from workbench.figures import NO_CYCLES
+    bare = replace(request_other("bare"), cycles=[], output_ids=[], output_text=[])
+    out = app_fns[2]["load_traces"](session, str(save_traces([bare], tmp_path / "bare.jsonl")))
+    assert out[0]["request"] == "bare" and out[7] == ""
+    assert NO_CYCLES in out[4] and "No trace of" not in out[4]
+
+
 def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monkeypatch):
     from workbench import figures
 

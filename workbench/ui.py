@@ -72,7 +72,9 @@ def _render(st: dict, cat: Catalogue, error: str, full: bool) -> list:
     tr = find(st, cat, st["request"], st["method"])
     if tr is None or not tr.cycles:
         msg = (f"No trace of request '{st['request']}' with method '{st['method']}': "
-               "press 'Run live' to decode it, or pick another method.")
+               "press 'Run live' to decode it, or pick another method." if tr is None else
+               f"Request '{st['request']}' with method '{st['method']}': {F.NO_CYCLES}; press 'Run live' "
+               "to decode it with them.")
         return _no_trace(st, msg, error, full)
     k = max(0, min(st["cycle"], len(tr.cycles) - 1))
     st["cycle"] = k
