@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -180,6 +181,18 @@ def test_static_export_error_is_clear(monkeypatch, tmp_path):
         export.export_figures({"tree": figures.tree_figure(request_oilbird().cycles[1])}, tmp_path, "png")
 
 
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="PNG export needs Chromium")
+def test_static_export_is_wide_enough_to_read(tmp_path):
+    """A figure that fills its container in the app is exported 1200 px wide, not kaleido's 700."""
+    import struct
+
+    from workbench import export, figures
+    from wb_traces import request_oilbird
+    [png] = export.export_figures({"tree": figures.tree_figure(request_oilbird().cycles[1])}, tmp_path, "png")
+    width, height = struct.unpack(">II", png.read_bytes()[16:24])
+    assert (width, height) == (export.STATIC_WIDTH, figures.DEFAULT_STYLE.height)
+
+
 # -- the app's functions called in this process (no server): failures forced by monkeypatch ----
 @pytest.fixture(scope="module")
 def app_fns(tmp_path_factory):
@@ -234,6 +247,21 @@ def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     out = app_fns[2]["load_traces"](session, str(save_traces([bare], tmp_path / "bare.jsonl")))
     assert out[0]["request"] == "bare" and out[7] == ""
     assert NO_CYCLES in out[4] and "No trace of" not in out[4]
+
+
+def test_a_typed_cycle_out_of_range_goes_to_the_nearest_end(app_fns, session):
+    """The slider's value reaches goto unchecked (gradio's own check was a server error that
+    left the panels behind): 99 is the last cycle, -3 the first, junk changes nothing."""
+    goto = app_fns[2]["goto"]
+    last = len(request_oilbird().cycles) - 1
+    assert cycle_of(goto(session, 99)[1]) == last and cycle_of(goto(session, "-3")[1]) == 0
+    assert cycle_of(goto(session, 1.0)[1]) == 1 and cycle_of(goto(session, "abc")[1]) == 1
+
+
+def test_a_request_without_a_trace_still_shows_its_prompt(app_fns, session):
+    out = app_fns[2]["select"](session, "r1", "pld", "goose")
+    assert "No trace of request &#x27;r1&#x27; with method &#x27;pld&#x27;" in out[4]
+    assert out[10] == "user: say hi"
 
 
 def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monkeypatch):

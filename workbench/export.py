@@ -18,6 +18,9 @@ import plotly.io as pio
 from oilbird.trace import RequestTrace, save_traces
 
 FORMATS = ("html", "png", "svg")
+# static images of figures that fill their container in the app (no layout width): kaleido's
+# default, 700 px, crowds a tree's token labels and cuts table columns
+STATIC_WIDTH = 1200
 
 
 class ExportError(RuntimeError):
@@ -48,7 +51,9 @@ def write_static(figs: dict[str, go.Figure], folder: str | Path, fmt: str, stem:
     folder = Path(folder)
     paths = [folder / f"{safe_name(stem, name) if stem else safe_name(name)}.{fmt}" for name in figs]
     try:
-        pio.write_images(list(figs.values()), paths, format=fmt)
+        pio.write_images(list(figs.values()), paths, format=fmt,
+                         width=[f.layout.width or STATIC_WIDTH for f in figs.values()],
+                         height=[f.layout.height for f in figs.values()])
     except Exception as exc:  # noqa: BLE001 - kaleido/choreographer raise many types; all mean the same
         raise ExportError(
             f"{fmt.upper()} export failed ({type(exc).__name__}: {str(exc)[:200]}). Static images need "

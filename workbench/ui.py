@@ -59,12 +59,13 @@ def render(st: dict, cat: Catalogue, error: str = "", full: bool = False) -> lis
 
 
 def _no_trace(st: dict, msg: str, error: str, full: bool) -> list:
-    """The outputs of :func:`render` when there is nothing to draw: ``msg`` in every panel."""
-    empty = _plot(F.message_spec(st["request"], msg))
-    note = f"<p>{html.escape(msg)}</p>"
+    """The outputs of :func:`render` when there is nothing to draw: ``msg`` once, in the text
+    panel; the tree says "no trace" and the other panels stay empty (a message repeated in
+    every panel was clipped in the half-width ones)."""
     head = f"<b>{html.escape(st['request'])} · {html.escape(st['method'])}</b>: no trace"
+    empty = _plot(F.message_spec(f"{st['request']} · {st['method']}", "no trace"))
     out = [st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0,
-           empty, note, note, note, error]
+           empty, f"<p>{html.escape(msg)}</p>", "", "", error]
     return out + [empty, empty, ""] if full else out
 
 
@@ -100,8 +101,14 @@ def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tu
             F.neighbours_html(c), F.gap_strip_html(tr, k))
 
 
-def render_full(st: dict, cat: Catalogue, error: str = "") -> list:
-    return render(st, cat, error, full=True)
+def render_full(st: dict, cat: Catalogue, error: str = "", data: Data | None = None) -> list:
+    """:func:`render` with the request-level panels. A request without a trace still shows its
+    prompt when ``data`` (the ``--data`` requests) holds it, as its messages."""
+    out = render(st, cat, error, full=True)
+    req = data.requests.get(st["request"]) if data is not None else None
+    if not out[10] and req is not None:
+        out[10] = "\n\n".join(f"{m['role']}: {m['content']}" for m in req.messages)
+    return out
 
 
 def _warn(msg: str) -> str:
@@ -129,7 +136,7 @@ def draw_all(tr: RequestTrace) -> None:
 def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: int = LIVE_MAX_NEW_TOKENS) -> gr.Blocks:
     """The Blocks app over a catalogue of traces, a request set and a (lazy) model."""
     init = new_session(cat, data)
-    first = render(dict(init), cat, error=" ".join(e for e in (cat.error, data.error) if e), full=True)
+    first = render_full(dict(init), cat, " ".join(e for e in (cat.error, data.error) if e), data)
     export_dir = Path(tempfile.mkdtemp(prefix="oilbird-workbench-"))
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
@@ -179,22 +186,25 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         full = view + [metrics, compare, prompt]                              # ... and a new selection
         menus = [request_dd, method_dd, compare_dd]
 
+        def full_view(st, error=""):
+            return render_full(st, cat, error, data)
+
         # ---- navigation
         def select(st, rid, method, cmp):
             rid, method, cmp = (rid or "").strip(), (method or "").strip(), (cmp or "").strip()
             known = request_choices(st, cat, data)
             if rid not in known:
-                out = render_full(st, cat, _warn(f"Unknown request id '{rid}'. Known: {', '.join(known[:8])}"
+                out = full_view(st, _warn(f"Unknown request id '{rid}'. Known: {', '.join(known[:8])}"
                                             f"{' …' if len(known) > 8 else ''}"))
             elif method not in method_choices(st, cat) or cmp not in method_choices(st, cat):
                 bad = method if method not in method_choices(st, cat) else cmp
-                out = render_full(st, cat, _warn(f"Unknown method '{bad}'."))
+                out = full_view(st, _warn(f"Unknown method '{bad}'."))
             else:
                 changed = (rid, method) != (st["request"], st["method"])
                 st.update(request=rid, method=method, compare=cmp)
                 if changed:
                     st["cycle"] = first_cycle(find(st, cat, rid, method))
-                out = render_full(st, cat)
+                out = full_view(st)
             return out + [gr.Dropdown(choices=request_choices(st, cat, data), value=st["request"]),
                           gr.Dropdown(value=st["method"]), gr.Dropdown(value=st["compare"])]
 
@@ -203,7 +213,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             return render(st, cat)
 
         def goto(st, k):
-            st["cycle"] = max(0, int(k or 0))
+            try:                                  # the raw value (see the slider's events below)
+                st["cycle"] = max(0, int(float(k)))
+            except (TypeError, ValueError):
+                pass
             return render(st, cat)
 
         def play(st):
@@ -230,7 +243,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
               api_name="select", **fast)
         prev_btn.click(lambda st: step(st, -1), state, view, api_name="prev", **fast)
         next_btn.click(lambda st: step(st, +1), state, view, api_name="next", **fast)
-        slider.release(goto, [state, slider], view, api_name="goto", **fast)
+        # the slider's value unchecked (preprocess=False): a typed 99 goes to the last cycle instead
+        # of gradio's out-of-range error; input covers the arrow keys and the number box
+        gr.on([slider.release, slider.input], goto, [state, slider], view, api_name="goto",
+              preprocess=False, trigger_mode="always_last", **fast)
         play_btn.click(play, state, view + [timer, play_btn], api_name="play", **fast)
         timer.tick(tick, state, view + [timer, play_btn], api_name="tick", **fast)
 
@@ -239,12 +255,12 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             """All or nothing: the session takes the file's traces only if every one draws."""
             nothing = [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
             if not path:
-                return render_full(st, cat, _warn("No file given.")) + nothing
+                return full_view(st, _warn("No file given.")) + nothing
             name = Path(path).name   # the name the user uploaded, not gradio's cache path
             try:
                 traces = load_traces(path)
             except TraceError as exc:
-                return render_full(st, cat, _warn(f"Not a usable trace file: "
+                return full_view(st, _warn(f"Not a usable trace file: "
                                                   f"{str(exc).replace(str(Path(path)), name)}")) + nothing
             new = {**st, "extra": {**st["extra"], **{(t.request_id, t.method): t for t in traces}},
                    "request": traces[0].request_id, "method": traces[0].method, "cycle": first_cycle(traces[0])}
@@ -253,7 +269,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                     draw_all(t)
                 out = _render(new, cat, "", full=True)
             except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
-                return render_full(st, cat, _warn(f"Not a usable trace file: {name}: {exc}")) + nothing
+                return full_view(st, _warn(f"Not a usable trace file: {name}: {exc}")) + nothing
             st = new
             return out + [gr.Dropdown(choices=request_choices(st, cat, data), value=st["request"]),
                           gr.Dropdown(choices=method_choices(st, cat), value=st["method"]),
@@ -265,22 +281,22 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             nothing = [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
             req = data.requests.get(rid)
             if req is None:
-                return render_full(st, cat, _warn(f"Request '{rid}' has no prompt in --data {data.name}; "
+                return full_view(st, _warn(f"Request '{rid}' has no prompt in --data {data.name}; "
                                              "a live run needs one.")) + nothing
             if method not in PRESET_NAMES:
-                return render_full(st, cat, _warn(f"Method '{method}' is not a preset; live runs need one of "
+                return full_view(st, _warn(f"Method '{method}' is not a preset; live runs need one of "
                                              f"{', '.join(PRESET_NAMES)}.")) + nothing
             try:
                 lm = models.get(progress)
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
-                return render_full(st, cat, _warn(f"The model failed to load: {exc}")) + nothing
+                return full_view(st, _warn(f"The model failed to load: {exc}")) + nothing
             try:
                 tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress)
             except PromptError as exc:   # empty, or too long for the model
-                return render_full(st, cat, _warn(f"Request '{rid}' cannot be decoded: {exc}")) + nothing
+                return full_view(st, _warn(f"Request '{rid}' cannot be decoded: {exc}")) + nothing
             st["extra"][(rid, method)] = tr
             st.update(request=rid, method=method, cycle=first_cycle(tr))
-            return render_full(st, cat) + [gr.Dropdown(choices=request_choices(st, cat, data), value=rid),
+            return full_view(st) + [gr.Dropdown(choices=request_choices(st, cat, data), value=rid),
                                       gr.Dropdown(choices=method_choices(st, cat), value=method), gr.Dropdown()]
 
         live_btn.click(run_live, [state, request_dd, method_dd], full + menus, api_name="run_live",
