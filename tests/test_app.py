@@ -326,6 +326,14 @@ def test_start_up_problems_are_said_on_the_terminal(tmp_path, capsys):
     assert data.error and data.error in err
 
 
+def _until(ok, what: str, seconds: float = 15.0) -> None:
+    import time
+    end = time.monotonic() + seconds
+    while not ok():
+        assert time.monotonic() < end, f"no {what} within {seconds:.0f} s"
+        time.sleep(0.2)
+
+
 @pytest.mark.browser
 def test_browser_next_changes_tree_and_counter(app_url):
     if measure.chromium_path() is None:
@@ -344,6 +352,14 @@ def test_browser_next_changes_tree_and_counter(app_url):
         steps = measure.measure_steps(page, 4)
         page.wait_for_timeout(300)
         page.screenshot(path=str(ARTIFACTS / "workbench.png"), full_page=True)
+        # the slider's number box and arrow keys move the panels too; 99 means the last cycle
+        box, last = page.locator("#wb-slider input[type=number]"), len(request_oilbird().cycles) - 1
+        for typed, key, want in (("99", "Enter", last), ("0", "Tab", 0)):
+            box.fill(typed)
+            box.press(key)
+            _until(lambda: measure.current_cycle(page) == want, f"cycle {want} after typing {typed}")
+        page.locator("#wb-slider input[type=range]").press("ArrowRight")
+        _until(lambda: measure.current_cycle(page) == 1, "cycle 1 after the right arrow key")
     print(f"\npage -> first figure {secs:.2f} s; step {ms:.0f} ms, then {[round(x) for x in steps]} ms "
           f"(load average {measure.load_average()})")
     assert external == [], f"the page fetched from outside: {external}"
