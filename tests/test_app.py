@@ -249,6 +249,21 @@ def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     assert NO_CYCLES in out[4] and "No trace of" not in out[4]
 
 
+def test_the_app_opens_where_the_semantic_key_alone_delivered_most(tmp_path):
+    """Not merely the first request with neighbours: the one whose tokens show the lesson."""
+    from dataclasses import replace
+
+    from wb_traces import relabel
+    from workbench.session import Catalogue, Data, new_session
+    r = request_oilbird()
+    retrieved_only = replace(r, request_id="a", cycles=[replace(c, request_id="a") for c in r.cycles])
+    delivered = relabel(request_oilbird(), {"pld": "semantic"})       # r1: one token only semantic proposed
+    cat = Catalogue.load(save_traces([retrieved_only, delivered], tmp_path / "t.jsonl"))
+    assert cat.error == "" and cat.request_ids() == ["a", "r1"]      # "a" has neighbours, no own token
+    st = new_session(cat, Data("builtin"))
+    assert (st["request"], st["method"], st["cycle"]) == ("r1", "oilbird", 1)
+
+
 def test_a_typed_cycle_out_of_range_goes_to_the_nearest_end(app_fns, session):
     """The slider's value reaches goto unchecked (gradio's own check was a server error that
     left the panels behind): 99 is the last cycle, -3 the first, junk changes nothing."""

@@ -106,10 +106,14 @@ def new_session(cat: Catalogue, data: Data) -> dict:
     rids = cat.request_ids() or list(data.requests)
     methods = cat.methods() or ["oilbird"]
     method = "oilbird" if "oilbird" in methods else methods[0]
-    # open on the first request where the semantic key retrieved something (the point of the
-    # workbench); the very first request of a run has an empty store
-    shown = [r for r in rids if any(c.neighbours for c in getattr(cat.traces.get((r, method)), "cycles", []))]
-    rid = (shown or rids or [""])[0]
+    # open where the semantic key shows best (the point of the workbench): the request with the
+    # most tokens that it alone proposed, else the first where it retrieved anything (the very
+    # first request of a run has an empty store)
+    def shows(r):
+        cycles = getattr(cat.traces.get((r, method)), "cycles", [])
+        return (sum(s == ["semantic"] for c in cycles for s in c.committed_sources),
+                any(c.neighbours for c in cycles))
+    rid = max(rids, key=shows, default="")
     other = [m for m in methods if m != method]
     st = {"request": rid, "method": method, "compare": other[0] if other else method, "cycle": 0,
           "playing": False, "extra": {}, "decoders": {}}

@@ -156,6 +156,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             play_btn = gr.Button("▶ Play", elem_id="wb-play", scale=0, min_width=90)
             slider = gr.Slider(minimum=0, maximum=first[2].maximum, value=first[2].value, step=1, label="cycle",
                                elem_id="wb-slider", scale=3)
+            live_btn = gr.Button("Run live", elem_id="wb-live", scale=0, min_width=100)
         counter = gr.HTML(first[1], elem_id="cycle-counter")
         text = gr.HTML(first[4], label="generated text", elem_id="wb-text")
         tree = gr.Plot(first[3], label="draft tree", show_label=False, elem_id="wb-tree")
@@ -167,12 +168,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Accordion("prompt", open=False):
             prompt = gr.Textbox(first[10], show_label=False, lines=6, max_lines=20, interactive=False,
                                 elem_id="wb-prompt")
-        with gr.Accordion("Live run · load traces · export", open=False):
-            with gr.Row():
-                live_btn = gr.Button("Run live", elem_id="wb-live")
-                gr.Markdown(f"Decodes the selected request with the selected method on the model "
-                            f"(`--model`, default SmolLM2-135M), {max_new_tokens} new tokens; the model "
-                            "loads on first use. Each session keeps its own cross-request store.")
+        with gr.Accordion("Run live · load traces · export", open=False):
+            gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
+                        f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
+                        "new tokens; the model loads on first use. Each session keeps its own "
+                        "cross-request store.")
             upload = gr.File(label="load a trace file (JSONL from `python -m oilbird trace`)",
                              file_types=[".jsonl", ".json", ".txt"], type="filepath", elem_id="wb-upload")
             with gr.Row():
