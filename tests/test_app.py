@@ -134,7 +134,7 @@ def test_load_traces_adds_requests_for_this_session(client, tmp_path):
     good = save_traces([r], tmp_path / "good.jsonl")
     out = client.predict(handle_file(str(good)), api_name="/load_traces")
     assert out[6] == "" and "uploaded" in out[0]
-    assert "uploaded" in [c[0] for c in out[10]["choices"]]
+    assert "uploaded" in [c[1] for c in out[10]["choices"]]   # (label, value)
 
 
 def test_live_run_with_a_model_that_fails_to_load(client):
@@ -262,6 +262,15 @@ def test_the_app_opens_where_the_semantic_key_alone_delivered_most(tmp_path):
     assert cat.error == "" and cat.request_ids() == ["a", "r1"]      # "a" has neighbours, no own token
     st = new_session(cat, Data("builtin"))
     assert (st["request"], st["method"], st["cycle"]) == ("r1", "oilbird", 1)
+
+
+def test_menus_say_what_has_a_trace(app_fns, session):
+    from workbench.session import method_menu, request_menu
+    cat, data = app_fns[:2]
+    labels = dict((v, k) for k, v in request_menu(session, cat, data))
+    assert labels["r1"] == "r1 · oilbird, goose" and labels["r2"] == "r2 · oilbird"
+    methods = dict((v, k) for k, v in method_menu(session, cat))      # for the selected request, r1
+    assert methods["oilbird"] == "oilbird" and methods["pld"] == "pld · no trace"
 
 
 def test_a_typed_cycle_out_of_range_goes_to_the_nearest_end(app_fns, session):

@@ -138,3 +138,20 @@ def request_choices(st: dict, cat: Catalogue, data: Data) -> list[str]:
 def method_choices(st: dict, cat: Catalogue) -> list[str]:
     from_traces = [m for _, m in st["extra"]] + cat.methods()
     return list(dict.fromkeys(from_traces + list(PRESET_NAMES)))
+
+
+def request_menu(st: dict, cat: Catalogue, data: Data) -> list[tuple[str, str]]:
+    """:func:`request_choices` as (label, id) pairs for a menu: a traced request's label names
+    the methods it has traces of, so one sees what can be stepped through without a live run."""
+    traced: dict[str, list[str]] = {}
+    for rid, m in [*st["extra"], *cat.traces]:
+        traced.setdefault(rid, []).append(m)
+    return [(f"{rid} · {', '.join(dict.fromkeys(traced[rid]))}" if rid in traced else rid, rid)
+            for rid in request_choices(st, cat, data)]
+
+
+def method_menu(st: dict, cat: Catalogue) -> list[tuple[str, str]]:
+    """:func:`method_choices` as (label, name) pairs: a method without a trace of the selected
+    request says so (it needs a live run)."""
+    return [(m if find(st, cat, st["request"], m) is not None else f"{m} · no trace", m)
+            for m in method_choices(st, cat)]

@@ -29,7 +29,8 @@ from oilbird.trace import RequestTrace, TraceError, load_traces  # noqa: E402
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .session import (LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
-                      find, first_cycle, method_choices, new_session, request_choices)
+                      find, first_cycle, method_choices, method_menu, new_session, request_choices,
+                      request_menu)
 
 PLAY_INTERVAL_S = 0.8
 
@@ -144,11 +145,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         gr.Markdown(f"## {TITLE} · every decoding cycle: draft tree → verify → commit")
         error = gr.Markdown(first[7], elem_id="wb-error")
         with gr.Row():
-            request_dd = gr.Dropdown(request_choices(init, cat, data), value=init["request"], label="request",
+            request_dd = gr.Dropdown(request_menu(init, cat, data), value=init["request"], label="request",
                                      allow_custom_value=True, elem_id="wb-request")
-            method_dd = gr.Dropdown(method_choices(init, cat), value=init["method"], label="method",
+            method_dd = gr.Dropdown(method_menu(init, cat), value=init["method"], label="method",
                                     allow_custom_value=True, elem_id="wb-method")
-            compare_dd = gr.Dropdown(method_choices(init, cat), value=init["compare"], label="compare with",
+            compare_dd = gr.Dropdown(method_menu(init, cat), value=init["compare"], label="compare with",
                                      allow_custom_value=True, elem_id="wb-compare")
         with gr.Row(equal_height=True):
             prev_btn = gr.Button("◀ Prev", elem_id="wb-prev", scale=0, min_width=90)
@@ -189,6 +190,13 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         def full_view(st, error=""):
             return render_full(st, cat, error, data)
 
+        def menus_for(st):
+            """The three menus with their labels for the selection in ``st``."""
+            methods = method_menu(st, cat)
+            return [gr.Dropdown(choices=request_menu(st, cat, data), value=st["request"]),
+                    gr.Dropdown(choices=methods, value=st["method"]),
+                    gr.Dropdown(choices=methods, value=st["compare"])]
+
         # ---- navigation
         def select(st, rid, method, cmp):
             rid, method, cmp = (rid or "").strip(), (method or "").strip(), (cmp or "").strip()
@@ -205,8 +213,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 if changed:
                     st["cycle"] = first_cycle(find(st, cat, rid, method))
                 out = full_view(st)
-            return out + [gr.Dropdown(choices=request_choices(st, cat, data), value=st["request"]),
-                          gr.Dropdown(value=st["method"]), gr.Dropdown(value=st["compare"])]
+            return out + menus_for(st)
 
         def step(st, delta):
             st["cycle"] = max(0, int(st["cycle"]) + int(delta))
@@ -271,9 +278,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
                 return full_view(st, _warn(f"Not a usable trace file: {name}: {exc}")) + nothing
             st = new
-            return out + [gr.Dropdown(choices=request_choices(st, cat, data), value=st["request"]),
-                          gr.Dropdown(choices=method_choices(st, cat), value=st["method"]),
-                          gr.Dropdown(choices=method_choices(st, cat), value=st["compare"])]
+            return out + menus_for(st)
 
         upload.upload(load_file, [state, upload], full + menus, api_name="load_traces")
 
@@ -296,8 +301,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return full_view(st, _warn(f"Request '{rid}' cannot be decoded: {exc}")) + nothing
             st["extra"][(rid, method)] = tr
             st.update(request=rid, method=method, cycle=first_cycle(tr))
-            return full_view(st) + [gr.Dropdown(choices=request_choices(st, cat, data), value=rid),
-                                      gr.Dropdown(choices=method_choices(st, cat), value=method), gr.Dropdown()]
+            return full_view(st) + menus_for(st)
 
         live_btn.click(run_live, [state, request_dd, method_dd], full + menus, api_name="run_live",
                        concurrency_limit=1)
