@@ -29,6 +29,7 @@ from dataclasses import replace
 
 from .decoding import SpeculativeDecoder
 from .drafter import FILLS, Drafter, TreeConfig
+from .methods import PRESETS  # noqa: F401  (the names live in oilbird.methods; importable here)
 from .sources.prompt_lookup import PromptLookupSource
 from .sources.recycling import RecyclingSource
 from .sources.rejected import RejectedPoolSource
@@ -36,22 +37,6 @@ from .sources.semantic import SemanticConfig, SemanticSource
 from .sources.suffix import SuffixSource
 from .store import Store
 from .verifier import Verifier
-
-PRESETS: dict[str, tuple[str, ...]] = {
-    "pld": ("pld",),
-    "suffix": ("suffix",),
-    "recycling": ("recycling",),
-    "goose": ("suffix", "pld", "recycling"),
-    "oilbird": ("suffix", "pld", "recycling", "semantic", "rejected"),
-    "oilbird-no-semantic": ("suffix", "pld", "recycling", "rejected"),
-    "oilbird-no-suffix": ("pld", "recycling", "semantic", "rejected"),
-    "oilbird-no-recycling": ("suffix", "pld", "semantic", "rejected"),
-    "oilbird-no-rejected": ("suffix", "pld", "recycling", "semantic"),
-    "oilbird-ungated": ("suffix", "pld", "recycling", "semantic-ungated", "rejected"),
-    "pld+sem": ("pld", "semantic"),
-    "recycling+sem": ("recycling", "semantic"),
-}
-
 
 # tree variants a method name may carry after colons, e.g. "oilbird:expected:cost-aware": the
 # TreeConfig fields each one sets (so one bench run can compare them on the same requests)

@@ -423,12 +423,6 @@ def test_preview_serves_the_opening_cycle_and_frees_its_port():
         s.bind(("127.0.0.1", port))
 
 
-def test_preset_names_match_the_library():
-    from oilbird.presets import PRESETS
-    from workbench.session import PRESET_NAMES
-    assert set(PRESET_NAMES) == set(PRESETS)
-
-
 @pytest.mark.browser
 def test_browser_preview_draws_the_tree_then_turns_into_the_app():
     """The preview draws its tree offline, then reloads itself once ``config`` answers."""

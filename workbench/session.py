@@ -16,15 +16,14 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oilbird.methods import PRESETS
 from oilbird.trace import RequestTrace, TraceError, load_traces
 
 TITLE = "Oilbird workbench"
 LIVE_MAX_NEW_TOKENS = 48   # new tokens per live run (the app's --max-new-tokens default)
 
-# the preset names without importing torch (oilbird.presets imports the runtime);
-# tests/test_app.py checks that they match oilbird.presets.PRESETS
-PRESET_NAMES = ("oilbird", "goose", "pld", "suffix", "recycling", "oilbird-no-semantic", "oilbird-no-suffix",
-                "oilbird-no-recycling", "oilbird-no-rejected", "oilbird-ungated", "pld+sem", "recycling+sem")
+# the preset names from oilbird.methods (no torch), the method and its host first in menus
+PRESET_NAMES = ("oilbird", "goose") + tuple(m for m in PRESETS if m not in ("oilbird", "goose"))
 
 
 class LiveRunError(RuntimeError):
