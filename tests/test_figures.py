@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from wb_traces import cycle1, relabel, request_goose, request_oilbird
+from wb_traces import cycle1, cycle_neighbours, relabel, request_goose, request_oilbird, request_truncated
 
 from oilbird.trace import CycleTrace
 from workbench import figures as F
 from workbench.palette import (ALL_SOURCES, DRAFT_SOURCES, GAP_COLOURS, PEER_SOURCES, PRECEDENCE, SOURCE_COLOURS,
-                               SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, primary_source, source_label)
+                               SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, Style, primary_source,
+                               source_label)
 
 LABELS = ["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]
 
@@ -115,6 +116,67 @@ def test_tree_title_says_when_cost_aware_sizing_cut_the_tree():
     assert "2 of 4 drafts accepted" in title and "cut from 8 drafts" in title
 
 
+def test_tree_of_a_cut_last_cycle_shows_only_what_was_committed():
+    """The output ended inside the accepted path (token limit or EOS): the accepted drafts past
+    it look neither accepted nor rejected, no bonus is drawn, and the title, the counter, the
+    text and the metrics all count the same committed tokens."""
+    r = request_truncated(committed=2)                   # accepted B C D, bonus E; only B C committed
+    c = r.cycles[1]
+    fig = F.tree_figure(c)
+    title = fig.layout.title.text
+    assert "3 of 4 drafts accepted, 2 committed" in title and "no bonus: the output stops here" in title
+    assert "+ bonus" not in title
+    assert not any(t.meta == "bonus" for t in fig.data)                   # E was never committed
+    unc = by_meta(fig, "edges-uncommitted")                              # C -> D
+    assert sum(x is None for x in unc.x) == 1 and sum(x is None for x in by_meta(fig, "edges-accepted").x) == 2
+    style = STATUS_STYLES["uncommitted"]
+    assert unc.line.dash not in ("solid", "dash", "dot")                  # not accepted, rejected, bonus
+    assert STATUS_STYLES["rejected"].opacity < style.opacity < STATUS_STYLES["accepted"].opacity
+    assert style.label in legend_names(fig)
+    sem = by_meta(fig, "semantic")                                       # node 3 = D
+    assert list(sem.marker.opacity) == [style.opacity] and "not committed" in sem.hovertext[0]
+    # every view counts 2 tokens this cycle, 3 in all
+    assert "2 committed this cycle (the output stops here)" in F.counter_html(r, 1)
+    assert F.committed_upto(r, 1) == 3 == len(r.output_ids)
+    assert "3 of 3 tokens" in F.text_figure(r, 1).layout.title.text
+    assert "2 committed, no bonus: the output stops here" in by_meta(F.metrics_figure(r), "per-cycle").hovertext[1]
+    # the uncommitted status is keyed only where it occurs
+    assert style.label not in legend_names(F.tree_figure(cycle1()))
+    assert not any(t.meta == "edges-uncommitted" for t in F.tree_figure(cycle1()).data)
+
+
+def test_tree_bonus_only_when_committed_and_labelled_with_its_own_text():
+    every_draft = request_truncated(committed=3).cycles[1]               # B C D, no room for E
+    fig = F.tree_figure(every_draft)
+    assert not any(t.meta == "bonus" for t in fig.data)
+    assert not any(t.meta == "edges-uncommitted" for t in fig.data)
+    assert "3 of 4 drafts accepted, 3 committed" in fig.layout.title.text and "no bonus" in fig.layout.title.text
+    full = request_truncated(committed=4)
+    fig = F.tree_figure(full.cycles[1])
+    assert list(by_meta(fig, "bonus").text) == ["E"]
+    assert fig.layout.title.text.split(": ", 1)[1].startswith("3 of 4 drafts accepted + bonus")
+    assert "stops here" not in F.counter_html(full, 1)
+    assert list(by_meta(F.tree_figure(request_oilbird().cycles[0]), "bonus").text) == ["Hi"]   # prefill
+
+
+def test_tree_bonus_never_sits_on_a_draft_node():
+    """Inner nodes sit on fractional rows: the root of this tree is at y = -1.75, a quarter row
+    from node 2 in the column where its bonus goes; the bonus moves to a spot half a row clear."""
+    parents = [-1, 0, 0, 0, 1, 1]
+    pos = F.tree_layout(parents)
+    c = CycleTrace(request_id="r", method="m", cycle=1, prefix_len=3, generated_before=1,
+                   tokens=[1, 2, 3, 4, 5, 6], token_text=list("abcdef"), parents=parents,
+                   depths=[0, 1, 1, 1, 2, 2], sources=[[]] + [["pld"]] * 5, argmax=[9] * 6,
+                   argmax_text=["z"] * 6, accepted=[0], bonus=9, committed=[9], committed_text=["z"],
+                   committed_sources=[["bonus"]])
+    bonus = by_meta(F.tree_figure(c), "bonus")
+    bx, by = bonus.x[0], bonus.y[0]
+    assert all(not (abs(x - bx) < 0.5 and abs(y - by) < 0.5) for x, y in pos.values())
+    assert abs(by - pos[0][1]) <= 1.0                                     # still next to its parent
+    lo, hi = F.tree_spec(c)["layout"]["yaxis"]["range"]
+    assert lo < by < hi
+
+
 def test_tree_layout_is_tidy():
     pos = F.tree_layout([-1, 0, 1, 0, 1])
     assert [pos[i][0] for i in range(5)] == [0, 1, 2, 1, 2]          # x = depth
@@ -147,7 +209,7 @@ def test_neighbours_table_and_empty_state():
     fig = F.neighbours_figure(cycle1())
     cells = [list(col) for col in fig.data[0].cells.values]
     assert cells[1] == ["0.910"] and cells[2] == ["r0 @ 5"]
-    assert "[·there]" in cells[3][0] and cells[6] == ["<b>no</b>"]
+    assert "[·there]" in cells[3][0] and cells[6] == ["no"]
     empty = F.neighbours_figure(request_oilbird().cycles[2])
     assert "0 retrieved" in empty.layout.title.text
     assert "no neighbours" in F.neighbours_html(request_oilbird().cycles[2])
@@ -160,6 +222,129 @@ def test_neighbours_on_the_prefill_say_nothing_is_drafted():
         title, html = F.neighbours_figure(c).layout.title.text, F.neighbours_html(c)
         for text in (title, html):
             assert "cycle 0 is the prefill: nothing is drafted" in text and "empty store" not in text
+
+
+def _tags(html_text, tag):
+    """The attribute dicts of every ``tag`` element of an HTML fragment."""
+    from html.parser import HTMLParser
+
+    class P(HTMLParser):
+        found: list = []
+
+        def handle_starttag(self, t, attrs):
+            if t == tag:
+                self.found.append(dict(attrs))
+    p = P()
+    p.found = []
+    p.feed(html_text)
+    return p.found
+
+
+def test_neighbours_html_fits_its_panel():
+    """Fixed column shares with context and proposed capped, cells that wrap anywhere (a token
+    is one long run: its spaces are '·'), and a scrolling div only as a last resort."""
+    page = F.neighbours_html(cycle_neighbours())
+    assert "overflow-x:auto" in _tags(page, "div")[0]["style"]
+    table = _tags(page, "table")[0]["style"]
+    assert "table-layout:fixed" in table and "width:100%" in table
+    widths = [float(c["style"].split(":")[1].rstrip("%")) for c in _tags(page, "col")]
+    assert len(widths) == len(F.NB_HEADER) and sum(widths) == pytest.approx(100)
+    assert max(widths[3], widths[4]) <= 30                               # context, proposed capped
+    cells = _tags(page, "td") + _tags(page, "th")
+    assert len(cells) == 8 * 7 + 7 and all("overflow-wrap:anywhere" in c["style"] for c in cells)
+
+
+@pytest.mark.browser
+def test_neighbours_html_fits_a_narrow_panel_in_a_browser():
+    from workbench import measure
+    if measure.chromium_path() is None:
+        pytest.skip("Debian chromium not installed (apt-get install chromium); browsers are never downloaded")
+    with measure.browser_page(width=800, height=900) as page:
+        page.set_content(f"<div id='panel' style='width:560px'>{F.neighbours_html(cycle_neighbours())}</div>")
+        panel, table = page.evaluate("() => [document.getElementById('panel').clientWidth, "
+                                     "document.querySelector('.wb-neighbours table').scrollWidth]")
+    assert table <= panel
+
+
+def test_neighbours_figure_is_plain_text_that_fits_its_columns_and_height():
+    """Plotly table cells show a styled span as raw HTML, wrap only at spaces, and a static
+    export draws only the rows its height holds: so plain text, broken to the column width,
+    and a height counted from the lines."""
+    for style in (None, Style(width=1000)):
+        fig = F.neighbours_figure(cycle_neighbours(), style=style)
+        t = fig.data[0]
+        assert list(t.columnwidth) == list(F.NB_COLUMN_PX)
+        cols = [list(c) for c in t.cells.values]
+        assert "[·brown]" in cols[3][0].replace("<br>", "")                # the matched token in brackets
+        lines = 0
+        for row in zip(*cols):
+            assert not any(tag in cell for cell in row for tag in ("<span", "<b>", "style="))
+            lines += max(cell.count("<br>") + 1 for cell in row)
+        for k, cells in enumerate(cols):
+            chars = F._cell_chars(style or Style(), k, Style().font_size - 1)
+            assert all(len(line) <= chars for cell in cells for line in cell.split("<br>")), F.NB_HEADER[k]
+        assert lines > 8                                                   # long cells were broken
+        assert fig.layout.height >= fig.layout.margin.t + 24 * 8 + 14 * (lines - 8) + 24
+    short = F.neighbours_figure(cycle_neighbours(2)).layout.height
+    assert short < F.neighbours_figure(cycle_neighbours(8)).layout.height
+    lt = F.neighbours_figure(replace(cycle1(), neighbours=[replace(cycle1().neighbours[0], context_text=["<b>", "x"])]))
+    assert "&lt;b&gt;" in lt.data[0].cells.values[3][0]                   # a token's own markup is text
+
+
+def test_a_chain_that_never_entered_the_tree_is_not_counted_as_rejected():
+    """A neighbour with no walked node was never verified: "not in the tree", with the reason,
+    not "0 / its proposed length"; one that proposed nothing is a dash."""
+    c = cycle_neighbours()
+    fig = F.neighbours_figure(c)
+    acc = [x.replace("<br>", " ") for x in fig.data[0].cells.values[5]]
+    assert acc[-2:] == ["not in the tree*"] * 2 and acc[1] == "—"
+    assert "0 / 16" not in acc and "0 / 17" not in acc                    # not 0 of its proposed length
+    assert "not in the tree: no semantic node budget was left" in fig.layout.title.text.replace("<br>", " ")
+    page = F.neighbours_html(c)
+    assert page.count(">not in the tree*<") == 2 and "0 / 16" not in page and "0 / 17" not in page
+    assert "title='no semantic node budget was left" in page and "* not in the tree: no semantic node" in page
+    muted = replace(c, semantic_muted=True)
+    assert "muted by self-calibration: looked up, not drafted" in F.neighbours_html(muted)
+    assert "not in the tree" not in F.neighbours_html(cycle1())
+
+
+def test_no_neighbours_reason_agrees_with_the_cycle_record():
+    """Only the reasons that can hold: a cycle with a lexical match did not miss the gate."""
+    def why(c):
+        title = F.neighbours_figure(c).layout.title.text
+        page = F.neighbours_html(c)
+        assert "no neighbours" in page
+        return title + page
+    base = replace(cycle1(), neighbours=[], lexical_match_len=15)
+    text = why(base)
+    assert "no lexical match" not in text and "no semantic source" not in text
+    assert "below the similarity floor" in text and "empty store" in text
+    text = why(replace(base, semantic_muted=True))
+    assert "muted" in text and "below the similarity floor" in text and "empty store" not in text
+    text = why(replace(base, lexical_match_len=0))
+    assert "no lexical match" in text and "empty store" in text
+    assert "no lexical match" not in why(replace(base, lexical_match_len=0, method="oilbird-ungated"))
+    text = why(request_goose().cycles[2])
+    assert "goose drafts without the semantic key" in text and "empty store" not in text
+    assert "no semantic source in mine" in why(replace(base, method="mine", sources=[[]] * 5))
+
+
+def test_views_know_the_methods_without_loading_torch():
+    """The figures and menus read oilbird.methods, not oilbird.presets (which loads torch): the
+    app's preview is up before the model stack has been imported."""
+    import subprocess
+    import sys
+    code = ("import sys, workbench.figures, workbench.session; "
+            "from oilbird.methods import has_semantic as h, semantic_gated as g; "
+            "assert h('oilbird:expected') and not h('goose') and not h('suffix-arctic') and not h('nope'); "
+            "assert g('oilbird') and not g('oilbird-ungated'); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_the_similarity_floor_shown_is_the_semantic_sources():
+    from oilbird.sources.semantic import SemanticConfig
+    assert F.SIMILARITY_FLOOR == SemanticConfig().entry_floor
 
 
 def test_gap_strip_counts_and_empty_note():
@@ -185,6 +370,34 @@ def test_gap_strip_says_its_labels_describe_the_output_not_the_method():
                  F.gap_strip_html(request_oilbird(None))):
         assert "labels describe the output (the same for every method)" in text
     assert "not how goose drafted it" in F.gap_strip_figure(goose).layout.title.text
+
+
+def test_gap_strip_says_what_the_pool_is():
+    """ "absent from pool" means absent from earlier requests' outputs (oilbird.diagnose,
+    pool="generated"), not from this request's prompt: the header and every hover say so."""
+    r = request_oilbird(LABELS)
+    fig = F.gap_strip_figure(r, 1)
+    assert "generated outputs of earlier requests only (no prompts; not this request's own output)" \
+        in fig.layout.title.text
+    absent = by_meta(fig, "absent")
+    assert all("occur nowhere in the pool" in h and "earlier requests" in h for h in absent.hovertext)
+    page = F.gap_strip_html(r, 1)
+    assert "generated outputs of earlier requests" in page.split("gap-row")[0]          # the header
+    keys = [t for t in _tags(page, "span") if t.get("class") == "gap-key"]
+    assert len(keys) == 4 and all("earlier requests" in k["title"] for k in keys)
+    cells = [t for t in _tags(page, "span") if t.get("class") == "gap-cell"]
+    assert "occur nowhere in the pool" in cells[0]["title"]
+
+
+def test_a_live_run_without_labels_is_not_told_to_rerun_the_cli():
+    """The app's live runs are never diagnosed: say where labels come from, not which
+    command to run on a trace that has no file."""
+    live = request_oilbird(None)
+    live.meta["live"] = True
+    for text in (F.gap_strip_figure(live).layout.annotations[0].text, F.gap_strip_html(live)):
+        assert "--diagnose" not in text
+        assert "command-line diagnosis" in text and "not computed for live runs" in text
+    assert "--diagnose" in F.gap_strip_html(request_oilbird(None))                    # a trace file: it is
 
 
 # --------------------------------------------------------------------------- metrics, comparison
@@ -214,6 +427,40 @@ def test_compare_side_by_side_same_request_only():
     b.request_id = "other"
     with pytest.raises(ValueError, match="same request"):
         F.compare_figure(a, b)
+
+
+def test_compare_subplot_titles_fit_half_the_figure():
+    """ "method: τ" on one line, tokens / forwards on the next: each line fits half the width
+    (they ran together at 1400 px and were cut at 1024), even for long method names."""
+    import re
+    a = replace(request_oilbird(), method="oilbird:expected:cost-aware-with-a-long-name")
+    b = replace(request_goose(), method="goose:expected:cost-aware")
+    for style in (None, Style(width=1024)):
+        s = style or Style()
+        titles = [x.text for x in F.compare_figure(a, b, style=style).layout.annotations]
+        assert len(titles) == 2
+        half = ((s.width or 700) - 50) * 0.47                      # px of one column, less the gap
+        for t in titles:
+            first, second = t.split("<br>")
+            assert re.search(r": τ \d\.\d\d$", first) and "tokens /" in second and "forwards" in second
+            for line in (first, re.sub(r"<[^>]+>", "", second)):
+                assert len(line) * 0.6 * s.font_size <= half, line
+    assert F.compare_figure(request_oilbird(), request_goose()).layout.annotations[0].text.startswith(
+        "oilbird: τ 1.67<br>")
+
+
+def test_panels_name_their_rule_for_a_token_several_sources_proposed():
+    """metrics splits such a token's credit; text, comparison and strips colour it by its most
+    specific source. Both are meant; each panel says which it uses."""
+    r = request_oilbird()
+    met = F.metrics_figure(r)
+    assert "split credit" in met.layout.annotations[2].text
+    assert "split evenly" in by_meta(met, "share").hovertemplate
+    assert "most specific source" in F.text_figure(r, 1).layout.title.text
+    assert "most specific source" in F.text_html(r, 1).split("wb-legend")[1]
+    cmp = F.compare_figure(r, request_goose())
+    assert "most specific source" in cmp.layout.legend.title.text
+    assert "most specific source" in by_meta(cmp, "oilbird:pld").hovertemplate
 
 
 # --------------------------------------------------------------------------- sources beyond the palette

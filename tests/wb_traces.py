@@ -90,3 +90,50 @@ def relabel(request: RequestTrace, names: dict[str, str]) -> RequestTrace:
                       scores=[{names.get(k, k): v for k, v in x.items()} for x in c.scores],
                       committed_sources=[rn(x) for x in c.committed_sources]) for c in request.cycles]
     return replace(request, cycles=cycles)
+
+
+def request_truncated(committed: int = 2) -> RequestTrace:
+    """Request "r3", whose output ends inside its last cycle's accepted path (the token limit
+    or EOS cut it, as ``oilbird.decoding._finish`` does): output "A B C" in 2 forwards.
+
+    * cycle 0 (prefill): bonus "A" (id 20).
+    * cycle 1: root "A" (0) -> "B" (1, pld) -> "C" (2, pld) -> "D" (3, semantic); root -> "X"
+      (4, suffix). Verifier argmax [21, 22, 23, 25, 0]: accepts 0 -> 1 -> 2 -> 3, bonus 25 ("E").
+      Only the first ``committed`` tokens of "B C D E" are committed (2: "B C"; 3: "B C D", so
+      every accepted draft but not the bonus; 4: all, the bonus included).
+    """
+    new, text, srcs = [21, 22, 23, 25], ["B", "C", "D", "E"], [["pld"], ["pld"], ["semantic"], ["bonus"]]
+    c0 = CycleTrace(request_id="r3", method="oilbird", cycle=0, prefix_len=0, generated_before=0,
+                    bonus=20, committed=[20], committed_text=["A"], committed_sources=[["bonus"]],
+                    timings={"verify": 0.05})
+    c1 = CycleTrace(
+        request_id="r3", method="oilbird", cycle=1, prefix_len=4, generated_before=1,
+        tokens=[20, 21, 22, 23, 24], token_text=["A", "B", "C", "D", "X"],
+        parents=[-1, 0, 1, 2, 0], depths=[0, 1, 2, 3, 1],
+        sources=[[], ["pld"], ["pld"], ["semantic"], ["suffix"]],
+        scores=[{}, {"pld": 1.0}, {"pld": 1.0}, {"semantic": 0.93}, {"suffix": 0.4}],
+        argmax=[21, 22, 23, 25, 0], argmax_text=["B", "C", "D", "E", ""],
+        accepted=[0, 1, 2, 3], bonus=25, committed=new[:committed], committed_text=text[:committed],
+        committed_sources=srcs[:committed], lexical_match_len=3,
+        timings={"draft": 0.001, "verify": 0.02, "commit": 0.0005, "update": 0.002})
+    return RequestTrace(request_id="r3", method="oilbird", model="tiny", prompt_ids=[1, 2], prompt_text="abc",
+                        output_ids=[20] + new[:committed], output_text=["A"] + text[:committed],
+                        cycles=[c0, c1], lossless=True)
+
+
+def cycle_neighbours(n: int = 8) -> CycleTrace:
+    """``cycle1()`` with ``n`` neighbours (most similar first) whose contexts and proposals run
+    long, one token a 40-character run without spaces; the last two chains got no node in the
+    tree (the semantic budget was spent), and one more similar chain proposed nothing (below the
+    depth floor)."""
+    words = [" the", " quick", " brown", "_fox_jumps_over_the_lazy_dog_and_its_pup", " over", "\n", ' {"a":', " b"]
+    nbs = []
+    for k in range(n):
+        ctx = words[: 3 + k % 6]
+        prop = [] if k == 1 else [f" tok{j}" for j in range(10 + k)]
+        walked = [] if k >= n - 2 or k == 1 else list(range(1, 2 + k % 4))
+        nbs.append(Neighbour(record=k, request_id=f"api-bank-{k:04d}", position=100 + k, similarity=0.99 - 0.02 * k,
+                             proposed=list(range(len(prop))), proposed_text=prop, context_text=ctx,
+                             context_index=2, paid_nodes=[], walked_nodes=walked, accepted=min(len(walked), k // 2),
+                             lexical_reachable=k % 2 == 0))
+    return replace(cycle1(), neighbours=nbs)

@@ -22,7 +22,9 @@ colours, markers and line styles come from :mod:`workbench.palette`. From a note
     F.metrics_figure(req, cycle=3)
 
 Every legend lists all sources / statuses / labels even when a view has none of them (legend
-entries are carried by data-less traces, ``x=[None]``), so the key never changes between views;
+entries are carried by data-less traces, ``x=[None]``), so the key never changes between views
+(one exception: the "accepted, not committed" status, which only a request's last cycle can
+have, is keyed where it occurs);
 a source the palette does not know gets a grey entry of its own where it appears
 (:func:`~workbench.palette.shown_sources`).
 Tokens are shown with whitespace made visible (:func:`visible`).
@@ -37,10 +39,11 @@ import networkx as nx
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from oilbird.methods import PEER_TREE_METHODS, PRESETS, has_semantic, semantic_gated
 from oilbird.trace import CycleTrace, RequestTrace
 
-from .palette import (ALL_SOURCES, BONUS, DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_LABELS,
-                      GAP_PATTERNS, MULTI_SOURCE_RING, ROOT, STAGE_COLOURS, STAGE_PATTERNS,
+from .palette import (ALL_SOURCES, BONUS, DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS,
+                      GAP_LABELS, GAP_PATTERNS, GAP_POOL, MULTI_SOURCE_RING, ROOT, STAGE_COLOURS, STAGE_PATTERNS,
                       STAGES, STATUS_STYLES, Style, primary_source, shown_sources, source_label,
                       source_symbol)
 
@@ -253,34 +256,98 @@ def _node_hover(c: CycleTrace, i: int, status: str) -> str:
     return "<br>".join(lines)
 
 
+def committed_drafts(cycle: CycleTrace) -> int:
+    """How many of the cycle's accepted drafts were committed: all of them, unless the output
+    ended inside the accepted path. ``accepted`` is the verifier's whole path, but ``committed``
+    stops at the token limit or at EOS (``oilbird.decoding._finish``), so on a request's last
+    cycle the path can reach past the output."""
+    return min(max(0, len(cycle.accepted) - 1), len(cycle.committed))
+
+
+def bonus_committed(cycle: CycleTrace) -> bool:
+    """Did the verifier's bonus token make it into the output? Only when every accepted draft
+    was committed and there was room for one more (always on the prefill cycle)."""
+    return cycle.bonus >= 0 and len(cycle.committed) > max(0, len(cycle.accepted) - 1)
+
+
+def output_stops(cycle: CycleTrace) -> bool:
+    """Did the output end inside this cycle's verdict (accepted drafts or bonus cut)? The trace
+    cannot tell whether the token limit or EOS cut it: one cycle does not know the limit."""
+    return not bonus_committed(cycle) and (cycle.bonus >= 0 or bool(cycle.accepted))
+
+
+def _verdict_parts(cycle: CycleTrace) -> tuple[str, str]:
+    """(the counts, why the output took fewer tokens than the verdict: "" on most cycles)."""
+    if not cycle.n_nodes:
+        return "prefill: the verifier's first token (bonus)", ""
+    of = f"{max(0, len(cycle.accepted) - 1)} of {max(0, cycle.n_nodes - 1)} drafts accepted"
+    if not output_stops(cycle):
+        return f"{of} + bonus", ""
+    return (f"{of}, {len(cycle.committed)} committed",
+            "no bonus: the output stops here (token limit or EOS)")
+
+
+def verdict_text(cycle: CycleTrace) -> str:
+    """The verdict in words, agreeing with ``committed``: "2 of 4 drafts accepted + bonus", or
+    on a cut last cycle "12 of 23 drafts accepted, 5 committed, no bonus: the output stops
+    here (token limit or EOS)"."""
+    return ", ".join(x for x in _verdict_parts(cycle) if x)
+
+
+def _bonus_text(cycle: CycleTrace) -> str:
+    """The bonus token's own text: the verifier's argmax at the last accepted node (the prefill
+    has no node: its one committed token is the bonus)."""
+    last = cycle.accepted[-1] if cycle.accepted else -1
+    if 0 <= last < len(cycle.argmax_text):
+        return cycle.argmax_text[last]
+    return cycle.committed_text[-1] if cycle.committed_text and bonus_committed(cycle) else ""
+
+
+def _free_spot(pos: dict[int, tuple[float, float]], x: float, y: float) -> float:
+    """A y near ``y`` in column ``x`` with no node within half a column and half a row (rows
+    of inner nodes are fractional, e.g. 0.25 apart, so an exact-match test misses them):
+    ``y``, then y + 0.5, y - 0.5, y + 1, ... The bonus marker goes there."""
+    column = [py for px, py in pos.values() if abs(px - x) < 0.5]
+    for k in range(2 * len(column) + 2):
+        cand = y + (k + 1) // 2 * 0.5 * (1 if k % 2 else -1)
+        if all(abs(py - cand) >= 0.5 - 1e-9 for py in column):
+            return cand
+    return min(column, default=y) - 1.0
+
+
 def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
               keyed: Iterable[str] = ()) -> dict:
     """The draft tree of one cycle (see :func:`tree_figure`)."""
     s = _style(style)
     n = len(cycle.tokens)
-    accepted = set(cycle.accepted)
     pos = tree_layout(cycle.parents)
-    status = ["accepted" if i in accepted else "rejected" for i in range(n)]
+    # the accepted path up to what was committed (the root counts: it was committed before);
+    # past the end of the output the path is "uncommitted", drawn apart from rejects
+    kept = committed_drafts(cycle)
+    status = ["rejected"] * n
+    for j, i in enumerate(cycle.accepted):
+        status[i] = "accepted" if j <= kept else "uncommitted"
     data: list[dict] = []
 
-    # edges, one trace per status
+    # edges, one trace per status ("uncommitted" only where it occurs: it is keyed only there)
     edges: dict[str, tuple[list, list]] = {"accepted": ([], []), "rejected": ([], []), "bonus": ([], [])}
+    if "uncommitted" in status:
+        edges = {"accepted": ([], []), "uncommitted": ([], []), "rejected": ([], []), "bonus": ([], [])}
     for i in range(1, n):
         p = cycle.parents[i]
         xs, ys = edges[status[i]]
         xs += [pos[p][0], pos[i][0], None]
         ys += [pos[p][1], pos[i][1], None]
-    # the bonus token: a pseudo node after the last accepted node (alone on the prefill cycle)
+    # the bonus token: a pseudo node after the last accepted node (alone on the prefill cycle),
+    # drawn only when it was committed, on a spot no draft node takes
     bonus_xy = None
-    if cycle.bonus >= 0:
+    if bonus_committed(cycle):
         if n:
             last = cycle.accepted[-1] if cycle.accepted else 0
-            bx, by = pos[last][0] + 1, pos[last][1]
-            if any(abs(x - bx) < 1e-9 and abs(y - by) < 1e-9 for x, y in pos.values()):
-                by += 0.5
-            bonus_xy = (bx, by)
+            bx = pos[last][0] + 1
+            bonus_xy = (bx, _free_spot(pos, bx, pos[last][1]))
             edges["bonus"][0].extend([pos[last][0], bx, None])
-            edges["bonus"][1].extend([pos[last][1], by, None])
+            edges["bonus"][1].extend([pos[last][1], bonus_xy[1], None])
         else:
             bonus_xy = (1.0, 0.0)
     for st, (xs, ys) in edges.items():
@@ -304,6 +371,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
         src = ROOT if i == 0 else primary_source(cycle.sources[i] if i < len(cycle.sources) else [])
         groups.setdefault(src, []).append(i)
     mode = "markers+text" if s.show_node_labels else "markers"
+    shown_status = {"accepted": "accepted", "rejected": "rejected",
+                    "uncommitted": "accepted, not committed: the output stops before it"}
     for src in sorted(groups, key=lambda x: ALL_SOURCES.index(x) if x in ALL_SOURCES else 99):
         idx = groups[src]
         data.append({
@@ -311,7 +380,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "text": [_esc(cycle.token_text[i], s.max_label_chars) if i < len(cycle.token_text) else ""
                      for i in idx],
             "textposition": "top center", "textfont": {"size": s.font_size - 1},
-            "hovertext": [_node_hover(cycle, i, status[i]) for i in idx], "hoverinfo": "text",
+            "hovertext": [_node_hover(cycle, i, shown_status[status[i]]) for i in idx], "hoverinfo": "text",
             "name": source_label(src), "legendgroup": src, "showlegend": False, "customdata": idx,
             "marker": {"color": s.colour(src), "symbol": source_symbol(src), "size": s.node_size,
                        "opacity": [STATUS_STYLES[status[i]].opacity for i in idx],
@@ -321,7 +390,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "meta": src})
     if bonus_xy is not None:
         ls = STATUS_STYLES["bonus"]
-        tok = cycle.committed_text[-1] if cycle.committed_text else ""
+        tok = _bonus_text(cycle)
         data.append({
             "type": "scatter", "x": [bonus_xy[0]], "y": [bonus_xy[1]], "mode": mode,
             "text": [_esc(tok, s.max_label_chars)], "textposition": "top center",
@@ -340,24 +409,28 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}"
     notes = []
     if n:
-        title = f"{head}: {max(0, len(cycle.accepted) - 1)} of {n - 1} drafts accepted + bonus"
+        counts, stop = _verdict_parts(cycle)
+        title = f"{head}: {counts}"
         flags = ([f"lexical match {cycle.lexical_match_len}"] if cycle.lexical_match_len else []) + \
                 (["semantic muted"] if cycle.semantic_muted else []) + \
                 ([f"cut from {cycle.drafted - 1} drafts: the rest would not pay for its verify cost"]
                  if cycle.drafted > n else [])
         if flags:
             title += f" <span style='font-size:{s.font_size}px'>({', '.join(flags)})</span>"
+        if stop:      # a second line: the title is long already
+            title += f"<br><span style='font-size:{s.font_size}px;color:#555'>{stop}</span>"
     else:
         title = head
         notes.append(_note("cycle 0 is the prefill forward: no draft tree;<br>"
                            "the verifier gives the first token", y=0.85))
+    ys = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
     max_depth = max((p[0] for p in pos.values()), default=0) + 1
-    rows = -min((p[1] for p in pos.values()), default=0)
     layout = _layout(s, title, annotations=notes, dragmode="pan",
                      legend={"itemsizing": "constant", "tracegroupgap": 2},
+                     margin={"l": 40, "r": 10, "t": 70 if n and output_stops(cycle) else 50, "b": 40},
                      xaxis={"title": {"text": "depth"}, "dtick": 1, "range": [-0.5, max_depth + 0.7],
                             "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
-                     yaxis={"visible": False, "range": [-rows - 0.6, 0.8]})
+                     yaxis={"visible": False, "range": [min(ys, default=0) - 0.6, max(ys, default=0) + 0.8]})
     return {"data": data, "layout": layout}
 
 
@@ -370,14 +443,19 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     several sources proposed, and the hover lists them all with their scores and the verifier's
     argmax at the node); the accepted path is drawn bold and opaque, rejected nodes faded with
     dashed edges, and the bonus token (the verifier's own next token) hangs off the last
-    accepted node with a dotted edge. ``selection``: a node index to outline. ``keyed``: sources
+    accepted node with a dotted edge, on a spot no draft node takes. On a request's last cycle
+    the output can end inside the accepted path (token limit or EOS): the accepted nodes past
+    it are drawn in the "uncommitted" style (long dashes, keyed only there), the bonus is not
+    drawn, and the title says how many tokens were committed (:func:`verdict_text`).
+    ``selection``: a node index to outline. ``keyed``: sources
     to list in the key even where this cycle drew none of their nodes; pass
     :func:`drafted_sources` of the request so that a peer's source (``suffix-arctic``) or an
     unknown one keeps its key entry on every cycle.
 
-    Traces, in order: one edge trace per status (``meta`` "edges-accepted" / "edges-rejected" /
-    "edges-bonus"), the several-sources ring ("multi-source"), one node trace per source present
-    (``meta`` = the source; root first), the bonus node ("bonus"), then one legend-only trace per
+    Traces, in order: one edge trace per status (``meta`` "edges-accepted" / "edges-uncommitted"
+    (only where it occurs) / "edges-rejected" / "edges-bonus"), the several-sources ring
+    ("multi-source"), one node trace per source present (``meta`` = the source; root first), the
+    bonus node ("bonus"; only when it was committed), then one legend-only trace per
     source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree or in ``keyed``.
     """
     return figure(tree_spec(cycle, selection, style, keyed), style)
@@ -398,6 +476,14 @@ def _token_rows(pieces: list[str], line_chars: int) -> list[tuple[int, int, int]
         if "\n" in p:
             row, col = row + 1, 0
     return out
+
+
+# two rules of credit, both intended, named where they show so they are not read as a
+# contradiction: a token several sources proposed is coloured by the most specific one in the
+# text, the comparison and the strips, and split evenly among them in the metrics' share
+BY_PRIMARY = "colour: each token's most specific source, hover: all"
+SHARE_TITLE = "share by source (split credit)"
+BY_PRIMARY_KEY = "each token under its most specific source:"
 
 
 def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
@@ -431,7 +517,8 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     data.extend(_legend_marker(src, s) for src in shown_sources(primary_source(x) for x in srcs))
     n_rows = max(1, len(lines))
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
-             f"{upto} of {len(request.output_ids)} tokens")
+             f"{upto} of {len(request.output_ids)} tokens <span style='font-size:{s.font_size - 1}px;"
+             f"color:#777'>({BY_PRIMARY})</span>")
     layout = _layout(s, title, height=max(170, 120 + 24 * n_rows),
                      annotations=[] if pieces else [_note("no tokens committed yet")],
                      legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
@@ -444,22 +531,25 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
 def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
     """The generated text through cycle index ``cycle``, each token coloured by the source that
     delivered it (``CycleTrace.committed_sources``; ``<span style='color:...'>`` inside one
-    text element per line); the tokens committed in that cycle are bold and underlined.
+    text element per line), the most specific one where several proposed it (the title says
+    so; the hover lists them all); the tokens committed in that cycle are bold and underlined.
     Whitespace is visible; lines wrap at ``style.line_chars``. Trace 0 holds the lines, then
     one legend-only trace per source."""
     return figure(text_spec(request, cycle, style), style)
 
 
 def counter_html(request: RequestTrace, cycle: int) -> str:
-    """The cycle counter above the tree: "cycle k / n · request · method · tokens so far"."""
+    """The cycle counter above the tree: "cycle k / n · request · method · tokens so far"; on
+    a cycle where the output ends inside the verdict it says so, as the tree's title does."""
     c = cycle_at(request, cycle)
     live = " · live run" if request.meta.get("live") else ""
     if c is None:
         return (f"<b>no cycles</b> · {html.escape(request.request_id)} · {html.escape(request.method)}{live} · "
                 f"{len(request.output_ids)} tokens · {NO_CYCLES}")
+    stop = " (the output stops here)" if output_stops(c) else ""
     return (f"<b>cycle {cycle} / {len(request.cycles) - 1}</b> · {html.escape(request.request_id)} · "
             f"{html.escape(request.method)}{live} · {committed_upto(request, cycle)} of "
-            f"{len(request.output_ids)} tokens · {len(c.committed)} committed this cycle")
+            f"{len(request.output_ids)} tokens · {len(c.committed)} committed this cycle{stop}")
 
 
 TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid",
@@ -493,6 +583,7 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
         f'<span style="color:{s.colour(x)};border-bottom:3px {TEXT_BORDERS.get(x, "solid")} {s.colour(x)}">'
         f"{html.escape(source_label(x))}</span>" for x in shown_sources(primary_source(x) for x in srcs))
     body = "".join(parts) or '<span style="color:#777">(no tokens committed yet)</span>'
+    legend = f'<span style="color:#777">{BY_PRIMARY}:</span> {legend}'
     return (f'<div class="wb-text" style="font-family:{s.font_family};line-height:1.9;'
             f'word-break:break-all">{body}</div>'
             f'<div class="wb-legend" style="font-size:0.85em;margin-top:4px">{legend}</div>')
@@ -500,55 +591,152 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
 
 # --------------------------------------------------------------------------- neighbours
 
-def _context_html(nb, s: Style) -> str:
-    parts = [f"<b><span style='color:{s.colour('semantic')}'>[{_esc(t)}]</span></b>"
-             if j == nb.context_index else _esc(t) for j, t in enumerate(nb.context_text)]
-    return "".join(parts) or "—"
+NB_HEADER = ("#", "similarity", "from", "context (matched token in [ ])", "proposed", "accepted", "lexical key?")
+# oilbird.sources.semantic.SemanticConfig.entry_floor, the default (a view never imports the
+# runtime; tests/test_figures.py checks it)
+SIMILARITY_FLOOR = 0.80
+NOT_IN_TREE = "not in the tree"
+
+
+def _context_text(nb) -> str:
+    """The neighbour's context as plain text, the matched token in brackets (no markup: a
+    plotly table cell shows a styled span as its raw HTML)."""
+    return "".join(f"[{visible(t)}]" if j == nb.context_index else visible(t)
+                   for j, t in enumerate(nb.context_text)) or "—"
+
+
+def _proposed_text(nb) -> str:
+    return "".join(visible(t) for t in nb.proposed_text) or "— (below depth floor)"
+
+
+def chain_result(nb, cycle: CycleTrace) -> tuple[str, str]:
+    """The "accepted" cell of a neighbour and why it says so ("" where the cell says it all).
+
+    ``accepted / walked``: of the chain's nodes in the tree, how many the verifier accepted.
+    A chain with no node in the tree was never verified, so it is "not in the tree", not
+    "0 / its length": the semantic node budget was spent before its turn (the drafter gives
+    the most similar neighbours the budget first), or the muted source only looked it up."""
+    if not nb.proposed:
+        return "—", "below the depth floor: its similarity allowed it no tokens"
+    if nb.walked_nodes:
+        return f"{nb.accepted} / {len(nb.walked_nodes)}", ""
+    if cycle.semantic_muted:
+        return NOT_IN_TREE, "the semantic source was muted by self-calibration: looked up, not drafted"
+    why = "no semantic node budget was left for it (more similar neighbours used it up)"
+    if cycle.drafted > cycle.n_nodes:
+        why += ", or cost-aware sizing cut its nodes"
+    return NOT_IN_TREE, why
 
 
 def _no_neighbours_why(cycle: CycleTrace) -> str:
-    """Why a cycle retrieved nothing; on the prefill no lookup runs at all, so the usual
-    reasons would mislead."""
+    """Why a cycle retrieved nothing, from what the record knows: only the reasons that can
+    hold. The semantic key looks up only after a lexical match (gated methods), finds only
+    finished earlier requests in the store, and uses its hits only if the best reaches the
+    similarity floor (``oilbird.sources.semantic``); a muted source still looks up, and its
+    hits are listed, so a muted source with none found none above the floor (its earlier
+    chains show the store held records). On the prefill no lookup runs at all."""
     if cycle.cycle == 0 and not cycle.tokens:
         return "cycle 0 is the prefill: nothing is drafted, so nothing is retrieved"
-    return ("semantic source muted by self-calibration" if cycle.semantic_muted else
-            "no lexical match, no semantic source, or an empty store")
+    base = cycle.method.split(":")[0]
+    semantic = has_semantic(base) or any("semantic" in x for x in cycle.sources)
+    if (base in PRESETS or base in PEER_TREE_METHODS) and not semantic:
+        return f"{cycle.method} drafts without the semantic key"
+    reasons = [] if semantic else [f"no semantic source in {cycle.method}"]
+    if not cycle.lexical_match_len and semantic_gated(base):
+        reasons.append("no lexical match: the semantic key looks up only after one")
+    if not cycle.semantic_muted:
+        reasons.append("an empty store: no earlier request had finished")
+    reasons.append(f"the best matches were below the similarity floor ({SIMILARITY_FLOOR:.2f})")
+    why = "; or ".join(reasons)
+    return f"semantic source muted by self-calibration; {why}" if cycle.semantic_muted else why
+
+
+def _footnotes(cycle: CycleTrace, nbs) -> list[str]:
+    """One line per distinct reason a neighbour is not in the tree."""
+    whys = dict.fromkeys(w for cell, w in (chain_result(nb, cycle) for nb in nbs) if cell == NOT_IN_TREE)
+    return [f"* {NOT_IN_TREE}: {w}" for w in whys]
+
+
+# the plotly table (exports, notebooks): plotly wraps cell text only at spaces, and a static
+# export draws only the rows that fit its height, so lines are broken here and the height counted
+TABLE_WIDTH = 700            # plotly's and kaleido's figure width where style.width is not set
+NB_COLUMN_PX = (30, 95, 95, 170, 130, 85, 75)   # relative widths (px at that width)
+CHAR_EM = 0.62               # a monospace character is about 0.6 em wide (a little slack)
+CELL_PAD = 8                 # plotly's table cell padding, px per side
+CELL_HEIGHT = 24             # one line of a cell, px
+
+
+def _cell_chars(s: Style, col: int, font: int) -> int:
+    """Characters that fit on one line of column ``col`` at the figure's width."""
+    px = ((s.width or TABLE_WIDTH) - 20) * NB_COLUMN_PX[col] / sum(NB_COLUMN_PX)
+    return max(4, int((px - 2 * CELL_PAD) / (CHAR_EM * font)))
+
+
+def _wrap(text: str, chars: int) -> list[str]:
+    """``text`` in lines of at most ``chars`` characters, broken after spaces where it can and
+    inside a run without spaces (a token with its spaces shown as '·') only where it must."""
+    lines, cur = [], ""
+    for word in text.replace(" ", " \0").split("\0"):
+        if cur and len(cur) + len(word.rstrip()) > chars:
+            lines.append(cur.rstrip())
+            cur = ""
+        while len(word.rstrip()) > chars:
+            lines.append(word[:chars])
+            word = word[chars:]
+        cur += word
+    return lines + [cur.rstrip()] if cur or not lines else lines
+
+
+def _table_cells(columns: list[list[str]], s: Style, font: int) -> tuple[list[list[str]], list[int]]:
+    """Cells broken into lines ('<br>', each line HTML-escaped) and the lines of each row."""
+    out, rows = [], [1] * len(columns[0])
+    for col, cells in enumerate(columns):
+        wrapped = [_wrap(c, _cell_chars(s, col, font)) for c in cells]
+        out.append(["<br>".join(html.escape(x, quote=False) for x in w) for w in wrapped])
+        rows = [max(r, len(w)) for r, w in zip(rows, wrapped)]
+    return out, rows
 
 
 def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> dict:
     """The nearest-neighbour table of one cycle (see :func:`neighbours_figure`)."""
     s = _style(style)
+    font = s.font_size - 1
     order = sorted(range(len(cycle.neighbours)), key=lambda k: -cycle.neighbours[k].similarity)
-    header = ["#", "similarity", "from", "context (matched token in [ ])", "proposed", "accepted",
-              "lexical key?"]
+    nbs = [cycle.neighbours[k] for k in order]
     if order:
-        nbs = [cycle.neighbours[k] for k in order]
-        cols = [
+        plain = [
             [str(k) for k in order],
             [f"{nb.similarity:.3f}" for nb in nbs],
-            [f"{html.escape(nb.request_id)} @ {nb.position}" for nb in nbs],
-            [_context_html(nb, s) for nb in nbs],
-            ["".join(_esc(t) for t in nb.proposed_text) or "— (below depth floor)" for nb in nbs],
-            [f"{nb.accepted} / {len(nb.walked_nodes) or len(nb.proposed)}" for nb in nbs],
-            ["yes" if nb.lexical_reachable else "<b>no</b>" for nb in nbs],
+            [f"{nb.request_id} @ {nb.position}" for nb in nbs],
+            [_context_text(nb) for nb in nbs],
+            [_proposed_text(nb) for nb in nbs],
+            [cell + ("*" if cell == NOT_IN_TREE else "") for cell, _ in (chain_result(nb, cycle) for nb in nbs)],
+            ["yes" if nb.lexical_reachable else "no" for nb in nbs],
         ]
         fill = [["#FBE3D6" if k == selection else ("#F3F3F3" if r % 2 else "white")
                  for r, k in enumerate(order)]]
     else:
-        cols = [[""], [""], [""], ["no neighbours this cycle"], [""], [""], [""]]
+        plain = [[""], [""], [""], ["no neighbours this cycle"], [""], [""], [""]]
         fill = [["white"]]
-    table = {"type": "table", "columnwidth": [18, 45, 80, 220, 120, 45, 50], "meta": "neighbours",
-             "header": {"values": [f"<b>{h}</b>" for h in header], "align": "left", "fill": {"color": "#E8E8E8"},
-                        "font": {"size": s.font_size}},
-             "cells": {"values": cols, "align": "left", "fill": {"color": fill}, "height": 24,
-                       "font": {"size": s.font_size - 1}}}
+    cols, lines = _table_cells(plain, s, font)
+    head, head_lines = _table_cells([[h] for h in NB_HEADER], s, s.font_size)
+    line_px = round(1.35 * font) + 1
+    table = {"type": "table", "columnwidth": list(NB_COLUMN_PX), "meta": "neighbours",
+             "header": {"values": [f"<b>{h[0]}</b>" for h in head], "align": "left", "fill": {"color": "#E8E8E8"},
+                        "font": {"size": s.font_size}, "height": CELL_HEIGHT},
+             "cells": {"values": cols, "align": "left", "fill": {"color": fill}, "height": CELL_HEIGHT,
+                       "font": {"size": font}}}
     title = (f"nearest neighbours · {html.escape(cycle.request_id)} · {html.escape(cycle.method)} · "
              f"cycle {cycle.cycle}: {len(order)} retrieved")
-    if not order:
-        why = _no_neighbours_why(cycle)
-        title += f"<br><span style='font-size:{s.font_size - 1}px;color:#777'>({why})</span>"
-    layout = _layout(s, title, height=max(190, 120 + 26 * max(1, len(order))),
-                     margin={"l": 10, "r": 10, "t": 60, "b": 10})
+    notes = _footnotes(cycle, nbs) if order else [f"({_no_neighbours_why(cycle)})"]
+    chars = int(((s.width or TABLE_WIDTH) - 20) / (CHAR_EM * font))
+    notes = [line for note in notes for line in _wrap(note, chars)]
+    for note in notes:
+        title += f"<br><span style='font-size:{font}px;color:#777'>{html.escape(note)}</span>"
+    top = 50 + 18 * len(notes)
+    body = (CELL_HEIGHT + line_px * (max(head_lines) - 1)
+            + sum(CELL_HEIGHT + line_px * (n - 1) for n in lines))
+    layout = _layout(s, title, height=top + body + 30, margin={"l": 10, "r": 10, "t": top, "b": 10})
     return {"data": [table], "layout": layout}
 
 
@@ -556,42 +744,78 @@ def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: St
     """A table of the store records the semantic key retrieved in this cycle, most similar
     first: cosine similarity, the request and position it came from, its context with the
     matched token in brackets, the continuation it proposed, how many of its chain's nodes the
-    verifier accepted, and whether a lexical source proposed the same first token (the
+    verifier accepted ("not in the tree" for a chain that got no node; the title says why,
+    :func:`chain_result`), and whether a lexical source proposed the same first token (the
     "lexical key?" column: "no" is what no lexical source could propose; the rejected-branch
-    pool still may have).
+    pool still may have). Cells are plain text broken into lines that fit their column at the
+    figure's width (``style.width``, else plotly's 700 px), and the height holds every row, so
+    a static export shows them all.
     ``selection``: a neighbour index (into ``cycle.neighbours``) to highlight."""
     return figure(neighbours_spec(cycle, selection, style), style)
 
 
+# the HTML table (the app's panel): fixed column shares of the panel's width, and cells that
+# wrap anywhere (a token is one long run with its spaces shown as '·'); the div scrolls as a
+# last resort, below the table's minimum width
+NB_COLUMN_PCT = (4, 10, 13, 27, 22, 13, 11)
+_WRAP = "overflow-wrap:anywhere;word-break:break-word;vertical-align:top;"
+
+
 def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> str:
     """The table of :func:`neighbours_figure` as an HTML fragment (the app's panel: a plain
-    table redraws far faster than a plotly one on every step)."""
+    table redraws far faster than a plotly one on every step). It fits its panel: fixed
+    column shares (context and proposed capped), cells that wrap, and a horizontally
+    scrolling div only below a minimum width."""
     s = _style(style)
     order = sorted(range(len(cycle.neighbours)), key=lambda k: -cycle.neighbours[k].similarity)
-    head = "".join(f"<th>{h}</th>" for h in ("#", "similarity", "from", "context (matched token in [ ])",
-                                              "proposed", "accepted", "lexical key?"))
+    head = "".join(f"<th style='{_WRAP}'>{h}</th>" for h in NB_HEADER)
+    cols = "".join(f"<col style='width:{w}%'>" for w in NB_COLUMN_PCT)
     rows = []
     for k in order:
         nb = cycle.neighbours[k]
         ctx = "".join(f"<b style='color:{s.colour('semantic')}'>[{_esc(t)}]</b>" if j == nb.context_index
                       else _esc(t) for j, t in enumerate(nb.context_text)) or "—"
-        prop = "".join(_esc(t) for t in nb.proposed_text) or "— (below depth floor)"
+        prop = html.escape(_proposed_text(nb), quote=False)
+        cell, why = chain_result(nb, cycle)
+        acc = (f"<span title='{html.escape(why, quote=True)}'>{cell}" + ("*" if cell == NOT_IN_TREE else "")
+               + "</span>" if why else cell)
         bg = " style='background:#FBE3D6'" if k == selection else ""
-        rows.append(f"<tr{bg}><td>{k}</td><td>{nb.similarity:.3f}</td><td>{html.escape(nb.request_id)} @ "
-                    f"{nb.position}</td><td class='mono'>{ctx}</td><td class='mono'>{prop}</td>"
-                    f"<td>{nb.accepted} / {len(nb.walked_nodes) or len(nb.proposed)}</td>"
-                    f"<td>{'yes' if nb.lexical_reachable else '<b>no</b>'}</td></tr>")
+        td = f"<td style='{_WRAP}'>"
+        rows.append(f"<tr{bg}>{td}{k}</td>{td}{nb.similarity:.3f}</td>{td}{html.escape(nb.request_id)} @ "
+                    f"{nb.position}</td><td class='mono' style='{_WRAP}'>{ctx}</td>"
+                    f"<td class='mono' style='{_WRAP}'>{prop}</td>{td}{acc}</td>"
+                    f"{td}{'yes' if nb.lexical_reachable else '<b>no</b>'}</td></tr>")
     if not rows:
-        why = _no_neighbours_why(cycle)
-        rows.append(f"<tr><td colspan='7' style='color:#777'>no neighbours this cycle ({why})</td></tr>")
-    return (f"<div class='wb-neighbours'><b>nearest neighbours</b> · cycle {cycle.cycle}: {len(order)} retrieved"
-            f"<table style='font-size:0.85em;width:100%'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>")
+        why = html.escape(_no_neighbours_why(cycle), quote=False)
+        rows.append(f"<tr><td colspan='7' style='color:#777;{_WRAP}'>no neighbours this cycle ({why})</td></tr>")
+    notes = "".join(f"<div style='color:#777;font-size:0.85em'>{html.escape(n)}</div>"
+                    for n in _footnotes(cycle, [cycle.neighbours[k] for k in order]))
+    return (f"<div class='wb-neighbours' style='max-width:100%;overflow-x:auto'>"
+            f"<b>nearest neighbours</b> · cycle {cycle.cycle}: {len(order)} retrieved"
+            f"<table style='font-size:0.85em;width:100%;min-width:480px;table-layout:fixed'>"
+            f"<colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>{notes}</div>")
 
 
 # --------------------------------------------------------------------------- gap strip
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
+
+
+def _no_labels_why(request: RequestTrace) -> str:
+    """Why a request has no gap labels, as plain text. They come from the command-line
+    diagnosis of a trace file (``python -m oilbird trace ... --diagnose``); the app's live runs
+    (``meta["live"]``) are never diagnosed, so advising that command there would mislead."""
+    if request.meta.get("live"):
+        return ("no gap labels: they come from the command-line diagnosis of a trace file "
+                "and are not computed for live runs")
+    return "no gap labels in this trace: regenerate it with python -m oilbird trace ... --diagnose"
+
+
+def _gap_hover(lab: str) -> str:
+    """A label's description, what it means and what the pool is (plain text)."""
+    what = GAP_EXPLANATIONS.get(lab)
+    return f"{GAP_DESCRIPTIONS.get(lab, lab)}: {what}" if what else GAP_DESCRIPTIONS.get(lab, lab)
 
 
 def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
@@ -603,6 +827,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
     for k, lab in enumerate(labels or []):
         by.setdefault(lab, []).append(k)
     data = []
+    pool = html.escape(GAP_POOL, quote=False)
     for lab, ks in by.items():
         count = len(ks) if labels is not None else "–"
         data.append({
@@ -612,12 +837,11 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                        "pattern": {"shape": GAP_PATTERNS.get(lab, ""), "fgcolor": "#333333", **PATTERN},
                        "line": {"width": 0.5, "color": "white"}},
             "hovertext": [f"token {k}: {_esc(request.output_text[k]) if k < len(request.output_text) else '?'}"
-                          f"<br>{GAP_DESCRIPTIONS.get(lab, lab)}" for k in ks] or None,
+                          f"<br>{html.escape(_gap_hover(lab), quote=False)}<br>{pool}" for k in ks] or None,
             "hoverinfo": "text", "meta": lab})
     notes, shapes = [], []
     if labels is None:
-        notes.append(_note("no gap labels in this trace: regenerate it with "
-                           "python -m oilbird trace ... --diagnose"))
+        notes.append(_note(html.escape(_no_labels_why(request))))
     elif len(labels) != n:
         notes.append(_note(f"{len(labels)} labels for {n} output tokens: the trace is inconsistent", y=1.0))
     if cycle is not None and 0 <= cycle < len(request.cycles):
@@ -628,9 +852,9 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                            "fillcolor": "rgba(0,0,0,0)"})
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"one cell per output token ({n})<br><span style='font-size:{s.font_size - 1}px;color:#777'>"
-             f"{GAP_SCOPE.format(method=html.escape(request.method))}</span>")
-    layout = _layout(s, title, height=220, annotations=notes, shapes=shapes, barmode="overlay", bargap=0,
-                     legend={"orientation": "h", "y": -0.3}, margin={"l": 20, "r": 10, "t": 60, "b": 20},
+             f"{GAP_SCOPE.format(method=html.escape(request.method))}<br>{pool}</span>")
+    layout = _layout(s, title, height=240, annotations=notes, shapes=shapes, barmode="overlay", bargap=0,
+                     legend={"orientation": "h", "y": -0.3}, margin={"l": 20, "r": 10, "t": 80, "b": 20},
                      xaxis={"range": [-0.5, max(n, 1) - 0.5], "showgrid": False},
                      yaxis={"visible": False, "range": [0, 1.15]})
     return {"data": data, "layout": layout}
@@ -641,8 +865,11 @@ def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Sty
     gap recovered by the semantic key / gap missed / absent from the pool; counts in the
     legend). The labels come from one diagnosis of the output, not from the method's drafting,
     so every method's strip of a request is the same (the title says so). The tokens committed
-    in cycle index ``cycle`` are outlined. Without labels
-    (``gap_labels is None``) the strip is empty and says how to get them."""
+    in cycle index ``cycle`` are outlined. The title and every cell's hover say what the pool
+    is (:data:`~workbench.palette.GAP_POOL`: earlier requests' outputs, not this request's
+    prompt or own output), so "absent from pool" is not read as absent from the prompt. Without
+    labels (``gap_labels is None``) the strip is empty and says where they come from (not for
+    a live run, which is never diagnosed)."""
     return figure(gap_strip_spec(request, cycle, style), style)
 
 
@@ -658,12 +885,15 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
     labels = request.gap_labels
     n = len(request.output_ids)
     head = (f"<b>gap strip</b> · one cell per output token · <span style='color:#777'>"
-            f"{GAP_SCOPE.format(method=html.escape(request.method))}</span>")
+            f"{GAP_SCOPE.format(method=html.escape(request.method))}<br>"
+            f"{html.escape(GAP_POOL, quote=False)}</span>")
     if labels is None:
-        key = " ".join(f"<span class='gap-key' style='{_KEY}background:{GAP_COLOURS[g]}'>"
+        key = " ".join(f"<span class='gap-key' title='{html.escape(_gap_hover(g) + '; ' + GAP_POOL, quote=True)}' "
+                       f"style='{_KEY}background:{GAP_COLOURS[g]}'>"
                        f"{GAP_DESCRIPTIONS[g]} (–)</span>" for g in GAP_LABELS)
-        return (f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>no gap labels in this trace: "
-                f"regenerate it with <code>python -m oilbird trace ... --diagnose</code></div>{key}</div>")
+        why = html.escape(_no_labels_why(request)).replace("python -m oilbird trace ... --diagnose",
+                                                           "<code>python -m oilbird trace ... --diagnose</code>")
+        return f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>{why}</div>{key}</div>"
     lo = committed_upto(request, cycle - 1) if cycle else 0
     hi = committed_upto(request, cycle) if cycle is not None else -1
     cells = []
@@ -671,11 +901,12 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
         tok = request.output_text[k] if k < len(request.output_text) else "?"
         now = "outline:2px solid #111;outline-offset:-2px;" if lo <= k < hi else ""
         cells.append(f"<span class='gap-cell' data-label='{html.escape(lab)}' title='{k}: "
-                     f"{html.escape(visible(tok), quote=True)} · {GAP_DESCRIPTIONS.get(lab, html.escape(lab))}' "
+                     f"{html.escape(visible(tok), quote=True)} · {html.escape(_gap_hover(lab), quote=True)}' "
                      f"style='{_CELL}background:{GAP_COLOURS.get(lab, '#777777')};"
                      f"border-bottom:4px {GAP_BORDERS.get(lab, 'solid')} #333;{now}'></span>")
     counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
-    key = " ".join(f"<span class='gap-key' style='{_KEY}background:{GAP_COLOURS.get(g, '#777777')};"
+    key = " ".join(f"<span class='gap-key' title='{html.escape(_gap_hover(g) + '; ' + GAP_POOL, quote=True)}' "
+                   f"style='{_KEY}background:{GAP_COLOURS.get(g, '#777777')};"
                    f"border-bottom:4px {GAP_BORDERS.get(g, 'solid')} #333'>"
                    f"{GAP_DESCRIPTIONS.get(g, html.escape(g))} ({c})</span>" for g, c in counts.items())
     warn = (f"<div style='color:#D55E00'>{len(labels)} labels for {n} output tokens: the trace is inconsistent</div>"
@@ -689,7 +920,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     """Four metric panels for one request (see :func:`metrics_figure`)."""
     s = _style(style)
     axes, ref = _grid(2, 2, ("tokens per cycle", "cumulative tokens per forward",
-                             "accepted share by source", "time per stage (ms)"), hspace=0.1, vspace=0.22)
+                             SHARE_TITLE, "time per stage (ms)"), hspace=0.1, vspace=0.22)
     cyc = [c.cycle for c in request.cycles]
     per = [len(c.committed) for c in request.cycles]
     cum = list(accumulate(per))
@@ -702,14 +933,16 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     data = [
         {"type": "bar", "x": cyc, "y": per, "name": "tokens / cycle", "marker": {"color": "#777777"},
          "showlegend": False, "meta": "per-cycle", "hoverinfo": "text",
-         "hovertext": [f"cycle {c.cycle}: {max(0, len(c.accepted) - 1)} accepted drafts + bonus = "
-                       f"{len(c.committed)}" for c in request.cycles], **at((1, 1))},
+         "hovertext": [f"cycle {c.cycle}: {verdict_text(c)} · {len(c.committed)} committed"
+                       for c in request.cycles], **at((1, 1))},
         {"type": "scatter", "x": cyc, "y": [t / (k + 1) for k, t in enumerate(cum)], "mode": "lines+markers",
          "name": "tokens / forward", "line": {"color": "#222222"}, "showlegend": False, "meta": "cumulative",
          "hovertemplate": "after cycle %{x}: %{y:.2f} tokens per forward<extra></extra>", **at((1, 2))},
         {"type": "bar", "x": order, "y": [share.get(k, 0.0) for k in order],
          "marker": {"color": [s.colour(k) for k in order]}, "showlegend": False, "name": "share",
-         "meta": "share", "hovertemplate": "%{x}: %{y:.1%} of output tokens<extra></extra>", **at((2, 1))},
+         "meta": "share", "hovertemplate": "%{x}: %{y:.1%} of output tokens<br>a token several sources "
+         "proposed is split evenly among them<br>(the text and comparison colour it by the most specific "
+         "one)<extra></extra>", **at((2, 1))},
     ]
     for st in STAGES:
         data.append({"type": "bar", "x": cyc, "y": [1000 * c.timings.get(st, 0.0) for c in request.cycles],
@@ -735,7 +968,8 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
 def metrics_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
     """Four panels for one request: tokens committed per cycle (their mean is tau), the running
     tokens per forward, the share of output tokens each source delivered (split credit, see
-    :func:`accepted_share`), and the time per stage of every cycle (from
+    :func:`accepted_share`; its title and hover say so, since the text and the comparison
+    colour a token by its most specific source instead), and the time per stage of every cycle (from
     ``CycleTrace.timings``). A dotted line marks cycle index ``cycle``."""
     return figure(metrics_spec(request, cycle, style), style)
 
@@ -754,14 +988,25 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def _compare_title(r: RequestTrace, s: Style) -> str:
+    """A subplot title that fits half the figure: "method: τ 2.50" (the method name cut to
+    what fits; the figure's title names both in full), then tokens and forwards on a second,
+    smaller line. One line held all of it and ran into its neighbour at 1400 px."""
+    half = ((s.width or TABLE_WIDTH) - 50) * 0.47 / (CHAR_EM * s.font_size)
+    tau = f": τ {r.tau:.2f}"
+    limit = max(8, int(half) - len(tau))
+    name = html.escape(r.method if len(r.method) <= limit else r.method[: limit - 1] + "…")
+    return (f"{name}{tau}<br><span style='font-size:{s.font_size - 1}px;color:#555'>"
+            f"{len(r.output_ids)} tokens / {r.forwards} forwards</span>")
+
+
 def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                  style: Style | None = None) -> dict:
     """Two methods on the same request (see :func:`compare_figure`)."""
     if a.request_id != b.request_id:
         raise ValueError(f"compare needs two traces of the same request, got {a.request_id!r} and {b.request_id!r}")
     s = _style(style)
-    titles = tuple(f"{html.escape(r.method)}: τ {r.tau:.2f} ({len(r.output_ids)} tokens / {r.forwards} forwards)"
-                   for r in (a, b))
+    titles = tuple(_compare_title(r, s) for r in (a, b))
     axes, ref = _grid(2, 2, titles, hspace=0.06, vspace=0.2, row_heights=[0.72, 0.28])
     axes["yaxis2"]["matches"] = "y"
     counts: dict[int, dict[str, list[int]]] = {}     # column -> source -> tokens per cycle
@@ -779,7 +1024,8 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
             data.append({"type": "bar", "x": cyc, "y": counts[col].get(k, [0] * len(r.cycles)),
                          "name": source_label(k), "legendgroup": k,
                          "showlegend": col == 1, "marker": {"color": s.colour(k)}, "meta": f"{r.method}:{k}",
-                         "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} from {k}<extra></extra>",
+                         "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} with {k} as the most "
+                                          f"specific source<extra></extra>",
                          "xaxis": xr, "yaxis": yr})
         srcs = token_sources(r)
         prim = [primary_source(x or [BONUS]) for x in srcs]
@@ -803,7 +1049,8 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         title += f" · <b>outputs differ from token {diff}</b>"
         shapes += [_vline(diff - 0.5, *ref[(2, col)], {"width": 2, "color": "#111111"}) for col in (1, 2)]
     layout = _layout(s, title, height=max(s.height, 440), barmode="stack", bargap=0.15, shapes=shapes,
-                     legend={"orientation": "h", "y": -0.1}, **axes)
+                     legend={"orientation": "h", "y": -0.1, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},
+                     margin={"l": 40, "r": 10, "t": 90, "b": 40}, **axes)
     return {"data": data, "layout": layout}
 
 
@@ -811,7 +1058,10 @@ def compare_figure(a: RequestTrace, b: RequestTrace, selection: int | None = Non
                    style: Style | None = None) -> go.Figure:
     """Two methods on the same request side by side: tokens per cycle stacked by the source
     that delivered them (top, shared y axis), and the output tokens (x: token position) as a
-    strip coloured by delivering source (bottom). Subplot titles give each method's tau. Lossless methods have
+    strip coloured by delivering source (bottom). Both count each token once, under its most
+    specific source (:func:`~workbench.palette.primary_source`, as the text does; the metrics'
+    share splits it instead), and say so. Subplot titles give each method's tau on a line that
+    fits half the figure, tokens and forwards below it. Lossless methods have
     identical outputs; if they differ, the title says from which token and the strips mark it.
     ``selection``: a cycle index marked in both columns."""
     return figure(compare_spec(a, b, selection, style), style)

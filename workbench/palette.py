@@ -98,6 +98,15 @@ GAP_DESCRIPTIONS = {
     "gap_missed": "gap missed",
     "absent": "absent from pool",
 }
+# What "the pool" of the diagnosis is (oilbird.diagnose, pool="generated", the labels' pool):
+# said wherever a label is, so "absent from pool" is not read as "absent from the prompt".
+GAP_POOL = "pool = the generated outputs of earlier requests only (no prompts; not this request's own output)"
+GAP_EXPLANATIONS = {
+    "lexical_hit": "the next 2 tokens occur in the pool and an exact match of the context finds the true next token",
+    "gap_recovered": "in the pool, missed by exact matching, found by the hidden-state key (top-8 neighbours)",
+    "gap_missed": "in the pool, missed by exact matching and by the hidden-state key",
+    "absent": "the next 2 tokens occur nowhere in the pool",
+}
 
 # Timing stages of a cycle, in the order they run.
 STAGES = ("draft", "verify", "commit", "update")
@@ -125,6 +134,9 @@ STATUS_STYLES = {
     "accepted": LineStyle(4.0, "solid", "#222222", 1.0, 2.0, "accepted path"),
     "rejected": LineStyle(1.2, "dash", "#999999", 0.4, 0.5, "rejected"),
     "bonus": LineStyle(2.5, "dot", OKABE_ITO["orange"], 1.0, 2.0, "bonus token"),
+    # accepted by the verifier but past the end of the output (its token limit or EOS), so never
+    # committed: its own dash and a mid opacity, neither the bold path nor the faded rejects
+    "uncommitted": LineStyle(2.5, "longdash", "#222222", 0.7, 1.0, "accepted, not committed (output ended)"),
 }
 MULTI_SOURCE_RING = "#555555"
 
