@@ -114,8 +114,11 @@ def _from_pretrained(src: str, gguf_file: str | None, dtype: torch.dtype):
 
 def _content_key(path: Path) -> str:
     """The first 16 hex digits of the file's SHA-256 (0.1 s for the default 98 MB GGUF)."""
+    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()[:16]
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def _dequantized_copy(gguf: Path, name: str, dtype: torch.dtype) -> Path:
@@ -203,9 +206,6 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
         else:
             if not (p / "config.json").is_file():
                 raise ModelError(f"'{p}' has no config.json; it is not a Hugging Face model directory.")
-            if not any((p / f).is_file() for f in _TOKENIZER_FILES):
-                raise ModelError(f"'{p}' has no tokenizer files ({', '.join(_TOKENIZER_FILES[:2])}, ...): "
-                                 "save the tokenizer next to the model, tokenizer.save_pretrained(DIR).")
             src, gguf_file, name = p, None, p.name
     try:
         from transformers import AutoConfig
@@ -213,6 +213,9 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
     except Exception as exc:  # noqa: BLE001 - report any config failure the same way
         raise ModelError(f"Cannot read the model config at '{src}': {exc}") from exc
     check_tree_compatible(config)
+    if gguf_file is None and not any((Path(src) / f).is_file() for f in _TOKENIZER_FILES):
+        raise ModelError(f"'{src}' has no tokenizer files ({', '.join(_TOKENIZER_FILES[:2])}, ...): "
+                         "save the tokenizer next to the model, tokenizer.save_pretrained(DIR).")
     try:
         model, tokenizer = _from_pretrained(str(src), gguf_file, dtype)
     except Exception as exc:  # noqa: BLE001
