@@ -91,18 +91,42 @@ def test_earlier_results_are_not_replaced_without_force(tmp_path, capsys, monkey
 
 def test_default_out_is_a_new_folder_per_run():
     from oilbird.__main__ import fresh_out
-    assert re.fullmatch(r"runs/bench-builtin-\d{8}-\d{6}", fresh_out("bench", "builtin"))
-    assert re.fullmatch(r"runs/diagnose-own-\d{8}-\d{6}", fresh_out("diagnose", "data/own.jsonl"))
+    assert re.fullmatch(r"runs/bench-builtin-\d{8}-\d{6}-\d+", fresh_out("bench", "builtin"))
+    assert re.fullmatch(r"runs/diagnose-own-\d{8}-\d{6}-\d+", fresh_out("diagnose", "data/own.jsonl"))
 
 
-def test_a_run_that_fails_leaves_no_empty_out_folder(tmp_path, capsys, monkeypatch):
+def test_a_request_refused_after_the_model_loaded_leaves_no_empty_out_folder(tmp_path, capsys, monkeypatch):
+    """Too long for the model's context is known only once the model is there: the run stops
+    before decoding, names the request, and --out is not created."""
     import oilbird.model
-    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"prompt": "hi"}\n{"prompt": "  "}\n')
+    from conftest import make_tiny_lm                     # a 512-token context
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: make_tiny_lm())
+    data = tmp_path / "reqs.jsonl"
+    data.write_text(json.dumps({"id": "short", "prompt": "hi"}) + "\n" + json.dumps({"id": "long", "prompt": "x" * 600}))
     for cmd in (["bench", "--methods", "goose"], ["diagnose"]):
-        _fails(cmd + ["--data", str(bad), "--out", str(tmp_path / "out")], capsys, "line 2: the prompt is empty")
-        assert not (tmp_path / "out").exists()
+        out = tmp_path / "out"
+        _fails(cmd + ["--data", str(data), "--max-new-tokens", "4", "--out", str(out)], capsys,
+               "request 'long': The prompt has")
+        assert not out.exists()
+
+
+def test_methods_and_tree_options_parse():
+    assert parse_methods(" ar, oilbird:expected ,goose") == ["ar", "oilbird:expected", "goose"]
+    assert parse_methods("suffix-arctic:cost-aware", traced=True) == ["suffix-arctic:cost-aware"]
+    ns = dict(semantic_budget=None, tree_size=None, fill=None)
+    # a small --budget shrinks the default reserve instead of failing on a flag not given
+    assert tree_config(argparse.Namespace(budget=2, **ns)).semantic_budget == 1
+    assert tree_config(argparse.Namespace(budget=1, **ns)).semantic_budget == 0
+    assert tree_config(argparse.Namespace(budget=None, **ns)) == TreeConfig()
+    for bad in (dict(budget=0), dict(semantic_budget=-1), dict(budget=4, semantic_budget=4), dict(fill="both")):
+        with pytest.raises(ValueError):
+            TreeConfig(**bad)
+
+
+def test_an_empty_request_is_refused_before_tokenizing():
+    for content in ("", "  \n", None):
+        with pytest.raises(PromptError, match="'r': the prompt is empty"):
+            encode(None, Request("r", [{"role": "system", "content": "  "}, {"role": "user", "content": content}]))
 
 
 def _corrupt(tmp_path, line_no: int, change) -> str:
