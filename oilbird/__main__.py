@@ -49,10 +49,12 @@ def _force(p: argparse.ArgumentParser) -> None:
 
 def fresh_out(command: str, data: str) -> str:
     """The default ``--out`` of bench and diagnose: a new folder per run,
-    ``runs/COMMAND-DATA-YYYYmmdd-HHMMSS``, so that running twice never replaces a result."""
+    ``runs/COMMAND-DATA-YYYYmmdd-HHMMSS-PID``, so that running twice (even two runs started in
+    the same second) never replaces a result."""
+    import os
     import time
     name = Path(str(data)).stem if str(data) not in NAMED_SETS else str(data)
-    return f"runs/{command}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"runs/{command}-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
 def check_out(out: str, force: bool, writes: tuple[str, ...] = ()) -> None:
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated method names; a tree method may add tree variants after "
                         "colons: ':cost-aware' / ':fixed', ':expected' / ':reserved' "
                         "(e.g. oilbird,oilbird:cost-aware,oilbird:expected)")
-    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/bench-DATA-TIME)")
+    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/bench-DATA-TIME-PID)")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
     _force(p)
     _tree_options(p)
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
     _common(p)
-    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/diagnose-DATA-TIME)")
+    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/diagnose-DATA-TIME-PID)")
     _force(p)
 
     args = ap.parse_args(argv)
