@@ -123,6 +123,8 @@ def load_jsonl(path: str | Path, dataset: str | None = None) -> list[Request]:
             if objects is None:
                 raise DataError(f"'{p}' line {no}: not valid JSON ({exc.msg})") from None
             break
+    if len(objects) == 1 and isinstance(objects[0][1], list):      # a JSON list on one line
+        objects = _one_json_document(p, "".join(t for _, t in lines))
     out: list[Request] = []
     seen: dict[str, str] = {}
     for where, d in objects:
@@ -147,10 +149,16 @@ def _one_json_document(p: Path, text: str) -> list[tuple[str, object]] | None:
         doc = json.loads(text)
     except json.JSONDecodeError:
         return None
+    if isinstance(doc, dict) and _REQUEST_KEYS & doc.keys():      # one request, pretty-printed
+        return [(f"{p}' object", doc)]
     if not isinstance(doc, list):
         raise DataError(f"'{p}': one JSON {type(doc).__name__}, not requests: give JSON lines, one "
                         "{\"prompt\": ...} or {\"messages\": [...]} object per line, or a JSON list of them")
     return [(f"{p}' item {i}", d) for i, d in enumerate(doc)]
+
+
+# the fields a request object is read from (_request_from_obj)
+_REQUEST_KEYS = {"messages", "prompt", "question", "turns"}
 
 
 def _request_from_obj(d, where: str, dataset: str, index: int) -> Request:

@@ -71,6 +71,10 @@ def test_a_json_list_of_requests_loads_and_a_folder_must_be_api_bank(tmp_path):
     f = tmp_path / "reqs.json"
     f.write_text(json.dumps([{"id": "q1", "prompt": "x"}, {"messages": [{"role": "user", "content": "y"}]}], indent=2))
     assert [r.id for r in load_requests(f)] == ["q1", "1"]
+    f.write_text(json.dumps([{"prompt": "x"}, {"prompt": "y"}]))                # the list on one line
+    assert [r.id for r in load_requests(f)] == ["0", "1"]
+    f.write_text(json.dumps({"id": "one", "prompt": "x"}, indent=2))            # one request, pretty-printed
+    assert [r.id for r in load_requests(f)] == ["one"]
     with pytest.raises(DataError, match="not an API-Bank one"):
         load_requests(tmp_path)
 
