@@ -231,8 +231,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also compare method A with method B request by request (repeatable)")
     args = ap.parse_args(argv)
     path = Path(args.results)
-    if path.is_dir():               # a bench --out folder
-        path = path / "results.json"
+    if path.is_dir():               # a bench or diagnose --out folder
+        path = next((path / f for f in ("results.json", "diagnosis.json") if (path / f).is_file()),
+                    path / "results.json")
     if path.suffix == ".jsonl":
         from .trace import TraceError, load_traces
         try:
@@ -240,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         except TraceError as exc:
             ap.error(str(exc))
     elif not path.is_file():
-        ap.error(f"{path}: no such file (give a bench results.json or a trace .jsonl)")
+        ap.error(f"{path}: no such file (give a bench results.json, a diagnosis.json, a trace .jsonl, "
+                 "or the folder bench or diagnose wrote)")
     else:
         try:
             res = json.loads(path.read_text())

@@ -241,6 +241,29 @@ def test_report_cli_extra_pairs(tmp_path, capsys):
     assert "| y vs x |" not in out and "no per-request rows" in err
 
 
+def test_report_cli_reads_the_folders_bench_and_diagnose_write(tmp_path, capsys):
+    """A bench folder is its results.json; a diagnose folder (or its diagnosis.json) prints the
+    gap table; any other JSON is refused by name."""
+    import json
+
+    from oilbird.report import main
+    bench, diag = tmp_path / "bench", tmp_path / "diag"
+    bench.mkdir()
+    diag.mkdir()
+    (bench / "results.json").write_text(json.dumps({"methods": {"x": {"tau": 2.0, "tokens_per_s": 1.0,
+                                                                      "lossless": True}}}))
+    assert main([str(bench)]) == 0 and "| x | 2.00 |" in capsys.readouterr().out
+    (diag / "diagnosis.json").write_text(json.dumps({"present_2": 0.5, "gap": 0.25, "n_positions": 8,
+                                                     "n_requests": 2, "n_gap": 2, "n_recovered": 1}))
+    assert main([str(diag)]) == 0
+    out = capsys.readouterr().out
+    assert "present (next 2)                    50.0%" in out and "gap positions 2, recovered 1" in out
+    (tmp_path / "other.json").write_text(json.dumps({"a": 1}))
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "other.json")])
+    assert "not a bench results.json (no 'methods' in it)" in capsys.readouterr().err
+
+
 def test_report_cli_on_a_trace_file(tmp_path, capsys):
     """A trace file gives tau and tokens by source per method (hand-built traces: wb_traces.py),
     without a wall-clock column it cannot know; a corrupt file gives one clear error."""
