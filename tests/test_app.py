@@ -247,6 +247,8 @@ def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     out = app_fns[2]["load_traces"](session, str(save_traces([bare], tmp_path / "bare.jsonl")))
     assert out[0]["request"] == "bare" and out[7] == ""
     assert NO_CYCLES in out[4] and "No trace of" not in out[4]
+    assert "no cycles" in out[1] and "no trace" not in out[1]                  # the counter
+    assert json.loads(out[3].plot)["layout"]["annotations"][0]["text"] == "no cycle records"   # the tree
 
 
 def test_the_app_opens_where_the_semantic_key_alone_delivered_most(tmp_path):

@@ -299,10 +299,10 @@ def test_a_chain_that_never_entered_the_tree_is_not_counted_as_rejected():
     acc = [x.replace("<br>", " ") for x in fig.data[0].cells.values[5]]
     assert acc[-2:] == ["not in the tree*"] * 2 and acc[1] == "—"
     assert "0 / 16" not in acc and "0 / 17" not in acc                    # not 0 of its proposed length
-    assert "not in the tree: no semantic node budget was left" in fig.layout.title.text.replace("<br>", " ")
+    assert "not in the tree: no node was left for it" in fig.layout.title.text.replace("<br>", " ")
     page = F.neighbours_html(c)
     assert page.count(">not in the tree*<") == 2 and "0 / 16" not in page and "0 / 17" not in page
-    assert "title='no semantic node budget was left" in page and "* not in the tree: no semantic node" in page
+    assert "title='no node was left for it" in page and "* not in the tree: no node was left" in page
     muted = replace(c, semantic_muted=True)
     assert "muted by self-calibration: looked up, not drafted" in F.neighbours_html(muted)
     assert "not in the tree" not in F.neighbours_html(cycle1())

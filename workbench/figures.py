@@ -622,7 +622,8 @@ def chain_result(nb, cycle: CycleTrace) -> tuple[str, str]:
         return f"{nb.accepted} / {len(nb.walked_nodes)}", ""
     if cycle.semantic_muted:
         return NOT_IN_TREE, "the semantic source was muted by self-calibration: looked up, not drafted"
-    why = "no semantic node budget was left for it (more similar neighbours used it up)"
+    why = ("no node was left for it: more similar neighbours took the semantic budget (under the "
+           "expected fill, other branches were worth more)")
     if cycle.drafted > cycle.n_nodes:
         why += ", or cost-aware sizing cut its nodes"
     return NOT_IN_TREE, why
@@ -643,7 +644,8 @@ def _no_neighbours_why(cycle: CycleTrace) -> str:
         return f"{cycle.method} drafts without the semantic key"
     reasons = [] if semantic else [f"no semantic source in {cycle.method}"]
     if not cycle.lexical_match_len and semantic_gated(base):
-        reasons.append("no lexical match: the semantic key looks up only after one")
+        reasons.append("its gate was closed: no lexical match (recorded) and no token-adjacency row for the "
+                       "root (not recorded); the semantic key looks up only after one of them")
     if not cycle.semantic_muted:
         reasons.append("an empty store: no earlier request had finished")
     reasons.append(f"the best matches were below the similarity floor ({SIMILARITY_FLOOR:.2f})")

@@ -56,28 +56,31 @@ def render(st: dict, cat: Catalogue, error: str = "", full: bool = False) -> lis
     except Exception as exc:   # noqa: BLE001 - any failure while drawing goes to the banner
         msg = (f"Request '{st['request']}' with method '{st['method']}' cannot be drawn: "
                f"{type(exc).__name__}: {exc}")
-        return _no_trace(st, msg, " ".join(x for x in (error, _warn(msg)) if x), full)
+        return _no_trace(st, msg, " ".join(x for x in (error, _warn(msg)) if x), full, "cannot be drawn")
 
 
-def _no_trace(st: dict, msg: str, error: str, full: bool) -> list:
+def _no_trace(st: dict, msg: str, error: str, full: bool, what: str = "no trace",
+              tr: RequestTrace | None = None) -> list:
     """The outputs of :func:`render` when there is nothing to draw: ``msg`` once, in the text
-    panel; the tree says "no trace" and the other panels stay empty (a message repeated in
-    every panel was clipped in the half-width ones)."""
-    head = f"<b>{html.escape(st['request'])} · {html.escape(st['method'])}</b>: no trace"
-    empty = _plot(F.message_spec(f"{st['request']} · {st['method']}", "no trace"))
+    panel; the counter and the tree say ``what`` ("no trace", "no cycle records", "cannot be
+    drawn") and the other panels stay empty (a message repeated in every panel was clipped in
+    the half-width ones). ``tr``: the trace, when there is one (its counter and prompt)."""
+    head = (F.counter_html(tr, 0) if tr is not None and not tr.cycles else
+            f"<b>{html.escape(st['request'])} · {html.escape(st['method'])}</b>: {html.escape(what)}")
+    empty = _plot(F.message_spec(f"{st['request']} · {st['method']}", what))
     out = [st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0,
            empty, f"<p>{html.escape(msg)}</p>", "", "", error]
-    return out + [empty, empty, ""] if full else out
+    return out + [empty, empty, tr.prompt_text if tr is not None else ""] if full else out
 
 
 def _render(st: dict, cat: Catalogue, error: str, full: bool) -> list:
     tr = find(st, cat, st["request"], st["method"])
     if tr is None or not tr.cycles:
-        msg = (f"No trace of request '{st['request']}' with method '{st['method']}': "
-               "press 'Run live' to decode it, or pick another method." if tr is None else
-               f"Request '{st['request']}' with method '{st['method']}': {F.NO_CYCLES}; press 'Run live' "
-               "to decode it with them.")
-        return _no_trace(st, msg, error, full)
+        if tr is None:
+            return _no_trace(st, f"No trace of request '{st['request']}' with method '{st['method']}': "
+                                 "press 'Run live' to decode it, or pick another method.", error, full)
+        return _no_trace(st, f"Request '{st['request']}' with method '{st['method']}': {F.NO_CYCLES}; "
+                             "press 'Run live' to decode it with them.", error, full, "no cycle records", tr)
     k = max(0, min(st["cycle"], len(tr.cycles) - 1))
     st["cycle"] = k
     counter, tree, text, neighbours, gap = _cycle_panels(tr, k)
