@@ -197,7 +197,8 @@ class SpeculativeDecoder:
                 c = CycleTrace(request_id=request_id, method=self.method, cycle=cycle,
                                prefix_len=prefix_len - len(accepted), generated_before=before,
                                bonus=bonus, accepted=accepted, committed=appended,
-                               lexical_match_len=info.lexical_match_len,
+                               lexical_match_len=info.lexical_match_len, adjacency_row=info.adjacency_row,
+                               store_records=len(store) if store is not None else None,
                                semantic_muted=info.semantic_muted, drafted=info.drafted,
                                timings={"draft": t_b - t_a, "verify": t_c - t_b,
                                         "commit": t_d - t_c, "update": t_e - t_d})

@@ -81,6 +81,7 @@ class TreeConfig:
 class DraftInfo:
     """What the drafter did this cycle, for the trace."""
     lexical_match_len: int = 0
+    adjacency_row: bool = False   # the adjacency table had a row for the root: the semantic gate opens too
     semantic_muted: bool = False
     neighbours: list[dict] = field(default_factory=list)
     spine: list[int] = field(default_factory=list)
@@ -257,7 +258,7 @@ class Drafter:
                 info.spine = walked
         # the gate of pass 2: the host's lexical key is the suffix index *and* the token-adjacency
         # table (paper Fig. 2 (i)), so a table row for the root token is a non-empty match too
-        adjacency = any(s.knows(context[-1]) for s in self.branch_sources)
+        adjacency = info.adjacency_row = any(s.knows(context[-1]) for s in self.branch_sources)
         if not self.spine_sources and adjacency:
             info.lexical_match_len = 1     # a Token Recycling host: the table is its only key
 

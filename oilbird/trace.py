@@ -73,6 +73,12 @@ class CycleTrace:
     committed_sources: list[list[str]] = field(default_factory=list)  # ["bonus"] for the bonus
     neighbours: list[Neighbour] = field(default_factory=list)
     lexical_match_len: int = 0        # longest context suffix the lexical key matched
+    # did the token-adjacency table hold a row for the root? It opens the semantic key's gate
+    # too (oilbird.drafter); None in traces written before it was recorded
+    adjacency_row: bool | None = None
+    # records the store held for the semantic key to search (finished requests only); None:
+    # a decoder without a store, or a trace written before it was recorded
+    store_records: int | None = None
     semantic_muted: bool = False      # self-calibration had muted the semantic source
     drafted: int = 0                  # nodes drafted; more than len(tokens) when cost-aware sizing cut the tree
     timings: dict[str, float] = field(default_factory=dict)  # seconds: draft, verify, commit, update

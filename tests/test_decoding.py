@@ -81,6 +81,24 @@ def test_trace_jsonl_round_trip(tiny_lm, tmp_path):
     assert load_traces(path) == traces
 
 
+def test_cycles_record_whether_the_adjacency_table_opened_the_gate(tiny_lm):
+    """Every drafting cycle says whether the token-adjacency table had a row for its root (the
+    semantic key's gate opens on it too); a method without that table never has one."""
+    v = Verifier(tiny_lm)
+    for method, can_have in (("oilbird", True), ("pld", False)):
+        dec = make_decoder(method, v)
+        rows = [c.adjacency_row for ids in _prompts(3) for c in dec.run("r", ids, 20).cycles[1:]]
+        assert rows and all(isinstance(r, bool) for r in rows)
+        assert any(rows) == can_have, method
+
+
+def test_cycles_record_what_the_store_held(tiny_lm):
+    """The first request finds an empty store; later ones the records of those before them."""
+    dec = make_decoder("oilbird", Verifier(tiny_lm))
+    held = [{c.store_records for c in dec.run(f"r{i}", ids, 12).cycles[1:]} for i, ids in enumerate(_prompts(3))]
+    assert held[0] == {0} and len(held[1]) == 1 and 0 < min(held[1]) < min(held[2])
+
+
 def test_verify_then_commit_matches_chain_on_tiny(tiny_lm):
     v = Verifier(tiny_lm)
     ids = _prompts(1)[0]
