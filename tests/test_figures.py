@@ -324,6 +324,18 @@ def test_no_neighbours_reason_agrees_with_the_cycle_record():
     text = why(replace(base, lexical_match_len=0))
     assert "no lexical match" in text and "empty store" in text
     assert "no lexical match" not in why(replace(base, lexical_match_len=0, method="oilbird-ungated"))
+    # the trace records whether the adjacency table opened the gate: then the reason is certain
+    closed = why(replace(base, lexical_match_len=0, adjacency_row=False))
+    assert "its gate was closed: no lexical match and no token-adjacency row" in closed
+    assert "empty store" not in closed and "similarity floor" not in closed       # no lookup ran
+    opened = why(replace(base, lexical_match_len=0, adjacency_row=True))
+    assert "gate was closed" not in opened and "empty store" in opened and "similarity floor" in opened
+    # ... and how many records the store held: an empty store, or matches below the floor
+    empty = why(replace(base, adjacency_row=True, store_records=0))
+    assert "an empty store" in empty and "similarity floor" not in empty
+    held = why(replace(base, adjacency_row=True, store_records=40))
+    assert "empty store" not in held and "below the similarity floor" in held
+    assert "0 retrieved from 40 records in the store" in held and "records in the store" not in why(base)
     text = why(request_goose().cycles[2])
     assert "goose drafts without the semantic key" in text and "empty store" not in text
     assert "no semantic source in mine" in why(replace(base, method="mine", sources=[[]] * 5))

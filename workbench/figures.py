@@ -635,7 +635,9 @@ def _no_neighbours_why(cycle: CycleTrace) -> str:
     finished earlier requests in the store, and uses its hits only if the best reaches the
     similarity floor (``oilbird.sources.semantic``); a muted source still looks up, and its
     hits are listed, so a muted source with none found none above the floor (its earlier
-    chains show the store held records). On the prefill no lookup runs at all."""
+    chains show the store held records). On the prefill no lookup runs at all. Where the cycle
+    records the adjacency row and the store's size (``adjacency_row``, ``store_records``), the
+    reason is the one that held; an older trace gets the possible ones."""
     if cycle.cycle == 0 and not cycle.tokens:
         return "cycle 0 is the prefill: nothing is drafted, so nothing is retrieved"
     base = cycle.method.split(":")[0]
@@ -643,14 +645,26 @@ def _no_neighbours_why(cycle: CycleTrace) -> str:
     if (base in PRESETS or base in PEER_TREE_METHODS) and not semantic:
         return f"{cycle.method} drafts without the semantic key"
     reasons = [] if semantic else [f"no semantic source in {cycle.method}"]
-    if not cycle.lexical_match_len and semantic_gated(base):
+    gated = not cycle.lexical_match_len and semantic_gated(base)
+    if gated and cycle.adjacency_row is False:        # recorded: the gate was closed, no lookup ran
+        return ("its gate was closed: no lexical match and no token-adjacency row for the root token; "
+                "the semantic key looks up only after one of them")
+    if gated and cycle.adjacency_row is None:         # an older trace: the adjacency part is unknown
         reasons.append("its gate was closed: no lexical match (recorded) and no token-adjacency row for the "
                        "root (not recorded); the semantic key looks up only after one of them")
-    if not cycle.semantic_muted:
+    if cycle.store_records == 0:                      # recorded: nothing to search yet
+        return "an empty store: no earlier request had finished, so there was nothing to retrieve"
+    if not cycle.semantic_muted and cycle.store_records is None:
         reasons.append("an empty store: no earlier request had finished")
     reasons.append(f"the best matches were below the similarity floor ({SIMILARITY_FLOOR:.2f})")
     why = "; or ".join(reasons)
     return f"semantic source muted by self-calibration; {why}" if cycle.semantic_muted else why
+
+
+def _from_store(cycle: CycleTrace) -> str:
+    """The header's ' from N records in the store', where the cycle recorded N (each record a
+    past position of a finished request; the key searched them all)."""
+    return "" if cycle.store_records is None else f" from {cycle.store_records} records in the store"
 
 
 def _footnotes(cycle: CycleTrace, nbs) -> list[str]:
@@ -729,7 +743,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
              "cells": {"values": cols, "align": "left", "fill": {"color": fill}, "height": CELL_HEIGHT,
                        "font": {"size": font}}}
     title = (f"nearest neighbours · {html.escape(cycle.request_id)} · {html.escape(cycle.method)} · "
-             f"cycle {cycle.cycle}: {len(order)} retrieved")
+             f"cycle {cycle.cycle}: {len(order)} retrieved{_from_store(cycle)}")
     notes = _footnotes(cycle, nbs) if order else [f"({_no_neighbours_why(cycle)})"]
     chars = int(((s.width or TABLE_WIDTH) - 20) / (CHAR_EM * font))
     notes = [line for note in notes for line in _wrap(note, chars)]
@@ -793,7 +807,7 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
     notes = "".join(f"<div style='color:#777;font-size:0.85em'>{html.escape(n)}</div>"
                     for n in _footnotes(cycle, [cycle.neighbours[k] for k in order]))
     return (f"<div class='wb-neighbours' style='max-width:100%;overflow-x:auto'>"
-            f"<b>nearest neighbours</b> · cycle {cycle.cycle}: {len(order)} retrieved"
+            f"<b>nearest neighbours</b> · cycle {cycle.cycle}: {len(order)} retrieved{_from_store(cycle)}"
             f"<table style='font-size:0.85em;width:100%;min-width:480px;table-layout:fixed'>"
             f"<colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>{notes}</div>")
