@@ -28,6 +28,7 @@ from tqdm import tqdm
 from .audit import compare, hf_greedy
 from .decoding import DecodeResult, autoregressive, encode_requests
 from .drafter import TreeConfig
+from .methods import PEER_TREE_METHODS
 from .presets import PRESETS, make_decoder, tree_variants
 from .requests import Request, load_requests
 from .trace import BONUS, RequestTrace, save_traces
@@ -43,7 +44,7 @@ def known_methods() -> list[str]:
 
 def _is_tree_method(base: str) -> bool:
     """Methods that verify a draft tree, and so take tree variants."""
-    return base in PRESETS or base == "suffix-arctic"
+    return base in PRESETS or base in PEER_TREE_METHODS
 
 
 def _split(name: str) -> tuple[str, dict]:
@@ -70,7 +71,7 @@ def parse_methods(text: str, traced: bool = False) -> list[str]:
             raise ValueError(f"unknown method '{m}'; choose from {', '.join(known_methods())}")
         if traced and not _is_tree_method(base):
             raise ValueError(f"'{m}' drafts no tree, so it has no cycles to trace; trace one of "
-                             f"{', '.join(list(PRESETS) + ['suffix-arctic'])}")
+                             f"{', '.join(list(PRESETS) + list(PEER_TREE_METHODS))}")
     return methods
 
 

@@ -124,12 +124,12 @@ def load_jsonl(path: str | Path, dataset: str | None = None) -> list[Request]:
                 raise DataError(f"'{p}' line {no}: not valid JSON ({exc.msg})") from None
             break
     if len(objects) == 1 and isinstance(objects[0][1], list):      # a JSON list on one line
-        objects = _one_json_document(p, "".join(t for _, t in lines))
+        objects = [(f"{p}' item {i}", d) for i, d in enumerate(objects[0][1])]
     out: list[Request] = []
     seen: dict[str, str] = {}
     for where, d in objects:
         r = _request_from_obj(d, where, dataset or p.stem, len(out))
-        if not any(str(m.get("content") or "").strip() for m in r.messages):
+        if not has_text(r.messages):
             raise DataError(f"'{where}: the prompt is empty")
         if r.id in seen:
             raise DataError(f"'{where}: id '{r.id}' is already used by '{seen[r.id]}; give every request "
@@ -220,12 +220,17 @@ def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, ski
     return reqs
 
 
+def has_text(messages: list[dict]) -> bool:
+    """Does any message hold more than whitespace?"""
+    return any(str(m.get("content") or "").strip() for m in messages)
+
+
 def encode(tokenizer, request: Request) -> list[int]:
     """Token ids of the request under the model's chat template (generation prompt added).
 
     A request whose messages hold no text is refused here: the chat template alone would
     still give the model tokens to answer, and it would answer a question nobody asked."""
-    if not any(str(m.get("content") or "").strip() for m in request.messages):
+    if not has_text(request.messages):
         raise PromptError(f"request '{request.id}': the prompt is empty: give a request with some text.")
     if getattr(tokenizer, "chat_template", None):
         ids = tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, tokenize=True)

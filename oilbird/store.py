@@ -638,9 +638,6 @@ class Store:
         t0 = time.perf_counter()
         if self._pending:
             pend = sorted(self._pending, key=lambda r: r[2])
-            rids = {p[1] for p in pend}
-            if len(rids) > 1:       # add() refuses this; kept as a guard that loses nothing
-                raise ValueError(f"records of several requests queued at once: {sorted(rids)}")
             self._pending = []
             start = self.next_record
             n = len(pend)
@@ -1110,6 +1107,8 @@ class StoreRegistry:
         _check_bounds(**{k: v for k, v in store_kwargs.items() if k in BOUNDS})
         reg = cls(dim, **store_kwargs)
         loaded = {}
+        asked = {k: (v or None) if k == "pq_m" else v          # config() writes a pq_m of 0 as None
+                 for k, v in store_kwargs.items() if k in FORMAT_OPTIONS}
         for f in sorted(Path(directory).glob(_TENANT_FILE.format("*"))):
             hexname = f.name[len("tenant-"):-len(".oilstore")]
             try:
@@ -1120,8 +1119,6 @@ class StoreRegistry:
             if s.dim != dim:
                 raise StoreError(f, f"dim {s.dim} != registry dim {dim}")
             saved = s.config()
-            asked = {k: (v or None) if k == "pq_m" else v          # config() writes a pq_m of 0 as None
-                     for k, v in store_kwargs.items() if k in FORMAT_OPTIONS}
             other = next((k for k, v in asked.items() if saved.get(k) != v), None)
             if other:
                 raise StoreError(f, f"saved with {other}={saved[other]!r}, asked for {store_kwargs[other]!r}; a "

@@ -133,15 +133,23 @@ def _cycle_from_dict(d: dict) -> CycleTrace:
     return CycleTrace(**d)
 
 
+@functools.cache
+def _parts(tp) -> tuple:
+    """``tp``'s origin and arguments, worked out once per type, not once per value."""
+    return typing.get_origin(tp), typing.get_args(tp)
+
+
 def _conforms(value, tp) -> bool:
     """Does a JSON value have the annotated type ``tp`` (int, float, str, bool, list[X],
     dict[K, V], X | None, Neighbour)? An int passes for a float."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    origin, args = _parts(tp)
     if origin in (typing.Union, types.UnionType):
         return any(_conforms(value, a) for a in args)
     if tp is type(None):
         return value is None
     if origin is list:
+        if args[0] is int:                 # the common case (token ids, node indices), inline
+            return isinstance(value, list) and all(type(v) is int for v in value)
         return isinstance(value, list) and all(_conforms(v, args[0]) for v in value)
     if origin is dict or tp is dict:
         return isinstance(value, dict) and (not args or all(_conforms(k, args[0]) and _conforms(v, args[1])

@@ -22,10 +22,11 @@ def depths_of(parents: list[int]) -> list[int]:
     for i, p in enumerate(parents):
         if i == 0:
             if p != -1:
-                raise ValueError("node 0 must be the root (parent -1)")
+                raise ValueError(f"node 0 is the root: its parent must be -1, not {p}")
             continue
         if not 0 <= p < i:
-            raise ValueError(f"node {i} has parent {p}; parents must precede their children")
+            raise ValueError(f"node {i} has parent {p}; every parent must be an earlier node "
+                             f"(parents precede their children)")
         depths[i] = depths[p] + 1
     return depths
 
@@ -111,12 +112,7 @@ class DraftTree:
     def __post_init__(self) -> None:
         if len(self.tokens) != len(self.parents):
             raise ValueError(f"{len(self.tokens)} tokens but {len(self.parents)} parents")
-        if self.parents and self.parents[0] != -1:
-            raise ValueError(f"node 0 is the root: its parent must be -1, not {self.parents[0]}")
-        bad = next((i for i in range(1, len(self.parents)) if not 0 <= self.parents[i] < i), None)
-        if bad is not None:
-            raise ValueError(f"node {bad} has parent {self.parents[bad]}; every parent must be an earlier "
-                             f"node (parents precede their children)")
+        depths_of(self.parents)           # raises on a parent that is not an earlier node
         if not self.sources:
             self.sources = [set() for _ in self.tokens]
         if not self.scores:

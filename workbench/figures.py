@@ -330,9 +330,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     data: list[dict] = []
 
     # edges, one trace per status ("uncommitted" only where it occurs: it is keyed only there)
-    edges: dict[str, tuple[list, list]] = {"accepted": ([], []), "rejected": ([], []), "bonus": ([], [])}
-    if "uncommitted" in status:
-        edges = {"accepted": ([], []), "uncommitted": ([], []), "rejected": ([], []), "bonus": ([], [])}
+    edges: dict[str, tuple[list, list]] = {st: ([], []) for st in ("accepted", "uncommitted", "rejected", "bonus")
+                                           if st != "uncommitted" or st in status}
     for i in range(1, n):
         p = cycle.parents[i]
         xs, ys = edges[status[i]]
