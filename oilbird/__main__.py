@@ -14,7 +14,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from .drafter import FILLS
 from .model import ModelError
 from .requests import NAMED_SETS, DataError
 from .trace import TraceError
@@ -82,28 +81,30 @@ def _tree_options(p: argparse.ArgumentParser) -> None:
                    help="tree nodes per cycle, root included (default 12)")
     p.add_argument("--semantic-budget", type=_at_least(0), default=None,
                    help="nodes reserved for semantic chains, below --budget (default 2)")
-    p.add_argument("--tree-size", choices=("fixed", "cost-aware"), default=None,
-                   help="verify the whole tree (fixed, the default) or only the prefix whose expected "
-                        "tokens pay for its verify cost (cost-aware; see oilbird/sizing.py)")
-    p.add_argument("--fill", choices=FILLS, default=None,
-                   help="semantic chains out of --semantic-budget, then adjacency branches (reserved, "
-                        "the default), or both competing node by node by estimated acceptance "
-                        "(expected; see oilbird/drafter.py)")
+
+
+def _tree(args):
+    from .methods import TreeConfig
+    return TreeConfig.sized(args.budget, args.semantic_budget)
 
 
 def _decode(args) -> int:
     from .audit import audit
+    from .methods import parse_method
     from .model import load_model
-    from .presets import make_decoder, parse_preset
+    from .presets import make_decoder
     from .requests import PromptError, Request, encode
     from .verifier import Verifier
-    parse_preset(args.method)                            # checked before the model loads
+    method = parse_method(args.method)                   # checked before the model loads
+    if method.kind != "tree":
+        raise ValueError(f"'{args.method}' is not a preset; decode takes one of the presets "
+                         f"(oilbird, goose, pld, ...), optionally with a fill, e.g. oilbird:expected")
     if not args.prompt.strip():
         raise PromptError("the prompt is empty: give some text to answer.")
     lm = load_model(args.model)
     req = Request("prompt", [{"role": "user", "content": args.prompt}])
     ids = encode(lm.tokenizer, req)
-    dec = make_decoder(args.method, Verifier(lm))
+    dec = make_decoder(method, Verifier(lm))
     tr = dec.run("prompt", ids, args.max_new_tokens)
     print(lm.tokenizer.decode(tr.output_ids))
     res = audit(lm, ids, tr.output_ids, args.max_new_tokens)
@@ -112,13 +113,53 @@ def _decode(args) -> int:
     return 0 if res.lossless else 1
 
 
+def _bench(args) -> int:
+    import json
+    from .bench import run_bench
+    from .methods import parse_methods
+    from .model import load_model
+    from .report import write_report
+    from .requests import load_requests
+    from .results import format_table
+    from .verifier import Verifier
+    methods = parse_methods(args.methods)
+    tree = _tree(args)
+    args.out = args.out or fresh_out("bench", args.data)
+    check_out(args.out, args.force, ("results.json", "traces.jsonl"))
+    out = Path(args.out)
+    requests = load_requests(args.data, limit=args.limit, skip=args.skip)
+    lm = load_model(args.model)
+    store_kwargs = {"state_dtype": args.state_dtype, "index_type": args.store_index}
+    if args.store_capacity:
+        store_kwargs["max_records"] = args.store_capacity
+
+    def save(res: dict) -> None:
+        res["data"] = str(args.data)
+        res["skip"] = args.skip
+        out.mkdir(parents=True, exist_ok=True)     # only once there is something to write
+        tmp = out / "results.json.tmp"
+        tmp.write_text(json.dumps(res, indent=2))
+        tmp.replace(out / "results.json")
+
+    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens,
+                    trace_out=out / "traces.jsonl" if args.traces else None, tree=tree,
+                    store_kwargs=store_kwargs, checkpoint=save)
+    save(res)
+    print(format_table(res))
+    print(f"wrote {out / 'results.json'}")
+    for p in write_report(res, out):
+        print(f"wrote {p}")
+    return 0 if all(r["lossless"] for r in res["methods"].values()) else 1
+
+
 def _trace(args) -> int:
-    from .bench import parse_methods, run_bench, tree_config
+    from .bench import run_bench
+    from .methods import parse_methods
     from .model import load_model
     from .requests import load_requests
     from .verifier import Verifier
     methods = parse_methods(args.methods, traced=True)
-    tree = tree_config(args)
+    tree = _tree(args)
     check_out(args.out, args.force)
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
@@ -132,6 +173,25 @@ def _trace(args) -> int:
     return 0
 
 
+def _diagnose(args) -> int:
+    import json
+    from .diagnose import diagnose_run, summary_lines
+    from .model import load_model
+    from .requests import load_requests
+    args.out = args.out or fresh_out("diagnose", args.data)
+    check_out(args.out, args.force, ("diagnosis.json",))
+    requests = load_requests(args.data, limit=args.limit, skip=args.skip)
+    lm = load_model(args.model)
+    report = diagnose_run(requests, lm, args.max_new_tokens,
+                          {"data": str(args.data), "limit": args.limit, "skip": args.skip})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "diagnosis.json").write_text(json.dumps(report))
+    print("\n".join(summary_lines(report)))
+    print(f"wrote {out / 'diagnosis.json'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m oilbird", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,9 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("bench", help="serve requests through several methods; results.json")
     _common(p)
     p.add_argument("--methods", default="ar,hf-greedy",
-                   help="comma-separated method names; a tree method may add tree variants after "
-                        "colons: ':cost-aware' / ':fixed', ':expected' / ':reserved' "
-                        "(e.g. oilbird,oilbird:cost-aware,oilbird:expected)")
+                   help="comma-separated method names, each once; a tree method may add a fill after "
+                        "a colon, ':expected' or ':reserved' (e.g. oilbird,oilbird:expected)")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/bench-DATA-TIME-PID)")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
     _force(p)
@@ -157,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("trace", help="decode requests and save per-cycle traces (JSONL)")
     _common(p, default_max=64)
     p.add_argument("--methods", default="goose,oilbird",
-                   help="comma-separated tree methods (presets or suffix-arctic), each with optional "
-                        "tree variants after colons, e.g. goose,oilbird:expected")
+                   help="comma-separated tree methods (presets or suffix-arctic), each once, each with "
+                        "an optional fill after a colon, e.g. goose,oilbird:expected")
     p.add_argument("--out", required=True, help="the JSONL file to write")
     p.add_argument("--diagnose", action="store_true", help="attach per-position gap labels")
     _force(p)
@@ -167,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("decode", help="decode one prompt and audit it against greedy")
     p.add_argument("prompt")
     p.add_argument("--method", default="oilbird",
-                   help="a preset (oilbird, goose, pld, suffix, ...; see oilbird/presets.py), optionally "
-                        "with tree variants after colons, e.g. oilbird:expected")
+                   help="a preset (oilbird, goose, pld, suffix, ...; see oilbird/methods.py), optionally "
+                        "with a fill after a colon, e.g. oilbird:expected")
     p.add_argument("--max-new-tokens", type=_at_least(1), default=64)
     p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
 
@@ -179,25 +238,11 @@ def main(argv: list[str] | None = None) -> int:
 
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "bench":
-            from .bench import main as bench_main
-            args.out = args.out or fresh_out("bench", args.data)
-            check_out(args.out, args.force, ("results.json", "traces.jsonl"))
-            return bench_main(args)
-        if args.cmd == "trace":
-            return _trace(args)
-        if args.cmd == "decode":
-            return _decode(args)
-        if args.cmd == "diagnose":
-            from .diagnose import main as diagnose_main
-            args.out = args.out or fresh_out("diagnose", args.data)
-            check_out(args.out, args.force, ("diagnosis.json",))
-            return diagnose_main(args)
+        return {"bench": _bench, "trace": _trace, "decode": _decode, "diagnose": _diagnose}[args.cmd](args)
     except (ModelError, DataError, TraceError, ValueError, ImportError) as exc:
         # ImportError: an optional peer (suffix-arctic) whose package is not installed
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return 2
 
 
 if __name__ == "__main__":

@@ -191,7 +191,7 @@ class SpeculativeDecoder:
                             n_stored += 1
                 query_state = states[accepted[-1]]
                 drafter.update(tree, res, accepted, bonus, list(ids) + generated, request_id, info,
-                               root_index=len(ids) + before - 1, verify_seconds=t_c - t_b)
+                               root_index=len(ids) + before - 1)
                 t_e = time.perf_counter()
 
                 c = CycleTrace(request_id=request_id, method=self.method, cycle=cycle,
@@ -199,7 +199,7 @@ class SpeculativeDecoder:
                                bonus=bonus, accepted=accepted, committed=appended,
                                lexical_match_len=info.lexical_match_len, adjacency_row=info.adjacency_row,
                                store_records=len(store) if store is not None else None,
-                               semantic_muted=info.semantic_muted, drafted=info.drafted,
+                               semantic_muted=info.semantic_muted,
                                timings={"draft": t_b - t_a, "verify": t_c - t_b,
                                         "commit": t_d - t_c, "update": t_e - t_d})
                 node_sources = [sorted(s) for s in tree.sources]

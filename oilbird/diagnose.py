@@ -67,7 +67,6 @@ in :func:`diagnose_requests`.
 """
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -552,27 +551,25 @@ def build_report(res: dict, meta: dict) -> dict:
     return report
 
 
-def main(args) -> int:
-    from .model import load_model
-    from .requests import load_requests
-    requests = load_requests(args.data, limit=args.limit, skip=args.skip)
-    lm = load_model(args.model)
-    out = Path(args.out)             # checked by the CLI (check_out): no earlier results lost
-    res = diagnose_requests(requests, lm, args.max_new_tokens, modes=("generated", "full"))
-    report = build_report(res, {
-        "data": str(args.data), "model": lm.name, "max_new_tokens": args.max_new_tokens,
-        "limit": args.limit, "skip": args.skip,
+def diagnose_run(requests, lm, max_new_tokens: int, meta: dict | None = None) -> dict:
+    """The ``diagnose`` command's report on ``requests`` (both pools, copy-oracle tau), with
+    ``meta`` (data, limit, skip) and the pool's own constants recorded beside the numbers."""
+    res = diagnose_requests(requests, lm, max_new_tokens, modes=("generated", "full"))
+    return build_report(res, {
+        **(meta or {}), "model": lm.name, "max_new_tokens": max_new_tokens,
         "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX, "state_layer": lm.state_layer,
                      "num_layers": lm.num_layers}})
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "diagnosis.json").write_text(json.dumps(report))
-    print(format_table(report, report.get("pool_full")))
+
+
+def summary_lines(report: dict) -> list[str]:
+    """What the ``diagnose`` command prints: the gap table, copy-oracle tau, the agreement."""
+    lines = [format_table(report, report.get("pool_full"))]
     if report.get("copy_oracle_tau"):
-        print("tau of a perfect verbatim-copy drafter on these outputs, by tree budget (copy_oracle_tau): "
-              + ", ".join(f"{b} nodes {v:.2f}" for b, v in report["copy_oracle_tau"].items() if v))
-    print(f"teacher-forced argmax agrees with greedy at {100 * report['teacher_forced_agreement']:.2f}% of positions")
-    print(f"wrote {out / 'diagnosis.json'}")
-    return 0
+        lines.append("tau of a perfect verbatim-copy drafter on these outputs, by tree budget (copy_oracle_tau): "
+                     + ", ".join(f"{b} nodes {v:.2f}" for b, v in report["copy_oracle_tau"].items() if v))
+    lines.append(f"teacher-forced argmax agrees with greedy at {100 * report['teacher_forced_agreement']:.2f}% "
+                 f"of positions")
+    return lines
 
 
 def attach_labels(trace_path, requests, lm, max_new_tokens: int) -> None:

@@ -1,7 +1,7 @@
 """The merged multi-source draft tree (GOOSE host + Oilbird's semantic chains).
 
 One cycle's tree is filled in three passes under one node budget (root included), then
-optionally cut:
+then verified whole:
 
 1. **lexical spine** (suffix, then prompt lookup): the suffix source returns its best-first
    subtree sized to the lexical budget (its first path is the spine); prompt-lookup chains
@@ -18,9 +18,6 @@ optionally cut:
    With ``fill="expected"`` passes 2 and 3 are one: nothing is reserved, and semantic chains
    and adjacency branches compete for what the lexical subtree left, node by node, by the
    estimated probability that the node is accepted (:func:`fill_by_value`).
-4. **size** (``cost_aware``, off by default): verify only the prefix of the tree, in the order
-   above, whose expected accepted tokens pay for its verify cost (:mod:`oilbird.sizing`).
-
 Every node records the set of sources that proposed it and each one's score. Which sources run
 is decided by the preset (see :mod:`oilbird.presets`).
 """
@@ -31,50 +28,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .sizing import AcceptanceRates, TreeSizer
+from .acceptance import AcceptanceRates
+from .methods import FILLS, TreeConfig  # noqa: F401  (importable here, where they are used)
 from .sources.base import Chain, DraftContext, DraftSource, Verdict
 from .tree import DraftTree
-
-
-# how the nodes the lexical subtree leaves are shared (TreeConfig.fill)
-FILLS = ("reserved", "expected")
-
-
-@dataclass
-class TreeConfig:
-    # On a GPU the paper uses 60 nodes (16 semantic): a forward costs about the same for 1 or
-    # 60 positions there. On this project's 2-core CPU it does not: with the oneDNN linears
-    # (oilbird.cpu_gemm) a 12-node verify of SmolLM2-135M costs ~1.3-1.5 AR steps, 24 nodes ~1.8,
-    # and budgets 12, 16 and 24 tie on tokens/s on API-Bank. The CPU default keeps trees
-    # small; sweep with `bench --budget N` (docs/results.md, "CPU tree budget").
-    budget: int = 12               # nodes per tree, root included
-    # nodes reserved for semantic / rejected-pool chains (the paper: 16 of 60 on a GPU). 2 of 12
-    # on CPU: with the best-first suffix subtree, 4 took more from it and from the adjacency
-    # branches than the chains returned (docs/results.md, "Best-first suffix tree")
-    semantic_budget: int = 2
-    spine_share: float = 0.6       # initial share of the remaining budget for lexical chains
-    spine_alpha: float = 0.3       # EMA weight of the newest spine acceptance
-    min_spine_share: float = 0.3
-    max_spine_share: float = 0.9
-    max_spine_len: int = 20
-    # verify only the prefix of the tree whose expected tokens pay for its verify cost
-    # (oilbird.sizing). Off by default: on 10 API-Bank requests it verified ~20% fewer nodes,
-    # lost 5-7% of tau and tied on tokens/s (docs/results.md, "Cost-aware tree size")
-    cost_aware: bool = False
-    # how semantic chains and adjacency branches share what the lexical subtree leaves:
-    # "reserved" (the paper): semantic chains out of semantic_budget, then branches by score;
-    # "expected": node by node, by estimated P(accepted) (oilbird.sizing.AcceptanceRates), with
-    # no reservation
-    fill: str = "reserved"
-
-    def __post_init__(self):
-        if self.budget < 1:
-            raise ValueError(f"budget must be >= 1 (the root), not {self.budget}")
-        if not 0 <= self.semantic_budget < self.budget:
-            raise ValueError(f"semantic_budget must be 0 to budget - 1 = {self.budget - 1} (the root is "
-                             f"not drafted), not {self.semantic_budget}")
-        if self.fill not in FILLS:
-            raise ValueError(f"fill must be one of {', '.join(FILLS)}, not {self.fill!r}")
 
 
 @dataclass
@@ -86,15 +43,6 @@ class DraftInfo:
     neighbours: list[dict] = field(default_factory=list)
     spine: list[int] = field(default_factory=list)
     chains: dict[str, list[Chain]] = field(default_factory=dict)
-    drafted: int = 0              # nodes drafted before cost-aware sizing cut the tree
-    full_tree: DraftTree | None = None   # the tree before the cut (None: not cut)
-
-    def keep_prefix(self, n: int) -> None:
-        """Forget node indices >= ``n`` (the tree was cut to its first ``n`` nodes)."""
-        self.spine = [i for i in self.spine if i < n]
-        for nb in self.neighbours:
-            nb["walked"] = [i for i in nb.get("walked", []) if i < n]
-            nb["paid"] = [i for i in nb.get("paid", []) if i < n]
 
 
 def _attach(tree: DraftTree, source: str, chain: Chain) -> int:
@@ -147,7 +95,7 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
     the highest value is added next, then that chain offers its following node. Nodes a chain
     shares with the tree are re-walked for free, as in :func:`add_chain`. Ties go to the earlier
     chain. A child is never worth more than its parent (rates are <= 1), so nodes are added in
-    non-increasing value, each after its parent: the order the cost-aware cut reads. Stops after
+    non-increasing value, each after its parent. Stops after
     ``room`` new nodes. Returns (walked, paid) per chain, in input order.
 
     Example: tree root->A, chains [("semantic", [A, B]), ("recycling", [C])], room 1: the
@@ -214,9 +162,8 @@ class Drafter:
         self.branch_sources = [s for s in sources if roles[s.name] == "branches"]
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
-        self.sizer = TreeSizer() if self.cfg.cost_aware else None
-        # what a node is worth (fill="expected"), learned from every verdict; the sizer's when on
-        self.rates = self.sizer or (AcceptanceRates(score_bins=SCORE_BINS) if self.cfg.fill == "expected" else None)
+        # what a node is worth (fill="expected"), learned from every verdict
+        self.rates = AcceptanceRates(score_bins=SCORE_BINS) if self.cfg.fill == "expected" else None
 
     def start_request(self, tokens: list[int], request_id: str) -> None:
         for s in self.sources:
@@ -295,14 +242,6 @@ class Drafter:
             if name == "semantic":
                 info.neighbours.append({**c.meta, "walked": walked, "paid": paid})
 
-        # 4) cost-aware size: keep the prefix whose expected tokens pay for its verify cost
-        info.drafted = len(tree)
-        if self.sizer is not None and len(tree) > 1:
-            n = self.sizer.choose(tree)
-            if n < len(tree):
-                info.full_tree = tree
-                tree = tree.prefix(n)
-                info.keep_prefix(n)
         return tree, info
 
     def _branches(self, source: DraftSource, ctx: DraftContext, info: DraftInfo) -> list[tuple[str, Chain]]:
@@ -312,16 +251,14 @@ class Drafter:
         return [(source.name, c) for c in sorted(chains, key=lambda c: -c.score)]
 
     def update(self, tree: DraftTree, res, accepted: list[int], bonus: int, tokens: list[int],
-               request_id: str, info: DraftInfo, root_index: int, verify_seconds: float | None = None) -> None:
+               request_id: str, info: DraftInfo, root_index: int) -> None:
         verdict = Verdict(tree=tree, argmax=res.argmax.numpy(), topk_ids=res.topk_ids.numpy(),
                           topk_probs=res.topk_probs.numpy(), states=res.states.numpy(),
                           accepted=accepted, bonus=bonus, tokens=tokens, request_id=request_id,
                           chains=info.chains, root_index=root_index)
         for s in self.sources:
             s.update(verdict)
-        if self.sizer is not None:
-            self.sizer.update(info.full_tree or tree, accepted, verdict.argmax, len(tree), verify_seconds)
-        elif self.rates is not None:
+        if self.rates is not None:
             self.rates.observe(tree, accepted, verdict.argmax)
         # GOOSE anisotropy: the lexical share follows how much of the spine was accepted
         if len(info.spine) > 0:

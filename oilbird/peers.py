@@ -14,8 +14,7 @@
   response), and audited like every other method. Needs the optional
   ``requirements-peers.txt``; without it, asking for this peer raises one clear error.
 
-``make_runner(name, verifier, max_new)`` returns ``(request, ids) -> DecodeResult``, the
-contract of :func:`oilbird.bench._runner`.
+The names are registered in :mod:`oilbird.methods`; :mod:`oilbird.bench` runs them.
 """
 from __future__ import annotations
 
@@ -26,10 +25,9 @@ from typing import Callable
 import torch
 
 from .decoding import DecodeResult, SpeculativeDecoder
-from .drafter import Drafter, TreeConfig
+from .drafter import Drafter
+from .methods import TreeConfig
 from .verifier import Verifier
-
-PEERS = ("hf-pld", "suffix-arctic")
 
 HF_PLD_NUM_TOKENS = 10     # prompt_lookup_num_tokens
 HF_PLD_MAX_NGRAM = 3       # max_matching_ngram_size
@@ -86,7 +84,7 @@ def hf_prompt_lookup(lm, ids: list[int], max_new_tokens: int) -> tuple[list[int]
 
 
 def make_arctic_decoder(verifier: Verifier, tree: TreeConfig | None = None, trace: bool = False,
-                        **arctic_kw) -> SpeculativeDecoder:
+                        method: str = "suffix-arctic", **arctic_kw) -> SpeculativeDecoder:
     """The ``suffix-arctic`` decoder: arctic's drafts under our tree budget (no store needed).
 
     Raises :class:`~oilbird.sources.arctic.ArcticUnavailable` (an ImportError) with the install
@@ -95,26 +93,16 @@ def make_arctic_decoder(verifier: Verifier, tree: TreeConfig | None = None, trac
     from .sources.arctic import ArcticConfig, ArcticSuffixSource
     cfg = replace(tree or TreeConfig(), semantic_budget=0)
     src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=max(1, cfg.budget - 1), **arctic_kw))   # budget 1: AR
-    return SpeculativeDecoder(verifier, Drafter([src], cfg), store=None, method="suffix-arctic",
-                              trace=trace)
+    return SpeculativeDecoder(verifier, Drafter([src], cfg), store=None, method=method, trace=trace)
 
 
-def make_runner(name: str, verifier: Verifier, max_new: int, trace: bool = False,
-                tree: TreeConfig | None = None) -> Callable:
-    """A function (request, ids) -> :class:`~oilbird.decoding.DecodeResult`.
-
-    ``trace``: keep token text and trees in suffix-arctic's traces (as bench's ``keep_traces``);
-    its trace is returned either way, for the per-source and per-stage counters. ``tree``: the
-    node budget shared with the presets (``hf-pld`` has none: HF drafts 10 tokens as a chain).
-    """
+def hf_pld_runner(verifier: Verifier, max_new: int) -> Callable:
+    """The ``hf-pld`` runner, (request, ids) -> :class:`~oilbird.decoding.DecodeResult`: HF
+    drafts 10 tokens as a chain, with no node budget and no trace."""
     lm = verifier.lm
-    if name == "hf-pld":
-        def run(req, ids):
-            t = time.perf_counter()
-            toks, fwd, pre = hf_prompt_lookup(lm, ids, max_new)
-            return DecodeResult(toks, fwd, time.perf_counter() - t, pre)
-        return run
-    if name == "suffix-arctic":
-        from .bench import decoder_runner   # bench imports this module lazily: no cycle
-        return decoder_runner(make_arctic_decoder(verifier, tree, trace=trace), max_new)
-    raise ValueError(f"unknown peer '{name}'; choose from {', '.join(PEERS)}")
+
+    def run(req, ids):
+        t = time.perf_counter()
+        toks, fwd, pre = hf_prompt_lookup(lm, ids, max_new)
+        return DecodeResult(toks, fwd, time.perf_counter() - t, pre)
+    return run

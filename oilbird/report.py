@@ -23,6 +23,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from .results import MethodStats
+
 BASE_COLUMNS = ("method", "tau", "tokens_per_s", "speedup", "decode_speedup", "lossless",
                 "n_requests", "overhead_share")
 
@@ -186,10 +188,9 @@ def paired_table(results: dict, pairs=PAIRS) -> str:
 
 def trace_methods(traces) -> dict:
     """A trace file's requests (:func:`oilbird.trace.load_traces`) folded per method into the
-    counters a bench run keeps (:class:`oilbird.bench.MethodStats`): tau, mean nodes, accepted
+    counters a bench run keeps (:class:`oilbird.results.MethodStats`): tau, mean nodes, accepted
     and sole-source tokens by source, per-request rows for :func:`paired_tau`. A trace has no
     wall-clock time of its own, so these summaries carry no tokens/s."""
-    from .bench import MethodStats          # torch comes with it: only for trace files
     stats: dict = {}
     for tr in traces:
         st = stats.setdefault(tr.method, MethodStats())

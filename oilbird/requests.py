@@ -182,12 +182,17 @@ def _request_from_obj(d, where: str, dataset: str, index: int) -> Request:
     return Request(id=rid, messages=msgs, dataset=dataset, reference=ref if isinstance(ref, str) else None)
 
 
+def builtin_requests(n_conversations: int = 12, seed: int = 0) -> list[Request]:
+    """The built-in tool-calling workload (:mod:`oilbird.workload`), generated here."""
+    from .workload import builtin_request_fields
+    return [Request(**f) for f in builtin_request_fields(n_conversations, seed)]
+
+
 def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, skip: int = 0) -> list[Request]:
     """Resolve ``data`` (a named set or a path) to an ordered list of requests: the ``limit``
     requests after the first ``skip`` (e.g. to check a setting on requests it was not chosen on)."""
     name = str(data)
     if name == "builtin":
-        from .workload import builtin_requests
         reqs = builtin_requests(seed=seed)
     elif name == "api-bank":
         reqs = load_api_bank()

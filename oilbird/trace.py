@@ -80,7 +80,6 @@ class CycleTrace:
     # a decoder without a store, or a trace written before it was recorded
     store_records: int | None = None
     semantic_muted: bool = False      # self-calibration had muted the semantic source
-    drafted: int = 0                  # nodes drafted; more than len(tokens) when cost-aware sizing cut the tree
     timings: dict[str, float] = field(default_factory=dict)  # seconds: draft, verify, commit, update
 
     @property
@@ -113,6 +112,11 @@ class RequestTrace:
         return len(self.output_ids) / max(1, len(self.cycles))
 
 
+# fields earlier traces carry that this version no longer records: dropped on load, so old files
+# still open ("drafted": the node count before cost-aware sizing, which was removed)
+RETIRED_CYCLE_FIELDS = ("drafted",)
+
+
 def _cycle_to_dict(c: CycleTrace) -> dict:
     d = asdict(c)
     d["kind"] = "cycle"
@@ -126,6 +130,8 @@ def _cycle_from_dict(d: dict) -> CycleTrace:
     if not isinstance(nbs, list) or not all(isinstance(n, dict) for n in nbs):
         raise TraceError("field 'neighbours' is not a list of objects")
     d["neighbours"] = [Neighbour(**n) for n in nbs]
+    for f in RETIRED_CYCLE_FIELDS:     # written by earlier versions; nothing reads them now
+        d.pop(f, None)
     names = {f.name for f in fields(CycleTrace)}
     unknown = set(d) - names
     if unknown:

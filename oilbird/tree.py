@@ -161,10 +161,3 @@ class DraftTree:
 
     def depths(self) -> list[int]:
         return depths_of(self.parents)
-
-    def prefix(self, n: int) -> "DraftTree":
-        """The first ``n`` nodes, same indices. Parents precede their children (the constructor
-        checks it), so any prefix is a valid smaller tree."""
-        n = max(1, min(n, len(self)))
-        return DraftTree(list(self.tokens[:n]), list(self.parents[:n]),
-                         [set(s) for s in self.sources[:n]], [dict(s) for s in self.scores[:n]])

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import random
 
-from .requests import Request
 
 INSTRUCTION = (
     "Generate an API request in the format of [ApiName(key1='value1', key2='value2', ...)] "
@@ -92,8 +91,10 @@ def _conversation(rng: random.Random, kind: str) -> tuple[list[str], list[tuple[
     return lines, calls
 
 
-def builtin_requests(n_conversations: int = 12, seed: int = 0) -> list[Request]:
-    """The built-in workload: one request per tool call, conversations served in order.
+def builtin_request_fields(n_conversations: int = 12, seed: int = 0) -> list[dict]:
+    """The built-in workload: one request per tool call, conversations served in order, each as
+    the fields of a :class:`oilbird.requests.Request` (``oilbird.requests.builtin_requests``
+    makes them requests; this module knows nothing of that class).
 
     Request k of a conversation holds the dialogue up to its k-th call, with the earlier calls
     and their results rendered as in API-Bank (``API-Request: [...]->{...}``), and asks for the
@@ -101,7 +102,7 @@ def builtin_requests(n_conversations: int = 12, seed: int = 0) -> list[Request]:
     """
     rng = random.Random(seed)
     kinds = list(TOOLS)
-    out: list[Request] = []
+    out: list[dict] = []
     for c in range(n_conversations):
         kind = kinds[c % len(kinds)]
         opening, calls = _conversation(rng, kind)
@@ -109,7 +110,7 @@ def builtin_requests(n_conversations: int = 12, seed: int = 0) -> list[Request]:
         history = list(opening)
         for k, (tool, args, result) in enumerate(calls):
             prompt = "\n".join(history) + "\nGenerate API Request:\n"
-            out.append(Request(
+            out.append(dict(
                 id=f"builtin/{c:02d}-{k}", dataset="builtin",
                 # one user message: with a separate system message the small default model
                 # answers in Python instead of API-Request lines

@@ -10,8 +10,6 @@ import pytest
 from wb_traces import all_requests
 
 from oilbird.__main__ import main
-from oilbird.bench import parse_methods, tree_config
-from oilbird.drafter import TreeConfig
 from oilbird.requests import PromptError, Request, encode
 from oilbird.trace import TraceError, load_traces, save_traces
 
@@ -32,7 +30,9 @@ def _fails(argv, capsys, message):
     (["trace", "--methods", " , ", "--out", "x.jsonl"], "no method given"),
     (["bench", "--methods", ""], "no method given"),
     (["bench", "--methods", "goose,nope"], "unknown method 'nope'"),
-    (["bench", "--methods", "oilbird:bogus"], "tree variant 'bogus'"),
+    (["bench", "--methods", "oilbird:bogus"], "after the colon comes one fill"),
+    (["bench", "--methods", "ar,goose,goose"], "method 'goose' is named twice"),
+    (["trace", "--methods", "goose,goose", "--out", "x.jsonl"], "method 'goose' is named twice"),
     (["bench", "--max-new-tokens", "0"], "must be at least 1, not 0"),
     (["bench", "--skip", "-1"], "must be at least 0, not -1"),
     (["bench", "--store-capacity", "0"], "must be at least 1, not 0"),
@@ -40,8 +40,8 @@ def _fails(argv, capsys, message):
     (["bench", "--methods", "goose", "--semantic-budget", "12"], "semantic_budget must be 0 to budget - 1 = 11"),
     (["decode", "", "--max-new-tokens", "4"], "the prompt is empty"),
     (["decode", "   "], "the prompt is empty"),
-    (["decode", "hi", "--method", "ar"], "unknown method 'ar'"),
-    (["decode", "hi", "--method", "oilbird:bogus"], "tree variant 'bogus'"),
+    (["decode", "hi", "--method", "ar"], "'ar' is not a preset"),
+    (["decode", "hi", "--method", "oilbird:bogus"], "after the colon comes one fill"),
     (["decode", "hi", "--max-new-tokens", "-3"], "must be at least 1, not -3"),
 ])
 def test_bad_arguments_fail_before_the_model_loads(argv, message, capsys, monkeypatch):
@@ -108,19 +108,6 @@ def test_a_request_refused_after_the_model_loaded_leaves_no_empty_out_folder(tmp
         _fails(cmd + ["--data", str(data), "--max-new-tokens", "4", "--out", str(out)], capsys,
                "request 'long': The prompt has")
         assert not out.exists()
-
-
-def test_methods_and_tree_options_parse():
-    assert parse_methods(" ar, oilbird:expected ,goose") == ["ar", "oilbird:expected", "goose"]
-    assert parse_methods("suffix-arctic:cost-aware", traced=True) == ["suffix-arctic:cost-aware"]
-    ns = dict(semantic_budget=None, tree_size=None, fill=None)
-    # a small --budget shrinks the default reserve instead of failing on a flag not given
-    assert tree_config(argparse.Namespace(budget=2, **ns)).semantic_budget == 1
-    assert tree_config(argparse.Namespace(budget=1, **ns)).semantic_budget == 0
-    assert tree_config(argparse.Namespace(budget=None, **ns)) == TreeConfig()
-    for bad in (dict(budget=0), dict(semantic_budget=-1), dict(budget=4, semantic_budget=4), dict(fill="both")):
-        with pytest.raises(ValueError):
-            TreeConfig(**bad)
 
 
 def test_an_empty_request_is_refused_before_tokenizing():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from oilbird.audit import compare
-from oilbird.bench import MethodStats
+from oilbird.results import MethodStats
 from oilbird.decoding import PromptError, autoregressive
 from oilbird.drafter import TreeConfig
 from oilbird.presets import PRESETS, make_decoder
@@ -150,40 +150,26 @@ def test_bench_rows_per_request_add_up(tiny_lm):
     assert all(x["forwards"] == x["tokens"] for x in res["methods"]["ar"]["per_request"])
 
 
-@pytest.mark.parametrize("method", ["goose", "oilbird"])
-def test_cost_aware_tree_size_is_lossless_and_cuts_trees(tiny_lm, method):
-    v = Verifier(tiny_lm)
-    dec = make_decoder(method, v, tree=TreeConfig(budget=12, semantic_budget=4, cost_aware=True))
-    cut = 0
-    for i, ids in enumerate(_prompts(4)):
-        ref = autoregressive(v, ids, 32).output_ids
-        tr = dec.run(f"r{i}", ids, 32)
-        assert compare(ref, tr.output_ids).lossless, (method, i, compare(ref, tr.output_ids).message())
-        for c in tr.cycles[1:]:
-            assert 1 <= len(c.tokens) <= c.drafted <= 12
-            assert all(n < len(c.tokens) for nb in c.neighbours for n in nb.walked_nodes + nb.paid_nodes)
-            cut += c.drafted > len(c.tokens)
-    assert cut > 0, "the sizer never cut a tree on the mock model"
-
-
-def test_bench_tree_variants(tiny_lm, tmp_path):
-    """'goose:cost-aware', 'oilbird:expected:cost-aware' run beside the plain methods."""
+def test_bench_runs_fills_beside_the_plain_methods(tiny_lm, tmp_path):
+    """'goose:expected', 'oilbird:reserved' run beside the plain methods, each keyed by its name."""
     from oilbird.bench import run_bench
     from oilbird.requests import Request
     reqs = [Request("r0", [{"role": "user", "content": "call f(x=1) then f(x=1)"}])]
-    names = ["goose", "goose:cost-aware", "goose:fixed", "oilbird:expected:cost-aware"]
+    names = ["goose", "goose:expected", "oilbird:reserved", "oilbird:expected"]
     res = run_bench(reqs, names, Verifier(tiny_lm), 8, progress=False, trace_out=tmp_path / "t.jsonl")
     assert list(res["methods"]) == names
     assert all(r["lossless"] for r in res["methods"].values())
-    assert {m: (r["tree_size"], r["fill"]) for m, r in res["methods"].items()} == {
-        "goose": ("fixed", "reserved"), "goose:cost-aware": ("cost-aware", "reserved"),
-        "goose:fixed": ("fixed", "reserved"), "oilbird:expected:cost-aware": ("cost-aware", "expected")}
+    assert {m: r["fill"] for m, r in res["methods"].items()} == {
+        "goose": "reserved", "goose:expected": "expected", "oilbird:reserved": "reserved",
+        "oilbird:expected": "expected"}
     assert [t.method for t in load_traces(tmp_path / "t.jsonl")] == names
-    for bad, msg in (("ar:cost-aware", "only tree methods"), ("goose:huge", "not one of"),
-                     ("goose:", "not one of"), ("goose:expected:huge", "'huge' is not one of"),
-                     ("nope:fixed", "unknown method")):
+    for bad, msg in (("ar:expected", "only tree methods"), ("goose:huge", "one fill"),
+                     ("goose:", "one fill"), ("goose:expected:reserved", "one fill"),
+                     ("nope:expected", "unknown method")):
         with pytest.raises(ValueError, match=msg):
             run_bench(reqs, [bad], Verifier(tiny_lm), 8, progress=False)
+    with pytest.raises(ValueError, match="named twice"):
+        run_bench(reqs, ["goose", "goose"], Verifier(tiny_lm), 8, progress=False)
 
 
 @pytest.mark.parametrize("method", ["goose", "oilbird", "oilbird-ungated"])
@@ -244,13 +230,6 @@ def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
         assert (delivered > len(ref) // 2) if answer is ref else delivered == 0
 
 
-def test_make_decoder_takes_tree_variants():
-    from oilbird.presets import tree_variants
-    assert tree_variants("oilbird:expected:cost-aware") == ("oilbird", {"fill": "expected", "cost_aware": True})
-    with pytest.raises(ValueError, match="tree variant 'bogus'"):
-        tree_variants("goose:bogus")
-
-
 def test_make_decoder_variant_reaches_the_drafter(tiny_lm):
     dec = make_decoder("oilbird:expected", Verifier(tiny_lm), tree=TreeConfig(budget=8))
     assert (dec.drafter.cfg.fill, dec.drafter.cfg.budget, dec.method) == ("expected", 8, "oilbird:expected")
@@ -276,7 +255,7 @@ def test_a_request_refused_by_the_store_still_ends_for_the_sources(tiny_lm):
 
 def test_traces_decoded_without_text_round_trip_too(tiny_lm, tmp_path):
     """trace=False keeps the tree and verdict but no text: such records save and load as well."""
-    dec = make_decoder("oilbird:cost-aware", Verifier(tiny_lm), trace=False)
+    dec = make_decoder("oilbird:expected", Verifier(tiny_lm), trace=False)
     traces = [dec.run(f"r{i}", ids, 20) for i, ids in enumerate(_prompts(2))]
     assert not traces[0].output_text
     assert load_traces(save_traces(traces, tmp_path / "t.jsonl")) == traces

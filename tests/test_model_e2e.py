@@ -96,12 +96,12 @@ def test_every_preset_lossless_on_real_model(real_lm):
             assert credited == pytest.approx(r["tokens"]), m
 
 
-def test_cost_aware_size_and_expected_fill_lossless_on_real_model(real_lm):
+def test_expected_fill_lossless_on_real_model(real_lm):
     reqs = load_requests("builtin", limit=4)[2:]
-    res = run_bench(reqs, ["ar", "goose", "oilbird", "oilbird:expected:fixed"], Verifier(real_lm),
-                    max_new_tokens=24, progress=False, tree=TreeConfig(cost_aware=True))
-    assert res["tree"]["cost_aware"] is True
-    assert res["methods"]["oilbird:expected:fixed"]["fill"] == "expected"
+    res = run_bench(reqs, ["ar", "goose", "oilbird", "oilbird:expected"], Verifier(real_lm),
+                    max_new_tokens=24, progress=False, tree=TreeConfig(budget=16))
+    assert res["tree"]["budget"] == 16
+    assert res["methods"]["oilbird:expected"]["fill"] == "expected"
     for m, r in res["methods"].items():
         assert r["lossless"], (m, r.get("first_failure"))
 

@@ -81,9 +81,7 @@ def test_arctic_node_budget_is_respected(tiny_lm):
 def test_missing_arctic_gives_one_clear_error(tiny_lm, monkeypatch):
     monkeypatch.setitem(sys.modules, "arctic_inference.suffix_decoding", None)   # import fails
     with pytest.raises(ArcticUnavailable, match="requirements-peers.txt"):
-        peers.make_runner("suffix-arctic", Verifier(tiny_lm), 8)
-    with pytest.raises(ValueError, match="unknown peer"):
-        peers.make_runner("nope", Verifier(tiny_lm), 8)
+        peers.make_arctic_decoder(Verifier(tiny_lm))
 
 
 def test_forward_counter_counts_target_forwards(tiny_lm):
@@ -119,13 +117,14 @@ def _check_lossless(runner, two_requests):
 
 @pytest.mark.model
 def test_hf_pld_lossless(real_lm, two_requests):
-    _check_lossless(peers.make_runner("hf-pld", Verifier(real_lm), MAX_NEW), two_requests)
+    _check_lossless(peers.hf_pld_runner(Verifier(real_lm), MAX_NEW), two_requests)
 
 
 @pytest.mark.model
 @needs_arctic
 def test_suffix_arctic_lossless(real_lm, two_requests):
-    tr = _check_lossless(peers.make_runner("suffix-arctic", Verifier(real_lm), MAX_NEW), two_requests)
+    from oilbird.bench import decoder_runner
+    tr = _check_lossless(decoder_runner(peers.make_arctic_decoder(Verifier(real_lm)), MAX_NEW), two_requests)
     assert tr is not None and tr.method == "suffix-arctic" and tr.forwards == len(tr.cycles)
     drafted = {s for c in tr.cycles for srcs in c.committed_sources for s in srcs}
     assert drafted <= {"suffix-arctic", "bonus"}
@@ -287,11 +286,11 @@ def test_report_cli_on_a_trace_file(tmp_path, capsys):
 
 
 @needs_arctic
-def test_suffix_arctic_in_bench_with_a_tree_size(tiny_lm):
-    """bench builds suffix-arctic itself, so a ':cost-aware' suffix reaches its tree and its traces."""
+def test_suffix_arctic_in_bench_with_a_fill(tiny_lm):
+    """bench builds suffix-arctic itself, so a fill suffix reaches its tree and its traces."""
     from oilbird.bench import run_bench
     from oilbird.requests import Request
     reqs = [Request(f"r{i}", [{"role": "user", "content": "call f(x=1) then f(x=1)"}]) for i in range(2)]
-    res = run_bench(reqs, ["suffix-arctic", "suffix-arctic:cost-aware"], Verifier(tiny_lm), 8, progress=False)
+    res = run_bench(reqs, ["suffix-arctic", "suffix-arctic:expected"], Verifier(tiny_lm), 8, progress=False)
     assert all(r["lossless"] for r in res["methods"].values())
-    assert res["methods"]["suffix-arctic:cost-aware"]["tree_size"] == "cost-aware"
+    assert res["methods"]["suffix-arctic:expected"]["fill"] == "expected"

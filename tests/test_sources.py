@@ -355,7 +355,7 @@ def test_adjacency_row_for_the_root_opens_the_semantic_gate():
 
 def test_fill_by_value_docstring_example_and_prefixes_are_trees():
     from oilbird.drafter import fill_by_value
-    from oilbird.sizing import AcceptanceRates
+    from oilbird.acceptance import AcceptanceRates
     from oilbird.sources.base import Chain
     tree = DraftTree.root(1)
     a = tree.add(0, 10, "suffix", 1.0)
@@ -374,7 +374,7 @@ def test_fill_by_value_docstring_example_and_prefixes_are_trees():
     chains = [("recycling", Chain([20, 21], 0.5)), ("semantic", Chain([10, 11, 12], 0.9))]
     (_, p_rec), (_, p_sem) = fill_by_value(tree, chains, 2, rates)
     assert p_rec == [] and tree.tokens[2:] == [11, 12]           # both nodes to the semantic chain
-    # a parent always comes first, so every prefix is a tree (what the cost-aware cut needs)
+    # a parent always comes first
     assert all(p < i for i, p in enumerate(tree.parents) if i)
     assert rates.path_probs(tree)[2] > rates.path_probs(DraftTree([1, 20], [-1, 0], [set(), {"recycling"}]))[1]
 
@@ -382,7 +382,7 @@ def test_fill_by_value_docstring_example_and_prefixes_are_trees():
 def test_acceptance_cells_split_by_score_bin():
     """With score bins, a likely adjacency candidate (p 0.6) and an unlikely one (p 0.05) learn
     separate rates, so the fill can prefer the first; without bins they share one cell."""
-    from oilbird.sizing import AcceptanceRates
+    from oilbird.acceptance import AcceptanceRates
     binned, flat = AcceptanceRates(score_bins=(0.5, 0.2)), AcceptanceRates()
     t = DraftTree([1, 8, 9], [-1, 0, 0], [set(), {"recycling"}, {"recycling"}],
                   [{}, {"recycling": 0.6}, {"recycling": 0.05}])

@@ -1,0 +1,68 @@
+"""Learned acceptance rates: P(a drafted node is accepted), per cell, from every verdict.
+
+The drafter's ``fill="expected"`` (oilbird.drafter.fill_by_value) adds the candidate node worth
+most next; a node's worth is the product, along its path, of the acceptance rate of each node's
+cell: (which source proposed it, or "multi" when several did; depth, capped; whether a drafted
+token was accepted in the previous cycle; optionally the proposer's score bin). Rates are
+counted online with a Beta(1, 1) prior, so an unseen cell starts at 0.5. A node is *tested*
+when its parent was accepted, and a *hit* when its token is the parent's argmax.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .tree import DraftTree
+
+MAX_DEPTH = 6       # depth cells beyond this share one rate
+
+
+class AcceptanceRates:
+    """P(a drafted node is accepted), learned online per cell (see the module docstring).
+
+    The drafter's ``fill="expected"`` mode asks it which candidate node to add next.
+    """
+
+    def __init__(self, max_depth: int = MAX_DEPTH, score_bins: tuple = ()):
+        self.max_depth = max_depth
+        self.score_bins = score_bins            # split cells by the proposer's score (none: one cell)
+        self.tested: dict[tuple, int] = defaultdict(int)
+        self.hits: dict[tuple, int] = defaultdict(int)
+        self.warm = False                       # did the previous cycle accept a drafted token?
+
+    def cell(self, sources, depth: int, score: float | None = None) -> tuple:
+        """(proposer, or "multi" when several proposed the node; depth, capped; warm[; score bin])."""
+        src = next(iter(sources)) if len(sources) == 1 else ("multi" if sources else "")
+        c = (src, min(depth, self.max_depth), self.warm)
+        if self.score_bins:
+            c += (sum(score >= b for b in self.score_bins) if score is not None else -1,)
+        return c
+
+    def node_cell(self, tree: DraftTree, i: int, depth: int) -> tuple:
+        return self.cell(tree.sources[i], depth, max(tree.scores[i].values(), default=None))
+
+    def rate(self, cell: tuple) -> float:
+        return (self.hits[cell] + 1) / (self.tested[cell] + 2)
+
+    def path_probs(self, tree: DraftTree) -> list[float]:
+        """P(node i is accepted) for every node (the root: 1)."""
+        depths = tree.depths()
+        p = [1.0] * len(tree)
+        for i in range(1, len(tree)):
+            p[i] = p[tree.parents[i]] * self.rate(self.node_cell(tree, i, depths[i]))
+        return p
+
+    def observe(self, drafted: DraftTree, accepted: list[int], argmax) -> None:
+        """Count every node whose parent was accepted (tested), and whether its token is the
+        parent's argmax (hit). ``argmax`` covers at least the verified nodes."""
+        acc = set(accepted)
+        depths = drafted.depths()
+        warm = False
+        for i in range(1, len(drafted)):
+            p = drafted.parents[i]
+            if p in acc:
+                hit = drafted.tokens[i] == int(argmax[p])
+                cell = self.node_cell(drafted, i, depths[i])
+                self.tested[cell] += 1
+                self.hits[cell] += hit
+                warm = warm or (hit and p == 0)
+        self.warm = warm
