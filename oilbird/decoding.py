@@ -166,7 +166,7 @@ class SpeculativeDecoder:
                 context = list(ids) + generated
                 # 2) draft: a tree rooted at the newest committed token
                 t_a = time.perf_counter()
-                tree, info = drafter.draft(context, len(ids), request_id, query_state)
+                tree, info = drafter.draft(context, request_id, query_state)
                 t_b = time.perf_counter()
                 # 3) verify: one forward over the whole tree
                 res = v.verify(cache, prefix_len, tree)
@@ -190,7 +190,7 @@ class SpeculativeDecoder:
                             store.add(request_id, pos, tree.tokens[node], states[node])
                             n_stored += 1
                 query_state = states[accepted[-1]]
-                drafter.update(tree, res, accepted, bonus, list(ids) + generated, request_id, info,
+                drafter.update(tree, res, accepted, list(ids) + generated, request_id, info,
                                root_index=len(ids) + before - 1)
                 t_e = time.perf_counter()
 
@@ -199,7 +199,8 @@ class SpeculativeDecoder:
                                bonus=bonus, accepted=accepted, committed=appended,
                                lexical_match_len=info.lexical_match_len, adjacency_row=info.adjacency_row,
                                store_records=len(store) if store is not None else None,
-                               semantic_muted=info.semantic_muted,
+                               semantic_muted=info.semantic_muted, retrieval=info.retrieval,
+                               retrieval_floor=info.retrieval_floor,
                                timings={"draft": t_b - t_a, "verify": t_c - t_b,
                                         "commit": t_d - t_c, "update": t_e - t_d})
                 node_sources = [sorted(s) for s in tree.sources]
@@ -253,7 +254,8 @@ class SpeculativeDecoder:
                 proposed_text=self._pieces(nb["proposed"]), context_text=self._pieces(ctx),
                 context_index=at, paid_nodes=nb.get("paid", []), walked_nodes=walked,
                 accepted=sum(1 for n in walked if n in acc),
-                lexical_reachable=bool(nb["proposed"]) and nb["proposed"][0] in lexical_first))
+                lexical_reachable=bool(nb["proposed"]) and nb["proposed"][0] in lexical_first,
+                why_no_node=nb["why_no_node"]))
         return out
 
     def run(self, request_id: str, ids: list[int], max_new_tokens: int,

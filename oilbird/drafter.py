@@ -24,25 +24,40 @@ is decided by the preset (see :mod:`oilbird.presets`).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .acceptance import AcceptanceRates
 from .methods import FILLS, TreeConfig  # noqa: F401  (importable here, where they are used)
-from .sources.base import Chain, DraftContext, DraftSource, Verdict
+from .sources.base import Chain, DraftContext, DraftSource, Proposal, Verdict
 from .tree import DraftTree
+
+
+# why a retrieved neighbour got no node in the tree (DraftInfo.neighbours' "why_no_node")
+NO_NODE_REASONS = {
+    "no-tokens": "its similarity allowed it no tokens (below the copy-depth floor)",
+    "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
+    "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
+              "expected fill, other candidates were worth more)",
+}
 
 
 @dataclass
 class DraftInfo:
-    """What the drafter did this cycle, for the trace."""
+    """What the drafter decided this cycle, recorded as it happened (the trace copies it; the
+    views only read it)."""
     lexical_match_len: int = 0
     adjacency_row: bool = False   # the adjacency table had a row for the root: the semantic gate opens too
-    semantic_muted: bool = False
+    # the semantic key's outcome: "no-source" (the method has none) or one of
+    # oilbird.sources.base.RETRIEVAL_OUTCOMES; and the similarity floor it applied
+    retrieval: str = "no-source"
+    retrieval_floor: float | None = None
+    semantic_muted: bool = False  # self-calibration had muted the retrieving source
+    # each retrieved record: its chain's meta, the tree nodes it walked and paid for, and why it
+    # got no node ("" when it got one; else a key of NO_NODE_REASONS)
     neighbours: list[dict] = field(default_factory=list)
     spine: list[int] = field(default_factory=list)
-    chains: dict[str, list[Chain]] = field(default_factory=dict)
 
 
 def _attach(tree: DraftTree, source: str, chain: Chain) -> int:
@@ -140,6 +155,14 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
 ROLES = ("spine", "chains", "branches")
 
 
+def _unit(state: np.ndarray | None) -> np.ndarray | None:
+    """The L2-normalised query state (None for none, or a zero vector)."""
+    if state is None:
+        return None
+    n = float(np.linalg.norm(state))
+    return (state / n).astype(np.float32) if n > 0 else None
+
+
 class Drafter:
     """Builds one merged tree per cycle from its sources and feeds them the verdict."""
 
@@ -173,89 +196,109 @@ class Drafter:
         for s in self.sources:
             s.end_request(request_id)
 
-    def draft(self, context: list[int], n_prompt: int, request_id: str,
+    # ---------------------------------------------------------------- one cycle's tree
+    def draft(self, context: list[int], request_id: str,
               query_state: np.ndarray | None) -> tuple[DraftTree, DraftInfo]:
+        """The tree for the context whose last token is the root, and what was decided (the
+        passes are the module docstring's)."""
         cfg = self.cfg
         tree = DraftTree.root(context[-1])
         info = DraftInfo()
-        q = None
-        if query_state is not None:
-            n = float(np.linalg.norm(query_state))
-            q = (query_state / n).astype(np.float32) if n > 0 else None
-        ctx = DraftContext(tokens=context, n_prompt=n_prompt, request_id=request_id,
-                           query_state=q, tree=tree)
+        ctx = DraftContext(tokens=context, request_id=request_id, query_state=_unit(query_state), tree=tree)
         left = cfg.budget - 1
         reserved = min(cfg.semantic_budget, left) if self.semantic_sources and cfg.fill != "expected" else 0
-
-        # 1) lexical chains in source order (suffix's best-first subtree, then prompt lookup),
-        #    each paying only after it leaves the tree; the first chain is the spine
-        lex = []
         lex_budget = round(self.spine_share * (left - reserved)) if self.branch_sources else left - reserved
-        ctx.budget = lex_budget
-        for s in self.spine_sources:
-            chains = info.chains[s.name] = s.propose(ctx)
-            lex += [(s.name, c) for c in chains]
-            info.lexical_match_len = max([info.lexical_match_len] + [c.meta.get("match_len", 0) for c in chains])
-        for i, (name, c) in enumerate(lex):
-            if i == 0:
-                c = Chain(c.tokens[: cfg.max_spine_len], c.score, c.attach, c.meta)
-            walked, paid = add_chain(tree, c, name, lex_budget)
-            lex_budget -= len(paid)
-            if i == 0:
-                info.spine = walked
+        self._spine_pass(ctx, info, lex_budget)
         # the gate of pass 2: the host's lexical key is the suffix index *and* the token-adjacency
         # table (paper Fig. 2 (i)), so a table row for the root token is a non-empty match too
-        adjacency = info.adjacency_row = any(s.knows(context[-1]) for s in self.branch_sources)
-        if not self.spine_sources and adjacency:
+        info.adjacency_row = any(s.knows(context[-1]) for s in self.branch_sources)
+        if not self.spine_sources and info.adjacency_row:
             info.lexical_match_len = 1     # a Token Recycling host: the table is its only key
-
-        # 2) semantic chains re-walk the tree from the root, paying only after they diverge
-        ctx.lexical_match_len = max(info.lexical_match_len, int(adjacency))
-        ctx.budget = cfg.budget - len(tree) if cfg.fill == "expected" else min(reserved, cfg.budget - len(tree))
-        semantic = []
-        for s in self.semantic_sources:
-            chains = info.chains[s.name] = s.propose(ctx)
-            if getattr(s, "muted", False):
-                info.semantic_muted = True
-            semantic += [(s.name, c) for c in sorted(chains, key=lambda c: -c.score)]
-            if s.name == "semantic" and not chains and getattr(s, "last_chains", None):   # muted: show what it saw
-                info.neighbours.extend({**c.meta, "walked": [], "paid": []} for c in s.last_chains)
+        ctx = replace(ctx, lexical_match_len=max(info.lexical_match_len, int(info.adjacency_row)))
+        room = cfg.budget - len(tree)
+        semantic = self._chain_pass(ctx, info, room if cfg.fill == "expected" else min(reserved, room))
         if cfg.fill == "expected":
-            # 2+3) semantic chains and adjacency branches compete node by node
-            branches = [pair for b in self.branch_sources for pair in self._branches(b, ctx, info)]
-            merged = fill_by_value(tree, semantic + branches, cfg.budget - len(tree), self.rates)
+            merged = self._fill_expected(ctx, semantic)
         else:
-            sem_left = ctx.budget
-            merged = []
-            for name, c in semantic:
-                walked, paid = add_chain(tree, c, name, sem_left)
-                sem_left -= len(paid)
-                merged.append((walked, paid))
-            # 3) branches fill what is left
-            for b in self.branch_sources:
-                for name, c in self._branches(b, ctx, info):
-                    room = cfg.budget - len(tree)
-                    if room <= 0:
-                        break
-                    add_chain(tree, c, name, room)
-        for (name, c), (walked, paid) in zip(semantic, merged):
-            if name == "semantic":
-                info.neighbours.append({**c.meta, "walked": walked, "paid": paid})
-
+            merged = self._fill_reserved(ctx, semantic, min(reserved, room))
+        for (source, c), (walked, paid) in zip(semantic, merged):
+            if source.retrieves:
+                why = "" if walked else ("no-tokens" if not c.tokens else "budget")
+                info.neighbours.append({**c.meta, "walked": walked, "paid": paid, "why_no_node": why})
         return tree, info
 
-    def _branches(self, source: DraftSource, ctx: DraftContext, info: DraftInfo) -> list[tuple[str, Chain]]:
-        """A branch source's proposals for the tree built so far, best score first."""
-        ctx.budget = self.cfg.budget - len(ctx.tree)
-        chains = info.chains[source.name] = source.propose(ctx)
-        return [(source.name, c) for c in sorted(chains, key=lambda c: -c.score)]
+    def _spine_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> None:
+        """1) lexical chains in source order (suffix's best-first subtree, then prompt lookup),
+        each paying only after it leaves the tree; the first chain is the spine."""
+        lex = []
+        for s in self.spine_sources:
+            p = self._ask(s, ctx, budget, info)
+            lex += [(s.name, c) for c in p.chains]
+            info.lexical_match_len = max(info.lexical_match_len, p.match_len)
+        for i, (name, c) in enumerate(lex):
+            if i == 0:
+                c = Chain(c.tokens[: self.cfg.max_spine_len], c.score, c.attach, c.meta)
+            walked, paid = add_chain(ctx.tree, c, name, budget)
+            budget -= len(paid)
+            if i == 0:
+                info.spine = walked
 
-    def update(self, tree: DraftTree, res, accepted: list[int], bonus: int, tokens: list[int],
+    def _chain_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> list[tuple[DraftSource, Chain]]:
+        """2) the semantic key and the rejected pool: their chains, best first per source. A
+        muted retrieving source's looked-up records go to the trace with no node."""
+        out = []
+        for s in self.semantic_sources:
+            p = self._ask(s, ctx, budget, info)
+            out += [(s, c) for c in sorted(p.chains, key=lambda c: -c.score)]
+            if s.retrieves:
+                info.neighbours += [{**c.meta, "walked": [], "paid": [], "why_no_node": "muted"}
+                                    for c in p.looked_up]
+        return out
+
+    def _fill_reserved(self, ctx: DraftContext, semantic, reserved: int) -> list[tuple[list[int], list[int]]]:
+        """2) semantic chains out of the reserve, each paying only after it diverges; then
+        3) adjacency branches fill what is left. Returns (walked, paid) per semantic chain."""
+        tree, merged = ctx.tree, []
+        for s, c in semantic:
+            walked, paid = add_chain(tree, c, s.name, reserved)
+            reserved -= len(paid)
+            merged.append((walked, paid))
+        for b in self.branch_sources:
+            for name, c in self._branches(b, ctx):
+                room = self.cfg.budget - len(tree)
+                if room <= 0:
+                    break
+                add_chain(tree, c, name, room)
+        return merged
+
+    def _fill_expected(self, ctx: DraftContext, semantic) -> list[tuple[list[int], list[int]]]:
+        """2+3) semantic chains and adjacency branches compete node by node (fill_by_value).
+        Returns (walked, paid) per semantic chain."""
+        branches = [pair for b in self.branch_sources for pair in self._branches(b, ctx)]
+        pairs = [(s.name, c) for s, c in semantic] + branches
+        return fill_by_value(ctx.tree, pairs, self.cfg.budget - len(ctx.tree), self.rates)[: len(semantic)]
+
+    def _branches(self, source: DraftSource, ctx: DraftContext) -> list[tuple[str, Chain]]:
+        """A branch source's proposals for the tree built so far, best score first."""
+        p = source.propose(ctx, self.cfg.budget - len(ctx.tree))
+        return [(source.name, c) for c in sorted(p.chains, key=lambda c: -c.score)]
+
+    @staticmethod
+    def _ask(source: DraftSource, ctx: DraftContext, budget: int, info: DraftInfo) -> Proposal:
+        """One source's proposal; a retrieving source's outcome goes to ``info`` (the first
+        retrieving source's, where a method had several)."""
+        p = source.propose(ctx, budget)
+        if source.retrieves and info.retrieval == "no-source":
+            info.retrieval, info.retrieval_floor, info.semantic_muted = p.retrieval, p.floor, p.muted
+        return p
+
+    # ---------------------------------------------------------------- learning
+    def update(self, tree: DraftTree, res, accepted: list[int], tokens: list[int],
                request_id: str, info: DraftInfo, root_index: int) -> None:
+        """Feed one verdict to every source, the acceptance rates and the spine share."""
         verdict = Verdict(tree=tree, argmax=res.argmax.numpy(), topk_ids=res.topk_ids.numpy(),
                           topk_probs=res.topk_probs.numpy(), states=res.states.numpy(),
-                          accepted=accepted, bonus=bonus, tokens=tokens, request_id=request_id,
-                          chains=info.chains, root_index=root_index)
+                          accepted=accepted, tokens=tokens, request_id=request_id, root_index=root_index)
         for s in self.sources:
             s.update(verdict)
         if self.rates is not None:

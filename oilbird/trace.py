@@ -46,6 +46,9 @@ class Neighbour:
     walked_nodes: list[int]     # all tree nodes on its chain (shared + paid)
     accepted: int = 0           # how many of its proposed tokens the verifier accepted
     lexical_reachable: bool = False  # was the same first token proposed by a lexical source?
+    # why its chain got no tree node, as the drafter recorded it: "" (it got one), or a key of
+    # oilbird.drafter.NO_NODE_REASONS ("no-tokens", "muted", "budget"); None in older traces
+    why_no_node: str | None = None
 
 
 @dataclass
@@ -80,6 +83,12 @@ class CycleTrace:
     # a decoder without a store, or a trace written before it was recorded
     store_records: int | None = None
     semantic_muted: bool = False      # self-calibration had muted the semantic source
+    # the semantic key's outcome as the drafter recorded it: "no-source" (the method has none) or
+    # one of oilbird.sources.base.RETRIEVAL_OUTCOMES ("gate-closed", "no-query", "empty-store",
+    # "below-floor", "muted", "retrieved"), and the similarity floor it applied; None on the
+    # prefill cycle (nothing is drafted) and in traces written before it was recorded
+    retrieval: str | None = None
+    retrieval_floor: float | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds: draft, verify, commit, update
 
     @property

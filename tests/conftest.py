@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -70,3 +71,15 @@ def api_bank_path() -> Path:
     if not (p / "test-data" / "level-1-api.json").is_file():
         pytest.skip("API-Bank data not found in ../shared/data (never committed here)")
     return p
+
+
+def make_verdict(tree, argmax, topk_ids, topk_probs, states=None, accepted=(0,), tokens=(0,)):
+    """A verification verdict from literal lists, for source tests (states default to ones, d=4)."""
+    import numpy as np
+    from oilbird.sources.base import Verdict
+    n = len(tree)
+    return Verdict(tree=tree, argmax=np.asarray(argmax), topk_ids=np.asarray(topk_ids),
+                   topk_probs=np.asarray(topk_probs, dtype=np.float32),
+                   states=np.asarray(states if states is not None else np.ones((n, 4)), dtype=np.float32),
+                   accepted=list(accepted), tokens=list(tokens),
+                   request_id="r")

@@ -206,7 +206,7 @@ def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
     """The recipe of oilbird/sources/base.py: any name, any proposals, the output is greedy's."""
     from oilbird.decoding import SpeculativeDecoder
     from oilbird.drafter import Drafter
-    from oilbird.sources.base import Chain, DraftSource
+    from oilbird.sources.base import Chain, DraftSource, Proposal
     from oilbird.sources.prompt_lookup import PromptLookupSource
 
     class Oracle(DraftSource):
@@ -215,9 +215,9 @@ def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
         def __init__(self, answer):
             self.answer = answer
 
-        def propose(self, ctx):
+        def propose(self, ctx, budget):
             done = len(ctx.tokens) - len(ids)
-            return [Chain(self.answer[done:done + 4], 1.0)]
+            return Proposal([Chain(self.answer[done:done + 4], 1.0)])
 
     v = Verifier(tiny_lm)
     ids = _prompts(1)[0]

@@ -27,10 +27,10 @@ MAX_NEW = 32
 # -- arctic draft -> our tree ------------------------------------------------------------------
 def test_draft_to_chains_keeps_arctic_tree():
     # arctic: 5 (root child) -> 6 ; 9 (root child); 7 below 6
-    chains = draft_to_chains([5, 6, 9, 7], [-1, 0, -1, 1], [1.0, 0.8, 0.2, 0.5], match_len=3)
+    chains = draft_to_chains([5, 6, 9, 7], [-1, 0, -1, 1], [1.0, 0.8, 0.2, 0.5])
     assert [c.tokens for c in chains] == [[5], [5, 6], [9], [5, 6, 7]]
     assert [c.score for c in chains] == [1.0, 0.8, 0.2, 0.5]
-    assert all(c.attach == 0 and c.meta["match_len"] == 3 for c in chains)
+    assert all(c.attach == 0 for c in chains) and [c.meta["node"] for c in chains] == [0, 1, 2, 3]
     with pytest.raises(ValueError):
         draft_to_chains([5, 6], [-1, 1], [1.0, 1.0])
 
@@ -41,20 +41,20 @@ def test_arctic_source_history_and_tree():
     src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=8))
     # request a: prompt [1, 2, 3, 4, 5, 1, 2, 3]; the local tree sees [1, 2, 3] -> 4
     src.start_request([1, 2, 3, 4, 5, 1, 2, 3], "a")
-    ctx = DraftContext(tokens=[1, 2, 3, 4, 5, 1, 2, 3], n_prompt=8, request_id="a")
-    chains = src.propose(ctx)
-    assert chains and chains[0].tokens[0] == 4 and chains[0].meta["match_len"] >= 1
+    ctx = DraftContext(tokens=[1, 2, 3, 4, 5, 1, 2, 3], request_id="a")
+    p = src.propose(ctx, 8)
+    assert p.chains and p.chains[0].tokens[0] == 4 and p.match_len >= 1
     src.end_request("a")   # a "responded" nothing: the global tree has no response tokens
     # request b generates [7, 8, 9, 7, 8, 6]; those tokens reach the global tree
     src.start_request([40, 41], "b")
-    ctx = DraftContext(tokens=[40, 41, 7, 8, 9, 7, 8, 6], n_prompt=2, request_id="b")
-    src.propose(ctx)
+    ctx = DraftContext(tokens=[40, 41, 7, 8, 9, 7, 8, 6], request_id="b")
+    src.propose(ctx, 8)
     src.end_request("b")
     # request c never saw 7 8 9 in its prompt: the draft comes from b's response
     src.start_request([20, 21, 7, 8], "c")
     drafter = Drafter([src], TreeConfig(budget=9, semantic_budget=0))   # a "spine" source, by default
     raw = src.speculate([20, 21, 7, 8], "c")
-    tree, info = drafter.draft([20, 21, 7, 8], 4, "c", None)
+    tree, info = drafter.draft([20, 21, 7, 8], "c", None)
     assert sorted(raw.token_ids) == [6, 9]          # after "7 8": 9 once, 6 once
     # the merged tree is arctic's tree, node for node, with arctic's probabilities
     assert tree.tokens[1:] == list(raw.token_ids)

@@ -418,12 +418,12 @@ def test_registry_keeps_tenants_apart_through_both_keys_and_files(tmp_path):
     assert reg.get("a") is not reg.get("b")
 
     def drafts(store):
-        ctx = DraftContext(tokens=[1] + frame, n_prompt=1, request_id="q", lexical_match_len=4,
+        ctx = DraftContext(tokens=[1] + frame, request_id="q", lexical_match_len=4,
                            query_state=unit([1, 3, 0, 0]))
         out = set()
         for src in (SuffixSource(store), SemanticSource(store)):
             src.start_request(ctx.tokens, "q")
-            out |= {t for c in src.propose(ctx) for t in c.tokens}
+            out |= {t for c in src.propose(ctx, 0).chains for t in c.tokens}
         return out
 
     assert set(secret) <= drafts(reg.get("a"))          # the probe does reach a's secret...

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Chain, DraftContext, DraftSource, Verdict
+from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 INSTALL_HINT = ("the suffix-arctic peer needs the optional package arctic-inference (a C++ extension "
                 "built on this machine): install requirements-peers.txt in two steps, "
@@ -120,14 +120,14 @@ class ArcticSuffixSource(DraftSource):
                                     min_token_prob=self.cfg.min_token_prob,
                                     use_tree_spec=self.cfg.use_tree_spec)
 
-    def propose(self, ctx: DraftContext) -> list[Chain]:
+    def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         self._sync(ctx.tokens, ctx.request_id)   # the newest committed tokens, root included
         d = self.speculate(ctx.tokens, ctx.request_id)
-        return draft_to_chains(list(d.token_ids), list(d.parents), list(d.probs), int(d.match_len))
+        chains = draft_to_chains(list(d.token_ids), list(d.parents), list(d.probs))
+        return Proposal(chains, match_len=int(d.match_len) if chains else 0)
 
 
-def draft_to_chains(token_ids: list[int], parents: list[int], probs: list[float],
-                    match_len: int = 0) -> list[Chain]:
+def draft_to_chains(token_ids: list[int], parents: list[int], probs: list[float]) -> list[Chain]:
     """One root-to-node chain per arctic node, in arctic's (topological) order.
 
     ``parents[i]`` is the index of node i's parent in the draft, -1 for a child of the root.
@@ -137,5 +137,5 @@ def draft_to_chains(token_ids: list[int], parents: list[int], probs: list[float]
         if not -1 <= p < i:
             raise ValueError(f"arctic draft node {i} has parent {p}; expected -1 <= parent < {i}")
         paths.append((paths[p] if p >= 0 else []) + [int(tok)])
-    return [Chain(path, float(prob), attach=0, meta={"match_len": match_len, "node": i})
+    return [Chain(path, float(prob), attach=0, meta={"node": i})
             for i, (path, prob) in enumerate(zip(paths, probs))]

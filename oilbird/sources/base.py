@@ -2,11 +2,15 @@
 
 Every source lives in a file of its own and implements :class:`DraftSource`:
 
-* ``propose(ctx) -> list[Chain]``: candidate continuations for this cycle. A chain hangs below
-  tree node ``attach`` (0 = the root, the newest committed token). Sources that extend an
-  existing tree (token adjacency) read ``ctx.tree``, the tree built so far this cycle.
+* ``propose(ctx, budget) -> Proposal``: candidate continuations for this cycle, and what the
+  source found (:class:`Proposal`). A chain hangs below tree node ``attach`` (0 = the root, the
+  newest committed token). ``budget`` is the number of new nodes this pass can still pay for
+  (a hint: the drafter enforces it). Sources that extend an existing tree (token adjacency)
+  read ``ctx.tree``, the tree built so far this cycle.
 * ``update(verdict)``: what the verifier said (accepted path, per-node argmax / top-k / states).
-* ``start_request(tokens, request_id)`` / ``end_request(...)``: per-request setup and teardown.
+* ``start_request(tokens, request_id)`` / ``end_request(request_id)``: per-request setup and
+  teardown.
+* ``knows(token)``: branch sources only: whether their key has a row for the root token.
 
 A source never touches the model or the KV cache.
 
@@ -15,8 +19,8 @@ tree in three passes and asks every source in the pass its ``role`` names, in th
 sources were given:
 
 * ``"spine"`` (the default): lexical chains from the root, merged first (prompt lookup, the
-  suffix index). Put the length of the context suffix your key matched in ``meta["match_len"]``:
-  the longest one opens the semantic key's gate.
+  suffix index). Put the length of the context suffix your key matched in
+  ``Proposal.match_len``: the longest one opens the semantic key's gate.
 * ``"chains"``: chains that re-walk the tree from the root after the spine and pay for nodes
   out of ``TreeConfig.semantic_budget`` (the semantic key, the rejected-branch pool). They are
   told in ``ctx.lexical_match_len`` how far the lexical keys matched.
@@ -24,9 +28,10 @@ sources were given:
   left. ``knows(token)`` says whether their key has a row for the root token, which also
   opens the semantic key's gate.
 
-``ctx.budget`` is the number of nodes the pass can still pay for. Names must be unique in one
-drafter. The name ``semantic`` is the one the trace's nearest-neighbour records are read from
-(its chains' ``meta`` carry the neighbour: see :mod:`oilbird.sources.semantic`).
+A source that ``retrieves`` (the semantic key) carries, in each chain's ``meta``, the store
+record it came from (``record``, ``request_id``, ``position``, ``similarity``, ``proposed``) and
+says in ``Proposal.retrieval`` how the lookup went; the trace lists those records as the
+cycle's nearest neighbours. Names must be unique in one drafter.
 
 To decode with a source of your own, give it to a drafter beside the others::
 
@@ -58,25 +63,54 @@ class Chain:
     meta: dict = field(default_factory=dict)
 
 
+# how a retrieving source's lookup went this cycle (Proposal.retrieval), in the order checked
+RETRIEVAL_OUTCOMES = (
+    "gate-closed",     # gated, and no lexical key matched: no lookup ran
+    "no-query",        # no hidden state to look up with
+    "empty-store",     # nothing to search yet: no earlier request had finished
+    "below-floor",     # the best match was below the similarity floor
+    "muted",           # found matches, but self-calibration muted the source: looked up, not drafted
+    "retrieved",       # found matches and proposed them
+)
+
+
 @dataclass
+class Proposal:
+    """What one source offers for this cycle's tree.
+
+    chains: the continuations to merge into the tree.
+    match_len: lexical sources: the longest context suffix their key matched (0: none); the
+        longest over the spine sources opens the semantic key's gate.
+    looked_up: chains the source computed but withholds (a muted retrieving source): the
+        trace shows them, the tree never gets them.
+    retrieval / floor: a retrieving source's outcome (:data:`RETRIEVAL_OUTCOMES`) and the
+        similarity floor it applied; None for other sources.
+    muted: self-calibration has muted the source (it may still look up, in shadow).
+    """
+    chains: list[Chain] = field(default_factory=list)
+    match_len: int = 0
+    looked_up: list[Chain] = field(default_factory=list)
+    retrieval: str | None = None
+    floor: float | None = None
+    muted: bool = False
+
+
+@dataclass(frozen=True)
 class DraftContext:
-    """What a source may look at when proposing.
+    """What a source may look at when proposing (read-only).
 
     tokens: prompt + generated so far; ``tokens[-1]`` is the tree root (committed, not cached).
-    n_prompt: how many of ``tokens`` are prompt.
     query_state: L2-normalised hidden state at position ``len(tokens) - 2`` (the newest
         position that has one: the root's own state is computed by this cycle's forward), or None.
-    tree: the tree built so far this cycle (read-only for sources).
-    lexical_match_len: longest context suffix the lexical sources matched this cycle.
-    budget: nodes the builder will give this source at most (a hint).
+    tree: the tree built so far this cycle (sources read it, only the drafter adds to it).
+    lexical_match_len: longest context suffix the lexical sources matched this cycle (0 in the
+        spine pass, which is where it is found).
     """
     tokens: list[int]
-    n_prompt: int
     request_id: str
     query_state: np.ndarray | None = None
     tree: DraftTree | None = None
     lexical_match_len: int = 0
-    budget: int = 0
 
 
 @dataclass
@@ -84,8 +118,8 @@ class Verdict:
     """The outcome of one verification forward, as sources see it.
 
     argmax / topk_ids / topk_probs: numpy arrays per tree node; states: float32 [n, d] (raw).
-    accepted: node indices root first; bonus: the verifier's token after the last one.
-    tokens: the context after the commit (``tokens[root_index + 1:]`` were committed now).
+    accepted: node indices root first. tokens: the context after the commit
+    (``tokens[root_index + 1:]`` were committed now).
     """
     tree: DraftTree
     argmax: np.ndarray
@@ -93,10 +127,8 @@ class Verdict:
     topk_probs: np.ndarray
     states: np.ndarray
     accepted: list[int]
-    bonus: int
     tokens: list[int]
     request_id: str
-    chains: dict[str, list[Chain]] = field(default_factory=dict)
     root_index: int = -1   # index of the tree root in ``tokens``
 
 
@@ -104,13 +136,14 @@ class DraftSource:
     """Base class; override ``propose`` and, when the source learns, ``update``."""
 
     name = "source"
-    role = "spine"    # which pass of the tree asks it: "spine" | "chains" | "branches" (module doc)
-    lexical = False   # its nodes count as lexically reachable in the trace's neighbour records
+    role = "spine"      # which pass of the tree asks it: "spine" | "chains" | "branches" (module doc)
+    lexical = False     # its nodes count as lexically reachable in the trace's neighbour records
+    retrieves = False   # its chains carry store records: the trace's nearest neighbours (module doc)
 
     def start_request(self, tokens: list[int], request_id: str) -> None:
         """A new request begins with prompt ``tokens``."""
 
-    def propose(self, ctx: DraftContext) -> list[Chain]:
+    def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         raise NotImplementedError
 
     def knows(self, token: int) -> bool:

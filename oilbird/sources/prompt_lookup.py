@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._lexical import RequestIndex, confidence
-from .base import Chain, DraftContext, DraftSource, Verdict
+from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 
 @dataclass
@@ -32,7 +32,7 @@ class PromptLookupSource(DraftSource):
     def start_request(self, tokens, request_id):
         self.req.reset(tokens)
 
-    def propose(self, ctx: DraftContext) -> list[Chain]:
+    def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         self.req.sync(ctx.tokens)
         hits = self.req.index.match(ctx.tokens, max_len=self.cfg.max_ngram, min_len=self.cfg.min_ngram,
                                     exclude_from=len(ctx.tokens) - 1)
@@ -46,11 +46,10 @@ class PromptLookupSource(DraftSource):
                 continue
             seen.add(tuple(cont))
             agree = sum(1 for q, L2 in hits if L2 == best and self.req.index.continuation(q, 1)[:1] == cont[:1])
-            chains.append(Chain(cont, confidence(agree, len(cont)) * min(1.0, L / 3 + 0.34),
-                                meta={"match_len": L}))
+            chains.append(Chain(cont, confidence(agree, len(cont)) * min(1.0, L / 3 + 0.34)))
             if len(chains) >= self.cfg.max_chains:
                 break
-        return chains
+        return Proposal(chains, match_len=best if chains else 0)
 
     def update(self, verdict: Verdict) -> None:
         self.req.sync(verdict.tokens)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Chain, DraftContext, DraftSource, Verdict
+from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 
 @dataclass
@@ -67,7 +67,7 @@ class RecyclingSource(DraftSource):
             out.append(tok)
         return out
 
-    def propose(self, ctx: DraftContext) -> list[Chain]:
+    def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         tree = ctx.tree
         prev_root = ctx.tokens[-2] if len(ctx.tokens) > 1 else None
         chains: list[Chain] = []
@@ -95,7 +95,7 @@ class RecyclingSource(DraftSource):
                 rest = self._greedy(tree.tokens[node], t, self.cfg.max_depth - 1)
                 chains.append(Chain([t] + rest, p / (i + 1), attach=node))
                 taken += 1
-        return chains
+        return Proposal(chains)
 
     def update(self, verdict: Verdict) -> None:
         tree = verdict.tree

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Chain, DraftContext, DraftSource, Verdict
+from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 
 @dataclass
@@ -42,12 +42,12 @@ class RejectedPoolSource(DraftSource):
         self.head = 0
         self.size = 0
 
-    def propose(self, ctx: DraftContext) -> list[Chain]:
+    def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         if ctx.query_state is None or self.size == 0:
-            return []
+            return Proposal()
         rows = np.nonzero(self.key_tok[: self.size] == ctx.tokens[-1])[0]
         if len(rows) == 0:
-            return []
+            return Proposal()
         sims = self.keys[rows] @ np.asarray(ctx.query_state, dtype=np.float32)
         order = np.argsort(-sims)
         chains, seen = [], set()
@@ -58,7 +58,7 @@ class RejectedPoolSource(DraftSource):
             if val and tuple(val) not in seen:
                 seen.add(tuple(val))
                 chains.append(Chain(list(val), float(sims[j])))
-        return chains
+        return Proposal(chains)
 
     def update(self, verdict: Verdict) -> None:
         tree, argmax = verdict.tree, verdict.argmax

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..store import Store
-from .base import Chain, DraftContext, DraftSource, Verdict
+from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 
 @dataclass
@@ -45,6 +45,7 @@ def copy_depth(similarity: float, tiers=SemanticConfig.depth_tiers) -> int:
 class SemanticSource(DraftSource):
     name = "semantic"
     role = "chains"
+    retrieves = True
 
     def __init__(self, store: Store, config: SemanticConfig | None = None):
         self.cfg = config or SemanticConfig()
@@ -60,10 +61,15 @@ class SemanticSource(DraftSource):
             return []
         return hits
 
-    def propose(self, ctx: DraftContext) -> list[Chain]:
+    def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         self.last_chains = []
-        if ctx.query_state is None or (self.cfg.require_lexical and ctx.lexical_match_len <= 0):
-            return []
+        said = {"floor": self.cfg.entry_floor, "muted": self.muted}
+        if self.cfg.require_lexical and ctx.lexical_match_len <= 0:
+            return Proposal(retrieval="gate-closed", **said)
+        if ctx.query_state is None:
+            return Proposal(retrieval="no-query", **said)
+        if len(self.store) == 0:
+            return Proposal(retrieval="empty-store", **said)
         chains = []
         for rec, sim in self.neighbours(ctx.query_state):
             depth = copy_depth(sim, self.cfg.depth_tiers)
@@ -73,8 +79,11 @@ class SemanticSource(DraftSource):
                                                  "position": r.position, "similarity": sim,
                                                  "proposed": cont}))
         self.last_chains = chains
-        return [] if self.muted else chains
-
+        if not chains:
+            return Proposal(retrieval="below-floor", **said)
+        if self.muted:                 # looked up in shadow: the trace shows it, the tree does not
+            return Proposal(looked_up=chains, retrieval="muted", **said)
+        return Proposal(chains, retrieval="retrieved", **said)
     def update(self, verdict: Verdict) -> None:
         live = [c for c in self.last_chains if c.tokens]
         if not live:

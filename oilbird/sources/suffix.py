@@ -5,7 +5,7 @@ The matched occurrences' continuations are merged into a weighted trie: an occur
 context matched ``L`` tokens adds weight ``L`` to every node of its continuation (a longer
 matched context is stronger evidence). A node's share is its weight over the root's, which
 never grows along a path. The proposal is the best-first subtree: the ``budget`` nodes of
-largest share (``ctx.budget``, else ``max_nodes``), stopping below ``min_prob``; it is returned
+largest share (the passs ``budget``, else ``max_nodes``), stopping below ``min_prob``; it is returned
 as its root-to-leaf paths, the most weighted path first (the spine).
 
 Why best-first: the earlier rule proposed the single most frequent path and let it take the
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..store import Store
 from ._lexical import RequestIndex, confidence
-from .base import Chain, DraftContext, DraftSource, Verdict
+from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 
 @dataclass
@@ -105,11 +105,11 @@ class SuffixSource(DraftSource):
         occ.sort(key=lambda o: -o[2])
         return occ
 
-    def propose(self, ctx: DraftContext) -> list[Chain]:
+    def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         self.req.sync(ctx.tokens)
         occ = self._occurrences(ctx.tokens)
         if not occ:
-            return []
+            return Proposal()
         best = occ[0][2]
         depth = int(min(self.cfg.max_depth, max(1, self.cfg.spec_factor * best)))
         # weighted trie over the continuations of the matched occurrences, longest match first
@@ -129,12 +129,12 @@ class SuffixSource(DraftSource):
             for t in cont:
                 node = node.kids.setdefault(t, _Node())
                 node.w += L
-        paths = best_first(root, ctx.budget or self.cfg.max_nodes, self.cfg.min_prob)
-        chains = [Chain(tokens, share, meta={"match_len": best}) for tokens, share in paths]
+        paths = best_first(root, budget or self.cfg.max_nodes, self.cfg.min_prob)
+        chains = [Chain(tokens, share) for tokens, share in paths]
         if chains:   # the spine's score follows GOOSE's confidence rule
             agree = firsts[chains[0].tokens[0]]
             chains[0].score = max(chains[0].score, confidence(agree, len(chains[0].tokens)) * min(1.0, best / 4))
-        return chains
+        return Proposal(chains, match_len=best if chains else 0)
 
     def update(self, verdict: Verdict) -> None:
         self.req.sync(verdict.tokens)

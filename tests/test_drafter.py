@@ -1,0 +1,225 @@
+"""The merged tree (oilbird.drafter): passes, budgets, fills, and what each cycle records."""
+import numpy as np
+import pytest
+
+from oilbird.drafter import Drafter, TreeConfig
+from oilbird.sources.base import Chain, DraftSource, Proposal
+from oilbird.sources.prompt_lookup import PromptLookupSource
+from oilbird.sources.recycling import RecyclingSource
+from oilbird.sources.rejected import RejectedPoolSource
+from oilbird.sources.semantic import SemanticSource
+from oilbird.sources.suffix import SuffixSource
+from oilbird.tree import DraftTree
+from conftest import make_verdict as _verdict
+
+D = 4
+
+
+# the pass each built-in source declares, so a stub named like one is drafted where it would be
+ROLE_OF = {c.name: c.role for c in (PromptLookupSource, SuffixSource, RecyclingSource, SemanticSource,
+                                    RejectedPoolSource)}
+
+
+class _Fixed(DraftSource):
+    """A stub source returning fixed chains; named like a built-in one, it takes that one's
+    pass and, for "semantic", retrieves (its chains' meta are neighbour records)."""
+    lexical = True
+
+    def __init__(self, name, chains, match_len=0):
+        self.name, self._chains, self.match_len = name, chains, match_len
+        self.role = ROLE_OF.get(name, "spine")
+        self.retrieves = name == "semantic"
+
+    def propose(self, ctx, budget):
+        return Proposal(self._chains, match_len=self.match_len,
+                        retrieval="retrieved" if self.retrieves else None)
+
+
+def test_drafter_semantic_chain_rewalks_spine_and_respects_budgets():
+    from oilbird.sources.base import Chain
+    spine = _Fixed("suffix", [Chain([5, 6, 7], 0.9)], match_len=4)
+    sem = _Fixed("semantic", [Chain([5, 6, 8, 9, 10, 11], 0.95,
+                                    meta={"record": 0, "request_id": "p", "position": 0,
+                                          "similarity": 0.95, "proposed": [5, 6, 8, 9, 10, 11]})])
+    sem.lexical = False
+    d = Drafter([spine, sem], TreeConfig(budget=8, semantic_budget=3))
+    tree, info = d.draft([1, 2], "r", np.ones(D, dtype=np.float32))
+    assert len(tree) <= 8
+    # spine 5 6 7 (3 nodes); semantic re-walks 5 6 for free and pays 8 9 10 (3 = its budget)
+    assert tree.tokens == [2, 5, 6, 7, 8, 9, 10]
+    assert info.neighbours[0]["paid"] == [4, 5, 6] and info.neighbours[0]["walked"] == [1, 2, 4, 5, 6]
+    assert tree.sources[1] == {"suffix", "semantic"}
+
+
+def test_drafter_gives_suffix_the_lexical_budget_and_keeps_source_order():
+    """The suffix source sizes its subtree to the lexical budget it is told; its first path is
+    the spine even when a prompt-lookup chain scores higher, and that chain pays only where
+    it leaves the suffix subtree."""
+    from oilbird.sources.base import Chain
+
+    class _Sized(_Fixed):
+        def propose(self, ctx, budget):
+            self.budget_seen = budget
+            return super().propose(ctx, budget)
+
+    suffix = _Sized("suffix", [Chain([5, 6], 0.5), Chain([7], 0.3)], match_len=4)
+    pld = _Fixed("pld", [Chain([5, 6, 8, 9], 1.0)], match_len=2)
+    d = Drafter([suffix, pld], TreeConfig(budget=7, semantic_budget=0))
+    tree, info = d.draft([1, 2], "r", None)
+    assert suffix.budget_seen == 6                       # no branch source: all of budget - 1
+    assert tree.tokens == [2, 5, 6, 7, 8, 9] and info.spine == [1, 2]
+    assert tree.sources[1] == {"suffix", "pld"} and tree.sources[4] == {"pld"}
+
+
+def test_adjacency_row_for_the_root_opens_the_semantic_gate():
+    """No suffix match, but the token-adjacency table has a row for the root token: the lexical
+    key matched (paper Fig. 2), so the semantic key may fire; without the row it may not."""
+    class _Seen(_Fixed):
+        def propose(self, ctx, budget):
+            self.gate = ctx.lexical_match_len
+            return Proposal()
+
+    for known in (True, False):
+        rec = RecyclingSource(vocab_size=20)
+        if known:
+            rec.update(_verdict(DraftTree(tokens=[7], parents=[-1]), [8], [[8]], [[0.9]]))
+        sem = _Seen("semantic", [])
+        sem.lexical = False
+        d = Drafter([_Fixed("suffix", []), rec, sem], TreeConfig(budget=6, semantic_budget=2))
+        _, info = d.draft([3, 7], "r", np.ones(D, dtype=np.float32))
+        assert rec.knows(7) is known
+        assert sem.gate == int(known) and info.lexical_match_len == 0
+
+
+def test_fill_by_value_docstring_example_and_prefixes_are_trees():
+    from oilbird.drafter import fill_by_value
+    from oilbird.acceptance import AcceptanceRates
+    from oilbird.sources.base import Chain
+    tree = DraftTree.root(1)
+    a = tree.add(0, 10, "suffix", 1.0)
+    rates = AcceptanceRates()
+    sem, rec = Chain([10, 11], 0.9), Chain([20], 0.5)
+    (w_sem, p_sem), (w_rec, p_rec) = fill_by_value(tree, [("semantic", sem), ("recycling", rec)], 1, rates)
+    assert w_sem == [a] and p_sem == [] and p_rec == [2] and tree.tokens == [1, 10, 20]
+    assert tree.sources[a] == {"suffix", "semantic"}            # the free re-walk leaves provenance
+
+    # learned rates decide: semantic nodes at depth 2 always accepted, adjacency at depth 1 never
+    for _ in range(30):
+        t = DraftTree([1, 10, 11, 20], [-1, 0, 1, 0], [set(), {"suffix"}, {"semantic"}, {"recycling"}])
+        rates.observe(t, [0, 1, 2], argmax=[10, 11, 0, 0])
+    tree = DraftTree.root(1)
+    tree.add(0, 10, "suffix", 1.0)
+    chains = [("recycling", Chain([20, 21], 0.5)), ("semantic", Chain([10, 11, 12], 0.9))]
+    (_, p_rec), (_, p_sem) = fill_by_value(tree, chains, 2, rates)
+    assert p_rec == [] and tree.tokens[2:] == [11, 12]           # both nodes to the semantic chain
+    # a parent always comes first
+    assert all(p < i for i, p in enumerate(tree.parents) if i)
+    assert rates.path_probs(tree)[2] > rates.path_probs(DraftTree([1, 20], [-1, 0], [set(), {"recycling"}]))[1]
+
+
+def test_acceptance_cells_split_by_score_bin():
+    """With score bins, a likely adjacency candidate (p 0.6) and an unlikely one (p 0.05) learn
+    separate rates, so the fill can prefer the first; without bins they share one cell."""
+    from oilbird.acceptance import AcceptanceRates
+    binned, flat = AcceptanceRates(score_bins=(0.5, 0.2)), AcceptanceRates()
+    t = DraftTree([1, 8, 9], [-1, 0, 0], [set(), {"recycling"}, {"recycling"}],
+                  [{}, {"recycling": 0.6}, {"recycling": 0.05}])
+    for r in (binned, flat):
+        for _ in range(10):
+            r.observe(t, [0, 1], argmax=[8, 0, 0])     # the likely one is always the answer
+    hi, lo = binned.cell({"recycling"}, 1, 0.6), binned.cell({"recycling"}, 1, 0.05)
+    assert hi != lo and binned.rate(hi) > 0.9 and binned.rate(lo) < 0.1
+    assert flat.cell({"recycling"}, 1, 0.6) == flat.cell({"recycling"}, 1, 0.05)
+    assert flat.rate(flat.cell({"recycling"}, 1)) == pytest.approx(0.5)
+
+
+def test_expected_fill_lets_a_semantic_chain_take_more_than_the_reservation():
+    """fill="expected": no nodes are reserved; where the semantic chain is worth more than the
+    adjacency branches (learned), it takes them; in "reserved" mode it stops at semantic_budget."""
+    from oilbird.sources.base import Chain
+    sem_chain = Chain([5, 6, 7, 8], 0.95, meta={"record": 0})
+    trees = {}
+    for fill in ("reserved", "expected"):
+        sem = _Fixed("semantic", [sem_chain])
+        sem.lexical = False
+        rec = _Fixed("recycling", [Chain([30 + k], 0.2, attach=0) for k in range(6)])
+        d = Drafter([_Fixed("suffix", [Chain([4], 1.0)], match_len=3), sem, rec],
+                    TreeConfig(budget=8, semantic_budget=2, fill=fill))
+        if fill == "expected":
+            for _ in range(30):   # semantic nodes were accepted, adjacency branches never
+                t = DraftTree([3, 4, 5, 6, 30], [-1, 0, 0, 2, 0], [set(), {"suffix"}, {"semantic"},
+                                                                   {"semantic"}, {"recycling"}],
+                              [{}, {"suffix": 1.0}, {"semantic": 0.95}, {"semantic": 0.95}, {"recycling": 0.2}])
+                d.rates.observe(t, [0, 2, 3], argmax=[5, 0, 6, 0, 0])
+        tree, info = d.draft([1, 3], "r", np.ones(D, dtype=np.float32))
+        assert len(tree) == 8
+        trees[fill] = sum("semantic" in s for s in tree.sources)
+        assert info.neighbours[0]["paid"] == [i for i, s in enumerate(tree.sources) if "semantic" in s]
+    assert trees == {"reserved": 2, "expected": 4}
+
+
+# -- a source of one's own: routed by its declared role, checked where it errs -----------------
+
+class _OneChain(DraftSource):
+    """Proposes one fixed chain from the root; remembers the budgets it was offered."""
+
+    def __init__(self, name, tokens, role="spine", attach=0):
+        self.name, self.role, self.tokens, self.attach, self.budgets = name, role, tokens, attach, []
+
+    def propose(self, ctx, budget):
+        self.budgets.append(budget)
+        return Proposal([Chain(list(self.tokens), 1.0, self.attach)])
+
+
+@pytest.mark.parametrize("role, pass_budget", [("spine", 11), ("chains", 2)])
+def test_a_new_source_is_asked_in_the_pass_its_role_names(role, pass_budget):
+    """Any name works: the role, not the name, decides the pass; the budget it is told is that pass's."""
+    mine = _OneChain("oracle", [5, 6, 7], role)
+    tree, info = Drafter([mine], TreeConfig(budget=12, semantic_budget=2)).draft([1, 2, 3], "r", None)
+    assert mine.budgets == [pass_budget]
+    assert {"oracle"} in tree.sources
+    assert tree.tokens[1:] == [5, 6, 7][:min(3, pass_budget)]
+
+
+def test_sources_that_cannot_be_routed_or_merged_are_refused():
+    with pytest.raises(ValueError, match="two draft sources named 'pld'"):
+        Drafter([PromptLookupSource(), PromptLookupSource()])
+    with pytest.raises(ValueError, match="role 'extender'; a role is one of spine, chains, branches"):
+        Drafter([_OneChain("x", [5], role="extender")])
+    with pytest.raises(ValueError, match="a 'x' chain attaches below node 4, but the tree has 1 nodes"):
+        Drafter([_OneChain("x", [5], attach=4)]).draft([1, 2, 3], "r", None)
+    for tokens, parents in (([1, 2], [0, 0]), ([1, 2, 3], [-1, 2, 0]), ([1, 2], [-1, -1])):
+        with pytest.raises(ValueError, match="root|earlier node"):
+            DraftTree(tokens=tokens, parents=parents)
+
+
+def _neighbour(record, tokens, sim):
+    return Chain(tokens, sim, meta={"record": record, "request_id": "p", "position": record,
+                                    "similarity": sim, "proposed": tokens})
+
+
+def test_each_cycle_records_the_semantic_outcome_and_why_a_neighbour_got_no_node():
+    """The drafter writes down what it decided; the views only read it."""
+    spine = _Fixed("suffix", [Chain([5], 0.9)], match_len=2)
+    sem = _Fixed("semantic", [_neighbour(0, [7, 8], 0.95), _neighbour(1, [], 0.85),
+                              _neighbour(2, [9], 0.84)])
+    sem.lexical = False
+    d = Drafter([spine, sem], TreeConfig(budget=6, semantic_budget=2))
+    tree, info = d.draft([1, 2], "r", np.ones(D, dtype=np.float32))
+    assert info.retrieval == "retrieved"
+    whys = {nb["record"]: nb["why_no_node"] for nb in info.neighbours}
+    # record 0 pays both reserved nodes; record 1 has no tokens; record 2 finds the reserve spent
+    assert whys == {0: "", 1: "no-tokens", 2: "budget"}
+    assert len(tree) == 4
+
+    class _Muted(_Fixed):
+        def propose(self, ctx, budget):
+            return Proposal(looked_up=self._chains, retrieval="muted", floor=0.8, muted=True)
+
+    muted = _Muted("semantic", [_neighbour(0, [7, 8], 0.95)])
+    tree, info = Drafter([spine, muted], TreeConfig(budget=6, semantic_budget=2)).draft(
+        [1, 2], "r", np.ones(D, dtype=np.float32))
+    assert (info.retrieval, info.retrieval_floor, info.semantic_muted) == ("muted", 0.8, True)
+    assert [nb["why_no_node"] for nb in info.neighbours] == ["muted"] and 7 not in tree.tokens
+    _, info = Drafter([spine], TreeConfig(budget=6, semantic_budget=0)).draft([1, 2], "r", None)
+    assert info.retrieval == "no-source" and info.neighbours == []
