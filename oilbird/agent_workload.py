@@ -86,6 +86,10 @@ def _train(rng: random.Random) -> str:
     return f"{rng.choice(['IC', 'RX', 'NL'])} {rng.randint(101, 989)}"
 
 
+def _birth(rng: random.Random, lo: int, hi: int) -> str:
+    return f"{rng.randint(lo, hi)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+
+
 def _customer(rng: random.Random) -> dict:
     first, last = rng.choice(FIRST), rng.choice(LAST)
     cid = f"{first.lower()}.{last.lower()}{rng.randint(10, 99)}"
@@ -94,10 +98,10 @@ def _customer(rng: random.Random) -> dict:
     if rng.random() < 0.6:
         payments.append({"payment_id": f"voucher-{_code(rng, 4)}", "kind": "travel voucher",
                          "balance": float(rng.randint(2, 12) * 10)})
-    travellers = [{"name": f"{first} {last}", "birth_date": f"{rng.randint(1960, 2002)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"}]
+    travellers = [{"name": f"{first} {last}", "birth_date": _birth(rng, 1960, 2002)}]
     for _ in range(rng.randint(1, 2)):
         travellers.append({"name": f"{rng.choice(FIRST)} {rng.choice([last, rng.choice(LAST)])}",
-                           "birth_date": f"{rng.randint(1950, 2015)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"})
+                           "birth_date": _birth(rng, 1950, 2015)})
     return {"customer_id": cid, "name": f"{first} {last}", "email": f"{first.lower()}.{last.lower()}@example.org",
             "tier": rng.choice(["standard", "silver", "gold"]), "saved_travellers": travellers,
             "payment_methods": payments, "bookings": []}
@@ -216,7 +220,8 @@ def _cancel(s: _Script, task: dict) -> None:
     b = _find_booking(s, task)
     refund = b["paid"] if b["fare"] == "flex" else round(b["paid"] / 2, 2)
     s.say("assistant", ["I found {d}. As a {fare} fare it is refunded {r} to {p}. Shall I cancel it?",
-                        "This is {d}. Cancelling gives a refund of {r} to {p} ({fare} fare). Do you want me to go ahead?"],
+                        "This is {d}. Cancelling gives a refund of {r} to {p} ({fare} fare). "
+                        "Do you want me to go ahead?"],
           d=_describe(b), fare=b["fare"], r=_money(refund), p=b["payment_id"])
     said = {"change_of_plans": "my plans changed", "illness": "I'm ill", "duplicate_booking": "I booked it twice",
             "other": "personal reasons"}[task["reason"]]
@@ -254,7 +259,8 @@ def _change(s: _Script, task: dict) -> None:
         f"I need to travel to {b['destination']} on {task['new_said']} rather than on the date I booked."]))
     b = _find_booking(s, task)
     s.call("search_trains", {"origin": b["origin"], "destination": b["destination"], "date": task["new_date"]},
-           task["options"], s.rng.choice(["", f"I found {_describe(b)}. Let me search for trains on {task['new_date']}."]))
+           task["options"],
+           s.rng.choice(["", f"I found {_describe(b)}. Let me search for trains on {task['new_date']}."]))
     _options(s, task, b["travel_class"])
     o = _pick(s, task)
     diff = round((o[b["travel_class"]] - b["paid"] / len(b["passengers"])) * len(b["passengers"]), 2)

@@ -19,7 +19,7 @@ call are read alike:
 ``content`` may be a string, ``null`` or a list of text parts (``{"type": "text", "text": ...}``).
 Everything is validated before :func:`load_conversations` returns, so a bad file stops a run
 before any model work: a line that is not a conversation, a conversation without assistant
-turns (or one whose first message is an assistant turn: it has no prompt), a tool call whose
+turns (or an assistant turn with no text before it: it has no prompt), a tool call whose
 arguments are not a JSON object, an unknown role, a duplicate id, an empty file. Each is one
 :class:`ConversationError` naming the file, the line, the conversation and the message index.
 
@@ -45,7 +45,8 @@ rendered messages before it with the generation prompt; its ``recording_ids`` ar
 template over the messages up to and including it adds after that prompt, cut after the last
 end-of-turn token (ChatML: ``<|im_end|>``, which is also SmolLM2's EOS; the ``"\\n"`` the
 template writes after it belongs to the next prompt). The prompt must be a true token prefix of
-the longer rendering, else the turn is refused by name. Without a chat template the messages'
+the longer rendering, else the turn is refused by name. Whatever the template adds on its own
+(SmolLM2's adds a default system message when a conversation has none) is part of every prompt. Without a chat template the messages'
 texts are joined by newlines (as for live requests) and the recording is the message's tokens
 followed by the tokenizer's EOS; its next prompt then has a newline where the recording has
 EOS, so such turns never extend the previous one.
@@ -221,8 +222,8 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
                 if call_id is not None:
                     call_names[call_id] = call.name
             msg["tool_calls"] = tuple(call for call, _ in parsed)
-            if i == 0:
-                raise err("the conversation opens with an assistant turn: it has no prompt to replay "
+            if not any(x["content"].strip() or x.get("tool_calls") or x["role"] == "tool" for x in out):
+                raise err("nothing with text comes before this assistant turn: it has no prompt to replay "
                           "(put a system or user message before it)")
         elif calls:
             raise err(f"a {role} message carries 'tool_calls' (only assistant messages may)")

@@ -24,6 +24,9 @@ BAD = {
                           ["'c1'", "no assistant turn"]),
     "opens with assistant": ('{"id": "c1", "messages": [{"role": "assistant", "content": "hi"}]}',
                              ["'c1'", "message 0", "no prompt"]),
+    "nothing said before the assistant": (
+        '{"id": "c1", "messages": [{"role": "system", "content": " "}, {"role": "assistant", "content": "hi"}]}',
+        ["'c1'", "message 1", "no prompt"]),
     "unknown role": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, '
                      '{"role": "robot", "content": "x"}, {"role": "assistant", "content": "y"}]}',
                      ["'c1'", "message 1", "unknown role 'robot'"]),
@@ -201,7 +204,8 @@ def test_turns_on_a_chatml_tokenizer_end_at_im_end_and_extend_the_previous_turn(
         assert t.prompt_ids == encode(tok, Request(id="x", messages=rendered[:t.message_index]))
         assert tok.decode(t.recording_ids) == rendered[t.message_index]["content"] + "<|im_end|>"
         assert t.recording_ids[-1] == 2 and t.length == len(t.prompt_ids) + len(t.recording_ids)
-    assert tok.decode(turns[0].prompt_ids) == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nFind A1.<|im_end|>\n<|im_start|>assistant\n"
+    assert tok.decode(turns[0].prompt_ids) == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nFind A1.<|im_end|>\n"
+                                               "<|im_start|>assistant\n")
     assert [t.extends_previous for t in turns] == [False, True, True]
 
 
@@ -216,7 +220,8 @@ def test_a_template_refusing_role_tool_gets_tool_results_as_user():
 def test_a_template_that_rewrites_earlier_turns_is_refused_by_turn():
     tok = ChatMLBytes()
     tok.strip_old_assistant = True            # turns 0 and 1 pass: the rewritten message is not in them yet
-    with pytest.raises(ConversationError, match=r"'x.jsonl' line 1 \(conversation 't'\) message 5 \(assistant turn 2\).*not a prefix"):
+    where = r"'x.jsonl' line 1 \(conversation 't'\) message 5 \(assistant turn 2\)"
+    with pytest.raises(ConversationError, match=where + ".*not a prefix"):
         encode_conversation(tok, _conv())
 
 
