@@ -1,0 +1,443 @@
+"""Recorded multi-turn agent conversations: load, validate, render and tokenize them for replay.
+
+A replay turns every assistant message of a recorded conversation into one request: the
+prompt is every message before it, the *recording* is that message itself. This module gets
+the conversations from disk into that shape and knows nothing about models beyond
+``tokenizer.apply_chat_template`` (and plain ``tokenizer(text)`` for a tokenizer without a
+chat template, exactly as :func:`oilbird.requests.encode` does); it drafts nothing.
+
+**Input.** JSON Lines, one conversation per line: ``{"id": ..., "model": ..., "messages":
+[...]}`` (``id`` optional, default ``STEM-LINE``; ``model`` optional, the model that wrote the
+assistant turns). Roles: ``system``, ``user``, ``assistant``, ``tool``. Two spellings of a tool
+call are read alike:
+
+* the agent-transcripts form: ``{"name": N, "arguments": {...}, "arguments_json": "..."}``;
+* the OpenAI-log form: ``{"id": ..., "type": "function", "function": {"name": N,
+  "arguments": "<JSON text>"}}``, answered by ``{"role": "tool", "tool_call_id": ...}``
+  (the tool message then takes the call's name).
+
+``content`` may be a string, ``null`` or a list of text parts (``{"type": "text", "text": ...}``).
+Everything is validated before :func:`load_conversations` returns, so a bad file stops a run
+before any model work: a line that is not a conversation, a conversation without assistant
+turns (or an assistant turn with no text before it: it has no prompt), a tool call whose
+arguments are not a JSON object, an unknown role, a duplicate id, an empty file. Each is one
+:class:`ConversationError` naming the file, the line, the conversation and the message index.
+
+**The one text form** (:func:`render_messages`), handed to whatever chat template the model
+has, so the same conversation is the same text for every drafter:
+
+* system and user messages: their text, unchanged;
+* an assistant message: its text, then each tool call on its own lines, Hermes/Qwen style
+  (text and calls joined by one newline)::
+
+      <tool_call>
+      {"name": "get_booking", "arguments": {"booking_id":"HX7K2P"}}
+      </tool_call>
+
+  where the arguments are the argument JSON exactly as the recording wrote it (re-serialised
+  compactly only when the source gave a parsed object alone);
+* a tool result: role ``tool``, its text wrapped as ``<tool_response>\\n...\\n</tool_response>``.
+  A chat template that raises on role ``tool`` gets the same wrapped text as role ``user``
+  instead (:func:`encode_conversation` retries once per conversation).
+
+**Tokens** (:func:`encode_conversation`): turn k's ``prompt_ids`` are the template over the
+rendered messages before it with the generation prompt; its ``recording_ids`` are the tokens the
+template over the messages up to and including it adds after that prompt, cut after the last
+end-of-turn token (ChatML: ``<|im_end|>``, which is also SmolLM2's EOS; the ``"\\n"`` the
+template writes after it belongs to the next prompt). The prompt must be a true token prefix of
+the longer rendering, else the turn is refused by name. Whatever the template adds on its own
+(SmolLM2's adds a default system message when a conversation has none) is part of every prompt. Without a chat template the messages'
+texts are joined by newlines (as for live requests) and the recording is the message's tokens
+followed by the tokenizer's EOS; its next prompt then has a newline where the recording has
+EOS, so such turns never extend the previous one.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .requests import DataError, Request, data_root, encode
+
+ROLES = ("system", "user", "assistant", "tool")
+NAMED = ("agent-transcripts", "agent-builtin")
+TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
+BUILTIN_DEFAULT_N = 24
+# end-of-turn tokens of common chat templates, looked up besides the tokenizer's EOS
+_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|eot|>")
+
+
+class ConversationError(DataError):
+    """A conversation could not be read or encoded. The message names the file and line (when
+    known), the conversation id (when known) and the message index."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments_json: str      # the argument JSON text as recorded (compact re-serialisation if none)
+
+    @property
+    def arguments(self) -> dict:
+        return json.loads(self.arguments_json)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One recorded conversation. ``messages`` are normalised: ``{"role", "content": str}``,
+    plus ``"tool_calls": tuple[ToolCall, ...]`` on every assistant message and an optional
+    ``"name"`` on tool messages. ``source`` says where it was read (file and line), for errors."""
+    id: str
+    model: str | None
+    messages: tuple[dict, ...]
+    source: str = field(default="", compare=False)
+
+    @property
+    def assistant_indices(self) -> list[int]:
+        return [i for i, m in enumerate(self.messages) if m["role"] == "assistant"]
+
+
+@dataclass(frozen=True)
+class ReplayTurn:
+    """One assistant turn as a replay request (token ids of the model's tokenizer)."""
+    conversation: str
+    index: int               # k-th assistant turn of the conversation, 0-based
+    message_index: int       # its position in Conversation.messages
+    prompt_ids: list[int]
+    recording_ids: list[int]
+    extends_previous: bool   # prompt_ids starts with the previous turn's prompt_ids + recording_ids
+
+    @property
+    def id(self) -> str:
+        return f"{self.conversation}#{self.index}"
+
+    @property
+    def length(self) -> int:
+        """Tokens the model must hold to replay this turn: prompt plus recording."""
+        return len(self.prompt_ids) + len(self.recording_ids)
+
+
+# ---------------------------------------------------------------- loading and validation
+
+def _where(source: str, conv_id: str | None = None, message: int | None = None) -> str:
+    out = source
+    if conv_id is not None:
+        out += f" (conversation '{conv_id}')"
+    if message is not None:
+        out += f" message {message}"
+    return out
+
+
+def _text(content, err) -> str:
+    """A message's text: a string, null (-> ""), or a list of text parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for j, part in enumerate(content):
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str) and \
+                    part.get("type", "text") in ("text", "input_text", "output_text"):
+                parts.append(part["text"])
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise err(f"content part {j} is not text (type {kind!r}); only text can be replayed")
+        return "".join(parts)
+    raise err(f"'content' must be a string, null or a list of text parts, not {type(content).__name__}")
+
+
+def _tool_call(tc, j: int, err) -> tuple[ToolCall, str | None]:
+    """One tool call in either spelling -> (ToolCall, its call id or None)."""
+    if not isinstance(tc, dict):
+        raise err(f"tool call {j} is not a JSON object")
+    fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+    name = fn.get("name")
+    if not isinstance(name, str) or not name:
+        raise err(f"tool call {j} has no function name")
+    args = fn.get("arguments", {})
+    text = fn.get("arguments_json", tc.get("arguments_json"))
+    if isinstance(text, str):
+        parsed = _parse_args(text, j, name, err)
+        if isinstance(args, dict) and "arguments" in fn and args != parsed:
+            raise err(f"tool call {j} ({name}): 'arguments' and 'arguments_json' disagree")
+    elif isinstance(args, str):
+        text, parsed = args, _parse_args(args, j, name, err)
+    elif isinstance(args, dict):
+        text = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
+    else:
+        raise err(f"tool call {j} ({name}): arguments must be a JSON object or its text, "
+                  f"not {type(args).__name__}")
+    call_id = tc.get("id")
+    return ToolCall(name, text), (str(call_id) if call_id is not None else None)
+
+
+def _parse_args(text: str, j: int, name: str, err) -> dict:
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise err(f"tool call {j} ({name}): arguments do not parse as JSON ({exc.msg} at "
+                  f"char {exc.pos}): {text[:80]!r}") from None
+    if not isinstance(parsed, dict):
+        raise err(f"tool call {j} ({name}): arguments must be a JSON object, not {type(parsed).__name__}")
+    return parsed
+
+
+def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
+    """Validate and normalise one conversation object; ``source`` names where it came from
+    (e.g. ``"'file.jsonl' line 3"``) in every error."""
+    if not isinstance(d, dict):
+        raise ConversationError(f"{source}: expected a JSON object (a conversation), "
+                                f"got {type(d).__name__}")
+    raw_id = d.get("id", default_id)
+    if not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool) or str(raw_id) == "":
+        raise ConversationError(f"{source}: 'id' must be a non-empty string")
+    cid = str(raw_id)
+    model = d.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ConversationError(f"{_where(source, cid)}: 'model' must be a string")
+    msgs = d.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise ConversationError(f"{_where(source, cid)}: needs 'messages', a non-empty list")
+    out: list[dict] = []
+    call_names: dict[str, str] = {}
+    for i, m in enumerate(msgs):
+        def err(problem, _i=i):
+            return ConversationError(f"{_where(source, cid, _i)}: {problem}")
+        if not isinstance(m, dict):
+            raise err("not a JSON object")
+        role = m.get("role")
+        if role not in ROLES:
+            raise err(f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
+        msg = {"role": role, "content": _text(m.get("content"), err)}
+        calls = m.get("tool_calls") or []
+        if role == "assistant":
+            if not isinstance(calls, list):
+                raise err("'tool_calls' must be a list")
+            parsed = [_tool_call(tc, j, err) for j, tc in enumerate(calls)]
+            for call, call_id in parsed:
+                if call_id is not None:
+                    call_names[call_id] = call.name
+            msg["tool_calls"] = tuple(call for call, _ in parsed)
+            if not any(x["content"].strip() or x.get("tool_calls") or x["role"] == "tool" for x in out):
+                raise err("nothing with text comes before this assistant turn: it has no prompt to replay "
+                          "(put a system or user message before it)")
+        elif calls:
+            raise err(f"a {role} message carries 'tool_calls' (only assistant messages may)")
+        if role == "tool":
+            name = m.get("name")
+            ref = m.get("tool_call_id")
+            if ref is not None:
+                if str(ref) not in call_names:
+                    raise err(f"tool result answers tool_call_id {ref!r}, which no earlier "
+                              "assistant turn made")
+                name = name or call_names[str(ref)]
+            if name is not None:
+                if not isinstance(name, str):
+                    raise err("'name' must be a string")
+                msg["name"] = name
+        out.append(msg)
+    if not any(m["role"] == "assistant" for m in out):
+        raise ConversationError(f"{_where(source, cid)}: no assistant turn, nothing to replay")
+    return Conversation(id=cid, model=model, messages=tuple(out), source=source)
+
+
+def read_jsonl(path: str | Path) -> list[Conversation]:
+    """Every conversation of a ``.jsonl`` (or ``.jsonl.gz``) file, validated, in file order."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConversationError(f"'{p}': file not found")
+    opener = gzip.open if p.suffix == ".gz" else open
+    out: list[Conversation] = []
+    seen: dict[str, int] = {}
+    stem = p.name.split(".")[0]
+    try:
+        with opener(p, "rt", encoding="utf-8") as f:
+            for no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                source = f"'{p}' line {no}"
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ConversationError(f"{source}: not valid JSON ({exc.msg} at char {exc.pos}); "
+                                            "give one conversation object per line") from None
+                conv = conversation_from_obj(d, source, default_id=f"{stem}-{no}")
+                if conv.id in seen:
+                    raise ConversationError(f"{_where(source, conv.id)}: id already used on line "
+                                            f"{seen[conv.id]}; give every conversation its own id")
+                seen[conv.id] = no
+                out.append(conv)
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise ConversationError(f"'{p}': cannot read ({exc})") from None
+    if not out:
+        raise ConversationError(f"'{p}': no conversations in file (expected JSON lines, one "
+                                "{\"messages\": [...]} object per line)")
+    return out
+
+
+def load_conversations(data: str | Path, limit: int | None = None) -> list[Conversation]:
+    """Resolve ``data`` to validated conversations, in order; ``limit`` counts conversations.
+
+    ``"agent-transcripts"``: the recorded gpt-4o airline conversations in the shared data
+    (``data_root()/agent-transcripts/tau-airline.jsonl``; never copied into this repository).
+    ``"agent-builtin"``: the scripted agent of :mod:`oilbird.agent_workload` (``limit``
+    conversations, default 24; the first n are the same whatever the limit). Anything else: a
+    path to a ``.jsonl`` / ``.jsonl.gz`` file. A file is validated whole, whatever the limit."""
+    if limit is not None and limit < 1:
+        raise DataError("--limit must be >= 1")
+    name = str(data)
+    if name == "agent-builtin":
+        from .agent_workload import generate_conversations
+        objs = generate_conversations(n=limit or BUILTIN_DEFAULT_N)
+        convs = [conversation_from_obj(d, f"agent-builtin conversation {k}", f"agent-builtin-{k}")
+                 for k, d in enumerate(objs)]
+    elif name == "agent-transcripts":
+        p = data_root() / TRANSCRIPTS_FILE
+        if not p.is_file():
+            raise DataError(f"'{p}': the recorded agent transcripts are not there (set $OILBIRD_DATA "
+                            "to the folder that holds agent-transcripts/, or use --data agent-builtin)")
+        convs = read_jsonl(p)
+    else:
+        p = Path(name).expanduser()
+        if not p.is_file():
+            raise DataError(f"'{name}': not a known conversation set ({', '.join(NAMED)}) and no such file")
+        convs = read_jsonl(p)
+    return convs[:limit] if limit is not None else convs
+
+
+# ---------------------------------------------------------------- the one text form
+
+def render_tool_call(call: ToolCall) -> str:
+    return (f"<tool_call>\n{{\"name\": {json.dumps(call.name, ensure_ascii=False)}, "
+            f"\"arguments\": {call.arguments_json}}}\n</tool_call>")
+
+
+def render_messages(messages, tool_role: str = "tool") -> list[dict]:
+    """Normalised messages -> ``[{"role", "content"}]`` in the documented text form (module
+    docstring). ``tool_role="user"`` is the fallback for templates that refuse role ``tool``."""
+    out = []
+    for m in messages:
+        role, text = m["role"], m["content"]
+        if role == "assistant" and m.get("tool_calls"):
+            text = "\n".join(([text] if text else []) + [render_tool_call(c) for c in m["tool_calls"]])
+        elif role == "tool":
+            role, text = tool_role, f"<tool_response>\n{text}\n</tool_response>"
+        out.append({"role": role, "content": text})
+    return out
+
+
+# ---------------------------------------------------------------- tokens
+
+def _ids(x) -> list[int]:
+    if isinstance(x, dict) or hasattr(x, "keys"):
+        x = x["input_ids"]
+    return [int(i) for i in x]
+
+
+def end_of_turn_ids(tokenizer) -> set[int]:
+    """The tokenizer's EOS id(s) plus the common end-of-turn tokens it knows as single tokens."""
+    ids = set()
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if eos is not None:
+        ids |= set(eos) if isinstance(eos, (list, tuple)) else {int(eos)}
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    ids |= {vocab[t] for t in _END_OF_TURN if t in vocab}
+    return ids
+
+
+def _template_ids(tokenizer, rendered: list[dict], generation: bool) -> list[int]:
+    return _ids(tokenizer.apply_chat_template(rendered, add_generation_prompt=generation, tokenize=True))
+
+
+def _render_for(tokenizer, conv: Conversation) -> list[dict]:
+    """The rendered conversation, with role ``user`` for tool results if the template refuses
+    role ``tool`` (tried on the whole conversation, once)."""
+    rendered = render_messages(conv.messages)
+    if not getattr(tokenizer, "chat_template", None) or not any(m["role"] == "tool" for m in conv.messages):
+        return rendered
+    try:
+        _template_ids(tokenizer, rendered, False)
+        return rendered
+    except Exception as first:                      # the template's own error type varies
+        fallback = render_messages(conv.messages, tool_role="user")
+        try:
+            _template_ids(tokenizer, fallback, False)
+        except Exception as exc:
+            raise ConversationError(f"{_where(conv.source or 'conversation', conv.id)}: the chat template "
+                                    f"refuses it with role 'tool' ({first}) and with role 'user' ({exc})") from None
+        return fallback
+
+
+def encode_conversation(tokenizer, conv: Conversation, end_ids: set[int] | None = None) -> list[ReplayTurn]:
+    """One :class:`ReplayTurn` per assistant message, in order (see the module docstring).
+
+    ``end_ids``: the end-of-turn token ids (default :func:`end_of_turn_ids`)."""
+    rendered = _render_for(tokenizer, conv)
+    templated = bool(getattr(tokenizer, "chat_template", None))
+    ends = set(end_ids) if end_ids is not None else end_of_turn_ids(tokenizer)
+    turns: list[ReplayTurn] = []
+    for k, i in enumerate(conv.assistant_indices):
+        where = f"{_where(conv.source or 'conversation', conv.id, i)} (assistant turn {k})"
+        try:
+            prompt = encode(tokenizer, Request(id=f"{conv.id}#{k}", messages=rendered[:i]))
+        except Exception as exc:
+            raise ConversationError(f"{where}: cannot encode the prompt ({exc})") from None
+        if templated:
+            full = _template_ids(tokenizer, rendered[:i + 1], False)
+        else:                                         # as oilbird.requests.encode, without the last "\n"
+            full = _ids(tokenizer("\n".join(m["content"] for m in rendered[:i + 1])))
+        if full[:len(prompt)] != prompt:
+            at = next((j for j, (a, b) in enumerate(zip(prompt, full)) if a != b), min(len(prompt), len(full)))
+            raise ConversationError(
+                f"{where}: the prompt's tokens are not a prefix of the tokens with the turn added "
+                f"(they differ at token {at} of {len(prompt)}); this chat template or tokenizer "
+                "renders earlier messages differently once a reply follows, so the turn cannot be replayed")
+        added = full[len(prompt):]
+        if templated:
+            last = max((j for j, t in enumerate(added) if t in ends), default=None)
+            if last is None:
+                raise ConversationError(f"{where}: the chat template adds no end-of-turn token after the "
+                                        f"turn (looked for ids {sorted(ends)}); give end_ids")
+            recording = added[:last + 1]
+        else:
+            eos = getattr(tokenizer, "eos_token_id", None)
+            if eos is None:
+                raise ConversationError(f"{where}: the tokenizer has no EOS token to end the recording")
+            recording = added + [int(eos[0] if isinstance(eos, (list, tuple)) else eos)]
+        extends = bool(turns) and prompt[:turns[-1].length] == turns[-1].prompt_ids + turns[-1].recording_ids
+        turns.append(ReplayTurn(conv.id, k, i, prompt, recording, extends))
+    return turns
+
+
+# ---------------------------------------------------------------- how much the agent copies
+
+def _leaves(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    elif isinstance(value, str):
+        yield value
+    elif value is not None and not isinstance(value, bool):
+        yield json.dumps(value)
+
+
+def copied_arguments(conv: Conversation) -> tuple[int, int]:
+    """(argument values found verbatim earlier in the conversation, argument values): over every
+    string and number inside every tool call's arguments, whether its text occurs in some earlier
+    message as rendered (tool results, the user's words, earlier calls, the system prompt)."""
+    rendered = render_messages(conv.messages)
+    copied = total = 0
+    for i in conv.assistant_indices:
+        before = "\n".join(m["content"] for m in rendered[:i])
+        for call in conv.messages[i]["tool_calls"]:
+            for leaf in _leaves(call.arguments):
+                total += 1
+                copied += bool(leaf) and leaf in before
+    return copied, total

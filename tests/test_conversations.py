@@ -1,0 +1,280 @@
+"""Recorded conversations: validation by file/line/turn, the one rendered text form, and the
+prompt/recording tokens of every assistant turn (fast tokenizers here; the real one is marked)."""
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+
+import pytest
+
+from oilbird.conversations import (ConversationError, ToolCall, copied_arguments, encode_conversation,
+                                   load_conversations, read_jsonl, render_messages)
+from oilbird.requests import DataError, Request, data_root, encode
+
+GOOD = ('{"id": "c0", "messages": [{"role": "user", "content": "hi"}, '
+        '{"role": "assistant", "content": "hello"}]}')
+
+# (second line of the file, what the error must say besides "line 2")
+BAD = {
+    "not json": ('{"id": "c1", "messages": [', ["not valid JSON"]),
+    "not an object": ('[{"role": "user", "content": "hi"}]', ["expected a JSON object"]),
+    "no messages": ('{"id": "c1", "prompt": "hi"}', ["'c1'", "'messages'"]),
+    "no assistant turn": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}]}',
+                          ["'c1'", "no assistant turn"]),
+    "opens with assistant": ('{"id": "c1", "messages": [{"role": "assistant", "content": "hi"}]}',
+                             ["'c1'", "message 0", "no prompt"]),
+    "nothing said before the assistant": (
+        '{"id": "c1", "messages": [{"role": "system", "content": " "}, {"role": "assistant", "content": "hi"}]}',
+        ["'c1'", "message 1", "no prompt"]),
+    "unknown role": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, '
+                     '{"role": "robot", "content": "x"}, {"role": "assistant", "content": "y"}]}',
+                     ["'c1'", "message 1", "unknown role 'robot'"]),
+    "arguments do not parse": (
+        '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, '
+        '"tool_calls": [{"id": "k", "type": "function", "function": {"name": "f", "arguments": "{\\"a\\": 1"}}]}]}',
+        ["'c1'", "message 1", "tool call 0 (f)", "do not parse as JSON"]),
+    "arguments not an object": (
+        '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", '
+        '"tool_calls": [{"name": "f", "arguments": "[1, 2]"}]}]}',
+        ["'c1'", "message 1", "must be a JSON object"]),
+    "arguments disagree": (
+        '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", '
+        '"tool_calls": [{"name": "f", "arguments": {"a": 1}, "arguments_json": "{\\"a\\": 2}"}]}]}',
+        ["'c1'", "message 1", "disagree"]),
+    "unknown tool_call_id": (
+        '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}, '
+        '{"role": "tool", "tool_call_id": "zz", "content": "{}"}, {"role": "assistant", "content": "done"}]}',
+        ["'c1'", "message 2", "tool_call_id 'zz'"]),
+    "non-text content": ('{"id": "c1", "messages": [{"role": "user", "content": [{"type": "image_url", '
+                         '"image_url": {"url": "x"}}]}, {"role": "assistant", "content": "y"}]}',
+                         ["'c1'", "message 0", "content part 0", "not text"]),
+    "tool calls on a user message": (
+        '{"id": "c1", "messages": [{"role": "user", "content": "hi", "tool_calls": [{"name": "f"}]}, '
+        '{"role": "assistant", "content": "y"}]}', ["'c1'", "message 0", "tool_calls"]),
+    "duplicate id": ('{"id": "c0", "messages": [{"role": "user", "content": "a"}, '
+                     '{"role": "assistant", "content": "b"}]}', ["'c0'", "already used on line 1"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_line_names_file_line_conversation_and_turn(tmp_path, case):
+    line, expected = BAD[case]
+    p = tmp_path / "convs.jsonl"
+    p.write_text(GOOD + "\n" + line + "\n")
+    with pytest.raises(ConversationError) as exc:
+        load_conversations(p)
+    msg = str(exc.value)
+    assert isinstance(exc.value, DataError)
+    assert "convs.jsonl" in msg and "line 2" in msg, msg
+    for part in expected:
+        assert part in msg, (part, msg)
+
+
+def test_empty_file_and_missing_data_are_refused_by_name(tmp_path, monkeypatch):
+    p = tmp_path / "empty.jsonl"
+    p.write_text("\n\n")
+    with pytest.raises(ConversationError, match="empty.jsonl.*no conversations"):
+        load_conversations(p)
+    with pytest.raises(DataError, match="no such file"):
+        load_conversations(tmp_path / "nope.jsonl")
+    monkeypatch.setenv("OILBIRD_DATA", str(tmp_path))
+    with pytest.raises(DataError) as exc:
+        load_conversations("agent-transcripts")
+    assert str(tmp_path / "agent-transcripts" / "tau-airline.jsonl") in str(exc.value)
+    assert "OILBIRD_DATA" in str(exc.value)
+    with pytest.raises(DataError, match="--limit"):
+        load_conversations("agent-builtin", limit=0)
+
+
+def test_a_bad_line_after_the_limit_is_still_refused(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text(GOOD + "\n" + BAD["unknown role"][0] + "\n")
+    with pytest.raises(ConversationError, match="line 2"):
+        load_conversations(p, limit=1)
+
+
+OPENAI = {"id": "log-7", "model": "some-model", "messages": [
+    {"role": "system", "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}]},
+    {"role": "user", "content": "Where is order A1?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "find_order", "arguments": "{\"order_id\": \"A1\",  \"full\": true}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "{\"status\": \"shipped\"}"},
+    {"role": "assistant", "content": "Order A1 has shipped."}]}
+
+
+def test_openai_log_form_is_read(tmp_path):
+    p = tmp_path / "log.jsonl.gz"
+    with gzip.open(p, "wt", encoding="utf-8") as f:
+        f.write(json.dumps(OPENAI) + "\n")
+    [c] = load_conversations(p)
+    assert (c.id, c.model) == ("log-7", "some-model")
+    assert [m["role"] for m in c.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert c.messages[0]["content"] == "Be brief."
+    assert c.messages[2]["content"] == ""
+    # the argument text is kept exactly as written (two spaces and all)
+    assert c.messages[2]["tool_calls"] == (ToolCall("find_order", "{\"order_id\": \"A1\",  \"full\": true}"),)
+    assert c.messages[2]["tool_calls"][0].arguments == {"order_id": "A1", "full": True}
+    assert c.messages[3]["name"] == "find_order"
+    assert c.messages[4]["tool_calls"] == ()
+    assert c.assistant_indices == [2, 4]
+
+
+def test_parsed_arguments_alone_are_reserialised_compactly(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text(json.dumps({"messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": {"a": 1, "b": "é"}}]}]}) + "\n")
+    [c] = read_jsonl(p)
+    assert c.id == "c-1"
+    assert c.messages[1]["tool_calls"][0].arguments_json == '{"a":1,"b":"é"}'
+
+
+TINY = (
+    {"role": "system", "content": "S"},
+    {"role": "user", "content": "Find A1."},
+    {"role": "assistant", "content": "", "tool_calls": (ToolCall("find", '{"id":"A1"}'),)},
+    {"role": "tool", "name": "find", "content": '{"ok": 1}'},
+    {"role": "assistant", "content": "Checking both.", "tool_calls": (ToolCall("a", "{}"), ToolCall("b", '{"x": 2}'))},
+    {"role": "assistant", "content": "A1 is fine.", "tool_calls": ()},
+)
+
+
+def test_rendering_is_the_documented_form():
+    assert render_messages(TINY) == [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "Find A1."},
+        {"role": "assistant", "content": '<tool_call>\n{"name": "find", "arguments": {"id":"A1"}}\n</tool_call>'},
+        {"role": "tool", "content": '<tool_response>\n{"ok": 1}\n</tool_response>'},
+        {"role": "assistant", "content": 'Checking both.\n<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
+                                         '<tool_call>\n{"name": "b", "arguments": {"x": 2}}\n</tool_call>'},
+        {"role": "assistant", "content": "A1 is fine."},
+    ]
+    assert render_messages(TINY, tool_role="user")[3] == {
+        "role": "user", "content": '<tool_response>\n{"ok": 1}\n</tool_response>'}
+
+
+def _conv(messages=TINY):
+    from oilbird.conversations import Conversation
+    return Conversation(id="t", model=None, messages=tuple(messages), source="'x.jsonl' line 1")
+
+
+class ChatMLBytes:
+    """A ChatML template over byte tokens: <|im_start|> is 1, <|im_end|> is 2 (also EOS)."""
+    chat_template = "chatml"
+    eos_token_id = 2
+    refuse_tool = False
+    strip_old_assistant = False
+
+    def _tok(self, text):
+        ids = []
+        for k, piece in enumerate(text.split("<|im_end|>")):
+            if k:
+                ids.append(2)
+            for j, sub in enumerate(piece.split("<|im_start|>")):
+                if j:
+                    ids.append(1)
+                ids += [b + 3 for b in sub.encode()]
+        return ids
+
+    def apply_chat_template(self, messages, add_generation_prompt=False, tokenize=True):
+        text = ""
+        for j, m in enumerate(messages):
+            if m["role"] == "tool" and self.refuse_tool:
+                raise ValueError("roles must alternate user/assistant")
+            content = m["content"]
+            if self.strip_old_assistant and m["role"] == "assistant" and j < len(messages) - 1:
+                content = content[:3]
+            text += f"<|im_start|>{m['role']}\n{content}<|im_end|>\n"
+        if add_generation_prompt:
+            text += "<|im_start|>assistant\n"
+        return {"input_ids": self._tok(text)} if tokenize else text
+
+    def decode(self, ids):
+        return "".join("<|im_start|>" if i == 1 else "<|im_end|>" if i == 2 else chr(i - 3) for i in ids)
+
+
+def test_turns_on_a_chatml_tokenizer_end_at_im_end_and_extend_the_previous_turn():
+    tok = ChatMLBytes()
+    turns = encode_conversation(tok, _conv())
+    assert [(t.id, t.message_index) for t in turns] == [("t#0", 2), ("t#1", 4), ("t#2", 5)]
+    rendered = render_messages(TINY)
+    for t in turns:
+        assert t.prompt_ids == encode(tok, Request(id="x", messages=rendered[:t.message_index]))
+        assert tok.decode(t.recording_ids) == rendered[t.message_index]["content"] + "<|im_end|>"
+        assert t.recording_ids[-1] == 2 and t.length == len(t.prompt_ids) + len(t.recording_ids)
+    assert tok.decode(turns[0].prompt_ids) == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nFind A1.<|im_end|>\n"
+                                               "<|im_start|>assistant\n")
+    assert [t.extends_previous for t in turns] == [False, True, True]
+
+
+def test_a_template_refusing_role_tool_gets_tool_results_as_user():
+    tok = ChatMLBytes()
+    tok.refuse_tool = True
+    turns = encode_conversation(tok, _conv())
+    assert "<|im_start|>user\n<tool_response>" in tok.decode(turns[1].prompt_ids)
+    assert "<|im_start|>tool" not in tok.decode(turns[1].prompt_ids)
+
+
+def test_a_template_that_rewrites_earlier_turns_is_refused_by_turn():
+    tok = ChatMLBytes()
+    tok.strip_old_assistant = True            # turns 0 and 1 pass: the rewritten message is not in them yet
+    where = r"'x.jsonl' line 1 \(conversation 't'\) message 5 \(assistant turn 2\)"
+    with pytest.raises(ConversationError, match=where + ".*not a prefix"):
+        encode_conversation(tok, _conv())
+
+
+def test_turns_without_a_chat_template_follow_requests_encode(tiny_lm):
+    tok = tiny_lm.tokenizer                               # bytes, no chat template
+    turns = encode_conversation(tok, _conv())
+    rendered = render_messages(TINY)
+    for t in turns:
+        assert t.prompt_ids == encode(tok, Request(id="x", messages=rendered[:t.message_index]))
+        assert t.recording_ids == [b + 3 for b in rendered[t.message_index]["content"].encode()] + [2]
+    # the next prompt holds "\n" where the recording holds EOS: no cache reuse claimed
+    assert not any(t.extends_previous for t in turns)
+
+
+def test_copied_arguments_counts_values_seen_before():
+    assert copied_arguments(_conv()) == (1, 2)        # "A1" was said; 2 was not
+
+
+@pytest.mark.model
+def test_real_tokenizer_on_the_builtin_agent(real_lm):
+    tok = real_lm.tokenizer
+    convs = load_conversations("agent-builtin")
+    assert len(convs) == 24
+    for c in convs:
+        turns = encode_conversation(tok, c)
+        rendered = render_messages(c.messages)
+        assert len(turns) == len(c.assistant_indices) > 0
+        for t in turns:
+            full = list(tok.apply_chat_template(rendered[:t.message_index + 1], tokenize=True)["input_ids"])
+            assert full[:t.length] == t.prompt_ids + t.recording_ids          # the prefix property
+            assert full[t.length:] == tok("\n", add_special_tokens=False)["input_ids"]
+            assert t.recording_ids[-1] == 2 and 2 not in t.recording_ids[:-1]
+            assert tok.decode(t.recording_ids) == rendered[t.message_index]["content"] + "<|im_end|>"
+        assert not turns[0].extends_previous and all(t.extends_previous for t in turns[1:])
+
+
+@pytest.mark.model
+def test_all_recorded_airline_conversations_load_and_encode(real_lm):
+    path = data_root() / "agent-transcripts" / "tau-airline.jsonl"
+    if not path.is_file():
+        pytest.skip("agent transcripts not found in the shared data (never committed here)")
+    convs = load_conversations("agent-transcripts")
+    turns = [encode_conversation(real_lm.tokenizer, c) for c in convs]
+    flat = [t for ts in turns for t in ts]
+    calls = sum(len(m["tool_calls"]) for c in convs for m in c.messages if m["role"] == "assistant")
+    assert (len(convs), len(flat), calls) == (100, 1381, 621)      # the counts its README gives
+    assert all(t.recording_ids[-1] == 2 for t in flat)
+    assert all(t.extends_previous for t in flat if t.index > 0)
+    over = sum(ts[-1].length > 8192 for ts in turns)
+    copied, total = map(sum, zip(*(copied_arguments(c) for c in convs)))
+    print(f"\ntau-airline: {len(convs)} conversations, {len(flat)} assistant turns, {calls} tool calls; prompt "
+          f"tokens mean {statistics.mean(len(t.prompt_ids) for t in flat):.0f}, max "
+          f"{max(len(t.prompt_ids) for t in flat)}; recording mean "
+          f"{statistics.mean(len(t.recording_ids) for t in flat):.1f}; {over} conversations over 8192 tokens; "
+          f"{copied}/{total} argument values copied")
+    assert 0 < over < len(convs)
