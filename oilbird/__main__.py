@@ -192,6 +192,78 @@ def _diagnose(args) -> int:
     return 0
 
 
+def _replay(args) -> int:
+    import json
+    from tqdm import tqdm
+    from .conversations import encode_conversation, load_conversations
+    from .methods import parse_methods
+    from .model import load_model
+    from .replay import check_method, replay
+    from .results import format_table
+    from .trace import request_to_lines
+    from .verifier import Verifier
+    methods = parse_methods(args.methods)
+    for m in methods:
+        check_method(m)                                  # hf-pld: refused before any work
+    tree = _tree(args)
+    args.out = args.out or fresh_out("replay", args.data)
+    check_out(args.out, args.force, ("results.json", "traces.jsonl", "diagnosis.json"))
+    out = Path(args.out)
+    convs = load_conversations(args.data, args.limit)   # every line checked before the model loads
+    lm = load_model(args.model)
+    turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]
+    recorded_by = ", ".join(sorted({c.model or "unknown" for c in convs}))
+    mode = "exact" if args.exact else "fast"
+    out.mkdir(parents=True, exist_ok=True)
+    traces = (out / "traces.jsonl").open("w") if args.traces else None
+
+    def save(res: dict) -> None:
+        res["data"] = str(args.data)
+        tmp = out / "results.json.tmp"
+        tmp.write_text(json.dumps(res, indent=2))
+        tmp.replace(out / "results.json")
+
+    def on_request(request_traces, res) -> None:
+        if traces is not None:
+            for tr in request_traces:
+                traces.write("\n".join(request_to_lines(tr)) + "\n")
+            traces.flush()
+        save(res)
+
+    bar = tqdm(total=sum(len(t) for t in turns), desc=f"replay ({mode})", unit="turn")
+    try:
+        res = replay(turns, methods, Verifier(lm), mode=mode, tree=tree, trace=args.traces,
+                     recorded_by=recorded_by, on_request=on_request, progress=bar.update)
+    finally:
+        bar.close()
+        if traces is not None:
+            traces.close()
+    save(res)
+    r = res["replay"]
+    print(format_table(res))
+    print(f"{r['turns']} turns of {r['conversations']} conversations recorded by {recorded_by}, replayed in "
+          f"{mode} mode on {lm.name}" + (f"; skipped {r['skipped_over_context']['conversations']} "
+                                         f"conversations longer than the model's context"
+                                         if r["skipped_over_context"]["conversations"] else ""))
+    print(f"tau is the recording's (what each drafter would have committed per forward); "
+          + ("tokens/s and speedup are the local model's cost of these outputs" if mode == "exact"
+             else "fast mode measures no time"))
+    print(f"note: {r['note']}")
+    if args.diagnose:
+        from .diagnose import K, MAX_SUFFIX, MIN_SUFFIX, build_report, diagnose_turns, summary_lines
+        from .replay import fits
+        context = int(lm.model.config.max_position_embeddings)
+        report = build_report(diagnose_turns(lm, [t for t in turns if fits(t, context)]), {
+            "data": str(args.data), "model": lm.name, "recorded_by": recorded_by, "replay": True,
+            "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX,
+                         "state_layer": lm.state_layer, "num_layers": lm.num_layers}})
+        (out / "diagnosis.json").write_text(json.dumps(report))
+        print("\n".join(summary_lines(report)).replace("teacher-forced argmax agrees with greedy",
+                                                       "the local model's argmax is the recorded token"))
+    print(f"wrote {out}")
+    return 0 if all(m["lossless"] for m in res["methods"].values()) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m oilbird", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -236,9 +308,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/diagnose-DATA-TIME-PID)")
     _force(p)
 
+    p = sub.add_parser("replay", help="replay recorded conversations through every drafter (what each would buy)")
+    p.add_argument("--data", default="agent-builtin",
+                   help="agent-builtin (generated here) | agent-transcripts (../shared/data) | a JSONL file of "
+                        "conversations (one per line, OpenAI-style messages with tool calls)")
+    p.add_argument("--methods", default="ar,goose,oilbird",
+                   help="comma-separated methods, each once: ar, suffix-arctic and the presets (hf-pld cannot replay)")
+    p.add_argument("--limit", type=_at_least(1), default=None, help="replay only the first N conversations")
+    p.add_argument("--exact", action="store_true",
+                   help="run every verify forward (real hidden states, top-k and cost; tokens/s) instead of "
+                        "one teacher-forced forward per turn shared by every method")
+    p.add_argument("--traces", action="store_true", help="also write traces.jsonl (one trace per turn and method)")
+    p.add_argument("--diagnose", action="store_true",
+                   help="also write diagnosis.json: the identifiability-gap table and copy-oracle tau on the recordings")
+    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/replay-DATA-TIME-PID)")
+    p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
+    _force(p)
+    _tree_options(p)
+
     args = ap.parse_args(argv)
     try:
-        return {"bench": _bench, "trace": _trace, "decode": _decode, "diagnose": _diagnose}[args.cmd](args)
+        return {"bench": _bench, "trace": _trace, "decode": _decode, "diagnose": _diagnose,
+                "replay": _replay}[args.cmd](args)
     except (ModelError, DataError, TraceError, ValueError, ImportError) as exc:
         # ImportError: an optional peer (suffix-arctic) whose package is not installed
         print(f"error: {exc}", file=sys.stderr)

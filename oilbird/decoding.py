@@ -17,6 +17,11 @@ Two decoders share the verifier:
   is truncated there, so the output is exactly greedy decoding's). Every cycle yields one
   :class:`~oilbird.trace.CycleTrace`.
 
+  **Replay** (:class:`Replay`) is the same cycle with one rule changed in step 3: it accepts
+  the longest root path that a recorded output holds, then the recorded next token as the
+  bonus. Exact mode still runs every verify forward; fast mode reads the outputs of one
+  teacher-forced forward per turn instead (``oilbird.replay``).
+
 tau = generated tokens / target forwards, the prefill forward included (AR is exactly 1).
 """
 from __future__ import annotations
@@ -33,7 +38,7 @@ from .requests import PromptError, Request, encode
 from .store import Store
 from .trace import BONUS, CycleTrace, Neighbour, RequestTrace
 from .tree import DraftTree, greedy_accept
-from .verifier import Verifier
+from .verifier import NodeOutputs, Verifier
 
 
 def check_prompt(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> None:
@@ -110,39 +115,96 @@ def autoregressive(verifier: Verifier, ids: list[int], max_new_tokens: int) -> D
     return DecodeResult(tokens, forwards, time.perf_counter() - t0, t_prefill)
 
 
+@dataclass
+class Replay:
+    """What a replayed request follows instead of the model (``python -m oilbird replay``).
+
+    recording: the recorded output (a conversation's turn, ending with its end-of-turn token).
+    teacher: fast mode: the model's outputs with the recording teacher-forced, one row per
+        generated position p from -1 (the last prompt token, row 0) to ``len(recording) - 1``
+        (row p + 1), from one forward per turn shared by every method; None: exact mode, where
+        every cycle runs its real verify forward.
+    """
+    recording: list[int]
+    teacher: NodeOutputs | None = None
+
+
+def recorded_targets(tree: DraftTree, recording: list[int], before: int) -> list[int]:
+    """Replay's stand-in for the verifier's argmax: at a node of depth d, the recorded token
+    that follows it on the recorded path (the root is generated token ``before - 1``); -1 past
+    the recording's end. :func:`~oilbird.tree.greedy_accept` over these accepts the longest
+    root path that the recording holds, and the recorded next token as the bonus.
+
+    >>> recorded_targets(DraftTree([5, 6, 9], [-1, 0, 0]), [4, 5, 6, 7], 2)
+    [6, 7, 7]
+    """
+    at = [before + d for d in tree.depths()]
+    return [recording[i] if i < len(recording) else -1 for i in at]
+
+
+def _teacher_rows(teacher: NodeOutputs, before: int, n: int) -> NodeOutputs:
+    """Fast replay: the teacher-forced outputs of the ``n`` nodes of an accepted path whose root
+    is generated token ``before - 1`` (row ``before``, see :class:`Replay`)."""
+    rows = slice(before, before + n)
+    return NodeOutputs(teacher.argmax[rows], teacher.topk_ids[rows], teacher.topk_probs[rows],
+                       teacher.states[rows])
+
+
 class SpeculativeDecoder:
     """Tree-verifying decoder around one drafter and (optionally) one tenant's store.
 
     The decoder owns the cross-request ``store`` and fills it; the drafter's sources read it.
+    ``reuse_prefix``: keep the KV cache of the last request, and prefill only the part of the
+    next prompt after it when that prompt starts with it (a conversation's next turn).
     """
 
     def __init__(self, verifier: Verifier, drafter: Drafter, store: Store | None = None,
-                 method: str = "oilbird", trace: bool = True):
+                 method: str = "oilbird", trace: bool = True, reuse_prefix: bool = False):
         self.verifier = verifier
         self.drafter = drafter
         self.store = store
         self.method = method
         self.trace = trace
+        self.reuse_prefix = reuse_prefix
+        self._kept: tuple[list[int], object] | None = None   # (tokens in the cache, the cache)
         self.tok = verifier.lm.tokenizer
 
     def _pieces(self, ids) -> list[str]:
         return [self.tok.decode([int(i)]) for i in ids]
 
+    def _cache_for(self, ids: list[int]):
+        """The kept cache if ``ids`` starts with what it holds (else None, and it is dropped)."""
+        kept, self._kept = self._kept, None
+        if kept is not None and kept[0] == list(ids[: len(kept[0])]):
+            return kept[1]
+        return None
+
     def cycles(self, request_id: str, ids: list[int], max_new_tokens: int,
-               out: RequestTrace | None = None) -> Iterator[CycleTrace]:
+               out: RequestTrace | None = None, replay: Replay | None = None) -> Iterator[CycleTrace]:
         """Decode one request, yielding a trace per cycle; fills ``out`` when given.
+
+        ``replay``: the same cycle with one rule changed: the commit accepts the longest root
+        path whose tokens the recording holds, and the recorded next token as the bonus (see
+        :class:`Replay`; fast mode runs no forward). ``max_new_tokens`` is then the recording's
+        length at most.
 
         A caller may stop early (``break``, or closing the generator): the request then ends
         there, with what it committed so far stored, as if it had stopped at that length."""
+        if replay is not None:
+            max_new_tokens = min(max_new_tokens, len(replay.recording))
         check_prompt(self.verifier.lm, ids, max_new_tokens)
         v, drafter, store, tr = self.verifier, self.drafter, self.store, self.trace
+        fast = replay is not None and replay.teacher is not None
         eos = v.lm.eos_token_ids
         generated: list[int] = []
         t0 = time.perf_counter()
 
         # 1) prefill: one forward over the prompt gives the first token (cycle 0)
-        cache, pre = v.prefill(ids)
-        first = int(pre.argmax[-1])
+        if fast:
+            cache, pre = None, _teacher_rows(replay.teacher, 0, 1)
+        else:
+            cache, pre = v.prefill(ids, self._cache_for(ids) if self.reuse_prefix else None)
+        first = int(pre.argmax[-1]) if replay is None else replay.recording[0]
         _, done = _finish(generated, [first], eos, max_new_tokens)
         query_state = pre.states[-1].numpy()
         drafter.start_request(list(ids), request_id)
@@ -164,34 +226,45 @@ class SpeculativeDecoder:
             while not done:
                 cycle += 1
                 context = list(ids) + generated
+                before = len(generated)
                 # 2) draft: a tree rooted at the newest committed token
                 t_a = time.perf_counter()
                 tree, info = drafter.draft(context, request_id, query_state)
                 t_b = time.perf_counter()
-                # 3) verify: one forward over the whole tree
-                res = v.verify(cache, prefix_len, tree)
+                # 3) verify: one forward over the whole tree (fast replay: none)
+                res = None if fast else v.verify(cache, prefix_len, tree)
                 t_c = time.perf_counter()
-                # 4) commit: greedy walk + bonus; keep only accepted nodes in the cache
-                argmax = res.argmax.tolist()
-                accepted, bonus = greedy_accept(tree.tokens, tree.parents, argmax)
-                Verifier.commit(cache, prefix_len, accepted)
+                # 4) commit: the longest root path whose tokens equal their parent's argmax (replay:
+                #    that the recording holds), plus the bonus; the cache keeps only those nodes
+                targets = (res.argmax.tolist() if replay is None
+                           else recorded_targets(tree, replay.recording, before))
+                accepted, bonus = greedy_accept(tree.tokens, tree.parents, targets)
+                if fast:      # what the model says is known on the recorded path alone
+                    res = _teacher_rows(replay.teacher, before, len(accepted))
+                    path_states = res.states.numpy()
+                    argmax = [-1] * len(tree)
+                    for j, node in enumerate(accepted):
+                        argmax[node] = int(res.argmax[j])
+                else:
+                    Verifier.commit(cache, prefix_len, accepted)
+                    path_states = res.states.numpy()[accepted]
+                    argmax = res.argmax.tolist()
                 new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
-                before = len(generated)
                 appended, done = _finish(generated, new, eos, max_new_tokens)
                 prefix_len += len(accepted)
                 t_d = time.perf_counter()
                 # 5) record: store the states of the tokens this forward committed; sources learn
-                states = res.states.numpy()
                 if store is not None:
                     # the root is generated token (before - 1); accepted node j is token before-1+j
                     for j, node in enumerate(accepted):
                         pos = before - 1 + j
                         if pos == n_stored and pos < len(generated):
-                            store.add(request_id, pos, tree.tokens[node], states[node])
+                            store.add(request_id, pos, tree.tokens[node], path_states[j])
                             n_stored += 1
-                query_state = states[accepted[-1]]
+                query_state = path_states[-1]
                 drafter.update(tree, res, accepted, list(ids) + generated, request_id, info,
-                               root_index=len(ids) + before - 1)
+                               root_index=len(ids) + before - 1, targets=targets,
+                               verified=accepted if fast else None)
                 t_e = time.perf_counter()
 
                 c = CycleTrace(request_id=request_id, method=self.method, cycle=cycle,
@@ -214,7 +287,7 @@ class SpeculativeDecoder:
                     c.depths = tree.depths()
                     c.scores = [dict(s) for s in tree.scores]
                     c.token_text = self._pieces(tree.tokens)
-                    c.argmax_text = self._pieces(argmax)
+                    c.argmax_text = [self.tok.decode([a]) if a >= 0 else "" for a in argmax]
                     c.committed_text = self._pieces(appended)
                     c.neighbours = self._neighbours(info, tree, accepted)
                 if out is not None:
@@ -222,6 +295,17 @@ class SpeculativeDecoder:
                 yield c
         finally:
             self._end_request(request_id, generated, n_stored, out, t0)
+            if cache is not None and self.reuse_prefix:
+                self._keep(cache, list(ids) + generated)
+
+    def _keep(self, cache, tokens: list[int]) -> None:
+        """Keep ``cache`` for the next request, cropped to the committed ``tokens`` it holds (a
+        commit cut at EOS or max_new_tokens may leave accepted nodes past them)."""
+        held = cache.get_seq_length()
+        if held > len(tokens):
+            cache.crop(-(held - len(tokens)))
+            held = len(tokens)
+        self._kept = (tokens[:held], cache)
 
     def _end_request(self, request_id: str, generated: list[int], n_stored: int,
                      out: RequestTrace | None, t0: float) -> None:
@@ -259,15 +343,15 @@ class SpeculativeDecoder:
         return out
 
     def run(self, request_id: str, ids: list[int], max_new_tokens: int,
-            on_cycle: Callable[[CycleTrace], None] | None = None) -> RequestTrace:
-        """Decode one request to the end and return its full trace.
+            on_cycle: Callable[[CycleTrace], None] | None = None, replay: Replay | None = None) -> RequestTrace:
+        """Decode (or, with ``replay``, replay) one request to the end and return its full trace.
 
         ``on_cycle`` (optional) is called with every cycle's trace as it is produced
         (e.g. to report progress).
         """
         out = RequestTrace(request_id=request_id, method=self.method, model=self.verifier.lm.name,
                            prompt_ids=list(ids), prompt_text=self.tok.decode(ids) if self.trace else "")
-        for c in self.cycles(request_id, ids, max_new_tokens, out):
+        for c in self.cycles(request_id, ids, max_new_tokens, out, replay=replay):
             if on_cycle is not None:
                 on_cycle(c)
         return out

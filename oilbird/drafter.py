@@ -294,15 +294,27 @@ class Drafter:
 
     # ---------------------------------------------------------------- learning
     def update(self, tree: DraftTree, res, accepted: list[int], tokens: list[int],
-               request_id: str, info: DraftInfo, root_index: int) -> None:
-        """Feed one verdict to every source, the acceptance rates and the spine share."""
-        verdict = Verdict(tree=tree, argmax=res.argmax.numpy(), topk_ids=res.topk_ids.numpy(),
+               request_id: str, info: DraftInfo, root_index: int, targets: list[int] | None = None,
+               verified: list[int] | None = None) -> None:
+        """Feed one verdict to every source, the acceptance rates and the spine share.
+
+        ``res``: the verifier's outputs for every node, or, with ``verified``, for those nodes
+        alone (fast replay sees the recorded path only: the sources then learn from that path
+        as the verified tree). ``targets``: what each node's child had to be to be accepted
+        (the argmax; in replay, the recording), for the acceptance rates.
+        """
+        vtree, vaccepted = tree, accepted
+        if verified is not None:
+            vtree = DraftTree([tree.tokens[i] for i in verified], [-1] + list(range(len(verified) - 1)),
+                              [set(tree.sources[i]) for i in verified], [dict(tree.scores[i]) for i in verified])
+            vaccepted = list(range(len(verified)))
+        verdict = Verdict(tree=vtree, argmax=res.argmax.numpy(), topk_ids=res.topk_ids.numpy(),
                           topk_probs=res.topk_probs.numpy(), states=res.states.numpy(),
-                          accepted=accepted, tokens=tokens, request_id=request_id, root_index=root_index)
+                          accepted=vaccepted, tokens=tokens, request_id=request_id, root_index=root_index)
         for s in self.sources:
             s.update(verdict)
         if self.rates is not None:
-            self.rates.observe(tree, accepted, verdict.argmax)
+            self.rates.observe(tree, accepted, verdict.argmax if targets is None else targets)
         # GOOSE anisotropy: the lexical share follows how much of the spine was accepted
         if len(info.spine) > 0:
             acc = len(set(info.spine) & set(accepted)) / len(info.spine)

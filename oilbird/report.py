@@ -134,7 +134,7 @@ def markdown_table(results: dict) -> str:
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for m, r in results["methods"].items():
         sole = r.get("sole_share", {}).get("semantic")
-        rows.append(f"| {m} | {r['tau']:.2f} | {r['tokens_per_s']:.2f} | {f(r.get('speedup'), '{:.2f}x')} | "
+        rows.append(f"| {m} | {r['tau']:.2f} | {f(r.get('tokens_per_s'), '{:.2f}')} | {f(r.get('speedup'), '{:.2f}x')} | "
                     f"{f(r.get('decode_speedup'), '{:.2f}x')} | {f(100 * r['overhead_share'] if 'overhead_share' in r else None, '{:.1f}')} | "
                     f"{f(100 * sole if sole is not None else None, '{:.1f}')} | {f(r.get('mean_nodes'), '{:.1f}')} | "
                     f"{'yes' if r['lossless'] else 'NO'} |")

@@ -111,6 +111,7 @@ def format_table(results: dict) -> str:
         spd = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
         dspd = f"{r['decode_speedup']:.2f}x" if r.get("decode_speedup") else "-"
         ovh = f"{100 * r['overhead_share']:.1f}" if "overhead_share" in r else "-"
-        rows.append(f"{m:24s} {r['tau']:6.2f} {r['tokens_per_s']:8.2f} {spd:>8s} {dspd:>8s} {ovh:>6s} "
+        tps = f"{r['tokens_per_s']:8.2f}" if r.get("tokens_per_s") is not None else f"{'-':>8s}"
+        rows.append(f"{m:24s} {r['tau']:6.2f} {tps} {spd:>8s} {dspd:>8s} {ovh:>6s} "
                     f"{'yes' if r['lossless'] else 'NO'}")
     return "\n".join(rows)

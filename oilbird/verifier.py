@@ -50,16 +50,27 @@ class Verifier:
                            topk_probs=top_p.cpu(), states=None if states is None else states.cpu())
 
     @torch.inference_mode()
-    def prefill(self, ids: list[int]) -> tuple[DynamicCache, NodeOutputs]:
-        """Run the prompt; return the cache and the outputs at the last prompt position."""
+    def prefill(self, ids: list[int], cache: DynamicCache | None = None, keep: int = 1
+                ) -> tuple[DynamicCache, NodeOutputs]:
+        """Run the prompt; return the cache and the outputs at its last ``keep`` positions.
+
+        ``cache`` (optional) already holds the first ``cache.get_seq_length()`` tokens of
+        ``ids`` (multi-turn prefix reuse): only the rest is fed. ``keep`` > 1 is teacher
+        forcing: ``ids`` ends with a recorded continuation whose outputs are wanted too.
+        """
         if not ids:
             raise ValueError("empty prompt")
-        cache = DynamicCache(config=self.model.config)
-        x = torch.tensor([ids], device=self.device)
-        out = self.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=1,
+        if cache is None:
+            cache = DynamicCache(config=self.model.config)
+        start = cache.get_seq_length()
+        if start > len(ids) - keep:            # re-feed what the outputs are wanted for
+            cache.crop(-(start - (len(ids) - keep)))  # transformers 5: crop(-tokens_to_remove)
+            start = len(ids) - keep
+        x = torch.tensor([ids[start:]], device=self.device)
+        out = self.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=keep,
                          output_hidden_states=True)
         res = self._outputs(out, keep_states=False)
-        res.states = out.hidden_states[self.lm.state_layer][0, -1:].float().cpu()
+        res.states = out.hidden_states[self.lm.state_layer][0, -keep:].float().cpu()
         return cache, res
 
     @torch.inference_mode()
