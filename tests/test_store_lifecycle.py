@@ -409,6 +409,45 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     assert load_store(p).record(s.next_record - 1).token == 3
 
 
+def test_save_syncs_the_file_and_its_folder_and_a_full_disk_leaves_nothing_behind(tmp_path, monkeypatch):
+    """save fsyncs the new file before the rename and the folder after it (a power cut leaves
+    the old file or the new one); a write that fails (here: the disk fills at the fsync, or the
+    folder refuses the temp file) is one StoreError, the temp file goes and the old file stays."""
+    import errno
+    import os
+    import stat
+    s, _ = _busy_store()
+    p = save_store(s, tmp_path / "s.oilstore")
+    first = p.read_bytes()
+    synced = []
+    real_fsync = os.fsync
+
+    def record(fd):
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", record)
+    fill(s, "more", [1, 2, 3])
+    save_store(s, p)
+    assert synced == ["file", "folder"] and load_store(p).record(s.next_record - 1).token == 3
+    second = p.read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", full)
+    fill(s, "yet more", [4, 5])
+    with pytest.raises(StoreError, match="cannot write [(]No space left on device[)]"):
+        save_store(s, p)
+    assert p.read_bytes() == second and list(tmp_path.iterdir()) == [p]
+    monkeypatch.undo()
+
+    def refused(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr("oilbird.store_files.tempfile.mkstemp", refused)
+    with pytest.raises(StoreError, match="cannot write [(]Permission denied[)]"):
+        save_store(s, p)
+    assert p.read_bytes() == second != first and list(tmp_path.iterdir()) == [p]
+
+
 # -- tenants ------------------------------------------------------------------------------------------------
 def test_registry_keeps_tenants_apart_through_both_keys_and_files(tmp_path):
     secret = [900, 901, 902, 903]
