@@ -14,9 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from .errors import InputError
 from .model import ModelError
-from .requests import NAMED_SETS, DataError
-from .trace import TraceError
+from .requests import NAMED_SETS
+from .runs import Run, RunStopped
 
 
 def _at_least(low: int):
@@ -54,26 +55,6 @@ def fresh_out(command: str, data: str) -> str:
     import time
     name = Path(str(data)).stem if str(data) not in NAMED_SETS else str(data)
     return f"runs/{command}-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-
-
-def check_out(out: str, force: bool, writes: tuple[str, ...] = ()) -> None:
-    """Refuse an ``--out`` that would lose what is stored there, before any model loads.
-
-    ``writes``: the files the command writes inside the folder ``out``; empty when ``out`` is
-    itself the one file it writes. A folder where a file is expected (or the reverse) is
-    refused always; earlier results only without ``--force``."""
-    p = Path(out)
-    if writes:
-        if p.exists() and not p.is_dir():
-            raise ValueError(f"--out {out} is a file; this command writes a folder ({', '.join(writes)})")
-        held = [f for f in writes if (p / f).exists()]
-    else:
-        if p.is_dir():
-            raise ValueError(f"--out {out} is a folder; this command writes one file, e.g. runs/traces.jsonl")
-        held = [p.name] if p.exists() else []
-    if held and not force:
-        where = f"{out} already holds {', '.join(held)}" if writes else f"{out} already exists"
-        raise ValueError(f"--out {where} (an earlier run's): pass --force to replace it, or choose another --out")
 
 
 def _tree_options(p: argparse.ArgumentParser) -> None:
@@ -114,7 +95,6 @@ def _decode(args) -> int:
 
 
 def _bench(args) -> int:
-    import json
     from .bench import run_bench
     from .methods import parse_methods
     from .model import load_model
@@ -124,30 +104,27 @@ def _bench(args) -> int:
     from .verifier import Verifier
     methods = parse_methods(args.methods)
     tree = _tree(args)
-    args.out = args.out or fresh_out("bench", args.data)
-    check_out(args.out, args.force, ("results.json", "traces.jsonl"))
-    out = Path(args.out)
+    run = Run(args.out or fresh_out("bench", args.data), args.force,
+              ("results.json", "traces.jsonl") if args.traces else ("results.json",))
+    run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
     store_kwargs = {"state_dtype": args.state_dtype, "index_type": args.store_index}
     if args.store_capacity:
         store_kwargs["max_records"] = args.store_capacity
+    meta = {"data": str(args.data), "skip": args.skip}
 
-    def save(res: dict) -> None:
-        res["data"] = str(args.data)
-        res["skip"] = args.skip
-        out.mkdir(parents=True, exist_ok=True)     # only once there is something to write
-        tmp = out / "results.json.tmp"
-        tmp.write_text(json.dumps(res, indent=2))
-        tmp.replace(out / "results.json")
+    def save(res: dict, complete: bool = False) -> None:
+        run.save_results("results.json", {**res, **meta}, res["n_requests"], res["n_requests_planned"], complete)
 
-    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens,
-                    trace_out=out / "traces.jsonl" if args.traces else None, tree=tree,
-                    store_kwargs=store_kwargs, checkpoint=save)
-    save(res)
+    with run.recording(len(requests)):
+        res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, tree=tree,
+                        store_kwargs=store_kwargs, checkpoint=save,
+                        trace_sink=(lambda t: run.append_traces(t, "traces.jsonl")) if args.traces else None)
+        save(res, complete=True)
     print(format_table(res))
-    print(f"wrote {out / 'results.json'}")
-    for p in write_report(res, out):
+    print(f"wrote {run.path('results.json')}")
+    for p in write_report(res, run.out):
         print(f"wrote {p}")
     return 0 if all(r["lossless"] for r in res["methods"].values()) else 1
 
@@ -160,35 +137,41 @@ def _trace(args) -> int:
     from .verifier import Verifier
     methods = parse_methods(args.methods, traced=True)
     tree = _tree(args)
-    check_out(args.out, args.force)
+    run = Run(args.out, args.force)
+    run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
-    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, trace_out=args.out, tree=tree)
-    for m, r in res["methods"].items():
-        print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
-    if args.diagnose:
-        from .diagnose import attach_labels
-        attach_labels(args.out, requests, lm, max_new_tokens=args.max_new_tokens)
+    with run.recording(len(requests)):
+        res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, tree=tree,
+                        trace_sink=run.append_traces)
+        for m, r in res["methods"].items():
+            print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
+        if args.diagnose:
+            from .diagnose import attach_labels
+            attach_labels(args.out, requests, lm, max_new_tokens=args.max_new_tokens)
     print(f"wrote {args.out}")
     return 0
 
 
 def _diagnose(args) -> int:
-    import json
     from .diagnose import diagnose_run, summary_lines
     from .model import load_model
     from .requests import load_requests
-    args.out = args.out or fresh_out("diagnose", args.data)
-    check_out(args.out, args.force, ("diagnosis.json",))
+    run = Run(args.out or fresh_out("diagnose", args.data), args.force, ("diagnosis.json",))
+    run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
-    report = diagnose_run(requests, lm, args.max_new_tokens,
-                          {"data": str(args.data), "limit": args.limit, "skip": args.skip})
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "diagnosis.json").write_text(json.dumps(report))
+    planned = len(requests)
+
+    def save(report: dict, complete: bool = False) -> None:
+        run.save_results("diagnosis.json", report, report["n_requests"], planned, complete)
+
+    with run.recording(planned):
+        report = diagnose_run(requests, lm, args.max_new_tokens,
+                              {"data": str(args.data), "limit": args.limit, "skip": args.skip}, checkpoint=save)
+        save(report, complete=True)
     print("\n".join(summary_lines(report)))
-    print(f"wrote {out / 'diagnosis.json'}")
+    print(f"wrote {run.path('diagnosis.json')}")
     return 0
 
 
@@ -239,8 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return {"bench": _bench, "trace": _trace, "decode": _decode, "diagnose": _diagnose}[args.cmd](args)
-    except (ModelError, DataError, TraceError, ValueError, ImportError) as exc:
-        # ImportError: an optional peer (suffix-arctic) whose package is not installed
+    except RunStopped as exc:              # Ctrl-C, SIGTERM or a failed write during the run
+        print(exc, file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:              # before the run began: nothing was written
+        print("interrupted (Ctrl-C) before the run began: nothing was written", file=sys.stderr)
+        return 130
+    except (InputError, ModelError, ValueError, ImportError) as exc:
+        # ValueError: the registry's and presets' refusals; ImportError: an optional peer
+        # (suffix-arctic) whose package is not installed. One line, exit 2.
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

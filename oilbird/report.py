@@ -255,6 +255,8 @@ _ROW_OPTIONAL = {"seconds": "a number", "prefill_seconds": "a number"}
 # diagnosis.json (diagnose.summarise): the counts its table prints; the rates are in diagnose.ROWS
 _DIAGNOSIS_REQUIRED = {"n_positions": "a count", "n_requests": "a count", "n_gap": "a count",
                        "n_recovered": "a count"}
+# a run's progress (oilbird.runs.Run.save_results): absent in a file older than it
+_PROGRESS = {"complete": "true or false", "n_requests": "a count", "n_requests_planned": "a count"}
 
 
 def _fields(obj, required: dict, optional: dict, where: str, path) -> None:
@@ -284,6 +286,7 @@ def check_results(res, path=None) -> dict:
     :class:`ResultsError` naming ``path`` and the field."""
     if not isinstance(res, dict) or not isinstance(res.get("methods"), dict):
         raise ResultsError("not a bench results.json (no 'methods' object in it)", path)
+    _fields(res, {}, _PROGRESS, "the run", path)
     for m, r in res["methods"].items():
         where = f"method '{m}'"
         _fields(r, _METHOD_REQUIRED, _METHOD_OPTIONAL, where, path)
@@ -299,7 +302,7 @@ def check_diagnosis(res, path=None) -> dict:
     """``res`` if it is a diagnosis.json the gap table can print; else :class:`ResultsError`."""
     from .diagnose import ROWS
     rates = {key: "a number or null" for key, _, _ in ROWS}
-    _fields(res, _DIAGNOSIS_REQUIRED, rates, "the diagnosis", path)
+    _fields(res, _DIAGNOSIS_REQUIRED, {**rates, **_PROGRESS}, "the diagnosis", path)
     if res.get("pool_full") is not None:
         _fields(res["pool_full"], {}, rates, "'pool_full' of the diagnosis", path)
     return res
@@ -345,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if res.get("complete") is False:
+        print(f"note: {args.results} is an incomplete run (interrupted): {res.get('n_requests')} of "
+              f"{res.get('n_requests_planned', '?')} requests done; the numbers are theirs", file=sys.stderr)
     if kind == "diagnosis":
         from .diagnose import format_table as diagnosis_table
         print(diagnosis_table(res, res.get("pool_full")))
