@@ -124,8 +124,13 @@ def _bench(args) -> int:
         save(res, complete=True)
     print(format_table(res))
     print(f"wrote {run.path('results.json')}")
-    for p in write_report(res, run.out):
-        print(f"wrote {p}")
+    try:
+        for p in write_report(res, run.out):
+            print(f"wrote {p}")
+    except OSError as exc:
+        print(f"cannot write the CSV and figures ({exc.strerror or exc}); {run.path('results.json')} is "
+              f"complete: python -m oilbird.report {run.out} reads it", file=sys.stderr)
+        return 1
     return 0 if all(r["lossless"] for r in res["methods"].values()) else 1
 
 

@@ -258,3 +258,14 @@ def test_a_list_option_named_twice_is_refused(capsys):
         with pytest.raises(SystemExit) as e:
             store_bench(argv)
         assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_full_disk_at_the_figures_keeps_the_complete_results(tmp_path, capsys, tiny_model, monkeypatch):
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr("oilbird.report.write_csv", full)
+    out = tmp_path / "run"
+    assert _bench(tmp_path, out) == 1
+    last = capsys.readouterr().err.rstrip("\n").split("\n")[-1]
+    assert last.startswith("cannot write the CSV and figures (No space left on device)") and "is complete" in last
+    assert json.loads((out / "results.json").read_text())["complete"] is True
