@@ -120,7 +120,7 @@ def load_jsonl(path: str | Path, dataset: str | None = None) -> list[Request]:
         if not has_text(r.messages):
             fail("the prompt is empty")
         if r.id in seen:
-            fail(f"id '{r.id}' is already used by {seen[r.id]}; give every request its own \"id\"")
+            fail(f"id '{r.id[:60]}' is already used by {seen[r.id]}; give every request its own \"id\"")
         seen[r.id] = f"line {line}" if item is None else f"item {item}"
         out.append(r)
     if not out:
