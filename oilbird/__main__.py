@@ -14,9 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from .errors import InputError
 from .model import ModelError
-from .requests import NAMED_SETS, DataError
-from .trace import TraceError
+from .requests import NAMED_SETS
+from .runs import Run, RunStopped
 
 
 def _at_least(low: int):
@@ -54,26 +55,6 @@ def fresh_out(command: str, data: str) -> str:
     import time
     name = Path(str(data)).stem if str(data) not in NAMED_SETS else str(data)
     return f"runs/{command}-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-
-
-def check_out(out: str, force: bool, writes: tuple[str, ...] = ()) -> None:
-    """Refuse an ``--out`` that would lose what is stored there, before any model loads.
-
-    ``writes``: the files the command writes inside the folder ``out``; empty when ``out`` is
-    itself the one file it writes. A folder where a file is expected (or the reverse) is
-    refused always; earlier results only without ``--force``."""
-    p = Path(out)
-    if writes:
-        if p.exists() and not p.is_dir():
-            raise ValueError(f"--out {out} is a file; this command writes a folder ({', '.join(writes)})")
-        held = [f for f in writes if (p / f).exists()]
-    else:
-        if p.is_dir():
-            raise ValueError(f"--out {out} is a folder; this command writes one file, e.g. runs/traces.jsonl")
-        held = [p.name] if p.exists() else []
-    if held and not force:
-        where = f"{out} already holds {', '.join(held)}" if writes else f"{out} already exists"
-        raise ValueError(f"--out {where} (an earlier run's): pass --force to replace it, or choose another --out")
 
 
 def _tree_options(p: argparse.ArgumentParser) -> None:
@@ -114,7 +95,6 @@ def _decode(args) -> int:
 
 
 def _bench(args) -> int:
-    import json
     from .bench import run_bench
     from .methods import parse_methods
     from .model import load_model
@@ -124,31 +104,33 @@ def _bench(args) -> int:
     from .verifier import Verifier
     methods = parse_methods(args.methods)
     tree = _tree(args)
-    args.out = args.out or fresh_out("bench", args.data)
-    check_out(args.out, args.force, ("results.json", "traces.jsonl"))
-    out = Path(args.out)
+    run = Run(args.out or fresh_out("bench", args.data), args.force,
+              ("results.json", "traces.jsonl") if args.traces else ("results.json",))
+    run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
     store_kwargs = {"state_dtype": args.state_dtype, "index_type": args.store_index}
     if args.store_capacity:
         store_kwargs["max_records"] = args.store_capacity
+    meta = {"data": str(args.data), "skip": args.skip}
 
-    def save(res: dict) -> None:
-        res["data"] = str(args.data)
-        res["skip"] = args.skip
-        out.mkdir(parents=True, exist_ok=True)     # only once there is something to write
-        tmp = out / "results.json.tmp"
-        tmp.write_text(json.dumps(res, indent=2))
-        tmp.replace(out / "results.json")
+    def save(res: dict, complete: bool = False) -> None:
+        run.save_results("results.json", {**res, **meta}, res["n_requests"], res["n_requests_planned"], complete)
 
-    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens,
-                    trace_out=out / "traces.jsonl" if args.traces else None, tree=tree,
-                    store_kwargs=store_kwargs, checkpoint=save)
-    save(res)
+    with run.recording(len(requests)):
+        res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, tree=tree,
+                        store_kwargs=store_kwargs, checkpoint=save,
+                        trace_sink=(lambda t: run.append_traces(t, "traces.jsonl")) if args.traces else None)
+        save(res, complete=True)
     print(format_table(res))
-    print(f"wrote {out / 'results.json'}")
-    for p in write_report(res, out):
-        print(f"wrote {p}")
+    print(f"wrote {run.path('results.json')}")
+    try:
+        for p in write_report(res, run.out):
+            print(f"wrote {p}")
+    except OSError as exc:
+        print(f"cannot write the CSV and figures ({exc.strerror or exc}); {run.path('results.json')} is "
+              f"complete: python -m oilbird.report {run.out} reads it", file=sys.stderr)
+        return 1
     return 0 if all(r["lossless"] for r in res["methods"].values()) else 1
 
 
@@ -160,107 +142,105 @@ def _trace(args) -> int:
     from .verifier import Verifier
     methods = parse_methods(args.methods, traced=True)
     tree = _tree(args)
-    check_out(args.out, args.force)
+    run = Run(args.out, args.force)
+    run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
-    res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, trace_out=args.out, tree=tree)
-    for m, r in res["methods"].items():
-        print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
-    if args.diagnose:
-        from .diagnose import attach_labels
-        attach_labels(args.out, requests, lm, max_new_tokens=args.max_new_tokens)
+    with run.recording(len(requests)):
+        res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, tree=tree,
+                        trace_sink=run.append_traces)
+        for m, r in res["methods"].items():
+            print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
+        if args.diagnose:
+            from .diagnose import attach_labels
+            attach_labels(args.out, requests, lm, max_new_tokens=args.max_new_tokens)
     print(f"wrote {args.out}")
     return 0
 
 
 def _diagnose(args) -> int:
-    import json
     from .diagnose import diagnose_run, summary_lines
     from .model import load_model
     from .requests import load_requests
-    args.out = args.out or fresh_out("diagnose", args.data)
-    check_out(args.out, args.force, ("diagnosis.json",))
+    run = Run(args.out or fresh_out("diagnose", args.data), args.force, ("diagnosis.json",))
+    run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
-    report = diagnose_run(requests, lm, args.max_new_tokens,
-                          {"data": str(args.data), "limit": args.limit, "skip": args.skip})
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "diagnosis.json").write_text(json.dumps(report))
+    planned = len(requests)
+
+    def save(report: dict, complete: bool = False) -> None:
+        run.save_results("diagnosis.json", report, report["n_requests"], planned, complete)
+
+    with run.recording(planned):
+        report = diagnose_run(requests, lm, args.max_new_tokens,
+                              {"data": str(args.data), "limit": args.limit, "skip": args.skip}, checkpoint=save)
+        save(report, complete=True)
     print("\n".join(summary_lines(report)))
-    print(f"wrote {out / 'diagnosis.json'}")
+    print(f"wrote {run.path('diagnosis.json')}")
     return 0
 
 
 def _replay(args) -> int:
-    import json
     from tqdm import tqdm
     from .conversations import encode_conversation, load_conversations
     from .methods import parse_methods
     from .model import load_model
-    from .replay import check_method, replay
+    from .replay import check_method, fits, replay
     from .results import format_table
-    from .trace import request_to_lines
     from .verifier import Verifier
     methods = parse_methods(args.methods)
     for m in methods:
         check_method(m)                                  # hf-pld: refused before any work
     tree = _tree(args)
-    args.out = args.out or fresh_out("replay", args.data)
-    check_out(args.out, args.force, ("results.json", "traces.jsonl", "diagnosis.json"))
-    out = Path(args.out)
+    writes = ("results.json",) + (("traces.jsonl",) if args.traces else ()) + (
+        ("diagnosis.json",) if args.diagnose else ())
+    run = Run(args.out or fresh_out("replay", args.data), args.force, writes)
+    run.check()
     convs = load_conversations(args.data, args.limit)   # every line checked before the model loads
     lm = load_model(args.model)
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]
     recorded_by = ", ".join(sorted({c.model or "unknown" for c in convs}))
     mode = "exact" if args.exact else "fast"
-    out.mkdir(parents=True, exist_ok=True)
-    traces = (out / "traces.jsonl").open("w") if args.traces else None
+    planned = sum(len(t) for t in turns)
 
-    def save(res: dict) -> None:
-        res["data"] = str(args.data)
-        tmp = out / "results.json.tmp"
-        tmp.write_text(json.dumps(res, indent=2))
-        tmp.replace(out / "results.json")
+    def save(res: dict, complete: bool = False) -> None:
+        run.save_results("results.json", {**res, "data": str(args.data)}, res["n_requests"], planned, complete)
 
     def on_request(request_traces, res) -> None:
-        if traces is not None:
-            for tr in request_traces:
-                traces.write("\n".join(request_to_lines(tr)) + "\n")
-            traces.flush()
+        if args.traces:
+            run.append_traces(request_traces, "traces.jsonl")
         save(res)
 
-    bar = tqdm(total=sum(len(t) for t in turns), desc=f"replay ({mode})", unit="turn")
-    try:
-        res = replay(turns, methods, Verifier(lm), mode=mode, tree=tree, trace=args.traces,
-                     recorded_by=recorded_by, on_request=on_request, progress=bar.update)
-    finally:
-        bar.close()
-        if traces is not None:
-            traces.close()
-    save(res)
+    bar = tqdm(total=planned, desc=f"replay ({mode})", unit="turn")
+    with run.recording(planned):
+        try:
+            res = replay(turns, methods, Verifier(lm), mode=mode, tree=tree, trace=args.traces,
+                         recorded_by=recorded_by, on_request=on_request, progress=bar.update)
+        finally:
+            bar.close()
+        save(res, complete=True)
     r = res["replay"]
     print(format_table(res))
+    skipped = r["skipped_over_context"]["conversations"]
     print(f"{r['turns']} turns of {r['conversations']} conversations recorded by {recorded_by}, replayed in "
-          f"{mode} mode on {lm.name}" + (f"; skipped {r['skipped_over_context']['conversations']} "
-                                         f"conversations longer than the model's context"
-                                         if r["skipped_over_context"]["conversations"] else ""))
-    print(f"tau is the recording's (what each drafter would have committed per forward); "
+          f"{mode} mode on {lm.name}"
+          + (f"; {skipped} conversations longer than the model's context skipped" if skipped else ""))
+    print("tau is what each drafter would have committed per forward on the recorded outputs; "
           + ("tokens/s and speedup are the local model's cost of these outputs" if mode == "exact"
-             else "fast mode measures no time"))
+             else "fast mode times nothing (--exact does)"))
     print(f"note: {r['note']}")
     if args.diagnose:
         from .diagnose import K, MAX_SUFFIX, MIN_SUFFIX, build_report, diagnose_turns, summary_lines
-        from .replay import fits
         context = int(lm.model.config.max_position_embeddings)
-        report = build_report(diagnose_turns(lm, [t for t in turns if fits(t, context)]), {
-            "data": str(args.data), "model": lm.name, "recorded_by": recorded_by, "replay": True,
-            "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX,
-                         "state_layer": lm.state_layer, "num_layers": lm.num_layers}})
-        (out / "diagnosis.json").write_text(json.dumps(report))
+        with run.recording(planned):
+            report = build_report(diagnose_turns(lm, [t for t in turns if fits(t, context)]), {
+                "data": str(args.data), "model": lm.name, "recorded_by": recorded_by, "replay": True,
+                "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX,
+                             "state_layer": lm.state_layer, "num_layers": lm.num_layers}})
+            run.write_json("diagnosis.json", report)
         print("\n".join(summary_lines(report)).replace("teacher-forced argmax agrees with greedy",
                                                        "the local model's argmax is the recorded token"))
-    print(f"wrote {out}")
+    print(f"wrote {run.out}")
     return 0 if all(m["lossless"] for m in res["methods"].values()) else 1
 
 
@@ -330,8 +310,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"bench": _bench, "trace": _trace, "decode": _decode, "diagnose": _diagnose,
                 "replay": _replay}[args.cmd](args)
-    except (ModelError, DataError, TraceError, ValueError, ImportError) as exc:
-        # ImportError: an optional peer (suffix-arctic) whose package is not installed
+    except RunStopped as exc:              # Ctrl-C, SIGTERM or a failed write during the run
+        print(exc, file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:              # before the run began: nothing was written
+        print("interrupted (Ctrl-C) before the run began: nothing was written", file=sys.stderr)
+        return 130
+    except (InputError, ModelError, ValueError, ImportError) as exc:
+        # ValueError: the registry's and presets' refusals; ImportError: an optional peer
+        # (suffix-arctic) whose package is not installed. One line, exit 2.
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

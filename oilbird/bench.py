@@ -66,20 +66,24 @@ def decoder_runner(dec, max_new: int) -> Callable:
 
 def run_bench(requests: list[Request], methods: list[str | Method], verifier: Verifier, max_new_tokens: int = 128,
               trace_out: Path | None = None, progress: bool = True, tree: TreeConfig | None = None,
-              store_kwargs: dict | None = None, checkpoint: Callable[[dict], None] | None = None) -> dict:
+              store_kwargs: dict | None = None, checkpoint: Callable[[dict], None] | None = None,
+              trace_sink: Callable[[list[RequestTrace]], None] | None = None) -> dict:
     """Decode ``requests`` with every method; return the results dict (see module doc).
 
     ``methods``: names or parsed :class:`~oilbird.methods.Method`; ``tree``: the run's tree,
-    which each method resolves (:meth:`~oilbird.methods.Method.tree`). ``checkpoint``
-    (optional) receives the results so far after every request, so an interrupted long run
-    still leaves its numbers behind.
+    which each method resolves (:meth:`~oilbird.methods.Method.tree`). After every request,
+    ``trace_sink`` (optional) receives that request's traces (every method's) and then
+    ``checkpoint`` (optional) the results so far, so an interrupted long run still leaves
+    what it did behind (:class:`oilbird.runs.Run` writes both). ``trace_out``: a trace file
+    written at the end instead, for a caller without a sink.
     """
     methods = [parse_method(m) if isinstance(m, str) else m for m in methods]
     names = [m.name for m in methods]
     if len(set(names)) < len(names):
         raise ValueError(f"a method is named twice in {names}; name each method once")
     lm = verifier.lm
-    runners = {m.name: _runner(m, verifier, max_new_tokens, keep_traces=trace_out is not None, tree=tree,
+    keep_traces = trace_out is not None or trace_sink is not None
+    runners = {m.name: _runner(m, verifier, max_new_tokens, keep_traces=keep_traces, tree=tree,
                                store_kwargs=store_kwargs) for m in methods}
     stats = {m.name: MethodStats() for m in methods}
     traces: list[RequestTrace] = []
@@ -111,6 +115,8 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
             tr.lossless = compare(ref, tr.output_ids).lossless
         if trace_out is not None:
             traces.extend(req_traces)
+        if trace_sink is not None:
+            trace_sink(req_traces)
         if checkpoint is not None:
             checkpoint(_results(stats, methods, lm, len(encoded), max_new_tokens, tree, store_kwargs))
     if trace_out is not None:

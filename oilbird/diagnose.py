@@ -71,7 +71,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import faiss
 import numpy as np
@@ -463,8 +463,10 @@ def static_embeddings(lm) -> np.ndarray:
 
 
 def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = ("generated",),
-                      outputs: dict[str, list[int]] | None = None, progress: bool = True) -> dict:
-    """Replay ``requests`` in order with the model; returns ``{"diags": {mode: [...]}, ...}``.
+                      outputs: dict[str, list[int]] | None = None, progress: bool = True,
+                      on_request: Callable[[dict], None] | None = None) -> dict:
+    """Replay ``requests`` in order with the model; returns ``{"diags": {mode: [...]}, ...}``
+    (and gives the same for the requests so far to ``on_request`` after each one).
 
     ``outputs`` maps request ids to already-known greedy outputs (e.g. from lossless traces);
     one is used only if it is complete (ends in EOS or has ``max_new_tokens`` tokens) and the
@@ -504,6 +506,12 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
         for m, pool in pools.items():
             diags[m].append(pool.label(req.id, ids, out, states))
             pool.add_request(ids, out, states)
+        if on_request is not None:
+            on_request(_so_far(diags, texts, pairs, agree))
+    return _so_far(diags, texts, pairs, agree)
+
+
+def _so_far(diags, texts, pairs, agree) -> dict:
     return {"diags": diags, "texts": texts, "pairs": pairs,
             "teacher_forced_agreement": float(np.mean(agree)) if agree else None}
 
@@ -590,14 +598,18 @@ def build_report(res: dict, meta: dict) -> dict:
     return report
 
 
-def diagnose_run(requests, lm, max_new_tokens: int, meta: dict | None = None) -> dict:
+def diagnose_run(requests, lm, max_new_tokens: int, meta: dict | None = None,
+                 checkpoint: Callable[[dict], None] | None = None) -> dict:
     """The ``diagnose`` command's report on ``requests`` (both pools, copy-oracle tau), with
-    ``meta`` (data, limit, skip) and the pool's own constants recorded beside the numbers."""
-    res = diagnose_requests(requests, lm, max_new_tokens, modes=("generated", "full"))
-    return build_report(res, {
-        **(meta or {}), "model": lm.name, "max_new_tokens": max_new_tokens,
-        "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX, "state_layer": lm.state_layer,
-                     "num_layers": lm.num_layers}})
+    ``meta`` (data, limit, skip) and the pool's own constants recorded beside the numbers.
+    ``checkpoint`` (optional) receives the report on the requests so far after each one
+    (without copy-oracle tau, which is worked out once, at the end)."""
+    meta = {**(meta or {}), "model": lm.name, "max_new_tokens": max_new_tokens,
+            "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX,
+                         "state_layer": lm.state_layer, "num_layers": lm.num_layers}}
+    each = None if checkpoint is None else (lambda res: checkpoint(build_report({**res, "pairs": []}, meta)))
+    res = diagnose_requests(requests, lm, max_new_tokens, modes=("generated", "full"), on_request=each)
+    return build_report(res, meta)
 
 
 def summary_lines(report: dict) -> list[str]:

@@ -23,6 +23,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from .errors import InputError
+from .jsonio import read_json
 from .results import MethodStats
 
 BASE_COLUMNS = ("method", "tau", "tokens_per_s", "speedup", "decode_speedup", "lossless",
@@ -149,7 +151,9 @@ def paired_tau(results: dict, a: str, b: str) -> dict:
     ra = {x["request"]: x for x in results["methods"][a].get("per_request", [])}
     rb = {x["request"]: x for x in results["methods"][b].get("per_request", [])}
     both = [k for k in ra if k in rb]
-    diffs = [ra[k]["tokens"] / ra[k]["forwards"] - rb[k]["tokens"] / rb[k]["forwards"] for k in both]
+    # (a request without cycles in a trace file has 0 forwards and 0 tokens: tau 0, as RequestTrace.tau)
+    diffs = [ra[k]["tokens"] / max(1, ra[k]["forwards"]) - rb[k]["tokens"] / max(1, rb[k]["forwards"])
+             for k in both]
     return {"a": a, "b": b, "n": len(diffs), "wins": sum(d > 1e-9 for d in diffs),
             "ties": sum(abs(d) <= 1e-9 for d in diffs), "losses": sum(d < -1e-9 for d in diffs),
             "mean_diff": sum(diffs) / len(diffs) if diffs else 0.0,
@@ -218,12 +222,120 @@ def source_table(methods: dict) -> str:
     return "\n".join(rows)
 
 
+class ResultsError(InputError):
+    """A results.json or diagnosis.json that is not one: names the file and the field."""
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+# what each kind of field must hold, and how the error says it
+_KINDS = {
+    "a number": _number,
+    "a number or null": lambda v: v is None or _number(v),
+    "a count": lambda v: type(v) is int and v >= 0,
+    "a count of at least 1": lambda v: type(v) is int and v >= 1,
+    "true or false": lambda v: type(v) is bool,
+    "a string": lambda v: isinstance(v, str),
+    "an object of numbers": lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
+}
+# the fields of one method in results.json (MethodStats.summary): required, then optional
+_METHOD_REQUIRED = {"tau": "a number", "tokens_per_s": "a number", "lossless": "true or false"}
+_METHOD_OPTIONAL = {
+    "speedup": "a number or null", "decode_speedup": "a number or null",
+    "decode_tokens_per_s": "a number or null", "overhead_share": "a number", "mean_nodes": "a number",
+    "n_requests": "a count", "tokens": "a count", "forwards": "a count", "seconds": "a number",
+    "first_failure": "a string", "accepted_by_source": "an object of numbers",
+    "sole_by_source": "an object of numbers", "sole_share": "an object of numbers",
+    "stage_share": "an object of numbers"}
+# one per_request row
+_ROW_REQUIRED = {"request": "a string", "tokens": "a count", "forwards": "a count of at least 1"}
+_ROW_OPTIONAL = {"seconds": "a number", "prefill_seconds": "a number"}
+# diagnosis.json (diagnose.summarise): the counts its table prints; the rates are in diagnose.ROWS
+_DIAGNOSIS_REQUIRED = {"n_positions": "a count", "n_requests": "a count", "n_gap": "a count",
+                       "n_recovered": "a count"}
+# a run's progress (oilbird.runs.Run.save_results): absent in a file older than it
+_PROGRESS = {"complete": "true or false", "n_requests": "a count", "n_requests_planned": "a count"}
+
+
+def _fields(obj, required: dict, optional: dict, where: str, path) -> None:
+    """Every field of ``required`` present and every field of both of its kind, or one
+    :class:`ResultsError` naming the file and the field."""
+    if not isinstance(obj, dict):
+        raise ResultsError(f"{where} is {_show(obj)}, not an object", path)
+    for name, kind in required.items():
+        if name not in obj:
+            raise ResultsError(f"{where} has no '{name}' ({kind})", path)
+    for name, kind in {**required, **optional}.items():
+        if name in obj and not _KINDS[kind](obj[name]):
+            raise ResultsError(f"'{name}' of {where} is {_show(obj[name])}, not {kind}", path)
+
+
+def _show(v) -> str:
+    """A wrong value, short: its repr cut to 40 characters; an object or a list by its kind."""
+    if isinstance(v, (dict, list)):
+        return "an object" if isinstance(v, dict) else "a list"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_results(res, path=None) -> dict:
+    """``res`` if it is a bench results.json that every table here can print (the fields
+    :meth:`oilbird.results.MethodStats.summary` writes, of the right types); else
+    :class:`ResultsError` naming ``path`` and the field."""
+    if not isinstance(res, dict) or not isinstance(res.get("methods"), dict):
+        raise ResultsError("not a bench results.json (no 'methods' object in it)", path)
+    _fields(res, {}, _PROGRESS, "the run", path)
+    for m, r in res["methods"].items():
+        where = f"method '{m}'"
+        _fields(r, _METHOD_REQUIRED, _METHOD_OPTIONAL, where, path)
+        rows = r.get("per_request", [])
+        if not isinstance(rows, list):
+            raise ResultsError(f"'per_request' of {where} is {_show(rows)}, not a list", path)
+        for i, row in enumerate(rows):
+            _fields(row, _ROW_REQUIRED, _ROW_OPTIONAL, f"per_request row {i} of {where}", path)
+    return res
+
+
+def check_diagnosis(res, path=None) -> dict:
+    """``res`` if it is a diagnosis.json the gap table can print; else :class:`ResultsError`."""
+    from .diagnose import ROWS
+    rates = {key: "a number or null" for key, _, _ in ROWS}
+    _fields(res, _DIAGNOSIS_REQUIRED, {**rates, **_PROGRESS}, "the diagnosis", path)
+    if res.get("pool_full") is not None:
+        _fields(res["pool_full"], {}, rates, "'pool_full' of the diagnosis", path)
+    return res
+
+
+def load_results(path) -> tuple[str, dict]:
+    """What ``python -m oilbird.report`` reads, checked: ``("traces", results)`` for a trace
+    file (folded by :func:`trace_methods`), ``("diagnosis", diagnosis.json)`` or
+    ``("bench", results.json)``; a folder means the results.json or diagnosis.json in it.
+    Any bytes that are none of these raise one :class:`~oilbird.errors.InputError` (a
+    ``TraceError`` or :class:`ResultsError`) naming the file."""
+    path = Path(path)
+    if path.is_dir():               # a bench or diagnose --out folder
+        path = next((path / f for f in ("results.json", "diagnosis.json") if (path / f).is_file()),
+                    path / "results.json")
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        from .trace import load_traces
+        return "traces", {"methods": trace_methods(load_traces(path))}
+    if not path.exists():
+        raise ResultsError("no such file (give a bench results.json, a diagnosis.json, a trace .jsonl, "
+                           "or the folder bench or diagnose wrote)", path)
+    res = read_json(path, ResultsError)
+    if isinstance(res, dict) and "present_2" in res and "methods" not in res:   # diagnose's output
+        return "diagnosis", check_diagnosis(res, path)
+    return "bench", check_results(res, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m oilbird.report DIR/results.json``: the Markdown tables of docs/results.md.
     ``python -m oilbird.report FILE.jsonl``: a trace file's tau and tokens by source.
-    ``python -m oilbird.report DIR/diagnosis.json``: the diagnosis table ``diagnose`` printed."""
+    ``python -m oilbird.report DIR/diagnosis.json``: the diagnosis table ``diagnose`` printed.
+    A file that is none of these is one line on stderr, exit code 2."""
     import argparse
-    import json
     ap = argparse.ArgumentParser(prog="python -m oilbird.report", description=main.__doc__)
     ap.add_argument("results", help="a bench results.json (or the bench --out folder), a trace file "
                                     "(.jsonl) from bench --traces or python -m oilbird trace, or a "
@@ -231,38 +343,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also compare method A with method B request by request (repeatable)")
     args = ap.parse_args(argv)
-    path = Path(args.results)
-    if path.is_dir():               # a bench or diagnose --out folder
-        path = next((path / f for f in ("results.json", "diagnosis.json") if (path / f).is_file()),
-                    path / "results.json")
-    if path.suffix == ".jsonl":
-        from .trace import TraceError, load_traces
-        try:
-            res = {"methods": trace_methods(load_traces(path))}
-        except TraceError as exc:
-            ap.error(str(exc))
-    elif not path.is_file():
-        ap.error(f"{path}: no such file (give a bench results.json, a diagnosis.json, a trace .jsonl, "
-                 "or the folder bench or diagnose wrote)")
-    else:
-        try:
-            res = json.loads(path.read_text())
-        except ValueError as exc:
-            ap.error(f"{path}: not a bench results.json ({exc})")
-        if isinstance(res, dict) and "present_2" in res and "methods" not in res:   # diagnose's output
-            from .diagnose import format_table as diagnosis_table
-            print(diagnosis_table(res, res.get("pool_full")))
-            return 0
-        if not (isinstance(res, dict) and isinstance(res.get("methods"), dict)):
-            ap.error(f"{path}: not a bench results.json (no 'methods' in it)")
+    try:
+        kind, res = load_results(args.results)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if res.get("complete") is False:
+        print(f"note: {args.results} is an incomplete run (interrupted): {res.get('n_requests')} of "
+              f"{res.get('n_requests_planned', '?')} requests done; the numbers are theirs", file=sys.stderr)
+    if kind == "diagnosis":
+        from .diagnose import format_table as diagnosis_table
+        print(diagnosis_table(res, res.get("pool_full")))
+        return 0
     extra = tuple(tuple(p.split(",")) for p in args.pair)
     bad = next((p for p in extra if len(p) != 2 or not all(m in res["methods"] for m in p)), None)
     if bad:
         ap.error(f"--pair {','.join(bad)}: give two methods of this run, A,B ({', '.join(res['methods'])})")
-    print(source_table(res["methods"]) if path.suffix == ".jsonl" else markdown_table(res))
+    print(source_table(res["methods"]) if kind == "traces" else markdown_table(res))
     pairs = paired_table(res, PAIRS + extra)
     if not all(r.get("per_request") for r in res["methods"].values()):
-        print(f"note: {path} has no per-request rows for some methods (a run older than them), so "
+        print(f"note: {args.results} has no per-request rows for some methods (a run older than them), so "
               f"those are left out of the paired comparisons", file=sys.stderr)
     if pairs:
         print()

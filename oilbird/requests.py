@@ -12,18 +12,19 @@ Knows nothing about models beyond ``tokenizer.apply_chat_template``. Sources:
 """
 from __future__ import annotations
 
-import gzip
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import InputError
+from .jsonio import json_lines, loads, read_json, read_text
 
-class DataError(ValueError):
-    """A data set could not be read. The message names the path and the problem."""
+
+class DataError(InputError):
+    """A data set could not be read. The message names the path (and line) and the problem."""
 
 
-class PromptError(ValueError):
+class PromptError(InputError):
     """The prompt is empty or too long for the model."""
 
 
@@ -61,15 +62,6 @@ def api_bank_available(path: str | Path | None = None) -> bool:
     return (p / "test-data" / "level-1-api.json").is_file()
 
 
-def _read_json(path: Path):
-    if not path.is_file():
-        raise DataError(f"'{path}': file not found")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"'{path}': not valid JSON ({exc})") from None
-
-
 def load_api_bank(path: str | Path | None = None) -> list[Request]:
     """API-Bank level-1 then level-2 API-call records, in file order (534 requests).
 
@@ -78,108 +70,107 @@ def load_api_bank(path: str | Path | None = None) -> list[Request]:
     """
     root = Path(path) if path else default_path("api-bank")
     if not root.is_dir():
-        raise DataError(f"'{root}': API-Bank folder not found (give --data PATH to the folder "
-                        "that holds test-data/, or use --data builtin)")
+        raise DataError("API-Bank folder not found (give --data PATH to the folder that holds "
+                        "test-data/, or use --data builtin)", root)
     out: list[Request] = []
     for level in ("level-1-api", "level-2-api"):
         f = root / "test-data" / f"{level}.json"
-        records = _read_json(f)
+        records = read_json(f, DataError)
         if not isinstance(records, list):
-            raise DataError(f"'{f}': expected a JSON list of records")
+            raise DataError("expected a JSON list of records", f)
         for i, rec in enumerate(records):
-            if not isinstance(rec, dict) or not {"instruction", "input"} <= rec.keys():
-                raise DataError(f"'{f}': record {i} lacks 'instruction'/'input'")
+            if not (isinstance(rec, dict) and isinstance(rec.get("instruction"), str)
+                    and isinstance(rec.get("input"), str)):
+                raise DataError(f"record {i} lacks 'instruction'/'input' (text)", f)
+            ref = rec.get("expected_output")
             out.append(Request(
                 id=f"{level}/{i}",
                 messages=[{"role": "system", "content": rec["instruction"]},
                           {"role": "user", "content": rec["input"]}],
-                dataset="api-bank", reference=rec.get("expected_output"),
+                dataset="api-bank", reference=ref if isinstance(ref, str) else None,
                 meta={"file": rec.get("file"), "sample": rec.get("id")}))
     return out
 
 
 def load_jsonl(path: str | Path, dataset: str | None = None) -> list[Request]:
     """Generic requests: one JSON object per line with ``messages`` or ``prompt`` (a ``.json``
-    file holding one list of such objects works too). Refused with the line: a line that is
-    not a request, a request without text, and an id used twice (its traces and labels would
-    be mixed up with the other request's)."""
+    file holding one list of such objects works too; ``.gz`` is read compressed). Refused with
+    the line (:class:`DataError`): bytes that are not JSON lines of requests, a request without
+    text, and an id used twice (its traces and labels would be mixed up with the other
+    request's)."""
     p = Path(path)
-    if not p.is_file():
-        raise DataError(f"'{p}': file not found")
-    opener = gzip.open if p.suffix == ".gz" else open
+    text = read_text(p, DataError)
     try:
-        with opener(p, "rt", encoding="utf-8") as f:
-            lines = list(enumerate(f, start=1))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"'{p}': cannot read ({exc})") from None
-    objects = []
-    for no, line in lines:
-        if not line.strip():
-            continue
-        try:
-            objects.append((f"{p}' line {no}", json.loads(line)))
-        except json.JSONDecodeError as exc:
-            objects = _one_json_document(p, "".join(text for _, text in lines))
-            if objects is None:
-                raise DataError(f"'{p}' line {no}: not valid JSON ({exc.msg})") from None
-            break
-    if len(objects) == 1 and isinstance(objects[0][1], list):      # a JSON list on one line
-        objects = [(f"{p}' item {i}", d) for i, d in enumerate(objects[0][1])]
+        # (line, item, value): the line in the file; the item in a JSON list, else None
+        objects = [(no, None, d) for no, d in json_lines(text, DataError, p)]
+    except DataError as line_error:
+        objects = _one_json_document(p, text)
+        if objects is None:
+            raise line_error from None
+    if len(objects) == 1 and isinstance(objects[0][2], list):      # a JSON list on one line
+        objects = [(objects[0][0], i, d) for i, d in enumerate(objects[0][2])]
     out: list[Request] = []
     seen: dict[str, str] = {}
-    for where, d in objects:
-        r = _request_from_obj(d, where, dataset or p.stem, len(out))
+    for line, item, d in objects:
+        here = "" if item is None else f"item {item}: "
+
+        def fail(reason):
+            raise DataError(here + reason, p, line)
+        r = _request_from_obj(d, dataset or p.stem, len(out), fail)
         if not has_text(r.messages):
-            raise DataError(f"'{where}: the prompt is empty")
+            fail("the prompt is empty")
         if r.id in seen:
-            raise DataError(f"'{where}: id '{r.id}' is already used by '{seen[r.id]}; give every request "
-                            "its own \"id\"")
-        seen[r.id] = where
+            fail(f"id '{r.id[:60]}' is already used by {seen[r.id]}; give every request its own \"id\"")
+        seen[r.id] = f"line {line}" if item is None else f"item {item}"
         out.append(r)
     if not out:
-        raise DataError(f"'{p}': no requests in file")
+        raise DataError("no requests in file", p)
     return out
 
 
-def _one_json_document(p: Path, text: str) -> list[tuple[str, object]] | None:
+def _one_json_document(p: Path, text: str) -> list[tuple[int | None, int | None, object]] | None:
     """The requests of a file that is one JSON document rather than JSON lines: a list of
     request objects; None if the text is not JSON at all. Any other document (e.g. a bench
     ``results.json`` given as --data) is refused by name."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
+        doc = loads(text, DataError, p)
+    except DataError:
         return None
     if isinstance(doc, dict) and _REQUEST_KEYS & doc.keys():      # one request, pretty-printed
-        return [(f"{p}' object", doc)]
+        return [(None, None, doc)]
     if not isinstance(doc, list):
-        raise DataError(f"'{p}': one JSON {type(doc).__name__}, not requests: give JSON lines, one "
-                        "{\"prompt\": ...} or {\"messages\": [...]} object per line, or a JSON list of them")
-    return [(f"{p}' item {i}", d) for i, d in enumerate(doc)]
+        raise DataError(f"one JSON {type(doc).__name__}, not requests: give JSON lines, one "
+                        "{\"prompt\": ...} or {\"messages\": [...]} object per line, or a JSON list of them", p)
+    return [(None, i, d) for i, d in enumerate(doc)]
 
 
 # the fields a request object is read from (_request_from_obj)
 _REQUEST_KEYS = {"messages", "prompt", "question", "turns"}
 
 
-def _request_from_obj(d, where: str, dataset: str, index: int) -> Request:
+def _request_from_obj(d, dataset: str, index: int, fail) -> Request:
+    """One request object -> :class:`Request`; ``fail(reason)`` raises the located error."""
     if not isinstance(d, dict):
-        raise DataError(f"'{where}: expected a JSON object")
-    rid = str(d.get("id", d.get("task_id", d.get("question_id", index))))
+        fail("expected a JSON object")
+    rid = d.get("id", d.get("task_id", d.get("question_id", index)))
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)):
+        fail("'id' must be a string or a whole number")
     if "messages" in d:
         msgs = d["messages"]
         if not (isinstance(msgs, list) and msgs and all(
-                isinstance(m, dict) and isinstance(m.get("content"), str) and m.get("role") for m in msgs)):
-            raise DataError(f"'{where}: 'messages' must be a non-empty list of {{role, content}}")
+                isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role"), str)
+                and m["role"] for m in msgs)):
+            fail("'messages' must be a non-empty list of {role, content} (text)")
     elif isinstance(d.get("prompt"), str):
         msgs = [{"role": "user", "content": d["prompt"]}]
     elif isinstance(d.get("question"), str):           # GSM8K
         msgs = [{"role": "user", "content": d["question"]}]
-    elif isinstance(d.get("turns"), list) and d["turns"]:   # MT-Bench: first turn
-        msgs = [{"role": "user", "content": str(d["turns"][0])}]
+    elif isinstance(d.get("turns"), list) and d["turns"] and isinstance(d["turns"][0], str):   # MT-Bench
+        msgs = [{"role": "user", "content": d["turns"][0]}]
     else:
-        raise DataError(f"'{where}: needs 'messages' or 'prompt'")
+        fail("needs 'messages' or 'prompt'")
     ref = d.get("reference", d.get("answer", d.get("canonical_solution")))
-    return Request(id=rid, messages=msgs, dataset=dataset, reference=ref if isinstance(ref, str) else None)
+    return Request(id=str(rid), messages=msgs, dataset=dataset, reference=ref if isinstance(ref, str) else None)
 
 
 def builtin_requests(n_conversations: int = 12, seed: int = 0) -> list[Request]:
@@ -204,16 +195,19 @@ def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, ski
         reqs = load_jsonl(default_path("mt-bench") / "question.jsonl", "mt-bench")
     else:
         p = Path(name).expanduser()
-        if p.is_dir():
+        try:
+            kind = "folder" if p.is_dir() else "file" if p.exists() else None
+        except OSError as exc:                      # e.g. a name too long for the file system
+            raise DataError(f"cannot be opened ({exc.strerror})", name) from None
+        if kind == "folder":
             if not api_bank_available(p):
-                raise DataError(f"'{p}': a folder, but not an API-Bank one (no test-data/level-1-api.json); "
-                                "give a .jsonl file of requests")
+                raise DataError("a folder, but not an API-Bank one (no test-data/level-1-api.json); "
+                                "give a .jsonl file of requests", p)
             reqs = load_api_bank(p)
-        elif p.exists():
+        elif kind == "file":
             reqs = load_jsonl(p)
         else:
-            raise DataError(f"'{name}': not a known data set ({', '.join(NAMED_SETS)}) "
-                            "and no such file or folder")
+            raise DataError(f"not a known data set ({', '.join(NAMED_SETS)}) and no such file or folder", name)
     if skip:
         if skip < 0 or skip >= len(reqs):
             raise DataError(f"--skip {skip} leaves no requests: '{name}' has {len(reqs)}")

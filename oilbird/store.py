@@ -3,15 +3,14 @@
 Each record is (token id, request, position in that request's output, hidden state). The same
 records are addressed two ways:
 
-* lexically, by :class:`PoolSuffixIndex` over the token stream (longest suffix of the context
-  that occurs in the pool, with the positions where it occurs);
+* lexically, by :class:`~oilbird.suffix_index.PoolSuffixIndex` over the token stream (longest
+  suffix of the context that occurs in the pool, with the positions where it occurs);
 * semantically, by a faiss inner-product index over the L2-normalised states (= cosine).
 
-A :class:`Store` belongs to one tenant; there is no API that searches across stores, and a
-:class:`StoreRegistry` hands out one store per tenant. Records of the request being decoded are
-buffered and only become searchable when it ends, so a request never retrieves from itself
-through the store (its own text is covered by the per-request index of the suffix and
-prompt-lookup sources).
+A :class:`Store` belongs to one tenant; there is no API that searches across stores. Records of
+the request being decoded are buffered and only become searchable when it ends, so a request
+never retrieves from itself through the store (its own text is covered by the per-request index
+of the suffix and prompt-lookup sources).
 
 A store can run for ever (issue 7):
 
@@ -23,347 +22,39 @@ A store can run for ever (issue 7):
   grid on [-1, 1], which an L2-normalised vector never leaves: no training, no clipping, cosine
   error ~0.3/127 per query) or ``"pq"`` (faiss product quantizer, ``pq_m`` bytes per state,
   trained once ``pq_train_size`` states are in; exact fp16 until then).
-* **persistent**: :meth:`Store.save` / :meth:`Store.load`, one zip file with a versioned JSON
-  header and a sha256 per member; any damage raises one :class:`StoreError` and nothing is
-  half-loaded (``load`` builds a new object).
+
+Knows nothing about files: :mod:`oilbird.store_files` saves and loads a store (through
+:meth:`Store.snapshot` / :meth:`Store.from_snapshot`) and keeps one store per tenant
+(``StoreRegistry``). Which options a user sets and which only tune is in ``docs/store.md``.
 """
 from __future__ import annotations
 
 import bisect
-import hashlib
-import io
-import json
 import math
-import os
-import tempfile
 import time
-import zipfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import faiss
 import numpy as np
 
-SEP = -1  # separates requests in a token stream; never matches, never proposed
+from .errors import InputError
+from .suffix_index import SEP, Column, PoolSuffixIndex, SuffixIndex
+
+__all__ = ["SEP", "STATE_DTYPES", "PoolSuffixIndex", "Record", "Snapshot", "Store", "StoreError", "SuffixIndex"]
 
 STATE_DTYPES = ("fp16", "int8", "pq")
-FORMAT = "oilbird-store"
-FORMAT_VERSION = 1
 
 
-class StoreError(Exception):
-    """A store file that cannot be saved or loaded: ``path`` and ``reason`` say which and why."""
+class StoreError(InputError):
+    """A store file that cannot be saved or loaded (:mod:`oilbird.store_files`): ``path`` and
+    ``reason`` say which and why."""
 
     def __init__(self, path, reason: str):
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"store file {self.path}: {reason}")
+        super().__init__(reason, path)
 
-
-class SuffixIndex:
-    """Exact-match index over a token stream: n-grams (n <= ``gram``) -> end positions.
-
-    ``match`` finds, for the longest suffix of a context that occurs in the stream (up to
-    ``max_len`` tokens), every occurrence and its match length; continuations are read from
-    the stream after each occurrence. Lengths above ``gram`` are found by extending the
-    ``gram``-gram hits backwards, so the index costs ``gram`` entries per token.
-
-    This is the small, mutable per-request index (it can be truncated); the store's pool uses
-    :class:`PoolSuffixIndex`, which answers the same queries in compact arrays and can evict.
-
-    Example: stream [5, 6, 7, 5, 6, 8]; context [9, 5, 6] -> longest suffix that occurs is
-    [5, 6] (length 2) at end positions 1 and 4; continuations [7, 5, 6, 8] and [8].
-    """
-
-    def __init__(self, gram: int = 4, max_positions: int = 256):
-        self.gram = gram
-        self.max_positions = max_positions
-        self.tokens: list[int] = []
-        self._grams: list[dict[tuple, list[int]]] = [dict() for _ in range(gram + 1)]
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def extend(self, tokens: list[int]) -> None:
-        """Append tokens (use ``SEP`` between documents) and index the new n-grams."""
-        toks = self.tokens
-        for t in tokens:
-            toks.append(int(t))
-            p = len(toks) - 1
-            if t == SEP:
-                continue
-            for n in range(1, self.gram + 1):
-                if p - n + 1 < 0:
-                    break
-                g = tuple(toks[p - n + 1:p + 1])
-                if g[0] == SEP:
-                    break
-                lst = self._grams[n].setdefault(g, [])
-                lst.append(p)
-                if len(lst) > 2 * self.max_positions:   # keep the most recent occurrences
-                    del lst[:self.max_positions]
-
-    def truncate(self, length: int) -> None:
-        """Drop everything from ``length`` on (used when a request's index is rebuilt)."""
-        if length >= len(self.tokens):
-            return
-        self.tokens = self.tokens[:length]
-        for n in range(1, self.gram + 1):
-            for g in list(self._grams[n]):
-                lst = [p for p in self._grams[n][g] if p < length]
-                if lst:
-                    self._grams[n][g] = lst
-                else:
-                    del self._grams[n][g]
-
-    def _extend_back(self, context: list[int], p: int, n: int, max_len: int) -> int:
-        toks = self.tokens
-        L = n
-        while L < max_len and p - L >= 0 and len(context) - 1 - L >= 0:
-            t = toks[p - L]
-            if t == SEP or t != context[-1 - L]:
-                break
-            L += 1
-        return L
-
-    def match(self, context: list[int], max_len: int = 16, min_len: int = 1,
-              exclude_from: int | None = None, limit: int = 64) -> list[tuple[int, int]]:
-        """Occurrences of suffixes of ``context``, longest first.
-
-        Returns ``[(end_position, match_len), ...]`` sorted by match length, then recency,
-        for the longest n (<= gram) whose n-gram occurs; match lengths beyond ``gram`` are
-        exact (extended backwards up to ``max_len``). Positions ``>= exclude_from`` are
-        skipped (e.g. the context's own end in a per-request index). Empty if nothing matches.
-        """
-        for n in range(min(self.gram, len(context)), min_len - 1, -1):
-            lst = self._grams[n].get(tuple(context[-n:]))
-            if not lst:
-                continue
-            hits = []
-            for p in reversed(lst[-limit:]):
-                if exclude_from is not None and p >= exclude_from:
-                    continue
-                L = self._extend_back(context, p, n, max_len) if n == self.gram else n
-                hits.append((p, L))
-            if hits:
-                hits.sort(key=lambda h: (-h[1], -h[0]))
-                return hits
-        return []
-
-    def continuation(self, end_position: int, depth: int) -> list[int]:
-        """Up to ``depth`` tokens after ``end_position``, stopping at a document boundary."""
-        out = []
-        toks = self.tokens
-        for q in range(end_position + 1, min(len(toks), end_position + 1 + depth)):
-            if toks[q] == SEP:
-                break
-            out.append(toks[q])
-        return out
-
-
-# -- compact building blocks ------------------------------------------------------------------
-_FNV_BASIS = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
-_MASK64 = (1 << 64) - 1
-
-
-def _gram_key(tokens) -> int:
-    """64-bit FNV-style hash of a token sequence (same as the vectorised one in the index)."""
-    h = _FNV_BASIS
-    for t in tokens:
-        h = ((h ^ (int(t) + 1)) * _FNV_PRIME) & _MASK64
-    return h
-
-
-class _Column:
-    """A growable 1-D numpy array that can drop a prefix (amortised O(1) append)."""
-
-    def __init__(self, dtype, data=None):
-        self.a = np.zeros(0, dtype=dtype) if data is None else np.array(data, dtype=dtype)
-        self.n = len(self.a)
-
-    def extend(self, vals) -> None:
-        vals = np.asarray(vals)
-        k = len(vals)
-        if self.n + k > len(self.a):
-            new = np.zeros(max(self.n + k, int(1.25 * len(self.a)) + 64), dtype=self.a.dtype)
-            new[:self.n] = self.a[:self.n]
-            self.a = new
-        self.a[self.n:self.n + k] = vals
-        self.n += k
-
-    def view(self) -> np.ndarray:
-        return self.a[:self.n]
-
-    def drop_front(self, m: int, subtract=None) -> None:
-        """Drop the first ``m`` entries (and subtract ``subtract`` from the rest); shrink."""
-        rest = self.a[m:self.n].copy()
-        if subtract:
-            rest -= subtract
-        self.a, self.n = rest, len(rest)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.a.nbytes)
-
-
-class PoolSuffixIndex:
-    """The store's lexical key: :class:`SuffixIndex`'s queries over compact, evictable arrays.
-
-    The stream holds whole documents (requests) separated by ``SEP``; positions are global and
-    only grow. For each n <= ``gram`` the index keeps a sorted array of (hash of the n-gram
-    ending at p, p): 12 bytes per token and n, plus 4 bytes of token. New documents go into a
-    small sorted run that is merged into the main run when it exceeds ~sqrt(256 main) entries
-    (a two-level LSM), so adding a request costs O(sqrt(main)) amortised. Hashes are verified against the stream, so a
-    collision can only hide an occurrence, never invent one.
-
-    ``evict_before(p)`` makes everything before stream position ``p`` invisible at once (every
-    query filters by the live start); ``compact()`` drops it physically.
-    """
-
-    def __init__(self, gram: int = 4):
-        self.gram = gram
-        self.start = 0      # first live stream position
-        self.end = 0        # next stream position
-        self._base = 0      # stream position of _toks[0]; stored n-gram positions are relative
-        self._toks = _Column(np.int32)
-        e = [np.zeros(0, np.uint64), np.zeros(0, np.int32)]
-        self._main = [list(e) for _ in range(gram + 1)]     # [keys, rel positions] per n
-        self._recent = [list(e) for _ in range(gram + 1)]
-
-    def __len__(self) -> int:
-        """Live stream length (tokens + separators)."""
-        return self.end - self.start
-
-    # -- writing
-    def add_document(self, tokens) -> int:
-        """Append one document and its separator; returns the document's first position."""
-        t = np.asarray(tokens, dtype=np.int64)
-        first = self.end
-        if first + len(t) + 1 - self._base >= 2 ** 31:
-            raise OverflowError("stream offset exceeds int32: compact (evict) the store")
-        self._toks.extend(np.append(t, SEP).astype(np.int32))
-        self.end += len(t) + 1
-        m = len(t)
-        if m:
-            with np.errstate(over="ignore"):
-                h = np.full(m, _FNV_BASIS, dtype=np.uint64)
-                tt = (t + 1).astype(np.uint64)
-                prime = np.uint64(_FNV_PRIME)
-                for n in range(1, min(self.gram, m) + 1):
-                    # h_n(p) = (h_{n-1}(p-1) ^ (t_p + 1)) * P for n-grams ending at p >= n-1
-                    h = (h[:m - n + 1] ^ tt[n - 1:]) * prime
-                    pos = np.arange(first + n - 1 - self._base, first + m - self._base, dtype=np.int32)
-                    order = np.argsort(h, kind="stable")
-                    self._insert(self._recent[n], h[order], pos[order])
-            self._maybe_merge()
-        return first
-
-    @staticmethod
-    def _insert(run: list, keys: np.ndarray, pos: np.ndarray) -> None:
-        # new positions are larger than every stored one, so 'right' keeps (key, pos) order
-        at = np.searchsorted(run[0], keys, side="right")
-        run[0] = np.insert(run[0], at, keys)
-        run[1] = np.insert(run[1], at, pos)
-
-    def _maybe_merge(self, force: bool = False) -> None:
-        for n in range(1, self.gram + 1):
-            rk, rp = self._recent[n]
-            # a run of ~sqrt(256 main) balances inserting into it against merging it
-            if len(rk) and (force or len(rk) > max(4096, math.isqrt(256 * len(self._main[n][0])))):
-                self._insert(self._main[n], rk, rp)
-                self._recent[n] = [rk[:0].copy(), rp[:0].copy()]
-
-    def evict_before(self, position: int) -> None:
-        """Everything before ``position`` stops being visible (call with a document start)."""
-        self.start = max(self.start, min(int(position), self.end))
-
-    def compact(self) -> None:
-        """Drop evicted tokens and n-gram entries; rebase the stored positions."""
-        delta = self.start - self._base
-        if delta <= 0:
-            return
-        for runs in (self._main, self._recent):
-            for n in range(1, self.gram + 1):
-                k, p = runs[n]
-                keep = p >= delta
-                runs[n] = [k[keep], (p[keep] - delta).astype(np.int32)]
-        self._toks.drop_front(delta)
-        self._base = self.start
-
-    # -- reading
-    def token_at(self, position: int) -> int:
-        return int(self._toks.a[position - self._base])
-
-    def tokens_between(self, lo: int, hi: int) -> list[int]:
-        return self._toks.a[lo - self._base:hi - self._base].tolist()
-
-    def _lookup(self, n: int, key: int, limit: int) -> np.ndarray:
-        """The newest ``limit`` live positions whose n-gram hashes to ``key`` (ascending)."""
-        k = np.uint64(key)
-        parts = []
-        for keys, pos in (self._main[n], self._recent[n]):
-            lo = np.searchsorted(keys, k, side="left")
-            hi = np.searchsorted(keys, k, side="right")
-            if hi > lo:
-                parts.append(pos[max(lo, hi - limit):hi])
-        if not parts:
-            return np.zeros(0, np.int64)
-        P = np.concatenate(parts).astype(np.int64) + self._base
-        P = P[P >= self.start]
-        return P[-limit:]
-
-    def _match_lengths(self, context: list[int], P: np.ndarray, cap: int) -> np.ndarray:
-        """For each end position, how many tokens back the stream equals the context."""
-        J = np.arange(cap)
-        idx = P[:, None] - J[None, :]
-        k = min(cap, len(context))
-        c = np.full(cap, -2, dtype=np.int64)
-        c[:k] = context[::-1][:k]
-        valid = (idx >= self.start) & (J[None, :] < k)
-        vals = self._toks.a[np.where(valid, idx - self._base, 0)]
-        eq = valid & (vals == c[None, :]) & (vals != SEP)
-        return np.cumprod(eq, axis=1).sum(axis=1)
-
-    def match(self, context: list[int], max_len: int = 16, min_len: int = 1,
-              exclude_from: int | None = None, limit: int = 64) -> list[tuple[int, int]]:
-        """Same contract as :meth:`SuffixIndex.match`, over the live part of the stream."""
-        if self.end <= self.start:
-            return []
-        for n in range(min(self.gram, len(context)), max(min_len, 1) - 1, -1):
-            P = self._lookup(n, _gram_key(context[-n:]), limit)
-            if exclude_from is not None:
-                P = P[P < exclude_from]
-            if not len(P):
-                continue
-            M = self._match_lengths(context, P, max(max_len, n))
-            ok = M >= n                      # drops hash collisions
-            P, M = P[ok], M[ok]
-            if not len(P):
-                continue
-            L = M if n == self.gram else np.full(len(P), n)
-            hits = list(zip(P.tolist(), L.tolist()))
-            hits.sort(key=lambda h: (-h[1], -h[0]))
-            return hits
-        return []
-
-    def continuation(self, end_position: int, depth: int) -> list[int]:
-        """Up to ``depth`` tokens after ``end_position``, stopping at a document boundary."""
-        a = end_position + 1
-        if a < self.start or depth <= 0:
-            return []
-        b = min(self.end, a + depth)
-        seg = self._toks.a[a - self._base:b - self._base]
-        cut = np.flatnonzero(seg == SEP)
-        return (seg[:cut[0]] if len(cut) else seg).tolist()
-
-    def nbytes(self) -> int:
-        b = self._toks.nbytes
-        for runs in (self._main, self._recent):
-            for n in range(1, self.gram + 1):
-                b += runs[n][0].nbytes + runs[n][1].nbytes
-        return int(b)
+    def __reduce__(self):
+        return (type(self), (self.path, self.reason))
 
 
 @dataclass
@@ -373,6 +64,18 @@ class Record:
     token: int
     request_id: str
     position: int
+
+
+@dataclass
+class Snapshot:
+    """A store's committed records as plain parts, what a store file holds: the constructor
+    options (``config``), the counters (``state``), the tables (``arrays``: name -> 1-D numpy
+    array), the ids of the live requests, and the faiss ``index`` of the states."""
+    config: dict
+    state: dict
+    arrays: dict
+    request_ids: list
+    index: object
 
 
 def _default_pq_m(dim: int) -> int:
@@ -453,7 +156,7 @@ def _ivf_rows(ix) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(ids), dec.reshape(len(c), ix.d)
 
 
-def _check_bounds(**bounds) -> None:
+def check_bounds(**bounds) -> None:
     """A Store's bounds (``max_records`` ...): None (no bound) or >= 0."""
     bad = next((k for k, v in bounds.items() if v is not None and v < 0), None)
     if bad:
@@ -492,7 +195,7 @@ class Store:
             raise ValueError("dim must be >= 1")
         if state_dtype not in STATE_DTYPES:
             raise ValueError(f"state_dtype must be one of {STATE_DTYPES}, not {state_dtype!r}")
-        _check_bounds(max_records=max_records, max_bytes=max_bytes, max_requests=max_requests,
+        check_bounds(max_records=max_records, max_bytes=max_bytes, max_requests=max_requests,
                       max_age_s=max_age_s)
         self.dim = int(dim)
         self.tenant = str(tenant)
@@ -520,7 +223,7 @@ class Store:
         self.first_record = 0
         self.next_record = 0
         self._rbase = 0
-        self._posn = _Column(np.int32)            # record -> position in its request's output
+        self._posn = Column(np.int32)            # record -> position in its request's output
         # requests, oldest first; [_q_live:] are live
         self._q_id: list[str] = []
         self._q_first: list[int] = []             # first record id
@@ -534,7 +237,7 @@ class Store:
         self.trained = state_dtype != "pq" and index_type == "flat"
         self.index = _new_state_index(self.dim, "fp16" if state_dtype == "pq" else state_dtype,
                                       self.pq_m, self.pq_nbits)
-        self._row_rec = _Column(np.int32)
+        self._row_rec = Column(np.int32)
         self._row_live = 0
         self._row_base = 0
         self.evicted_records = 0
@@ -543,7 +246,7 @@ class Store:
         self._pending: list[tuple[int, str, int, np.ndarray | None]] = []
 
     def config(self) -> dict:
-        """The constructor options (what ``save`` writes and ``load`` restores)."""
+        """The constructor options (what a store file records and restores)."""
         return {"dim": self.dim, "tenant": self.tenant, "gram": self.gram,
                 "state_dtype": self.state_dtype, "max_records": self.max_records,
                 "max_bytes": self.max_bytes, "max_requests": self.max_requests,
@@ -607,15 +310,6 @@ class Store:
         b += sum(len(r) + 48 for r in self._q_id) + 40 * len(self._q_id)
         b += sum(16 + (self.dim * 4 if p[3] is not None else 0) for p in self._pending)
         return int(b)
-
-    def memory(self) -> dict:
-        """A breakdown of :meth:`nbytes` plus the live-record accounting."""
-        return {"records": len(self), "requests": self.n_requests,
-                "state_codes": int(self.index.ntotal * self.state_nbytes),
-                "dead_rows": int(self._row_live), "row_map": self._row_rec.nbytes,
-                "positions": self._posn.nbytes, "suffix_index": self.suffix.nbytes(),
-                "total": self.nbytes(), "record_nbytes": self.record_nbytes,
-                "bytes_per_record": self.nbytes() / max(1, len(self))}
 
     # -- writing -----------------------------------------------------------------------------
     def add(self, request_id: str, position: int, token: int, state: np.ndarray | None) -> None:
@@ -807,9 +501,6 @@ class Store:
         return Record(i, self.suffix.token_at(self._q_stream[q] + i - self._q_first[q]),
                       self._q_id[q], int(self._posn.a[i - self._rbase]))
 
-    def token(self, i: int) -> int:
-        return self.suffix.token_at(self._stream_pos(self._check(i)))
-
     def context(self, i: int, before: int = 8, after: int = 8) -> tuple[list[int], int]:
         """Tokens around record i within its request, and i's index in that window."""
         i = self._check(i)
@@ -817,15 +508,6 @@ class Store:
         first, n, s = self._q_first[q], self._q_n[q], self._q_stream[q]
         lo, hi = max(first, i - before), min(first + n - 1, i + after)
         return self.suffix.tokens_between(s + lo - first, s + hi - first + 1), i - lo
-
-    @property
-    def tokens(self) -> list[int]:
-        """Tokens of the live records, in record order."""
-        out = []
-        for q in range(self._q_live, len(self._q_id)):
-            s = self._q_stream[q]
-            out += self.suffix.tokens_between(s, s + self._q_n[q])
-        return out
 
     @property
     def states(self) -> np.ndarray:
@@ -844,124 +526,34 @@ class Store:
             out[recs] = x
         return out
 
-    # -- persistence -------------------------------------------------------------------------
-    def save(self, path) -> Path:
-        """Write the committed records to one file (atomically: a temp file, then rename).
-
-        The request being decoded (queued, not yet ended) is not saved. The store is
-        compacted first (invisible to readers)."""
-        path = Path(path)
+    # -- what a store file holds (oilbird.store_files writes and reads it) -----------------------
+    def snapshot(self) -> Snapshot:
+        """The committed records as a :class:`Snapshot`; the request being decoded (queued, not
+        yet ended) is left out. Compacts first (invisible to readers). The arrays are views:
+        write them out before the store changes again."""
         self.compact()
-        arrays = {
-            "positions.npy": self._posn.view(),
-            "row_rec.npy": self._row_rec.view()[:self.index.ntotal],
-            "tokens.npy": self.suffix._toks.view()[self.suffix.start - self.suffix._base:],
-            "q_first.npy": np.asarray(self._q_first, dtype=np.int64),
-            "q_n.npy": np.asarray(self._q_n, dtype=np.int64),
-            "q_stream.npy": np.asarray(self._q_stream, dtype=np.int64),
-            "q_time.npy": np.asarray(self._q_time, dtype=np.float64),
-        }
-        members: dict[str, bytes] = {}
-        for name, a in arrays.items():
-            buf = io.BytesIO()
-            np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
-            members[name] = buf.getvalue()
-        members["request_ids.json"] = json.dumps(self._q_id).encode()
-        members["index.faiss"] = faiss.serialize_index(self.index).tobytes()
-        header = {
-            "format": FORMAT, "version": FORMAT_VERSION, "config": self.config(),
-            "state": {"first_record": self.first_record, "next_record": self.next_record,
-                      "stream_start": self.suffix.start, "stream_end": self.suffix.end,
-                      "trained": self.trained, "row_base": self._row_base,
-                      "requests_seen": self.requests_seen,
-                      "evicted_records": self.evicted_records, "index_kind": _index_kind(self.index),
-                      "ntotal": int(self.index.ntotal)},
-            "payload": {k: {"sha256": hashlib.sha256(v).hexdigest(), "bytes": len(v)}
-                        for k, v in members.items()},
-        }
-        hb = json.dumps(header, indent=1, sort_keys=True).encode()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
-                z.writestr("header.json", hb)
-                z.writestr("header.sha256", hashlib.sha256(hb).hexdigest())
-                for k, v in members.items():
-                    z.writestr(k, v)
-            os.replace(tmp, path)
-        except BaseException as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            if isinstance(exc, OSError):
-                raise StoreError(path, f"cannot write ({exc})") from exc
-            raise
-        return path
+        return Snapshot(
+            config=self.config(),
+            state={"first_record": self.first_record, "next_record": self.next_record,
+                   "stream_start": self.suffix.start, "stream_end": self.suffix.end,
+                   "trained": self.trained, "row_base": self._row_base,
+                   "requests_seen": self.requests_seen, "evicted_records": self.evicted_records,
+                   "index_kind": _index_kind(self.index), "ntotal": int(self.index.ntotal)},
+            arrays={"positions": self._posn.view(), "row_rec": self._row_rec.view()[:self.index.ntotal],
+                    "tokens": self.suffix.live_tokens(),
+                    "q_first": np.asarray(self._q_first, dtype=np.int64),
+                    "q_n": np.asarray(self._q_n, dtype=np.int64),
+                    "q_stream": np.asarray(self._q_stream, dtype=np.int64),
+                    "q_time": np.asarray(self._q_time, dtype=np.float64)},
+            request_ids=list(self._q_id), index=self.index)
 
     @classmethod
-    def load(cls, path, tenant: str | None = None, clock: Callable[[], float] = time.time) -> "Store":
-        """Read a file written by :meth:`save` into a new store, verified end to end.
-
-        Raises :class:`StoreError` (with the path and the reason) for a missing, truncated,
-        corrupt, foreign or newer-version file, or one holding another ``tenant`` than asked
-        for; nothing is returned (or changed) unless every check passed."""
-        path = Path(path)
-        try:
-            return cls._load(path, tenant, clock)
-        except StoreError:
-            raise
-        except Exception as exc:   # anything unexpected in a damaged file is still one error
-            raise StoreError(path, f"unreadable ({type(exc).__name__}: {exc})") from exc
-
-    @classmethod
-    def _load(cls, path: Path, tenant: str | None, clock) -> "Store":
-        def fail(reason):
-            raise StoreError(path, reason)
-
-        if not path.is_file():
-            fail("no such file")
-        try:
-            z = zipfile.ZipFile(path, "r")
-        except (zipfile.BadZipFile, OSError, EOFError) as exc:
-            raise StoreError(path, f"not a store file, or truncated ({exc})") from exc
-        with z:
-            def read(name):
-                try:
-                    return z.read(name)
-                except KeyError:
-                    fail(f"member '{name}' missing")
-                except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-                    raise StoreError(path, f"member '{name}' is damaged ({exc})") from exc
-
-            hb = read("header.json")
-            if read("header.sha256").decode(errors="replace").strip() != hashlib.sha256(hb).hexdigest():
-                fail("header checksum mismatch (corrupt file)")
-            try:
-                header = json.loads(hb)
-            except ValueError as exc:
-                raise StoreError(path, f"header is not JSON ({exc})") from exc
-            if header.get("format") != FORMAT:
-                fail(f"not an {FORMAT} file (format {header.get('format')!r})")
-            if header.get("version") != FORMAT_VERSION:
-                fail(f"format version {header.get('version')!r} is not supported "
-                     f"(this code reads version {FORMAT_VERSION})")
-            cfg, st, payload = header["config"], header["state"], header["payload"]
-            if tenant is not None and cfg["tenant"] != tenant:
-                fail(f"holds tenant {cfg['tenant']!r}, not {tenant!r}")
-            blobs = {}
-            for name, meta in payload.items():
-                b = read(name)
-                if len(b) != meta["bytes"] or hashlib.sha256(b).hexdigest() != meta["sha256"]:
-                    fail(f"checksum mismatch in '{name}' (corrupt file)")
-                blobs[name] = b
-        arr = {}
-        for name, b in blobs.items():
-            if name.endswith(".npy"):
-                arr[name[:-4]] = np.load(io.BytesIO(b), allow_pickle=False)
-        q_id = json.loads(blobs["request_ids.json"])
-        index = faiss.deserialize_index(np.frombuffer(blobs["index.faiss"], dtype=np.uint8))
-
+    def from_snapshot(cls, snap: Snapshot, clock: Callable[[], float] = time.time) -> "Store":
+        """A new store holding ``snap``, checked end to end: the index against the options,
+        the request table against the records, the token stream against the request table,
+        the state rows against the records. Raises ValueError with the reason otherwise;
+        the suffix index is rebuilt from the tokens rather than trusted."""
+        cfg, st, arr, q_id, index = snap.config, snap.state, snap.arrays, snap.request_ids, snap.index
         store = cls(clock=clock, **cfg)
         kind = _index_kind(index)
         if st["trained"]:
@@ -969,165 +561,49 @@ class Store:
         else:
             want = "fp16" if cfg["state_dtype"] == "pq" else cfg["state_dtype"]
         if kind != want or index.d != store.dim or index.ntotal != st["ntotal"]:
-            fail(f"state index is {kind} d={index.d} n={index.ntotal}, header says {want} "
-                 f"d={store.dim} n={st['ntotal']}")
+            raise ValueError(f"state index is {kind} d={index.d} n={index.ntotal}, header says {want} "
+                             f"d={store.dim} n={st['ntotal']}")
         first, nxt = int(st["first_record"]), int(st["next_record"])
         q_first, q_n, q_stream = arr["q_first"], arr["q_n"], arr["q_stream"]
         nq = len(q_id)
         if not (len(q_first) == len(q_n) == len(q_stream) == len(arr["q_time"]) == nq):
-            fail("request table lengths disagree")
+            raise ValueError("request table lengths disagree")
         if nq and (q_first[0] != first or np.any(q_first[1:] != q_first[:-1] + q_n[:-1])
                    or q_first[-1] + q_n[-1] != nxt or np.any(q_n < 1)):
-            fail("request table does not tile the records")
+            raise ValueError("request table does not tile the records")
         if not nq and first != nxt:
-            fail("records without requests")
+            raise ValueError("records without requests")
         s0, s1 = int(st["stream_start"]), int(st["stream_end"])
         toks = arr["tokens"]
         if len(toks) != s1 - s0 or (nq and (q_stream[0] != s0 or np.any(
                 q_stream[1:] != q_stream[:-1] + q_n[:-1] + 1))) or int(np.sum(q_n)) + nq != s1 - s0:
-            fail("token stream does not match the request table")
+            raise ValueError("token stream does not match the request table")
         if nq and (np.any(toks[q_stream - s0 + q_n] != SEP)
                    or np.count_nonzero(toks == SEP) != nq):
-            fail("token stream separators are misplaced")
+            raise ValueError("token stream separators are misplaced")
         if len(arr["positions"]) != nxt - first:
-            fail("positions do not match the records")
+            raise ValueError("positions do not match the records")
         rows = arr["row_rec"]
         if len(rows) != index.ntotal or (len(rows) and (rows[0] < 0 or rows[-1] >= nxt - first
                                                          or np.any(np.diff(rows) <= 0))):
-            fail("state rows do not map onto the records")
+            raise ValueError("state rows do not map onto the records")
         row_base = int(st["row_base"])
         if isinstance(index, faiss.IndexIVF) and not np.array_equal(
                 np.sort(_ivf_rows(index)[0]), np.arange(row_base, row_base + len(rows))):
-            fail("state index ids do not match the rows")
+            raise ValueError("state index ids do not match the rows")
         # everything verified: fill the new object
         store.index = index
         store.trained = bool(st["trained"])
         store._row_base = row_base
         store.first_record = store._rbase = first
         store.next_record = nxt
-        store._posn = _Column(np.int32, arr["positions"])
-        store._row_rec = _Column(np.int32, rows)
+        store._posn = Column(np.int32, arr["positions"])
+        store._row_rec = Column(np.int32, rows)
         store._q_id = [str(r) for r in q_id]
         store._q_first, store._q_n = q_first.tolist(), q_n.tolist()
         store._q_stream, store._q_time = q_stream.tolist(), arr["q_time"].tolist()
         store.requests_seen = int(st["requests_seen"])
         store.evicted_records = int(st["evicted_records"])
-        sx = PoolSuffixIndex(gram=store.gram)
-        sx.start = sx.end = sx._base = s0
-        for q in range(nq):
-            a = int(q_stream[q]) - s0
-            sx.add_document(toks[a:a + int(q_n[q])])
-        sx._maybe_merge(force=True)
-        store.suffix = sx
+        store.suffix = PoolSuffixIndex.rebuilt(
+            store.gram, s0, (toks[int(q_stream[q]) - s0:int(q_stream[q]) - s0 + int(q_n[q])] for q in range(nq)))
         return store
-
-
-_TENANT_FILE = "tenant-{}.oilstore"
-# the options of a Store that only bound it, so a loaded store may take new values for them
-BOUNDS = ("max_records", "max_bytes", "max_requests", "max_age_s")
-# options that only tune upkeep and search (a loaded store takes new values too), and the ones
-# that fix what a saved file holds (a loaded store keeps them)
-TUNING = ("compact_slack", "ivf_nprobe")
-FORMAT_OPTIONS = ("gram", "state_dtype", "pq_m", "pq_nbits", "pq_train_size", "index_type", "ivf_nlist",
-                  "ivf_train_size")
-
-
-class StoreRegistry:
-    """Tenant -> :class:`Store`. The only way to reach a store is to name its tenant, a store
-    only ever searches itself, and a saved store only loads back under its own tenant, so no
-    call path retrieves one tenant's records for another.
-
-    ``store_kwargs`` (e.g. ``max_records``, ``state_dtype``) apply to every store it creates;
-    to stores it loads, the bounds and tuning among them apply (:data:`BOUNDS`, :data:`TUNING`),
-    and a different format (:data:`FORMAT_OPTIONS`) is refused (a saved store keeps the format it was
-    written in).
-    """
-
-    def __init__(self, dim: int, **store_kwargs):
-        self.dim = int(dim)
-        self.store_kwargs = store_kwargs
-        self._stores: dict[str, Store] = {}
-        self._dropped: set[str] = set()       # whose files the next save deletes
-
-    def get(self, tenant: str) -> Store:
-        """The tenant's store (created empty on first use)."""
-        tenant = str(tenant)
-        if not tenant:
-            raise ValueError("tenant must be a non-empty string")
-        if tenant not in self._stores:
-            self._stores[tenant] = Store(self.dim, tenant=tenant, **self.store_kwargs)
-            self._dropped.discard(tenant)
-        return self._stores[tenant]
-
-    def __contains__(self, tenant) -> bool:
-        return tenant in self._stores
-
-    def tenants(self) -> list[str]:
-        return sorted(self._stores)
-
-    def drop(self, tenant: str) -> None:
-        """Forget a tenant's store entirely (e.g. on account deletion); the next :meth:`save`
-        into a directory also deletes the tenant's file there."""
-        if self._stores.pop(tenant, None) is not None:
-            self._dropped.add(tenant)
-
-    def expire(self, now: float | None = None) -> int:
-        """Apply every store's retention policy; returns records evicted."""
-        return sum(s.expire(now) for s in self._stores.values())
-
-    @staticmethod
-    def file_for(directory, tenant: str) -> Path:
-        return Path(directory) / _TENANT_FILE.format(tenant.encode().hex())
-
-    def save(self, directory) -> list[Path]:
-        """One file per tenant under ``directory``; then the files of tenants dropped since the
-        last save are deleted, so a dropped tenant never loads back. Other files there (other
-        tenants, another registry's) are left alone."""
-        written = [s.save(self.file_for(directory, t)) for t, s in sorted(self._stores.items())]
-        for t in sorted(self._dropped):
-            self.file_for(directory, t).unlink(missing_ok=True)
-        self._dropped.clear()
-        return written
-
-    def load_tenant(self, tenant: str, path) -> Store:
-        """Replace the tenant's store by the one in ``path``, only if it loads and verifies
-        and holds that tenant; on any error the current store stays as it was."""
-        s = Store.load(path, tenant=tenant)
-        if s.dim != self.dim:
-            raise StoreError(path, f"dim {s.dim} != registry dim {self.dim}")
-        self._stores[tenant] = s
-        self._dropped.discard(tenant)
-        return s
-
-    @classmethod
-    def load(cls, directory, dim: int, **store_kwargs) -> "StoreRegistry":
-        """Every ``tenant-*.oilstore`` under ``directory``; all must verify or none is used.
-        Bounds and tuning in ``store_kwargs`` (e.g. a new ``max_records``) apply to the loaded
-        stores at once; a format option that differs from a saved store's raises StoreError."""
-        _check_bounds(**{k: v for k, v in store_kwargs.items() if k in BOUNDS})
-        reg = cls(dim, **store_kwargs)
-        loaded = {}
-        asked = {k: (v or None) if k == "pq_m" else v          # config() writes a pq_m of 0 as None
-                 for k, v in store_kwargs.items() if k in FORMAT_OPTIONS}
-        for f in sorted(Path(directory).glob(_TENANT_FILE.format("*"))):
-            hexname = f.name[len("tenant-"):-len(".oilstore")]
-            try:
-                tenant = bytes.fromhex(hexname).decode()
-            except ValueError as exc:
-                raise StoreError(f, "file name does not encode a tenant") from exc
-            s = Store.load(f, tenant=tenant)
-            if s.dim != dim:
-                raise StoreError(f, f"dim {s.dim} != registry dim {dim}")
-            saved = s.config()
-            other = next((k for k, v in asked.items() if saved.get(k) != v), None)
-            if other:
-                raise StoreError(f, f"saved with {other}={saved[other]!r}, asked for {store_kwargs[other]!r}; a "
-                                    f"saved store keeps its format (bounds such as max_records may change)")
-            loaded[tenant] = s
-        for s in loaded.values():
-            for k in BOUNDS + TUNING:
-                if k in store_kwargs:
-                    setattr(s, k, store_kwargs[k])
-            s._enforce()
-        reg._stores = loaded
-        return reg

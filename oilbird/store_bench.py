@@ -543,6 +543,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.dtypes is None:
         args.dtypes = "fp16,int8" if args.what == "tau" else "fp16,int8,pq,int8-ivf"
+    from .runs import unique
+    try:          # a repeat would be measured twice and drawn twice
+        unique([d.strip() for d in args.dtypes.split(",")], "--dtypes")
+        unique([s.strip() for s in args.sizes.split(",")], "--sizes")
+    except ValueError as exc:
+        ap.error(str(exc))
     return {"scale": scale, "compaction": compaction, "cycle": cycle, "tau": tau}[args.what](args)
 
 

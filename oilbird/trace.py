@@ -20,6 +20,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
+from .errors import InputError
+from .jsonio import loads, read_text
+
 TRACE_VERSION = 1
 
 # Canonical source names. "bonus" is the verifier's own token at the end of each cycle.
@@ -27,7 +30,7 @@ SOURCES = ("pld", "suffix", "recycling", "semantic", "rejected")
 BONUS = "bonus"
 
 
-class TraceError(ValueError):
+class TraceError(InputError):
     """A trace file is missing, corrupt or of an unknown version. The message says which line."""
 
 
@@ -239,23 +242,22 @@ def save_traces(traces: Iterable[RequestTrace], path: str | Path) -> Path:
 
 
 def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[RequestTrace]:
-    """Parse JSONL trace lines; raise TraceError naming the first bad line."""
+    """Parse JSONL trace lines; raise TraceError naming ``origin`` and the first bad line."""
     out: list[RequestTrace] = []
+    starts: list[int] = []          # the line of each request
     for no, line in enumerate(lines, start=1):
-        if not line.strip():
+        if not line.strip(" \t\r\n"):
             continue
+        d = loads(line, TraceError, origin, no)
         try:
-            d = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{origin}:{no}: not valid JSON ({exc.msg})") from None
-        if not isinstance(d, dict) or d.get("kind") not in ("request", "cycle"):
-            raise TraceError(f"{origin}:{no}: expected an object with kind 'request' or 'cycle'")
-        try:
+            if not isinstance(d, dict) or d.get("kind") not in ("request", "cycle"):
+                raise TraceError("expected an object with kind 'request' or 'cycle'")
             if d["kind"] == "request":
                 if d.get("version") != TRACE_VERSION:
-                    raise TraceError(f"trace version {d.get('version')!r}, expected {TRACE_VERSION}")
+                    raise TraceError(f"trace version {_short(d.get('version'))}, expected {TRACE_VERSION}")
                 d = {k: v for k, v in d.items() if k not in ("kind", "version")}
                 out.append(RequestTrace(**d))
+                starts.append(no)
                 _check_request(out[-1])
             else:
                 if not out:
@@ -263,29 +265,31 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
                 c = _cycle_from_dict(d)
                 _check_cycle(c)
                 if c.request_id != out[-1].request_id:
-                    raise TraceError(f"cycle of request {c.request_id!r} under {out[-1].request_id!r}")
+                    raise TraceError(f"cycle of request {_short(c.request_id)} under {_short(out[-1].request_id)}")
                 out[-1].cycles.append(c)
         except TraceError as exc:
-            raise TraceError(f"{origin}:{no}: {exc}") from None
+            raise TraceError(exc.reason, origin, no) from None
         except TypeError as exc:
-            raise TraceError(f"{origin}:{no}: wrong fields ({exc})") from None
+            raise TraceError(f"wrong fields ({str(exc)[:200]})", origin, no) from None
+        except RecursionError:
+            raise TraceError("nested too deeply to read", origin, no) from None
     if not out:
-        raise TraceError(f"{origin}: no request records")
-    for r in out:     # the cycles must add up to the output: every view counts on it
+        raise TraceError("no request records", origin)
+    for r, no in zip(out, starts):     # the cycles must add up to the output: every view counts on it
         if [t for c in r.cycles for t in c.committed] != r.output_ids:
-            raise TraceError(f"{origin}: request {r.request_id!r} ({r.method}): its cycles commit "
+            raise TraceError(f"request {_short(r.request_id)} ({_short(r.method)}): its cycles commit "
                              f"{sum(len(c.committed) for c in r.cycles)} tokens, not its "
-                             f"{len(r.output_ids)} output tokens")
+                             f"{len(r.output_ids)} output tokens", origin, no)
     return out
 
 
+def _short(value, n: int = 60) -> str:
+    """``repr(value)`` cut to ``n`` characters (a bad field can be megabytes long)."""
+    text = repr(value)
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
 def load_traces(path: str | Path) -> list[RequestTrace]:
-    """Load a JSONL trace file written by :func:`save_traces`."""
-    path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"trace file '{path}' does not exist")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise TraceError(f"'{path}' is not a UTF-8 text trace file") from None
-    return parse_trace_lines(text.splitlines(), origin=str(path))
+    """Load a JSONL trace file written by :func:`save_traces` (``.gz`` too); any bytes that are
+    not one raise :class:`TraceError` naming the file and line."""
+    return parse_trace_lines(read_text(path, TraceError).split("\n"), origin=str(path))

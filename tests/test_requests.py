@@ -49,15 +49,15 @@ def test_jsonl_messages_and_prompt(tmp_path):
 
 
 @pytest.mark.parametrize("content,msg", [
-    ("{not json\n", "line 1: not valid JSON"),
+    ("{not json\n", "bad.jsonl:1: not valid JSON"),
     ('{"foo": 1}\n', "needs 'messages' or 'prompt'"),
     ('{"messages": []}\n', "non-empty list"),
     ("", "no requests"),
-    ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n', "line 2: id 'a' is already used by"),
-    ('{"prompt": "x"}\n{"id": "0", "prompt": "y"}\n', "line 2: id '0' is already used by"),
-    ('{"messages": [{"role": "user", "content": ""}]}\n', "line 1: the prompt is empty"),
+    ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n', "bad.jsonl:2: id 'a' is already used by line 1"),
+    ('{"prompt": "x"}\n{"id": "0", "prompt": "y"}\n', "bad.jsonl:2: id '0' is already used by line 1"),
+    ('{"messages": [{"role": "user", "content": ""}]}\n', "bad.jsonl:1: the prompt is empty"),
     ('{\n  "methods": {}\n}\n', "one JSON dict, not requests"),
-    ('{"prompt": "x"}\n{"prompt": \n', "line 2: not valid JSON"),
+    ('{"prompt": "x"}\n{"prompt": \n', "bad.jsonl:2: not valid JSON"),
 ])
 def test_malformed_jsonl_names_path_and_problem(tmp_path, content, msg):
     p = tmp_path / "bad.jsonl"
@@ -86,7 +86,7 @@ def test_missing_paths_are_named(tmp_path):
         load_api_bank(tmp_path / "nothing")
     (tmp_path / "ab" / "test-data").mkdir(parents=True)
     (tmp_path / "ab" / "test-data" / "level-1-api.json").write_text("[{]")
-    with pytest.raises(DataError, match="level-1-api.json': not valid JSON"):
+    with pytest.raises(DataError, match="level-1-api.json:1: not valid JSON"):
         load_requests(str(tmp_path / "ab"))
 
 

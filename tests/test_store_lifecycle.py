@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from oilbird.sources.base import DraftContext
 from oilbird.sources.semantic import SemanticSource
 from oilbird.sources.suffix import SuffixSource
-from oilbird.store import SEP, PoolSuffixIndex, Store, StoreError, StoreRegistry, SuffixIndex
+from oilbird.store import SEP, Store, StoreError
+from oilbird.store_files import StoreRegistry, load_store, save_store
+from oilbird.suffix_index import PoolSuffixIndex, SuffixIndex
 
 D = 8
 
@@ -316,8 +318,8 @@ def _answers(s: Store, rng):
 def test_save_load_round_trip(tmp_path, dtype):
     s, _ = _busy_store(dtype)
     assert s.evicted_records > 0
-    path = s.save(tmp_path / "acme.oilstore")
-    t = Store.load(path, tenant="acme")
+    path = save_store(s, tmp_path / "acme.oilstore")
+    t = load_store(path, tenant="acme")
     assert t.config() == s.config() and len(t) == len(s) and t.first_record == s.first_record
     for hits in _answers(t, np.random.default_rng(4))[0]:      # evicted rows are never found
         assert hits and all(t.first_record <= r < t.next_record for r, _ in hits)
@@ -339,7 +341,7 @@ def _rewrite(path, out, edit):
 
 def test_damaged_files_give_one_clear_error_and_never_half_load(tmp_path):
     s, _ = _busy_store("int8")
-    good = s.save(tmp_path / "good.oilstore")
+    good = save_store(s, tmp_path / "good.oilstore")
     raw = good.read_bytes()
     reg = StoreRegistry(dim=32, state_dtype="int8")
     current = reg.load_tenant("acme", good)
@@ -382,7 +384,7 @@ def test_damaged_files_give_one_clear_error_and_never_half_load(tmp_path):
 
 def test_save_is_atomic(tmp_path, monkeypatch):
     s, _ = _busy_store()
-    p = s.save(tmp_path / "s.oilstore")
+    p = save_store(s, tmp_path / "s.oilstore")
     first = p.read_bytes()
     fill(s, "more", [1, 2, 3])
 
@@ -391,20 +393,59 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     import faiss
     monkeypatch.setattr(faiss, "serialize_index", broken)
     with pytest.raises(RuntimeError):
-        s.save(p)
+        save_store(s, p)
     # the earlier file is untouched and no temporary file is left behind
     assert p.read_bytes() == first and list(tmp_path.iterdir()) == [p]
     monkeypatch.undo()
 
     def no_rename(*a, **k):
         raise OSError("read-only file system")
-    monkeypatch.setattr("oilbird.store.os.replace", no_rename)
+    monkeypatch.setattr("oilbird.store_files.os.replace", no_rename)
     with pytest.raises(StoreError, match="cannot write"):     # failing after the temp file
-        s.save(p)
+        save_store(s, p)
     assert p.read_bytes() == first and list(tmp_path.iterdir()) == [p]
     monkeypatch.undo()
-    s.save(p)
-    assert Store.load(p).record(s.next_record - 1).token == 3
+    save_store(s, p)
+    assert load_store(p).record(s.next_record - 1).token == 3
+
+
+def test_save_syncs_the_file_and_its_folder_and_a_full_disk_leaves_nothing_behind(tmp_path, monkeypatch):
+    """save fsyncs the new file before the rename and the folder after it (a power cut leaves
+    the old file or the new one); a write that fails (here: the disk fills at the fsync, or the
+    folder refuses the temp file) is one StoreError, the temp file goes and the old file stays."""
+    import errno
+    import os
+    import stat
+    s, _ = _busy_store()
+    p = save_store(s, tmp_path / "s.oilstore")
+    first = p.read_bytes()
+    synced = []
+    real_fsync = os.fsync
+
+    def record(fd):
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", record)
+    fill(s, "more", [1, 2, 3])
+    save_store(s, p)
+    assert synced == ["file", "folder"] and load_store(p).record(s.next_record - 1).token == 3
+    second = p.read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", full)
+    fill(s, "yet more", [4, 5])
+    with pytest.raises(StoreError, match="cannot write [(]No space left on device[)]"):
+        save_store(s, p)
+    assert p.read_bytes() == second and list(tmp_path.iterdir()) == [p]
+    monkeypatch.undo()
+
+    def refused(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr("oilbird.store_files.tempfile.mkstemp", refused)
+    with pytest.raises(StoreError, match="cannot write [(]Permission denied[)]"):
+        save_store(s, p)
+    assert p.read_bytes() == second != first and list(tmp_path.iterdir()) == [p]
 
 
 # -- tenants ------------------------------------------------------------------------------------------------
@@ -467,7 +508,7 @@ def test_records_of_two_requests_are_never_mixed_or_lost():
     with pytest.raises(ValueError, match="request 'q' adds records while 'p' is still queued"):
         s.add("q", 0, 6, unit([0, 1, 0, 0]))
     s.end_request()
-    assert len(s) == 1 and s.token(0) == 5                     # p's record survived
+    assert len(s) == 1 and s.record(0).token == 5                     # p's record survived
     fill(s, "q", [6], [unit([0, 1, 0, 0])])
     # a raw (not unit) query is normalised: a cosine, at most 1
     (rec, sim), = s.search(np.array([0, 7.0, 0, 0]), k=1)

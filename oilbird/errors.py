@@ -1,0 +1,39 @@
+"""The one base class of the project's input errors.
+
+Every error that says "this input (a file, an option, a prompt) is wrong" derives from
+:class:`InputError`: ``DataError`` and ``PromptError`` (:mod:`oilbird.requests`),
+``TraceError`` (:mod:`oilbird.trace`), ``ResultsError`` (:mod:`oilbird.report`), ``StoreError``
+(:mod:`oilbird.store`). A command line prints one as one line and exits 2; an app shows it in
+its banner. Anything else that escapes is a bug, not bad input.
+
+Knows nothing about files or formats; :mod:`oilbird.jsonio` raises these for bytes that are
+not what a loader expects.
+"""
+from __future__ import annotations
+
+
+class InputError(ValueError):
+    """Bad input, said in one line: ``reason``, and where (``path``, 1-based ``line``; either
+    may be None). ``str()`` is ``PATH:LINE: REASON`` (or ``PATH: REASON``, or ``REASON``), so
+    a view that must not show a server path can rebuild the message from the parts.
+
+    >>> str(InputError("not valid JSON", "runs/t.jsonl", 3))
+    'runs/t.jsonl:3: not valid JSON'
+    >>> InputError("--limit must be >= 1").path is None
+    True
+    """
+
+    def __init__(self, reason: str, path=None, line: int | None = None):
+        self.reason = str(reason)
+        self.path = None if path is None else str(path)
+        self.line = line
+        super().__init__(self.where() + self.reason)
+
+    def where(self) -> str:
+        """``PATH:LINE: `` (or ``PATH: ``, or empty): the prefix of the message."""
+        if self.path is None:
+            return ""
+        return f"{self.path}:{self.line}: " if self.line is not None else f"{self.path}: "
+
+    def __reduce__(self):                   # picklable with its parts (multiprocessing, pytest-xdist)
+        return (type(self), (self.reason, self.path, self.line))

@@ -1,0 +1,132 @@
+"""Reading JSON and JSON-lines files: the one door every loader of the project goes through.
+
+:func:`read_text` turns a path into text, :func:`loads` turns text into a JSON value, and
+:func:`json_lines` / :func:`read_json` put the two together. For any bytes at all they return
+a value or raise one error of the class the caller names (a subclass of
+:class:`~oilbird.errors.InputError`) that says which file and, where there is one, which line:
+
+* a missing path, a folder, an unreadable file, a damaged or truncated ``.gz``;
+* more than :data:`MAX_BYTES` of text (a gzip bomb included), bytes that are not UTF-8;
+* invalid JSON, ``NaN`` / ``Infinity``, an integer beyond 64 bits (Python would take 4,300
+  digits and then refuse), a float that overflows to infinity, nesting deeper than Python's
+  parser can go.
+
+It knows nothing about what the values mean: each loader checks its own fields
+(:mod:`oilbird.requests`, :mod:`oilbird.trace`, :mod:`oilbird.report`, :mod:`oilbird.store_files`).
+Files ending in ``.gz`` are decompressed; a UTF-8 byte-order mark is dropped.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+from .errors import InputError
+
+MAX_BYTES = 1 << 31          # 2 GiB of text, after decompression
+INT_LIMIT = 1 << 63          # integers must lie in [-2**63, 2**63)
+
+# a run of 19+ digits or a 3-digit exponent: only then does a text need the strict decoder
+_SUSPECT = re.compile(r"\d{19}|[eE][+-]?\d{3}")
+
+
+class _BadNumber(ValueError):
+    """A number the project refuses; ``literal`` is its text (to find its line)."""
+
+    def __init__(self, reason: str, literal: str):
+        super().__init__(reason)
+        self.literal = literal
+
+
+def _no_constant(name: str):
+    raise _BadNumber(f"{name} is not a number this project reads (JSON has no NaN or Infinity)", name)
+
+
+def _int64(text: str) -> int:
+    if len(text.lstrip("-")) > 19 or not -INT_LIMIT <= int(text) < INT_LIMIT:
+        raise _BadNumber(f"an integer of {len(text.lstrip('-'))} digits (beyond 64 bits)", text)
+    return int(text)
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if v in (float("inf"), float("-inf")):
+        raise _BadNumber(f"the number {text[:40]} overflows a float", text)
+    return v
+
+
+_FAST = json.JSONDecoder(parse_constant=_no_constant)
+_STRICT = json.JSONDecoder(parse_constant=_no_constant, parse_int=_int64, parse_float=_finite)
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, max(pos, 0)) + 1
+
+
+def read_text(path, error: type[InputError] = InputError) -> str:
+    """The text of ``path`` (decompressed if it ends in ``.gz``), checked as above."""
+    p = Path(path)
+    try:
+        if not p.exists():
+            raise error("no such file", p)
+        if not p.is_file():
+            raise error("not a file (a folder?)", p)
+        opener = gzip.open if p.suffix == ".gz" else open
+        with opener(p, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except InputError:
+        raise
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise error(f"damaged or truncated gzip file ({exc})", p) from None
+    except OSError as exc:                  # the message without the path again
+        raise error(f"cannot read ({exc.strerror or type(exc).__name__})", p) from None
+    if len(data) > MAX_BYTES:
+        raise error(f"more than {MAX_BYTES >> 30} GiB of text: split it", p)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise error(f"not UTF-8 text (byte {column} of the line cannot be decoded)", p,
+                    data.count(b"\n", 0, exc.start) + 1) from None
+    return text.removeprefix("\ufeff")
+
+
+def loads(text: str, error: type[InputError] = InputError, path=None, line: int | None = None):
+    """One JSON value from ``text``; ``line`` is the line ``text`` starts on in ``path``
+    (a JSON-lines line), or None for a whole document (the line is then found in it)."""
+    first = line or 1
+    try:
+        return (_STRICT if _SUSPECT.search(text) else _FAST).decode(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"not valid JSON ({exc.msg}, column {exc.colno})", path, first + exc.lineno - 1) from None
+    except _BadNumber as exc:
+        at = text.find(exc.literal)
+        raise error(str(exc), path, first + _line_of(text, at) - 1 if at >= 0 else line) from None
+    except RecursionError:
+        raise error("nested too deeply to read", path, line) from None
+    except ValueError as exc:               # anything else the decoder refuses about a number
+        raise error(f"not readable as JSON ({exc})", path, line) from None
+
+
+def json_lines(text: str, error: type[InputError] = InputError, path=None) -> Iterator[tuple[int, object]]:
+    """``(line number, value)`` for every non-blank line of a JSON-lines text. Lines are split
+    on ``\\n`` only: U+2028 or U+0085 inside a JSON string does not end a line."""
+    for no, line in enumerate(text.split("\n"), start=1):
+        if line.strip(" \t\r"):
+            yield no, loads(line, error, path, no)
+
+
+def read_json(path, error: type[InputError] = InputError):
+    """The one JSON document in ``path``."""
+    text = read_text(path, error)
+    if not text.strip(" \t\r\n"):
+        raise error("empty file", path)
+    return loads(text, error, path)
+
+
+def read_json_lines(path, error: type[InputError] = InputError) -> list[tuple[int, object]]:
+    """Every ``(line number, value)`` of the JSON-lines file ``path``."""
+    return list(json_lines(read_text(path, error), error, path))

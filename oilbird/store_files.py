@@ -1,0 +1,292 @@
+"""Store files: one store saved to (and loaded from) one file, and one store per tenant.
+
+* :func:`save_store` / :func:`load_store`: a zip with a versioned JSON header (format, version,
+  the store's options, its counters) with its own sha256, and a sha256 per member. ``save``
+  writes a temporary file beside the target, fsyncs it, renames it over the target and fsyncs
+  the folder, so a crash (or ``kill -9``) leaves the old file or the new one, never half of
+  one; on any failure (full disk included) the temporary file is removed. ``load`` builds a new
+  store and returns it only when every check passed: any bytes at all that are not a store file
+  (flipped, truncated, another format or version, another tenant) raise one
+  :class:`~oilbird.store.StoreError` naming the file.
+* :class:`StoreRegistry`: tenant -> store, saved as one file per tenant in a folder.
+
+Knows the file format, not how a store searches: the store gives and takes its parts as a
+:class:`~oilbird.store.Snapshot`.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import json
+import os
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+import faiss
+import numpy as np
+
+from .errors import InputError
+from .jsonio import loads
+from .store import Snapshot, Store, StoreError, check_bounds
+
+FORMAT = "oilbird-store"
+FORMAT_VERSION = 1
+# the members of a file besides the header: the snapshot's arrays, the request ids, the index
+ARRAYS = ("positions", "row_rec", "tokens", "q_first", "q_n", "q_stream", "q_time")
+MEMBERS = tuple(f"{a}.npy" for a in ARRAYS) + ("request_ids.json", "index.faiss")
+
+
+def save_store(store: Store, path) -> Path:
+    """Write ``store``'s committed records to ``path`` (see the module docstring); the request
+    being decoded is not saved. Raises :class:`StoreError` when the file cannot be written."""
+    path = Path(path)
+    snap = store.snapshot()
+    members: dict[str, bytes] = {}
+    for name in ARRAYS:
+        buf = io.BytesIO()
+        np.save(buf, np.ascontiguousarray(snap.arrays[name]), allow_pickle=False)
+        members[f"{name}.npy"] = buf.getvalue()
+    members["request_ids.json"] = json.dumps(snap.request_ids).encode()
+    members["index.faiss"] = faiss.serialize_index(snap.index).tobytes()
+    header = {"format": FORMAT, "version": FORMAT_VERSION, "config": snap.config, "state": snap.state,
+              "payload": {k: {"sha256": hashlib.sha256(v).hexdigest(), "bytes": len(v)}
+                          for k, v in members.items()}}
+    hb = json.dumps(header, indent=1, sort_keys=True).encode()
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
+                z.writestr("header.json", hb)
+                z.writestr("header.sha256", hashlib.sha256(hb).hexdigest())
+                for k, v in members.items():
+                    z.writestr(k, v)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        _fsync_folder(path.parent)
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        if isinstance(exc, OSError):
+            raise StoreError(path, f"cannot write ({exc.strerror or exc})") from exc
+        raise
+    return path
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable. A file system that cannot sync a folder (EINVAL,
+    ENOTSUP: some network and FUSE file systems) is left as it is."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def load_store(path, tenant: str | None = None, clock: Callable[[], float] = time.time) -> Store:
+    """Read a file written by :func:`save_store` into a new store, verified end to end.
+
+    Raises :class:`StoreError` (with the path and the reason) for a missing, truncated,
+    corrupt, foreign or newer-version file, or one holding another ``tenant`` than asked
+    for; nothing is returned (or changed) unless every check passed."""
+    path = Path(path)
+    try:
+        return _load(path, tenant, clock)
+    except StoreError:
+        raise
+    except Exception as exc:   # anything unexpected in a damaged file is still one error
+        raise StoreError(path, f"unreadable ({type(exc).__name__}: {str(exc)[:200]})") from exc
+
+
+def _load(path: Path, tenant: str | None, clock) -> Store:
+    def fail(reason):
+        raise StoreError(path, reason)
+
+    if not path.is_file():
+        fail("no such file")
+    try:
+        z = zipfile.ZipFile(path, "r")
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise StoreError(path, f"not a store file, or truncated ({exc})") from exc
+    with z:
+        def read(name):
+            try:
+                return z.read(name)
+            except KeyError:
+                fail(f"member '{name}' missing")
+            except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+                raise StoreError(path, f"member '{name}' is damaged ({exc})") from exc
+
+        hb = read("header.json")
+        if read("header.sha256").decode(errors="replace").strip() != hashlib.sha256(hb).hexdigest():
+            fail("header checksum mismatch (corrupt file)")
+        header = _json(hb, path, "header")
+        if not isinstance(header, dict):
+            fail("header is not a JSON object")
+        if header.get("format") != FORMAT:
+            fail(f"not an {FORMAT} file (format {_cut(header.get('format'))})")
+        if header.get("version") != FORMAT_VERSION:
+            fail(f"format version {_cut(header.get('version'))} is not supported "
+                 f"(this code reads version {FORMAT_VERSION})")
+        cfg, st, payload = header.get("config"), header.get("state"), header.get("payload")
+        if not (isinstance(cfg, dict) and isinstance(st, dict) and isinstance(payload, dict)):
+            fail("header lacks its config, state or payload")
+        if tenant is not None and cfg.get("tenant") != tenant:
+            fail(f"holds tenant {_cut(cfg.get('tenant'))}, not {tenant!r}")
+        if sorted(payload) != sorted(MEMBERS):
+            fail(f"members {sorted(payload)} are not a store's {sorted(MEMBERS)}")
+        blobs = {}
+        for name, meta in payload.items():
+            b = read(name)
+            if len(b) != meta["bytes"] or hashlib.sha256(b).hexdigest() != meta["sha256"]:
+                fail(f"checksum mismatch in '{name}' (corrupt file)")
+            blobs[name] = b
+    arrays = {a: np.load(io.BytesIO(blobs[f"{a}.npy"]), allow_pickle=False) for a in ARRAYS}
+    q_id = _json(blobs["request_ids.json"], path, "request_ids.json")
+    if not (isinstance(q_id, list) and all(isinstance(r, str) for r in q_id)):
+        fail("request_ids.json is not a list of request ids")
+    index = faiss.deserialize_index(np.frombuffer(blobs["index.faiss"], dtype=np.uint8))
+    try:
+        return Store.from_snapshot(Snapshot(cfg, st, arrays, q_id, index), clock)
+    except ValueError as exc:          # the tables do not fit together
+        raise StoreError(path, str(exc)[:200]) from exc
+    except (TypeError, KeyError) as exc:   # the header's options or counters are not a store's
+        raise StoreError(path, f"header does not describe a store ({type(exc).__name__}: {str(exc)[:160]})") from exc
+
+
+def _cut(value) -> str:
+    """``repr(value)``, at most 60 characters (a damaged header can hold anything)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _json(data: bytes, path: Path, member: str):
+    """A JSON member of a store file, or StoreError."""
+    try:
+        return loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, InputError) as exc:
+        raise StoreError(path, f"{member} is not JSON ({exc})") from None
+
+
+_TENANT_FILE = "tenant-{}.oilstore"
+# the options of a Store that only bound it, so a loaded store may take new values for them
+BOUNDS = ("max_records", "max_bytes", "max_requests", "max_age_s")
+# options that only tune upkeep and search (a loaded store takes new values too), and the ones
+# that fix what a saved file holds (a loaded store keeps them)
+TUNING = ("compact_slack", "ivf_nprobe")
+FORMAT_OPTIONS = ("gram", "state_dtype", "pq_m", "pq_nbits", "pq_train_size", "index_type", "ivf_nlist",
+                  "ivf_train_size")
+
+
+class StoreRegistry:
+    """Tenant -> :class:`Store`. The only way to reach a store is to name its tenant, a store
+    only ever searches itself, and a saved store only loads back under its own tenant, so no
+    call path retrieves one tenant's records for another.
+
+    ``store_kwargs`` (e.g. ``max_records``, ``state_dtype``) apply to every store it creates;
+    to stores it loads, the bounds and tuning among them apply (:data:`BOUNDS`, :data:`TUNING`),
+    and a different format (:data:`FORMAT_OPTIONS`) is refused (a saved store keeps the format it was
+    written in).
+    """
+
+    def __init__(self, dim: int, **store_kwargs):
+        self.dim = int(dim)
+        self.store_kwargs = store_kwargs
+        self._stores: dict[str, Store] = {}
+        self._dropped: set[str] = set()       # whose files the next save deletes
+
+    def get(self, tenant: str) -> Store:
+        """The tenant's store (created empty on first use)."""
+        tenant = str(tenant)
+        if not tenant:
+            raise ValueError("tenant must be a non-empty string")
+        if tenant not in self._stores:
+            self._stores[tenant] = Store(self.dim, tenant=tenant, **self.store_kwargs)
+            self._dropped.discard(tenant)
+        return self._stores[tenant]
+
+    def __contains__(self, tenant) -> bool:
+        return tenant in self._stores
+
+    def tenants(self) -> list[str]:
+        return sorted(self._stores)
+
+    def drop(self, tenant: str) -> None:
+        """Forget a tenant's store entirely (e.g. on account deletion); the next :meth:`save`
+        into a directory also deletes the tenant's file there."""
+        if self._stores.pop(tenant, None) is not None:
+            self._dropped.add(tenant)
+
+    def expire(self, now: float | None = None) -> int:
+        """Apply every store's retention policy; returns records evicted."""
+        return sum(s.expire(now) for s in self._stores.values())
+
+    @staticmethod
+    def file_for(directory, tenant: str) -> Path:
+        return Path(directory) / _TENANT_FILE.format(tenant.encode().hex())
+
+    def save(self, directory) -> list[Path]:
+        """One file per tenant under ``directory``; then the files of tenants dropped since the
+        last save are deleted, so a dropped tenant never loads back. Other files there (other
+        tenants, another registry's) are left alone."""
+        written = [save_store(s, self.file_for(directory, t)) for t, s in sorted(self._stores.items())]
+        for t in sorted(self._dropped):
+            self.file_for(directory, t).unlink(missing_ok=True)
+        self._dropped.clear()
+        return written
+
+    def load_tenant(self, tenant: str, path) -> Store:
+        """Replace the tenant's store by the one in ``path``, only if it loads and verifies
+        and holds that tenant; on any error the current store stays as it was."""
+        s = load_store(path, tenant=tenant)
+        if s.dim != self.dim:
+            raise StoreError(path, f"dim {s.dim} != registry dim {self.dim}")
+        self._stores[tenant] = s
+        self._dropped.discard(tenant)
+        return s
+
+    @classmethod
+    def load(cls, directory, dim: int, **store_kwargs) -> "StoreRegistry":
+        """Every ``tenant-*.oilstore`` under ``directory``; all must verify or none is used.
+        Bounds and tuning in ``store_kwargs`` (e.g. a new ``max_records``) apply to the loaded
+        stores at once; a format option that differs from a saved store's raises StoreError."""
+        check_bounds(**{k: v for k, v in store_kwargs.items() if k in BOUNDS})
+        reg = cls(dim, **store_kwargs)
+        loaded = {}
+        asked = {k: (v or None) if k == "pq_m" else v          # config() writes a pq_m of 0 as None
+                 for k, v in store_kwargs.items() if k in FORMAT_OPTIONS}
+        for f in sorted(Path(directory).glob(_TENANT_FILE.format("*"))):
+            hexname = f.name[len("tenant-"):-len(".oilstore")]
+            try:
+                tenant = bytes.fromhex(hexname).decode()
+            except ValueError as exc:
+                raise StoreError(f, "file name does not encode a tenant") from exc
+            s = load_store(f, tenant=tenant)
+            if s.dim != dim:
+                raise StoreError(f, f"dim {s.dim} != registry dim {dim}")
+            saved = s.config()
+            other = next((k for k, v in asked.items() if saved.get(k) != v), None)
+            if other:
+                raise StoreError(f, f"saved with {other}={saved[other]!r}, asked for {store_kwargs[other]!r}; a "
+                                    f"saved store keeps its format (bounds such as max_records may change)")
+            loaded[tenant] = s
+        for s in loaded.values():
+            for k in BOUNDS + TUNING:
+                if k in store_kwargs:
+                    setattr(s, k, store_kwargs[k])
+            s.expire()
+        reg._stores = loaded
+        return reg

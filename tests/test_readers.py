@@ -1,0 +1,414 @@
+"""Every reader fails the same way (issue 20): for any bytes at all, a loader returns a valid
+object or raises the project's own error (:class:`~oilbird.errors.InputError`, the loader's
+subclass) naming the file; nothing else escapes.
+
+Property tests feed each loader arbitrary bytes, mutated copies of a valid file (bytes flipped,
+cut, inserted, deleted) and valid files with one field replaced by an arbitrary JSON value.
+Then one test per case the issue found: deep nesting, a 5,000-digit integer, a truncated
+``.jsonl.gz``, bad UTF-8, NaN/Infinity, a huge line, an empty file, and results files of the
+right outline but wrong field types. No model; a few seconds in all.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from wb_traces import all_requests
+
+from oilbird.errors import InputError
+from oilbird.report import ResultsError, load_results, markdown_table, paired_table, source_table, trace_methods
+from oilbird.report import main as report_main
+from oilbird.requests import DataError, Request, has_text, load_api_bank, load_jsonl, load_requests
+from oilbird.store import Store, StoreError
+from oilbird.store_files import load_store, save_store
+from oilbird.trace import RequestTrace, TraceError, load_traces, save_traces
+
+# fixed examples by default, so a CI verdict never depends on a seed; OILBIRD_FUZZ_EXAMPLES=5000
+# searches further, with fresh random examples each run
+_MORE = int(os.environ.get("OILBIRD_FUZZ_EXAMPLES", "0"))
+FUZZ = settings(max_examples=_MORE or 60, deadline=None, derandomize=not _MORE, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+# -- what a valid answer looks like, per loader ---------------------------------------------------
+def _valid_requests(reqs) -> None:
+    assert isinstance(reqs, list) and reqs and all(isinstance(r, Request) for r in reqs)
+    assert len({r.id for r in reqs}) == len(reqs)
+    for r in reqs:
+        assert isinstance(r.id, str) and has_text(r.messages)
+        assert all(isinstance(m["role"], str) and isinstance(m["content"], str) for m in r.messages)
+
+
+def _valid_traces(traces) -> None:
+    assert traces and all(isinstance(t, RequestTrace) for t in traces)
+    for t in traces:
+        assert [x for c in t.cycles for x in c.committed] == t.output_ids
+    source_table(trace_methods(traces))
+
+
+def _valid_report(kind_res) -> None:
+    kind, res = kind_res
+    if kind == "diagnosis":
+        from oilbird.diagnose import format_table
+        format_table(res, res.get("pool_full"))
+    elif kind == "traces":
+        source_table(res["methods"])
+        paired_table(res)
+    else:
+        markdown_table(res)
+        paired_table(res, (("oilbird", "goose"),))
+
+
+def _valid_store(s) -> None:
+    assert isinstance(s, Store)
+    s.search(np.ones(s.dim, dtype=np.float32), 4)
+    s.suffix.match([1, 2, 3])
+
+
+# -- valid seed files ---------------------------------------------------------------------------------
+REQUESTS = (json.dumps({"id": "a", "prompt": "Call GetWeather for Paris."}) + "\n"
+            + json.dumps({"messages": [{"role": "system", "content": "be brief"},
+                                       {"role": "user", "content": "hi \u2028 there"}]}) + "\n").encode()
+API_BANK = json.dumps([{"instruction": "Use the API.", "input": "User: hi\nGenerate API Request:",
+                        "expected_output": "API-Request: [Hi()]"}], indent=1).encode()
+
+
+def _method_row(tau: float, requests=("r1", "r2")) -> dict:
+    return {"tau": tau, "tokens_per_s": 10.0, "speedup": 1.2, "decode_speedup": None, "lossless": True,
+            "n_requests": len(requests), "tokens": 8, "forwards": 4, "seconds": 0.8, "overhead_share": 0.1,
+            "mean_nodes": 9.5, "accepted_by_source": {"suffix": 3.0, "bonus": 4.0},
+            "sole_by_source": {"suffix": 2}, "sole_share": {"semantic": 0.1},
+            "per_request": [{"request": r, "tokens": 4, "forwards": 2, "seconds": 0.4, "prefill_seconds": 0.1}
+                            for r in requests]}
+
+
+RESULTS = json.dumps({"model": "tiny", "data": "builtin", "n_requests": 2, "max_new_tokens": 8,
+                      "methods": {"goose": _method_row(2.0), "oilbird": _method_row(2.5)}}, indent=2).encode()
+DIAGNOSIS = json.dumps({"n_requests": 2, "n_positions": 40, "n_gap": 6, "n_recovered": 2, "present_2": 0.5,
+                        "gap": 0.15, "semantic_reach": None, "match_len_gap_median": 3,
+                        "pool_full": {"present_2": 0.6, "gap": 0.1}}).encode()
+
+
+def _traces_bytes(tmp: Path) -> bytes:
+    return save_traces(all_requests(), tmp / "seed.jsonl").read_bytes()
+
+
+def _store_bytes(tmp: Path) -> bytes:
+    rng = np.random.default_rng(0)
+    s = Store(dim=4, tenant="acme")
+    for r in range(3):
+        for i, t in enumerate(rng.integers(0, 20, 12).tolist()):
+            s.add(f"q{r}", i, t, rng.normal(size=4))
+        s.end_request()
+    return save_store(s, tmp / "seed.oilstore").read_bytes()
+
+
+@dataclass
+class Reader:
+    """One loader: the file name it reads, how to call it on a path, the error it may raise,
+    and what a valid answer must satisfy."""
+    name: str
+    filename: str
+    load: Callable
+    error: type
+    valid: Callable
+
+
+def _api_bank(path: Path):
+    """load_api_bank on the folder whose level-1 file is ``path`` (level-2: a valid one)."""
+    (path.parent / "level-2-api.json").write_bytes(API_BANK)
+    return load_api_bank(path.parents[1])
+
+
+READERS = {
+    "requests": Reader("requests", "r.jsonl", load_jsonl, DataError, _valid_requests),
+    "requests-gz": Reader("requests-gz", "r.jsonl.gz", load_jsonl, DataError, _valid_requests),
+    "api-bank": Reader("api-bank", "ab/test-data/level-1-api.json", _api_bank, DataError, _valid_requests),
+    "traces": Reader("traces", "t.jsonl", load_traces, TraceError, _valid_traces),
+    "results": Reader("results", "results.json", load_results, ResultsError, _valid_report),
+    "diagnosis": Reader("diagnosis", "diagnosis.json", load_results, ResultsError, _valid_report),
+    "report-traces": Reader("report-traces", "t.jsonl", load_results, TraceError, _valid_report),
+    "store": Reader("store", "s.oilstore", load_store, StoreError, _valid_store),
+}
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A scratch folder and every reader's valid seed bytes."""
+    tmp = tmp_path_factory.mktemp("readers")
+    traces = _traces_bytes(tmp)
+    seeds = {"requests": REQUESTS, "requests-gz": gzip.compress(REQUESTS, mtime=0), "api-bank": API_BANK,
+             "traces": traces, "results": RESULTS, "diagnosis": DIAGNOSIS, "report-traces": traces,
+             "store": _store_bytes(tmp)}
+    return tmp, seeds
+
+
+def _check(reader: Reader, tmp: Path, data: bytes) -> None:
+    """The property: valid answer, or the reader's own error naming the file."""
+    case = tmp / reader.name
+    shutil.rmtree(case, ignore_errors=True)
+    path = case / reader.filename
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    try:
+        got = reader.load(path)
+    except reader.error as exc:
+        assert isinstance(exc, InputError) and str(path) in str(exc) and exc.reason, str(exc)
+        return
+    reader.valid(got)
+
+
+def test_every_seed_file_is_valid(work):
+    tmp, seeds = work
+    for name, reader in READERS.items():
+        case = tmp / f"seed-{name}"
+        (case / reader.filename).parent.mkdir(parents=True, exist_ok=True)
+        (case / reader.filename).write_bytes(seeds[name])
+        reader.valid(reader.load(case / reader.filename))
+
+
+# -- arbitrary and mutated bytes ------------------------------------------------------------------
+NAMES = list(READERS)
+
+
+@FUZZ
+@given(name=st.sampled_from(NAMES), data=st.binary(max_size=3000))
+def test_arbitrary_bytes(work, name, data):
+    tmp, _ = work
+    _check(READERS[name], tmp, data)
+
+
+# one edit of a byte string: flip a bit, cut the tail, insert bytes, delete a span
+EDITS = st.one_of(
+    st.tuples(st.just("flip"), st.floats(0, 1), st.integers(0, 7)),
+    st.tuples(st.just("cut"), st.floats(0, 1), st.just(0)),
+    st.tuples(st.just("insert"), st.floats(0, 1), st.sampled_from(
+        [b"\xff", b"\x00", b"\n", b"[", b"{", b"\"", b"NaN", b"1e999", b"9" * 30, b"\xe2\x80\xa8", b"\\"])),
+    st.tuples(st.just("delete"), st.floats(0, 1), st.integers(1, 64)),
+)
+
+
+def _mutate(data: bytes, edits) -> bytes:
+    b = bytearray(data)
+    for kind, where, arg in edits:
+        at = min(int(where * len(b)), max(len(b) - 1, 0))
+        if kind == "flip" and b:
+            b[at] ^= 1 << arg
+        elif kind == "cut":
+            del b[at:]
+        elif kind == "insert":
+            b[at:at] = arg
+        elif kind == "delete":
+            del b[at:at + arg]
+    return bytes(b)
+
+
+@FUZZ
+@given(name=st.sampled_from(NAMES), edits=st.lists(EDITS, min_size=1, max_size=4))
+def test_mutated_valid_files(work, name, edits):
+    tmp, seeds = work
+    _check(READERS[name], tmp, _mutate(seeds[name], edits))
+
+
+# any JSON value, numbers and strings included, nested a few levels
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8)
+
+
+def _replace_somewhere(value, draw):
+    """``value`` (parsed JSON) with one place in it replaced by an arbitrary JSON value, or a
+    key deleted: the outline stays right, a field goes wrong."""
+    if isinstance(value, dict) and value:
+        key = draw(st.sampled_from(sorted(value)))
+        choice = draw(st.integers(0, 2))
+        out = dict(value)
+        if choice == 0:
+            del out[key]
+        elif choice == 1:
+            out[key] = draw(JSON)
+        else:
+            out[key] = _replace_somewhere(value[key], draw)
+        return out
+    if isinstance(value, list) and value:
+        i = draw(st.integers(0, len(value) - 1))
+        out = list(value)
+        out[i] = draw(JSON) if draw(st.booleans()) else _replace_somewhere(value[i], draw)
+        return out
+    return draw(JSON)
+
+
+JSON_READERS = ["requests", "api-bank", "traces", "results", "diagnosis", "report-traces"]
+
+
+@FUZZ
+@given(name=st.sampled_from(JSON_READERS), data=st.data())
+def test_valid_files_with_one_field_gone_wrong(work, name, data):
+    tmp, seeds = work
+    text = seeds[name].decode()
+    if name in ("requests", "traces", "report-traces"):            # JSON lines: change one line
+        lines = text.splitlines()
+        k = data.draw(st.integers(0, len(lines) - 1))
+        lines[k] = json.dumps(_replace_somewhere(json.loads(lines[k]), data.draw), ensure_ascii=False)
+        out = "\n".join(lines) + "\n"
+    else:
+        out = json.dumps(_replace_somewhere(json.loads(text), data.draw), indent=1)
+    _check(READERS[name], tmp, out.encode())
+
+
+# -- the cases the issue found ------------------------------------------------------------------------
+DEEP = "[" * 200_000 + "]" * 200_000
+BIG_INT = '{"prompt": "x", "id": ' + "9" * 5000 + "}"
+
+# a valid first line, then the bad one on line 2 (so the line number is checked)
+BAD_LINES = {
+    "nested 200,000 deep": (DEEP, "nested too deeply"),
+    "a 5,000-digit integer": (BIG_INT, "5000 digits"),
+    "NaN": ('{"prompt": "x", "id": NaN}', "NaN is not a number"),
+    "Infinity": ('{"prompt": "x", "id": -Infinity}', "Infinity is not a number"),
+    "a float overflowing": ('{"prompt": "x", "n": 1e999}', "overflows a float"),
+}
+
+
+def _two_lines(tmp: Path, name: str, second: str, first: str | None = None) -> Path:
+    """A file whose line 1 is ``first`` (by default a valid request) and line 2 ``second``."""
+    p = tmp / name
+    p.write_text((first or json.dumps({"id": "ok", "prompt": "hi"})) + "\n" + second + "\n")
+    return p
+
+
+@pytest.mark.parametrize("case", list(BAD_LINES))
+def test_a_bad_line_is_named_by_every_jsonl_reader(tmp_path, case):
+    """bench --data (requests), the trace loader (app start, upload) and oilbird.report: one
+    error with the file and the line, not a RecursionError or a raw ValueError."""
+    line, reason = BAD_LINES[case]
+    trace_head = _traces_bytes(tmp_path).decode().split("\n")[0]      # a valid request line
+    for load, error, first in ((load_requests, DataError, None), (load_traces, TraceError, trace_head),
+                               (load_results, TraceError, trace_head)):
+        p = _two_lines(tmp_path, "bad.jsonl", line, first)
+        with pytest.raises(error, match=reason) as e:
+            load(p)
+        assert str(e.value).startswith(f"{p}:2: "), str(e.value)
+
+
+@pytest.mark.parametrize("case", list(BAD_LINES))
+def test_a_bad_whole_document_is_named(tmp_path, case):
+    """The same values inside a results.json and an API-Bank file."""
+    line, reason = BAD_LINES[case]
+    doc = line.replace('"prompt": "x"', '"methods": {}')
+    p = tmp_path / "results.json"
+    p.write_text(doc)
+    with pytest.raises(InputError, match=reason) as e:
+        load_results(p)
+    assert str(p) in str(e.value)
+    f = tmp_path / "ab" / "test-data" / "level-1-api.json"
+    f.parent.mkdir(parents=True)
+    f.write_text(doc)
+    with pytest.raises(DataError, match=reason):
+        load_api_bank(tmp_path / "ab")
+
+
+def _truncated_gz(tmp: Path, name: str, payload: bytes) -> Path:
+    p = tmp / name
+    p.write_bytes(gzip.compress(payload)[:-30])
+    return p
+
+
+def test_a_truncated_gz_is_one_error(tmp_path):
+    traces = _traces_bytes(tmp_path)
+    for load, error, payload in ((load_requests, DataError, REQUESTS * 20), (load_traces, TraceError, traces),
+                                 (load_results, TraceError, traces)):
+        p = _truncated_gz(tmp_path, "cut.jsonl.gz", payload)
+        with pytest.raises(error, match="damaged or truncated gzip") as e:
+            load(p)
+        assert str(p) in str(e.value)
+
+
+@pytest.mark.parametrize("data, reason, line", [
+    (b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n', "not UTF-8", 2),
+    (b"", "no ", None),
+    (b"\n  \n", "no ", None),
+])
+def test_bad_utf8_and_empty_files(tmp_path, data, reason, line):
+    for load, error in ((load_requests, DataError), (load_traces, TraceError)):
+        p = tmp_path / "x.jsonl"
+        p.write_bytes(data)
+        with pytest.raises(error, match=reason) as e:
+            load(p)
+        assert e.value.path == str(p) and e.value.line == line
+
+
+def test_a_huge_line_loads_or_fails_without_echoing_it(tmp_path):
+    huge = "y" * 5_000_000
+    p = _two_lines(tmp_path, "big.jsonl", json.dumps({"id": "big", "prompt": huge}))
+    assert [len(r.messages[0]["content"]) for r in load_requests(p)] == [2, len(huge)]
+    p = _two_lines(tmp_path, "big.jsonl", json.dumps({"id": "big", "prompt": 3, "pad": huge}))
+    with pytest.raises(DataError) as e:
+        load_requests(p)
+    assert len(str(e.value)) < 300
+
+
+def test_line_separators_inside_strings_do_not_split_a_trace_line(tmp_path):
+    """U+2028 and U+0085 are written raw (ensure_ascii=False); str.splitlines used to cut the
+    line there, so a model that produced one could not be loaded back."""
+    reqs = all_requests()
+    reqs[0].prompt_text = "a\u2028b\x85c"
+    assert load_traces(save_traces(reqs, tmp_path / "t.jsonl")) == reqs
+
+
+# -- results.json and diagnosis.json of the right outline but wrong field types (issue 20 #6) -----------
+def _results_with(method_row) -> dict:
+    return {"methods": {"goose": _method_row(2.0), "x": method_row}}
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"methods": {"x": 1}}, "method 'x' is 1, not an object"),
+    (_results_with({**_method_row(2.0), "tau": "1.45"}), "'tau' of method 'x' is '1.45', not a number"),
+    (_results_with({**_method_row(2.0), "lossless": "yes"}), "'lossless' of method 'x' is 'yes', not true or false"),
+    (_results_with({k: v for k, v in _method_row(2.0).items() if k != "tokens_per_s"}),
+     "method 'x' has no 'tokens_per_s'"),
+    (_results_with({**_method_row(2.0), "sole_share": {"semantic": "a lot"}}), "'sole_share' of method 'x'"),
+    (_results_with({**_method_row(2.0), "per_request": [{"request": "r1", "tokens": 3, "forwards": 0}]}),
+     "'forwards' of per_request row 0 of method 'x' is 0, not a count of at least 1"),
+    ({"present_2": 0.5, "n_requests": 1, "n_gap": 0, "n_recovered": 0}, "the diagnosis has no 'n_positions'"),
+    ({"present_2": "half", "n_requests": 1, "n_positions": 3, "n_gap": 0, "n_recovered": 0},
+     "'present_2' of the diagnosis is 'half', not a number or null"),
+    ([1, 2], "no 'methods' object"),
+])
+def test_report_refuses_wrong_field_types_in_one_line(tmp_path, capsys, doc, message):
+    p = tmp_path / "results.json"
+    p.write_text(json.dumps(doc, indent=2))
+    assert report_main([str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {p}: ") and message in err, err
+
+
+def test_report_reads_a_valid_results_file_and_folder(tmp_path, capsys):
+    (tmp_path / "results.json").write_bytes(RESULTS)
+    assert report_main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| oilbird | 2.50 |" in out and "oilbird vs goose" in out
+
+
+def test_bench_refuses_a_bad_data_file_in_one_line_before_the_model(tmp_path, capsys, monkeypatch):
+    import oilbird.model
+    from oilbird.__main__ import main
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    for name, (line, reason) in BAD_LINES.items():
+        p = _two_lines(tmp_path, "bad.jsonl", line)
+        assert main(["bench", "--data", str(p), "--methods", "ar", "--out", str(tmp_path / "run")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{p}:2: " in err and reason in err, (name, err)
+    p = _truncated_gz(tmp_path, "cut.jsonl.gz", REQUESTS * 20)
+    assert main(["bench", "--data", str(p), "--methods", "ar", "--out", str(tmp_path / "run")]) == 2
+    assert "damaged or truncated gzip" in capsys.readouterr().err
