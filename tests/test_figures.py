@@ -12,6 +12,7 @@ from wb_traces import cycle1, cycle_neighbours, relabel, request_goose, request_
 
 from oilbird.trace import CycleTrace
 from workbench import figures as F
+from workbench.panels.neighbours import _cell_chars as cell_chars
 from workbench.palette import (ALL_SOURCES, DRAFT_SOURCES, GAP_COLOURS, PEER_SOURCES, PRECEDENCE, SOURCE_COLOURS,
                                SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, Style, primary_source,
                                source_label)
@@ -281,7 +282,7 @@ def test_neighbours_figure_is_plain_text_that_fits_its_columns_and_height():
             assert not any(tag in cell for cell in row for tag in ("<span", "<b>", "style="))
             lines += max(cell.count("<br>") + 1 for cell in row)
         for k, cells in enumerate(cols):
-            chars = F._cell_chars(style or Style(), k, Style().font_size - 1)
+            chars = cell_chars(style or Style(), k, Style().font_size - 1)
             assert all(len(line) <= chars for cell in cells for line in cell.split("<br>")), F.NB_HEADER[k]
         assert lines > 8                                                   # long cells were broken
         assert fig.layout.height >= fig.layout.margin.t + 24 * 8 + 14 * (lines - 8) + 24
