@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,12 @@ def plot_json(out) -> dict:
     return json.loads(out["plot"])
 
 
-# The /next, /prev, /goto outputs: counter, slider, tree, text, neighbours, gap, error.
-# /select, /load_traces, /run_live add metrics, comparison, prompt and the three dropdowns.
+def named(kind: str, out):
+    """A client's answer (every output but the session state, which stays on the server) as
+    the app's named outputs: ``kind`` is ``Step`` (/next, /prev, /goto), ``Selected``
+    (/select, /load_traces, /run_live) or ``Played`` (/play, /tick) of :mod:`workbench.ui`."""
+    from workbench import ui
+    return getattr(ui, kind)(None, *out)
 
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
@@ -88,12 +93,12 @@ def test_next_prev_goto_change_cycle_and_tree(client):
 
 
 def test_unknown_request_shows_error_and_keeps_session(client):
-    out = client.predict("no-such-request", "oilbird", "goose", api_name="/select")
-    counter, error = out[0], out[6]
+    out = named("Selected", client.predict("no-such-request", "oilbird", "goose", api_name="/select"))
+    counter, error = out.counter, out.error
     assert "Unknown request id 'no-such-request'" in error
     assert "r1" in counter and cycle_of(counter) == 1                      # selection unchanged
-    counter, *rest = client.predict(api_name="/next")
-    assert cycle_of(counter) == 2 and rest[-1] == ""                        # usable, error cleared
+    out = named("Step", client.predict(api_name="/next"))
+    assert cycle_of(out.counter) == 2 and out.error == ""                   # usable, error cleared
 
 
 def test_sessions_are_independent(app_url):
@@ -107,9 +112,9 @@ def test_sessions_are_independent(app_url):
 
 
 def test_select_method_and_comparison(client):
-    out = client.predict("r1", "goose", "oilbird", api_name="/select")
-    assert "goose" in out[0]
-    compare = plot_json(out[8])
+    out = named("Selected", client.predict("r1", "goose", "oilbird", api_name="/select"))
+    assert "goose" in out.counter
+    compare = plot_json(out.compare)
     assert "goose vs oilbird" in compare["layout"]["title"]["text"]
     assert "identical outputs" in compare["layout"]["title"]["text"]
 
@@ -118,9 +123,9 @@ def test_corrupt_trace_file_shows_error(client, tmp_path):
     from gradio_client import handle_file
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"kind": "request", "version": 1, "request_id": "x"\nnot json\n')
-    out = client.predict(handle_file(str(bad)), api_name="/load_traces")
-    assert "Not a usable trace file" in out[6] and "bad.jsonl:1" in out[6]
-    assert not re.search(r"[/\\]bad\.jsonl", out[6])                       # the user's name, not gradio's path
+    out = named("Selected", client.predict(handle_file(str(bad)), api_name="/load_traces"))
+    assert "Not a usable trace file" in out.error and "bad.jsonl:1" in out.error
+    assert not re.search(r"[/\\]bad\.jsonl", out.error)                    # the user's name, not gradio's path
     counter, *_ = client.predict(api_name="/next")                         # still usable
     assert cycle_of(counter) == 2
 
@@ -132,16 +137,17 @@ def test_load_traces_adds_requests_for_this_session(client, tmp_path):
     for c in r.cycles:
         c.request_id = "uploaded"
     good = save_traces([r], tmp_path / "good.jsonl")
-    out = client.predict(handle_file(str(good)), api_name="/load_traces")
-    assert out[6] == "" and "uploaded" in out[0]
-    assert "uploaded" in [c[1] for c in out[10]["choices"]]   # (label, value)
+    out = named("Selected", client.predict(handle_file(str(good)), api_name="/load_traces"))
+    assert out.error == "" and "uploaded" in out.counter
+    assert "uploaded" in [c[1] for c in out.request_menu["choices"]]   # (label, value)
 
 
 def test_live_run_with_a_model_that_fails_to_load(client):
-    out = client.predict("r1", "oilbird", api_name="/run_live")
-    assert "model failed to load" in out[6] and "does not exist" in out[6]
-    out = client.predict("r2", "oilbird", api_name="/run_live")            # no prompt for r2
-    assert "no prompt" in out[6]
+    out = named("Selected", client.predict("r1", "oilbird", api_name="/run_live"))
+    assert "model failed to load" in out.error and "does not exist" in out.error
+    assert "no-such-model.gguf" in out.error and not re.search(r"[/\\]no-such-model", out.error)   # no server path
+    out = named("Selected", client.predict("r2", "oilbird", api_name="/run_live"))   # no prompt for r2
+    assert "no prompt" in out.error
     counter, *_ = client.predict(api_name="/next")
     assert cycle_of(counter) >= 1
 
@@ -150,9 +156,9 @@ def test_play_and_tick(client):
     client.predict("r1", "oilbird", "goose", api_name="/select")
     client.predict(0, api_name="/goto")
     out = client.predict(api_name="/play")                                  # (the button is not in the API)
-    assert out[-1]["active"] is True
+    assert out[-1]["active"] is True                                        # the timer
     out = client.predict(api_name="/tick")
-    assert cycle_of(out[0]) == 1
+    assert cycle_of(out[0]) == 1                                            # the counter
     out = client.predict(api_name="/tick")                                  # reaches the last cycle
     assert cycle_of(out[0]) == 2 and out[-1]["active"] is False
 
@@ -228,33 +234,29 @@ def test_upload_is_all_or_nothing(app_fns, session, monkeypatch, tmp_path):
         return draw(request, *a, **k)
     monkeypatch.setattr(figures, "gap_strip_html", broken)
     path = save_traces([request_other("fine"), request_other("bad")], tmp_path / "mine.jsonl")
-    before = {**session, "extra": dict(session["extra"])}
+    before = replace(session, extra=dict(session.extra))
     with pytest.warns(UserWarning, match="Not a usable trace file"):     # gradio's pop-up, outside a browser
         out = app_fns[2]["load_traces"](session, str(path))
-    st, error = out[0], out[7]
+    st, error = out.state, out.error
     assert "mine.jsonl" in error and "request 'bad'" in error and "unhashable" in error
-    assert {k: st[k] for k in before} == before and st["extra"] == {}    # not even "fine" was added
-    counter = app_fns[2]["next"](st)[1]
+    assert st == before and st.extra == {}                               # not even "fine" was added
+    counter = app_fns[2]["next"](st).counter
     assert "r1 · oilbird" in counter and cycle_of(counter) == 2           # navigation still works
 
 
 def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     """Uploaded, it is selected and every panel says it holds no cycles (not "no trace")."""
-    from dataclasses import replace
-
     from workbench.figures import NO_CYCLES
     bare = replace(request_other("bare"), cycles=[], output_ids=[], output_text=[])
     out = app_fns[2]["load_traces"](session, str(save_traces([bare], tmp_path / "bare.jsonl")))
-    assert out[0]["request"] == "bare" and out[7] == ""
-    assert NO_CYCLES in out[4] and "No trace of" not in out[4]
-    assert "no cycles" in out[1] and "no trace" not in out[1]                  # the counter
-    assert json.loads(out[3].plot)["layout"]["annotations"][0]["text"] == "no cycle records"   # the tree
+    assert out.state.request == "bare" and out.error == ""
+    assert NO_CYCLES in out.text and "No trace of" not in out.text
+    assert "no cycles" in out.counter and "no trace" not in out.counter
+    assert json.loads(out.tree.plot)["layout"]["annotations"][0]["text"] == "no cycle records"
 
 
 def test_the_app_opens_where_the_semantic_key_alone_delivered_most(tmp_path):
     """Not merely the first request with neighbours: the one whose tokens show the lesson."""
-    from dataclasses import replace
-
     from wb_traces import relabel
     from workbench.session import Catalogue, Data, new_session
     r = request_oilbird()
@@ -263,7 +265,7 @@ def test_the_app_opens_where_the_semantic_key_alone_delivered_most(tmp_path):
     cat = Catalogue.load(save_traces([retrieved_only, delivered], tmp_path / "t.jsonl"))
     assert cat.error == "" and cat.request_ids() == ["a", "r1"]      # "a" has neighbours, no own token
     st = new_session(cat, Data("builtin"))
-    assert (st["request"], st["method"], st["cycle"]) == ("r1", "oilbird", 1)
+    assert (st.request, st.method, st.cycle) == ("r1", "oilbird", 1)
 
 
 def test_menus_say_what_has_a_trace(app_fns, session):
@@ -280,31 +282,31 @@ def test_a_typed_cycle_out_of_range_goes_to_the_nearest_end(app_fns, session):
     left the panels behind): 99 is the last cycle, -3 the first, junk changes nothing."""
     goto = app_fns[2]["goto"]
     last = len(request_oilbird().cycles) - 1
-    assert cycle_of(goto(session, 99)[1]) == last and cycle_of(goto(session, "-3")[1]) == 0
-    assert cycle_of(goto(session, 1.0)[1]) == 1 and cycle_of(goto(session, "abc")[1]) == 1
+    assert cycle_of(goto(session, 99).counter) == last and cycle_of(goto(session, "-3").counter) == 0
+    assert cycle_of(goto(session, 1.0).counter) == 1 and cycle_of(goto(session, "abc").counter) == 1
 
 
 def test_a_request_without_a_trace_still_shows_its_prompt(app_fns, session):
     out = app_fns[2]["select"](session, "r1", "pld", "goose")
-    assert "No trace of request &#x27;r1&#x27; with method &#x27;pld&#x27;" in out[4]
-    assert out[10] == "user: say hi"
+    assert "No trace of request &#x27;r1&#x27; with method &#x27;pld&#x27;" in out.text
+    assert out.prompt == "user: say hi"
 
 
 def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monkeypatch):
-    from workbench import figures
+    from workbench.panels import tree
 
     def broken(*a, **k):
         raise KeyError("boom")
-    monkeypatch.setattr(figures, "tree_spec", broken)
+    monkeypatch.setattr(tree, "tree_layout", broken)          # every tree, in the app and the exports
     with pytest.warns(UserWarning, match="cannot be drawn"):
         out = app_fns[2]["next"](session)
-    assert "cannot be drawn" in out[7] and "boom" in out[7]
+    assert "cannot be drawn" in out.error and "boom" in out.error
     with pytest.warns(UserWarning, match="Nothing exported"):
-        files, error = app_fns[2]["export_figures"](out[0], "html", progress=lambda *a, **k: None)
+        files, error = app_fns[2]["export_figures"](out.state, "html", progress=lambda *a, **k: None)
     assert files == [] and "cannot be drawn" in error and "boom" in error
     monkeypatch.undo()
-    out = app_fns[2]["prev"](out[0])                                       # drawable again: no error
-    assert cycle_of(out[1]) == 1 and out[7] == ""
+    out = app_fns[2]["prev"](out.state)                                    # drawable again: no error
+    assert cycle_of(out.counter) == 1 and out.error == ""
 
 
 def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
@@ -316,7 +318,7 @@ def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
     monkeypatch.setattr(ui, "_decode_live", too_long)
     with pytest.warns(UserWarning, match="cannot be decoded"):
         out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
-    assert "9031 tokens" in out[7] and out[0]["extra"] == {} and "r1 · oilbird" in out[1]
+    assert "9031 tokens" in out.error and out.state.extra == {} and "r1 · oilbird" in out.counter
 
 
 # -- the command line --------------------------------------------------------------------------

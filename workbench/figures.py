@@ -40,6 +40,7 @@ semantic key did in a cycle and why a neighbour got no node are each answered by
 """
 from __future__ import annotations
 
+from .palette import DEFAULT_STYLE, Style
 from .panels.base import (BY_PRIMARY, BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, SHARE_TITLE, TABLE_WIDTH,
                           WHITESPACE, figure, message_spec, spec_json, visible)
 from .panels.compare import compare_figure, compare_spec, first_difference
@@ -63,7 +64,8 @@ def chain_result(nb, cycle) -> NeighbourResult:
 
 
 __all__ = [
-    # plumbing
+    # plumbing (and the palette's style, which every figure takes)
+    "DEFAULT_STYLE", "Style",
     "BY_PRIMARY", "BY_PRIMARY_KEY", "CHAR_EM", "CURSOR", "PATTERN", "SHARE_TITLE", "TABLE_WIDTH", "WHITESPACE",
     "figure", "message_spec", "spec_json", "visible",
     # provenance and the cycle
