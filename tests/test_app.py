@@ -321,7 +321,178 @@ def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
     assert "9031 tokens" in out.error and out.state.extra == {} and "r1 · oilbird" in out.counter
 
 
+def _long_id_trace(tmp_path):
+    """A trace file whose request id is 300 characters of a kind no file system takes as a name."""
+    r = request_other("bad")
+    rid = "req/" + "ü" * 40 + ":" * 20 + "x" * 236
+    r.request_id = rid
+    for c in r.cycles:
+        c.request_id = rid
+    return rid, save_traces([r], tmp_path / "long.jsonl")
+
+
+def test_exports_of_a_long_request_id_get_short_names(app_fns, session, tmp_path):
+    """A 300-character id made every export fail with a raw "File name too long"."""
+    from workbench.export import NAME_CHARS
+    rid, path = _long_id_trace(tmp_path)
+    out = app_fns[2]["load_traces"](session, str(path))
+    assert out.error == "" and out.state.request == rid
+    files, error = app_fns[2]["export_trace"](out.state)
+    assert error == "" and [(t.request_id, t.method) for t in load_traces(files[0])] == [(rid, "oilbird")]
+    figs, error = app_fns[2]["export_figures"](out.state, "html", progress=lambda *a, **k: None)
+    assert error == "" and Path(figs[0]).read_text(encoding="utf-8").count("Plotly.newPlot") >= 5
+    for f in files + figs:
+        name = Path(f).name
+        assert len(name) <= NAME_CHARS + len(".jsonl") and re.fullmatch(r"[A-Za-z0-9_.+-]+", name), name
+
+
+def test_safe_names_are_short_distinct_and_portable():
+    from workbench.export import NAME_CHARS, safe_name
+    a, b = safe_name("x" * 200 + "a", "oilbird"), safe_name("x" * 200 + "b", "oilbird")
+    assert a != b and len(a) <= NAME_CHARS and len(b) <= NAME_CHARS     # a hash tells them apart
+    assert safe_name("r1", "oilbird", "cycle1") == "r1-oilbird-cycle1"    # short names stay readable
+    assert safe_name("CON") != "CON" and not safe_name("..").startswith(".")   # Windows, hidden files
+
+
+def test_an_export_that_cannot_be_written_says_so_without_the_server_path(app_fns, session, monkeypatch):
+    from workbench import ui
+
+    def full_disk(*a, **k):
+        raise OSError(28, "No space left on device", "/srv/oilbird/exports/123/r1-oilbird.jsonl")
+    for name in ("export_traces", "export_figures"):
+        monkeypatch.setattr(ui, name, full_disk)
+    for api, args in (("export_trace", ()), ("export_figures", ("html",))):
+        with pytest.warns(UserWarning, match="could not be written"):
+            files, error = app_fns[2][api](session, *args, **({"progress": lambda *a, **k: None} if args else {}))
+        assert files == [] and "No space left on device" in error and "/srv" not in error
+
+
+def _bad_trace_files(folder) -> list:
+    """Files no trace loader should take: nested 200,000 deep, a 5,000-digit integer, a
+    truncated gzip."""
+    import gzip
+    deep = folder / "deep.jsonl"
+    deep.write_text("[" * 200_000 + "]" * 200_000 + "\n")
+    big = folder / "big.jsonl"
+    big.write_text('{"kind": "request", "version": 1, "request_id": ' + "9" * 5000 + "}\n")
+    packed = gzip.compress(save_traces(all_requests(), folder / "ok.jsonl").read_bytes())
+    cut = folder / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    return [deep, big, cut]
+
+
+def test_a_bad_upload_is_one_line_in_the_banner(app_fns, session, tmp_path):
+    """Whatever the loader raises (TraceError, or a RecursionError it lets through), the banner
+    gets one line naming the file, no traceback and no server path; the session is unchanged."""
+    before = replace(session, extra=dict(session.extra))
+    for path in _bad_trace_files(tmp_path):
+        with pytest.warns(UserWarning, match="Not a usable trace file"):
+            out = app_fns[2]["load_traces"](session, str(path))
+        assert path.name in out.error and "\n" not in out.error and str(tmp_path) not in out.error
+        assert "Traceback" not in out.error and out.state == before
+
+
+def test_a_trace_error_is_shown_without_its_path_or_line_breaks(app_fns, session, monkeypatch, tmp_path):
+    from oilbird.trace import TraceError
+    from workbench import app, ui
+    bad = tmp_path / "secret-dir" / "mine.jsonl"
+
+    def refuse(path):
+        raise TraceError(f"{path}:3: not a trace record:\n  expected an object")
+    monkeypatch.setattr(ui, "load_traces", refuse)
+    with pytest.warns(UserWarning, match="mine.jsonl:3: not a trace record: expected an object"):
+        out = app_fns[2]["load_traces"](session, str(bad))
+    assert "secret-dir" not in out.error and "\n" not in out.error
+    import workbench.session as S
+    monkeypatch.setattr(S, "load_traces", refuse)
+    cat, _ = app.load(bad, "builtin")                                    # --traces at app start
+    assert cat.error == "Could not read the precomputed traces: mine.jsonl:3: not a trace record: expected an object"
+
+
+def test_bad_precomputed_traces_at_start_are_one_line(tmp_path, capsys):
+    from workbench import app
+    for path in _bad_trace_files(tmp_path):
+        cat, _ = app.load(path, "builtin")
+        err = capsys.readouterr().err
+        assert cat.traces == {} and path.name in cat.error and "\n" not in cat.error
+        assert str(tmp_path) not in cat.error and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_login_with_auth_and_none_without(app_fns, tmp_path):
+    """gradio's login, as ``--auth`` / ``$OILBIRD_AUTH`` turn it on: nothing answers before it."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from gradio_client import Client
+
+    from workbench.app import parse_auth
+    from workbench.ui import build_app
+    cat, data = app_fns[:2]
+
+    class NoModel:
+        def get(self, progress=None):
+            raise RuntimeError("no model here")
+    auth = parse_auth(None, {"OILBIRD_AUTH": "ann:s3:cret"})
+    assert auth == ("ann", "s3:cret")
+    demo = build_app(cat, data, NoModel())
+    port = measure.free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, auth=auth, prevent_thread_lock=True, quiet=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as no:
+            urllib.request.urlopen(url + "config", timeout=30)
+        assert no.value.code == 401
+        form = urllib.parse.urlencode({"username": "ann", "password": "wrong"}).encode()
+        with pytest.raises(urllib.error.HTTPError) as wrong:
+            urllib.request.urlopen(url + "login", data=form, timeout=30)
+        assert wrong.value.code == 400
+        counter, *_ = Client(url, auth=auth, verbose=False).predict(api_name="/next")
+        assert cycle_of(counter) == 2
+    finally:
+        demo.close()
+
+
 # -- the command line --------------------------------------------------------------------------
+def test_a_port_out_of_range_is_one_clear_line(capsys):
+    """--port 99999 was an OverflowError traceback."""
+    from workbench import app
+    for port in ("99999", "0", "-1", "http"):
+        assert app.main(["--port", port, "--no-preview"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--port {port} is not a port" in err and "1 to 65535" in err
+
+
+def test_a_network_host_says_the_app_has_no_login_and_auth_turns_it_on(monkeypatch, capsys):
+    from workbench import app, ui
+    monkeypatch.delenv("OILBIRD_AUTH", raising=False)
+    monkeypatch.setattr(app, "cannot_serve", lambda host, port: "stopped by the test")
+    assert app.main(["--host", "0.0.0.0", "--no-preview"]) == 1
+    err = capsys.readouterr().err
+    assert "0.0.0.0" in err and "no authentication" in err and "--auth USER:PASSWORD" in err
+    assert app.main(["--no-preview"]) == 1 and "authentication" not in capsys.readouterr().err   # loopback
+    assert app.main(["--host", "::1", "--no-preview"]) == 1 and "authentication" not in capsys.readouterr().err
+    assert app.main(["--host", "0.0.0.0", "--auth", "ann"]) == 2
+    assert "--auth needs USER:PASSWORD" in capsys.readouterr().err
+
+    # with a login, the app is built and launched with gradio's auth, and no preview (it has no login)
+    launched = {}
+
+    class Demo:
+        def queue(self, **kw):
+            return self
+
+        def launch(self, **kw):
+            launched.update(kw)
+    monkeypatch.undo()
+    monkeypatch.setenv("OILBIRD_AUTH", "ann:pw")
+    monkeypatch.setattr(ui, "build_app", lambda *a, **k: Demo())
+    monkeypatch.setattr(app, "Preview", None)                    # any preview would fail loudly
+    assert app.main(["--host", "0.0.0.0", "--port", str(measure.free_port())]) == 0
+    err = capsys.readouterr().err
+    assert launched["auth"] == ("ann", "pw") and "behind a login" in err and "no authentication" not in err
+
+
 def test_a_taken_port_is_one_clear_line():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
