@@ -342,6 +342,40 @@ def test_no_neighbours_reason_agrees_with_the_cycle_record():
     assert "no semantic source in mine" in why(replace(base, method="mine", sources=[[]] * 5))
 
 
+
+def test_what_the_semantic_key_did_is_one_function():
+    """semantic_outcome is the one place the views learn what the key did (the drafter will
+    record it; then only that function changes): one outcome where the record says, the
+    possible ones where an older trace does not, and the floor it used."""
+    from workbench.panels import neighbours as N
+    base = replace(cycle1(), neighbours=[], lexical_match_len=15)
+    assert F.semantic_outcome(cycle1()).outcome == N.RETRIEVED
+    assert F.semantic_outcome(request_oilbird().cycles[0]).outcome == N.PREFILL
+    assert F.semantic_outcome(request_goose().cycles[2]).outcome == N.NO_SOURCE
+    assert F.semantic_outcome(replace(base, lexical_match_len=0, adjacency_row=False)).outcome == N.GATE_CLOSED
+    assert F.semantic_outcome(replace(base, adjacency_row=True, store_records=0)).outcome == N.EMPTY_STORE
+    held = F.semantic_outcome(replace(base, adjacency_row=True, store_records=40))
+    assert held.outcome == N.BELOW_FLOOR and held.floor == F.SIMILARITY_FLOOR
+    older = F.semantic_outcome(base)                                   # the store's size not recorded
+    assert older.outcome is None and older.possible == (N.EMPTY_STORE, N.BELOW_FLOOR)
+    assert F.neighbour_result(cycle1(), cycle1().neighbours[0]) == ("1 / 2", "")
+
+
+def test_twin_panels_format_one_row_list(monkeypatch):
+    """The figure and the HTML of the text, neighbours and gap panels are two renderers of one
+    row list: mark a row and both show the mark."""
+    from workbench.panels import gap, neighbours, text
+    rows = {"text": text.text_cells, "neighbours": neighbours.neighbour_table, "gap": gap.gap_cells}
+    monkeypatch.setattr(text, "text_cells", lambda *a: [replace(t, delivered_by="MARK-T") for t in rows["text"](*a)])
+    monkeypatch.setattr(neighbours, "neighbour_table", lambda *a: replace(
+        rows["neighbours"](*a), footnotes=["MARK-N"], empty_why="MARK-E"))
+    monkeypatch.setattr(gap, "gap_cells", lambda *a: replace(rows["gap"](*a), inconsistent="MARK-G"))
+    r = request_oilbird(LABELS)
+    assert "MARK-T" in F.text_html(r, 1) and "MARK-T" in by_meta(F.text_figure(r, 1), "text").hovertext[0]
+    for c, mark in ((cycle_neighbours(), "MARK-N"), (request_oilbird().cycles[2], "MARK-E")):
+        assert mark in F.neighbours_html(c) and mark in F.neighbours_figure(c).layout.title.text
+    assert "MARK-G" in F.gap_strip_html(r, 1) and "MARK-G" in F.gap_strip_figure(r, 1).layout.annotations[0].text
+
 def test_views_know_the_methods_without_loading_torch():
     """The figures and menus read oilbird.methods, not oilbird.presets (which loads torch): the
     app's preview is up before the model stack has been imported."""
