@@ -17,8 +17,10 @@ What lives where:
   lazily loaded model) and what one browser session holds; no gradio, no torch;
 * :mod:`workbench.ui`: the Gradio Blocks, its events and named API endpoints;
 * :mod:`workbench.figures`: every panel, as pure functions of trace records (shared with the
-  notebooks);
-* this module: the command line, which starts the preview, builds the app and launches it.
+  notebooks; one module per panel in :mod:`workbench.panels`);
+* this module: the command line, which checks ``--port`` and ``--auth``, says when ``--host``
+  serves beyond this machine (and whether behind a login), starts the preview, builds the app
+  and launches it.
 """
 from __future__ import annotations
 
@@ -142,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workbench.app", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1",
-                    help="interface to bind (default 127.0.0.1: this machine only; another serves the network, see --auth)")
+                    help="interface to bind (default 127.0.0.1: this machine only; any other serves the "
+                         "network: see --auth)")
     ap.add_argument("--port", default="7860", help="1-65535 (default 7860)")
     ap.add_argument("--auth", default=None, metavar="USER:PASSWORD",
                     help=f"require this login (gradio's); default ${AUTH_ENV} if set, else no login")

@@ -99,8 +99,9 @@ def centred_note(text: str, y: float = 0.5) -> dict:
 def message_spec(title: str, text: str, style: Style | None = None) -> dict:
     """An empty figure with a title and a centred message (e.g. "no trace yet")."""
     s = style_or_default(style)
-    return {"data": [], "layout": panel_layout(s, html.escape(title), height=220, annotations=[centred_note(html.escape(text))],
-                                         xaxis={"visible": False}, yaxis={"visible": False})}
+    return {"data": [], "layout": panel_layout(s, html.escape(title), height=220,
+                                               annotations=[centred_note(html.escape(text))],
+                                               xaxis={"visible": False}, yaxis={"visible": False})}
 
 
 def grid(rows: int, cols: int, titles: tuple = (), hspace: float = 0.1, vspace: float = 0.2,

@@ -98,8 +98,8 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     data.extend(legend_marker(src, s) for src in text_key(request))
     n_rows = max(1, len(lines))
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
-             f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens <span style='font-size:{s.font_size - 1}px;"
-             f"color:#777'>({BY_PRIMARY})</span>")
+             f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens "
+             f"<span style='font-size:{s.font_size - 1}px;color:#777'>({BY_PRIMARY})</span>")
     lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows),
                        annotations=[] if cells else [centred_note("no tokens committed yet")],
                        legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
