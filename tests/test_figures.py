@@ -111,12 +111,6 @@ def test_tree_legend_lists_everything_even_on_the_empty_prefill_cycle():
     assert "prefill" in fig.layout.annotations[0].text
 
 
-def test_tree_title_says_when_cost_aware_sizing_cut_the_tree():
-    assert "cut from" not in F.tree_spec(cycle1())["layout"]["title"]["text"]
-    title = F.tree_spec(replace(cycle1(), drafted=9))["layout"]["title"]["text"]
-    assert "2 of 4 drafts accepted" in title and "cut from 8 drafts" in title
-
-
 def test_tree_of_a_cut_last_cycle_shows_only_what_was_committed():
     """The output ended inside the accepted path (token limit or EOS): the accepted drafts past
     it look neither accepted nor rejected, no bonus is drawn, and the title, the counter, the
@@ -359,6 +353,29 @@ def test_what_the_semantic_key_did_is_one_function():
     older = F.semantic_outcome(base)                                   # the store's size not recorded
     assert older.outcome is None and older.possible == (N.EMPTY_STORE, N.BELOW_FLOOR)
     assert F.neighbour_result(cycle1(), cycle1().neighbours[0]) == ("1 / 2", "")
+
+
+def test_the_views_read_what_the_drafter_recorded():
+    """Where the cycle records the key's outcome and floor, and each neighbour why it got no
+    node, the panel says exactly that, whatever the other fields would suggest."""
+    base = replace(cycle1(), neighbours=[], lexical_match_len=15)          # derived: "empty store" or below
+    for outcome, floor, said in (("below-floor", 0.7, "below the similarity floor (0.70)"),
+                                 ("no-query", 0.8, "no hidden state to look up with"),
+                                 ("gate-closed", 0.8, "its gate was closed"),
+                                 ("empty-store", 0.8, "an empty store")):
+        c = replace(base, retrieval=outcome, retrieval_floor=floor)
+        assert F.semantic_outcome(c).outcome == outcome
+        for text in (F.neighbours_html(c), F.neighbours_figure(c).layout.title.text.replace("<br>", " ")):
+            assert said in text and "; or " not in text
+    muted = replace(base, retrieval="below-floor", retrieval_floor=0.8, semantic_muted=True)
+    assert "muted by self-calibration; the best matches were below" in F.neighbours_html(muted)
+    nb = cycle1().neighbours[0]                                            # walked 2 nodes, accepted 1
+    assert F.neighbour_result(cycle1(), nb) == ("1 / 2", "")
+    assert F.neighbour_result(cycle1(), replace(nb, why_no_node="budget")) == \
+        (F.NOT_IN_TREE, F.NO_NODE_WHY["budget"])
+    assert F.neighbour_result(cycle1(), replace(nb, why_no_node="no-tokens"))[0] == "—"
+    page = F.neighbours_html(replace(cycle1(), neighbours=[replace(nb, walked_nodes=[], why_no_node="muted")]))
+    assert "* not in the tree: the semantic source was muted" in page
 
 
 def test_twin_panels_format_one_row_list(monkeypatch):

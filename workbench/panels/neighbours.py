@@ -3,15 +3,17 @@
 Two questions about provenance are answered in ONE function each, so that the views never
 guess twice:
 
-* :func:`semantic_outcome`: what the semantic key did this cycle (no source, gate closed,
-  empty store, below the similarity floor, retrieved; muted or not; the floor used);
+* :func:`semantic_outcome`: what the semantic key did this cycle (no source, gate closed, no
+  query, empty store, below the similarity floor, muted, retrieved) and the floor it used;
 * :func:`neighbour_result`: what became of one retrieved neighbour's chain (how many of its
   nodes the verifier accepted, or why it got no node).
 
-Today both are *derived* from the cycle record (the method's name, the lexical match, the
-adjacency row, the store's size, the muted flag, the walked nodes) and a copy of the
-similarity floor (:data:`SIMILARITY_FLOOR`, checked equal to the source's by a test). When the
-drafter records these outcomes in the trace, only the bodies of those two functions change.
+Both read what the drafter recorded (``CycleTrace.retrieval`` / ``retrieval_floor``,
+``Neighbour.why_no_node``). A trace written before those were recorded gets the answer derived
+from what it does hold (the method's name, the lexical match, the adjacency row, the store's
+size, the muted flag, the walked nodes, and this module's copy of the similarity floor,
+:data:`SIMILARITY_FLOOR`, checked equal to the source's by a test); where that cannot decide,
+the outcomes that may have held.
 
 One row list (:func:`neighbour_table`) is formatted by two renderers: :func:`neighbours_spec`
 (a plotly table, for notebooks and exports: plain text broken to fit its columns, a height
@@ -40,29 +42,34 @@ NOT_IN_TREE = "not in the tree"
 
 # --------------------------------------------------------------------------- provenance
 
-# what the semantic key did in one cycle (SemanticOutcome.outcome)
+# what the semantic key did in one cycle (SemanticOutcome.outcome): the drafter's record
+# (oilbird.sources.base.RETRIEVAL_OUTCOMES and "no-source"), and the prefill, where none runs
 PREFILL = "prefill"            # cycle 0: nothing is drafted, so no lookup runs
-NO_SOURCE = "no source"        # the method has no semantic source
-GATE_CLOSED = "gate closed"    # no lexical match and no adjacency row for the root: no lookup ran
-EMPTY_STORE = "empty store"    # looked up in a store that held no records yet
-BELOW_FLOOR = "below floor"    # the best match was below the similarity floor
-RETRIEVED = "retrieved"        # matches at or above the floor: the table lists them
+NO_SOURCE = "no-source"        # the method has no semantic source
+GATE_CLOSED = "gate-closed"    # no lexical match (and no adjacency row for the root): no lookup ran
+NO_QUERY = "no-query"          # no hidden state to look up with
+EMPTY_STORE = "empty-store"    # looked up in a store that held no records yet
+BELOW_FLOOR = "below-floor"    # the best match was below the similarity floor
+MUTED = "muted"                # found matches, but self-calibration muted the source
+RETRIEVED = "retrieved"        # found matches and proposed them: the table lists them
 
 # why it held, when the record says so ...
 _HELD = {PREFILL: "cycle 0 is the prefill: nothing is drafted, so nothing is retrieved",
          NO_SOURCE: "{method} drafts without the semantic key",
          GATE_CLOSED: "its gate was closed: no lexical match and no token-adjacency row for the root token; "
                       "the semantic key looks up only after one of them",
+         NO_QUERY: "no hidden state to look up with this cycle",
          EMPTY_STORE: "an empty store: no earlier request had finished, so there was nothing to retrieve",
          BELOW_FLOOR: "the best matches were below the similarity floor ({floor:.2f})",
+         MUTED: "the semantic source was muted by self-calibration: it looked up, but drafted nothing",
          RETRIEVED: "{n} retrieved"}
-# ... and as one of several that may have held (a record that does not say)
+# ... and as one of several that may have held (an older record that does not say)
 _MAY_HAVE = {**_HELD,
              NO_SOURCE: "no semantic source in {method}",
              GATE_CLOSED: "its gate was closed: no lexical match (recorded) and no token-adjacency row for the "
                           "root (not recorded); the semantic key looks up only after one of them",
              EMPTY_STORE: "an empty store: no earlier request had finished"}
-MUTED = "semantic source muted by self-calibration"
+MUTED_BY = "semantic source muted by self-calibration"
 
 
 @dataclass(frozen=True)
@@ -70,10 +77,10 @@ class SemanticOutcome:
     """What the semantic key did in one cycle.
 
     ``outcome``: the one that held (one of :data:`PREFILL`, :data:`NO_SOURCE`,
-    :data:`GATE_CLOSED`, :data:`EMPTY_STORE`, :data:`BELOW_FLOOR`, :data:`RETRIEVED`), or None
-    where the record does not say; then ``possible`` lists those that may have held, in the
-    order they are told. ``muted``: self-calibration muted the source (it looked up, but its
-    chains were not drafted). ``floor``: the similarity floor the lookup used.
+    :data:`GATE_CLOSED`, :data:`NO_QUERY`, :data:`EMPTY_STORE`, :data:`BELOW_FLOOR`,
+    :data:`MUTED`, :data:`RETRIEVED`), or None where an older record does not say; then
+    ``possible`` lists those that may have held, in the order they are told. ``muted``:
+    self-calibration had muted the source. ``floor``: the similarity floor the lookup used.
     """
     outcome: str | None
     possible: tuple[str, ...] = ()
@@ -86,27 +93,32 @@ class SemanticOutcome:
         """The outcome in words, as the panel says it where nothing was retrieved."""
         fill = {"method": self.method, "floor": self.floor, "n": self.retrieved}
         if self.outcome is not None:
-            text = _HELD[self.outcome].format(**fill)
-            return f"{MUTED}; {text}" if self.muted and self.outcome == BELOW_FLOOR else text
+            text = _HELD.get(self.outcome, f"the semantic key's outcome: {self.outcome}").format(**fill)
+            return f"{MUTED_BY}; {text}" if self.muted and self.outcome == BELOW_FLOOR else text
         text = "; or ".join(_MAY_HAVE[p].format(**fill) for p in self.possible)
-        return f"{MUTED}; {text}" if self.muted else text
+        return f"{MUTED_BY}; {text}" if self.muted else text
 
 
 def semantic_outcome(cycle: CycleTrace) -> SemanticOutcome:
-    """What the semantic key did in ``cycle``: only the outcomes that can hold.
+    """What the semantic key did in ``cycle``: the drafter's record (``cycle.retrieval``, with
+    the floor it applied), else, for a trace written before it was recorded, only the outcomes
+    that can hold.
 
-    Derived from the record: the key looks up only after a lexical match or with an adjacency
-    row for the root (gated methods, :func:`oilbird.methods.semantic_gated`), finds only
-    finished earlier requests in the store, and uses its hits only if the best reaches the
-    similarity floor (``oilbird.sources.semantic``); a muted source still looks up, and its
-    hits are listed, so a muted source with none found none above the floor (its earlier
-    chains show the store held records). On the prefill no lookup runs at all. Where the cycle
-    records the adjacency row and the store's size (``adjacency_row``, ``store_records``), one
-    outcome held; an older trace gets the possible ones. The floor is this module's copy of
-    the source's default.
+    The derivation: the key looks up only after a lexical match or with an adjacency row for
+    the root (gated methods, :func:`oilbird.methods.semantic_gated`), finds only finished
+    earlier requests in the store, and uses its hits only if the best reaches the similarity
+    floor (``oilbird.sources.semantic``); a muted source still looks up, and its hits are
+    listed, so a muted source with none found none above the floor. On the prefill no lookup
+    runs at all. Where the cycle records the adjacency row and the store's size
+    (``adjacency_row``, ``store_records``), one outcome held; else the possible ones.
     """
-    if cycle.neighbours:
-        return SemanticOutcome(RETRIEVED, muted=cycle.semantic_muted, retrieved=len(cycle.neighbours))
+    n = len(cycle.neighbours)
+    if cycle.retrieval is not None:
+        floor = SIMILARITY_FLOOR if cycle.retrieval_floor is None else cycle.retrieval_floor
+        return SemanticOutcome(cycle.retrieval, muted=cycle.semantic_muted, floor=floor, method=cycle.method,
+                               retrieved=n)
+    if n:
+        return SemanticOutcome(MUTED if cycle.semantic_muted else RETRIEVED, muted=cycle.semantic_muted, retrieved=n)
     if cycle.cycle == 0 and not cycle.tokens:
         return SemanticOutcome(PREFILL)
     base = cycle.method.split(":")[0]
@@ -117,7 +129,7 @@ def semantic_outcome(cycle: CycleTrace) -> SemanticOutcome:
     gated = not cycle.lexical_match_len and semantic_gated(base)
     if gated and cycle.adjacency_row is False:        # recorded: the gate was closed, no lookup ran
         return SemanticOutcome(GATE_CLOSED, muted=cycle.semantic_muted)
-    if gated and cycle.adjacency_row is None:         # an older trace: the adjacency part is unknown
+    if gated and cycle.adjacency_row is None:         # older still: the adjacency part is unknown
         possible.append(GATE_CLOSED)
     if cycle.store_records == 0:                      # recorded: nothing to search yet
         return SemanticOutcome(EMPTY_STORE, muted=cycle.semantic_muted)
@@ -134,26 +146,30 @@ class NeighbourResult(NamedTuple):
     why: str
 
 
+# why a neighbour got no node (Neighbour.why_no_node, oilbird.drafter.NO_NODE_REASONS' keys)
+NO_NODE_WHY = {"no-tokens": "below the depth floor: its similarity allowed it no tokens",
+               "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
+               "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
+                         "expected fill, other branches were worth more)"}
+
+
 def neighbour_result(cycle: CycleTrace, nb: Neighbour) -> NeighbourResult:
     """What became of neighbour ``nb``'s chain in ``cycle``.
 
     ``accepted / walked``: of the chain's nodes in the tree, how many the verifier accepted.
     A chain with no node in the tree was never verified, so it is "not in the tree", not
-    "0 / its length": the semantic node budget was spent before its turn (the drafter gives
-    the most similar neighbours the budget first), or the muted source only looked it up.
-    Derived from ``nb.proposed``, ``nb.walked_nodes``, the muted flag and ``cycle.drafted``."""
-    if not nb.proposed:
-        return NeighbourResult("—", "below the depth floor: its similarity allowed it no tokens")
-    if nb.walked_nodes:
+    "0 / its length", with the reason the drafter recorded (``nb.why_no_node``): the semantic
+    node budget was spent before its turn (the drafter gives the most similar neighbours the
+    budget first), or the muted source only looked it up; one whose similarity allowed it no
+    tokens is a dash. A trace written before the reason was recorded gets it derived from
+    ``nb.proposed``, ``nb.walked_nodes`` and the muted flag."""
+    why = nb.why_no_node
+    if why is None:
+        why = ("no-tokens" if not nb.proposed else "" if nb.walked_nodes
+               else "muted" if cycle.semantic_muted else "budget")
+    if not why:
         return NeighbourResult(f"{nb.accepted} / {len(nb.walked_nodes)}", "")
-    if cycle.semantic_muted:
-        return NeighbourResult(NOT_IN_TREE, "the semantic source was muted by self-calibration: "
-                                            "looked up, not drafted")
-    why = ("no node was left for it: more similar neighbours took the semantic budget (under the "
-           "expected fill, other branches were worth more)")
-    if cycle.drafted > cycle.n_nodes:
-        why += ", or cost-aware sizing cut its nodes"
-    return NeighbourResult(NOT_IN_TREE, why)
+    return NeighbourResult("—" if why == "no-tokens" else NOT_IN_TREE, NO_NODE_WHY.get(why, why))
 
 
 # --------------------------------------------------------------------------- the rows

@@ -181,9 +181,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
         counts, stop = verdict_parts(cycle)
         title = f"{head}: {counts}"
         flags = ([f"lexical match {cycle.lexical_match_len}"] if cycle.lexical_match_len else []) + \
-                (["semantic muted"] if cycle.semantic_muted else []) + \
-                ([f"cut from {cycle.drafted - 1} drafts: the rest would not pay for its verify cost"]
-                 if cycle.drafted > n else [])
+                (["semantic muted"] if cycle.semantic_muted else [])
         if flags:
             title += f" <span style='font-size:{s.font_size}px'>({', '.join(flags)})</span>"
         if stop:      # a second line: the title is long already
