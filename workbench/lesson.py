@@ -70,10 +70,10 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
     context = list(prompt_ids) + list(answer_ids[:at])
     src = PromptLookupSource(PromptLookupConfig(num_tokens=num_tokens, max_chains=1))
     src.start_request(list(prompt_ids), request_id)
-    chains = src.propose(DraftContext(tokens=context, n_prompt=len(prompt_ids), request_id=request_id))
-    if not chains:
+    proposal = src.propose(DraftContext(tokens=context, request_id=request_id), num_tokens)
+    if not proposal.chains:
         raise ValueError("prompt lookup proposes nothing here: the context's suffix does not recur")
-    chain = chains[0]
+    chain = proposal.chains[0]
     tokens = [context[-1]] + list(chain.tokens)
     n = len(tokens)
     parents = [-1] + list(range(n - 1))
@@ -91,7 +91,7 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
         accepted=accepted, bonus=bonus, committed=committed,
         committed_text=[decode(t) for t in committed],
         committed_sources=[["pld"]] * (len(accepted) - 1) + [[BONUS]],
-        lexical_match_len=int(chain.meta.get("match_len", 0)))
+        lexical_match_len=int(proposal.match_len))
 
 
 def discarded_behind(cycle: CycleTrace, answer_ids: Sequence[int], window: int = 4) -> list[int]:
