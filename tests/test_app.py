@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,12 @@ def plot_json(out) -> dict:
     return json.loads(out["plot"])
 
 
-# The /next, /prev, /goto outputs: counter, slider, tree, text, neighbours, gap, error.
-# /select, /load_traces, /run_live add metrics, comparison, prompt and the three dropdowns.
+def named(kind: str, out):
+    """A client's answer (every output but the session state, which stays on the server) as
+    the app's named outputs: ``kind`` is ``Step`` (/next, /prev, /goto), ``Selected``
+    (/select, /load_traces, /run_live) or ``Played`` (/play, /tick) of :mod:`workbench.ui`."""
+    from workbench import ui
+    return getattr(ui, kind)(None, *out)
 
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
@@ -88,12 +93,12 @@ def test_next_prev_goto_change_cycle_and_tree(client):
 
 
 def test_unknown_request_shows_error_and_keeps_session(client):
-    out = client.predict("no-such-request", "oilbird", "goose", api_name="/select")
-    counter, error = out[0], out[6]
+    out = named("Selected", client.predict("no-such-request", "oilbird", "goose", api_name="/select"))
+    counter, error = out.counter, out.error
     assert "Unknown request id 'no-such-request'" in error
     assert "r1" in counter and cycle_of(counter) == 1                      # selection unchanged
-    counter, *rest = client.predict(api_name="/next")
-    assert cycle_of(counter) == 2 and rest[-1] == ""                        # usable, error cleared
+    out = named("Step", client.predict(api_name="/next"))
+    assert cycle_of(out.counter) == 2 and out.error == ""                   # usable, error cleared
 
 
 def test_sessions_are_independent(app_url):
@@ -107,9 +112,9 @@ def test_sessions_are_independent(app_url):
 
 
 def test_select_method_and_comparison(client):
-    out = client.predict("r1", "goose", "oilbird", api_name="/select")
-    assert "goose" in out[0]
-    compare = plot_json(out[8])
+    out = named("Selected", client.predict("r1", "goose", "oilbird", api_name="/select"))
+    assert "goose" in out.counter
+    compare = plot_json(out.compare)
     assert "goose vs oilbird" in compare["layout"]["title"]["text"]
     assert "identical outputs" in compare["layout"]["title"]["text"]
 
@@ -118,9 +123,9 @@ def test_corrupt_trace_file_shows_error(client, tmp_path):
     from gradio_client import handle_file
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"kind": "request", "version": 1, "request_id": "x"\nnot json\n')
-    out = client.predict(handle_file(str(bad)), api_name="/load_traces")
-    assert "Not a usable trace file" in out[6] and "bad.jsonl:1" in out[6]
-    assert not re.search(r"[/\\]bad\.jsonl", out[6])                       # the user's name, not gradio's path
+    out = named("Selected", client.predict(handle_file(str(bad)), api_name="/load_traces"))
+    assert "Not a usable trace file" in out.error and "bad.jsonl:1" in out.error
+    assert not re.search(r"[/\\]bad\.jsonl", out.error)                    # the user's name, not gradio's path
     counter, *_ = client.predict(api_name="/next")                         # still usable
     assert cycle_of(counter) == 2
 
@@ -132,16 +137,17 @@ def test_load_traces_adds_requests_for_this_session(client, tmp_path):
     for c in r.cycles:
         c.request_id = "uploaded"
     good = save_traces([r], tmp_path / "good.jsonl")
-    out = client.predict(handle_file(str(good)), api_name="/load_traces")
-    assert out[6] == "" and "uploaded" in out[0]
-    assert "uploaded" in [c[1] for c in out[10]["choices"]]   # (label, value)
+    out = named("Selected", client.predict(handle_file(str(good)), api_name="/load_traces"))
+    assert out.error == "" and "uploaded" in out.counter
+    assert "uploaded" in [c[1] for c in out.request_menu["choices"]]   # (label, value)
 
 
 def test_live_run_with_a_model_that_fails_to_load(client):
-    out = client.predict("r1", "oilbird", api_name="/run_live")
-    assert "model failed to load" in out[6] and "does not exist" in out[6]
-    out = client.predict("r2", "oilbird", api_name="/run_live")            # no prompt for r2
-    assert "no prompt" in out[6]
+    out = named("Selected", client.predict("r1", "oilbird", api_name="/run_live"))
+    assert "model failed to load" in out.error and "does not exist" in out.error
+    assert "no-such-model.gguf" in out.error and not re.search(r"[/\\]no-such-model", out.error)   # no server path
+    out = named("Selected", client.predict("r2", "oilbird", api_name="/run_live"))   # no prompt for r2
+    assert "no prompt" in out.error
     counter, *_ = client.predict(api_name="/next")
     assert cycle_of(counter) >= 1
 
@@ -150,9 +156,9 @@ def test_play_and_tick(client):
     client.predict("r1", "oilbird", "goose", api_name="/select")
     client.predict(0, api_name="/goto")
     out = client.predict(api_name="/play")                                  # (the button is not in the API)
-    assert out[-1]["active"] is True
+    assert out[-1]["active"] is True                                        # the timer
     out = client.predict(api_name="/tick")
-    assert cycle_of(out[0]) == 1
+    assert cycle_of(out[0]) == 1                                            # the counter
     out = client.predict(api_name="/tick")                                  # reaches the last cycle
     assert cycle_of(out[0]) == 2 and out[-1]["active"] is False
 
@@ -228,33 +234,29 @@ def test_upload_is_all_or_nothing(app_fns, session, monkeypatch, tmp_path):
         return draw(request, *a, **k)
     monkeypatch.setattr(figures, "gap_strip_html", broken)
     path = save_traces([request_other("fine"), request_other("bad")], tmp_path / "mine.jsonl")
-    before = {**session, "extra": dict(session["extra"])}
+    before = replace(session, extra=dict(session.extra))
     with pytest.warns(UserWarning, match="Not a usable trace file"):     # gradio's pop-up, outside a browser
         out = app_fns[2]["load_traces"](session, str(path))
-    st, error = out[0], out[7]
+    st, error = out.state, out.error
     assert "mine.jsonl" in error and "request 'bad'" in error and "unhashable" in error
-    assert {k: st[k] for k in before} == before and st["extra"] == {}    # not even "fine" was added
-    counter = app_fns[2]["next"](st)[1]
+    assert st == before and st.extra == {}                               # not even "fine" was added
+    counter = app_fns[2]["next"](st).counter
     assert "r1 · oilbird" in counter and cycle_of(counter) == 2           # navigation still works
 
 
 def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     """Uploaded, it is selected and every panel says it holds no cycles (not "no trace")."""
-    from dataclasses import replace
-
     from workbench.figures import NO_CYCLES
     bare = replace(request_other("bare"), cycles=[], output_ids=[], output_text=[])
     out = app_fns[2]["load_traces"](session, str(save_traces([bare], tmp_path / "bare.jsonl")))
-    assert out[0]["request"] == "bare" and out[7] == ""
-    assert NO_CYCLES in out[4] and "No trace of" not in out[4]
-    assert "no cycles" in out[1] and "no trace" not in out[1]                  # the counter
-    assert json.loads(out[3].plot)["layout"]["annotations"][0]["text"] == "no cycle records"   # the tree
+    assert out.state.request == "bare" and out.error == ""
+    assert NO_CYCLES in out.text and "No trace of" not in out.text
+    assert "no cycles" in out.counter and "no trace" not in out.counter
+    assert json.loads(out.tree.plot)["layout"]["annotations"][0]["text"] == "no cycle records"
 
 
 def test_the_app_opens_where_the_semantic_key_alone_delivered_most(tmp_path):
     """Not merely the first request with neighbours: the one whose tokens show the lesson."""
-    from dataclasses import replace
-
     from wb_traces import relabel
     from workbench.session import Catalogue, Data, new_session
     r = request_oilbird()
@@ -263,7 +265,7 @@ def test_the_app_opens_where_the_semantic_key_alone_delivered_most(tmp_path):
     cat = Catalogue.load(save_traces([retrieved_only, delivered], tmp_path / "t.jsonl"))
     assert cat.error == "" and cat.request_ids() == ["a", "r1"]      # "a" has neighbours, no own token
     st = new_session(cat, Data("builtin"))
-    assert (st["request"], st["method"], st["cycle"]) == ("r1", "oilbird", 1)
+    assert (st.request, st.method, st.cycle) == ("r1", "oilbird", 1)
 
 
 def test_menus_say_what_has_a_trace(app_fns, session):
@@ -280,31 +282,31 @@ def test_a_typed_cycle_out_of_range_goes_to_the_nearest_end(app_fns, session):
     left the panels behind): 99 is the last cycle, -3 the first, junk changes nothing."""
     goto = app_fns[2]["goto"]
     last = len(request_oilbird().cycles) - 1
-    assert cycle_of(goto(session, 99)[1]) == last and cycle_of(goto(session, "-3")[1]) == 0
-    assert cycle_of(goto(session, 1.0)[1]) == 1 and cycle_of(goto(session, "abc")[1]) == 1
+    assert cycle_of(goto(session, 99).counter) == last and cycle_of(goto(session, "-3").counter) == 0
+    assert cycle_of(goto(session, 1.0).counter) == 1 and cycle_of(goto(session, "abc").counter) == 1
 
 
 def test_a_request_without_a_trace_still_shows_its_prompt(app_fns, session):
     out = app_fns[2]["select"](session, "r1", "pld", "goose")
-    assert "No trace of request &#x27;r1&#x27; with method &#x27;pld&#x27;" in out[4]
-    assert out[10] == "user: say hi"
+    assert "No trace of request &#x27;r1&#x27; with method &#x27;pld&#x27;" in out.text
+    assert out.prompt == "user: say hi"
 
 
 def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monkeypatch):
-    from workbench import figures
+    from workbench.panels import tree
 
     def broken(*a, **k):
         raise KeyError("boom")
-    monkeypatch.setattr(figures, "tree_spec", broken)
+    monkeypatch.setattr(tree, "tree_layout", broken)          # every tree, in the app and the exports
     with pytest.warns(UserWarning, match="cannot be drawn"):
         out = app_fns[2]["next"](session)
-    assert "cannot be drawn" in out[7] and "boom" in out[7]
+    assert "cannot be drawn" in out.error and "boom" in out.error
     with pytest.warns(UserWarning, match="Nothing exported"):
-        files, error = app_fns[2]["export_figures"](out[0], "html", progress=lambda *a, **k: None)
+        files, error = app_fns[2]["export_figures"](out.state, "html", progress=lambda *a, **k: None)
     assert files == [] and "cannot be drawn" in error and "boom" in error
     monkeypatch.undo()
-    out = app_fns[2]["prev"](out[0])                                       # drawable again: no error
-    assert cycle_of(out[1]) == 1 and out[7] == ""
+    out = app_fns[2]["prev"](out.state)                                    # drawable again: no error
+    assert cycle_of(out.counter) == 1 and out.error == ""
 
 
 def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
@@ -316,10 +318,181 @@ def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
     monkeypatch.setattr(ui, "_decode_live", too_long)
     with pytest.warns(UserWarning, match="cannot be decoded"):
         out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
-    assert "9031 tokens" in out[7] and out[0]["extra"] == {} and "r1 · oilbird" in out[1]
+    assert "9031 tokens" in out.error and out.state.extra == {} and "r1 · oilbird" in out.counter
+
+
+def _long_id_trace(tmp_path):
+    """A trace file whose request id is 300 characters of a kind no file system takes as a name."""
+    r = request_other("bad")
+    rid = "req/" + "ü" * 40 + ":" * 20 + "x" * 236
+    r.request_id = rid
+    for c in r.cycles:
+        c.request_id = rid
+    return rid, save_traces([r], tmp_path / "long.jsonl")
+
+
+def test_exports_of_a_long_request_id_get_short_names(app_fns, session, tmp_path):
+    """A 300-character id made every export fail with a raw "File name too long"."""
+    from workbench.export import NAME_CHARS
+    rid, path = _long_id_trace(tmp_path)
+    out = app_fns[2]["load_traces"](session, str(path))
+    assert out.error == "" and out.state.request == rid
+    files, error = app_fns[2]["export_trace"](out.state)
+    assert error == "" and [(t.request_id, t.method) for t in load_traces(files[0])] == [(rid, "oilbird")]
+    figs, error = app_fns[2]["export_figures"](out.state, "html", progress=lambda *a, **k: None)
+    assert error == "" and Path(figs[0]).read_text(encoding="utf-8").count("Plotly.newPlot") >= 5
+    for f in files + figs:
+        name = Path(f).name
+        assert len(name) <= NAME_CHARS + len(".jsonl") and re.fullmatch(r"[A-Za-z0-9_.+-]+", name), name
+
+
+def test_safe_names_are_short_distinct_and_portable():
+    from workbench.export import NAME_CHARS, safe_name
+    a, b = safe_name("x" * 200 + "a", "oilbird"), safe_name("x" * 200 + "b", "oilbird")
+    assert a != b and len(a) <= NAME_CHARS and len(b) <= NAME_CHARS     # a hash tells them apart
+    assert safe_name("r1", "oilbird", "cycle1") == "r1-oilbird-cycle1"    # short names stay readable
+    assert safe_name("CON") != "CON" and not safe_name("..").startswith(".")   # Windows, hidden files
+
+
+def test_an_export_that_cannot_be_written_says_so_without_the_server_path(app_fns, session, monkeypatch):
+    from workbench import ui
+
+    def full_disk(*a, **k):
+        raise OSError(28, "No space left on device", "/srv/oilbird/exports/123/r1-oilbird.jsonl")
+    for name in ("export_traces", "export_figures"):
+        monkeypatch.setattr(ui, name, full_disk)
+    for api, args in (("export_trace", ()), ("export_figures", ("html",))):
+        with pytest.warns(UserWarning, match="could not be written"):
+            files, error = app_fns[2][api](session, *args, **({"progress": lambda *a, **k: None} if args else {}))
+        assert files == [] and "No space left on device" in error and "/srv" not in error
+
+
+def _bad_trace_files(folder) -> list:
+    """Files no trace loader should take: nested 200,000 deep, a 5,000-digit integer, a
+    truncated gzip."""
+    import gzip
+    deep = folder / "deep.jsonl"
+    deep.write_text("[" * 200_000 + "]" * 200_000 + "\n")
+    big = folder / "big.jsonl"
+    big.write_text('{"kind": "request", "version": 1, "request_id": ' + "9" * 5000 + "}\n")
+    packed = gzip.compress(save_traces(all_requests(), folder / "ok.jsonl").read_bytes())
+    cut = folder / "cut.jsonl.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    return [deep, big, cut]
+
+
+def test_a_bad_upload_is_one_line_in_the_banner(app_fns, session, tmp_path):
+    """Whatever the loader raises (TraceError, or a RecursionError it lets through), the banner
+    gets one line naming the file, no traceback and no server path; the session is unchanged."""
+    before = replace(session, extra=dict(session.extra))
+    for path in _bad_trace_files(tmp_path):
+        with pytest.warns(UserWarning, match="Not a usable trace file"):
+            out = app_fns[2]["load_traces"](session, str(path))
+        assert path.name in out.error and "\n" not in out.error and str(tmp_path) not in out.error
+        assert "Traceback" not in out.error and out.state == before
+
+
+def test_a_trace_error_is_shown_without_its_path_or_line_breaks(app_fns, session, monkeypatch, tmp_path):
+    from oilbird.trace import TraceError
+    from workbench import app, ui
+    bad = tmp_path / "secret-dir" / "mine.jsonl"
+
+    def refuse(path):
+        raise TraceError(f"{path}:3: not a trace record:\n  expected an object")
+    monkeypatch.setattr(ui, "load_traces", refuse)
+    with pytest.warns(UserWarning, match="mine.jsonl:3: not a trace record: expected an object"):
+        out = app_fns[2]["load_traces"](session, str(bad))
+    assert "secret-dir" not in out.error and "\n" not in out.error
+    import workbench.session as S
+    monkeypatch.setattr(S, "load_traces", refuse)
+    cat, _ = app.load(bad, "builtin")                                    # --traces at app start
+    assert cat.error == "Could not read the precomputed traces: mine.jsonl:3: not a trace record: expected an object"
+
+
+def test_bad_precomputed_traces_at_start_are_one_line(tmp_path, capsys):
+    from workbench import app
+    for path in _bad_trace_files(tmp_path):
+        cat, _ = app.load(path, "builtin")
+        err = capsys.readouterr().err
+        assert cat.traces == {} and path.name in cat.error and "\n" not in cat.error
+        assert str(tmp_path) not in cat.error and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_login_with_auth_and_none_without(app_fns, tmp_path):
+    """gradio's login, as ``--auth`` / ``$OILBIRD_AUTH`` turn it on: nothing answers before it."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from gradio_client import Client
+
+    from workbench.app import parse_auth
+    from workbench.ui import build_app
+    cat, data = app_fns[:2]
+
+    class NoModel:
+        def get(self, progress=None):
+            raise RuntimeError("no model here")
+    auth = parse_auth(None, {"OILBIRD_AUTH": "ann:s3:cret"})
+    assert auth == ("ann", "s3:cret")
+    demo = build_app(cat, data, NoModel())
+    port = measure.free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, auth=auth, prevent_thread_lock=True, quiet=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as no:
+            urllib.request.urlopen(url + "config", timeout=30)
+        assert no.value.code == 401
+        form = urllib.parse.urlencode({"username": "ann", "password": "wrong"}).encode()
+        with pytest.raises(urllib.error.HTTPError) as wrong:
+            urllib.request.urlopen(url + "login", data=form, timeout=30)
+        assert wrong.value.code == 400
+        counter, *_ = Client(url, auth=auth, verbose=False).predict(api_name="/next")
+        assert cycle_of(counter) == 2
+    finally:
+        demo.close()
 
 
 # -- the command line --------------------------------------------------------------------------
+def test_a_port_out_of_range_is_one_clear_line(capsys):
+    """--port 99999 was an OverflowError traceback."""
+    from workbench import app
+    for port in ("99999", "0", "-1", "http"):
+        assert app.main(["--port", port, "--no-preview"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--port {port} is not a port" in err and "1 to 65535" in err
+
+
+def test_a_network_host_says_the_app_has_no_login_and_auth_turns_it_on(monkeypatch, capsys):
+    from workbench import app, ui
+    monkeypatch.delenv("OILBIRD_AUTH", raising=False)
+    monkeypatch.setattr(app, "cannot_serve", lambda host, port: "stopped by the test")
+    assert app.main(["--host", "0.0.0.0", "--no-preview"]) == 1
+    err = capsys.readouterr().err
+    assert "0.0.0.0" in err and "no authentication" in err and "--auth USER:PASSWORD" in err
+    assert app.main(["--no-preview"]) == 1 and "authentication" not in capsys.readouterr().err   # loopback
+    assert app.main(["--host", "::1", "--no-preview"]) == 1 and "authentication" not in capsys.readouterr().err
+    assert app.main(["--host", "0.0.0.0", "--auth", "ann"]) == 2
+    assert "--auth needs USER:PASSWORD" in capsys.readouterr().err
+
+    # with a login, the app is built and launched with gradio's auth, and no preview (it has no login)
+    launched = {}
+
+    class Demo:
+        def queue(self, **kw):
+            return self
+
+        def launch(self, **kw):
+            launched.update(kw)
+    monkeypatch.undo()
+    monkeypatch.setenv("OILBIRD_AUTH", "ann:pw")
+    monkeypatch.setattr(ui, "build_app", lambda *a, **k: Demo())
+    monkeypatch.setattr(app, "Preview", None)                    # any preview would fail loudly
+    assert app.main(["--host", "0.0.0.0", "--port", str(measure.free_port())]) == 0
+    err = capsys.readouterr().err
+    assert launched["auth"] == ("ann", "pw") and "behind a login" in err and "no authentication" not in err
+
+
 def test_a_taken_port_is_one_clear_line():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

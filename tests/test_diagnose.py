@@ -179,6 +179,30 @@ def test_attach_labels_on_traces(tiny_lm, tmp_path):
     assert set(by["r0"][0]) == {"absent"}           # the first request has an empty pool
 
 
+
+def test_a_trace_file_and_a_live_run_get_their_labels_by_one_rule(tiny_lm, tmp_path, monkeypatch):
+    """attach_labels (the CLI's --diagnose) and workbench.lesson.decode_live (the notebooks)
+    both go through label_traces: the same outputs get the same labels, and an output that a
+    trace settles is reused, not decoded again; unaudited (a live run's lossless=None) too,
+    since the teacher-forced check catches any that is not the greedy output."""
+    from dataclasses import replace
+
+    import oilbird.decoding
+    from oilbird.requests import Request
+    from oilbird.trace import load_traces, save_traces
+    from workbench import lesson as L
+    reqs = [Request(f"r{i}", [{"role": "user", "content": f"call f(x={v})"}]) for i, v in enumerate("abc")]
+    live, _ = L.decode_live(tiny_lm, reqs, ["goose", "oilbird"], 8)
+    assert all(t.lossless is None and t.gap_labels is not None for t in live)
+    path = save_traces([replace(t, gap_labels=None) for t in live], tmp_path / "t.jsonl")
+
+    def no_decoding(*a, **k):
+        raise AssertionError("decoded a request that a trace settles")
+    monkeypatch.setattr(oilbird.decoding, "autoregressive", no_decoding)
+    attach_labels(path, reqs, tiny_lm, max_new_tokens=8)
+    assert [(t.request_id, t.method, t.gap_labels) for t in load_traces(path)] == \
+        [(t.request_id, t.method, t.gap_labels) for t in live]
+
 def _check_report(path, n_requests):
     rep = json.loads(path.read_text())
     for key in ("present_2", "present_4", "oracle_miss", "gap", "gap_4", "semantic_reach",

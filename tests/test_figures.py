@@ -12,6 +12,7 @@ from wb_traces import cycle1, cycle_neighbours, relabel, request_goose, request_
 
 from oilbird.trace import CycleTrace
 from workbench import figures as F
+from workbench.panels.neighbours import _cell_chars as cell_chars
 from workbench.palette import (ALL_SOURCES, DRAFT_SOURCES, GAP_COLOURS, PEER_SOURCES, PRECEDENCE, SOURCE_COLOURS,
                                SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, Style, primary_source,
                                source_label)
@@ -108,12 +109,6 @@ def test_tree_legend_lists_everything_even_on_the_empty_prefill_cycle():
     fig = F.tree_figure(prefill)
     assert not any(t.meta in PRECEDENCE for t in fig.data)      # no draft nodes
     assert "prefill" in fig.layout.annotations[0].text
-
-
-def test_tree_title_says_when_cost_aware_sizing_cut_the_tree():
-    assert "cut from" not in F.tree_spec(cycle1())["layout"]["title"]["text"]
-    title = F.tree_spec(replace(cycle1(), drafted=9))["layout"]["title"]["text"]
-    assert "2 of 4 drafts accepted" in title and "cut from 8 drafts" in title
 
 
 def test_tree_of_a_cut_last_cycle_shows_only_what_was_committed():
@@ -281,7 +276,7 @@ def test_neighbours_figure_is_plain_text_that_fits_its_columns_and_height():
             assert not any(tag in cell for cell in row for tag in ("<span", "<b>", "style="))
             lines += max(cell.count("<br>") + 1 for cell in row)
         for k, cells in enumerate(cols):
-            chars = F._cell_chars(style or Style(), k, Style().font_size - 1)
+            chars = cell_chars(style or Style(), k, Style().font_size - 1)
             assert all(len(line) <= chars for cell in cells for line in cell.split("<br>")), F.NB_HEADER[k]
         assert lines > 8                                                   # long cells were broken
         assert fig.layout.height >= fig.layout.margin.t + 24 * 8 + 14 * (lines - 8) + 24
@@ -340,6 +335,63 @@ def test_no_neighbours_reason_agrees_with_the_cycle_record():
     assert "goose drafts without the semantic key" in text and "empty store" not in text
     assert "no semantic source in mine" in why(replace(base, method="mine", sources=[[]] * 5))
 
+
+
+def test_what_the_semantic_key_did_is_one_function():
+    """semantic_outcome is the one place the views learn what the key did (the drafter will
+    record it; then only that function changes): one outcome where the record says, the
+    possible ones where an older trace does not, and the floor it used."""
+    from workbench.panels import neighbours as N
+    base = replace(cycle1(), neighbours=[], lexical_match_len=15)
+    assert F.semantic_outcome(cycle1()).outcome == N.RETRIEVED
+    assert F.semantic_outcome(request_oilbird().cycles[0]).outcome == N.PREFILL
+    assert F.semantic_outcome(request_goose().cycles[2]).outcome == N.NO_SOURCE
+    assert F.semantic_outcome(replace(base, lexical_match_len=0, adjacency_row=False)).outcome == N.GATE_CLOSED
+    assert F.semantic_outcome(replace(base, adjacency_row=True, store_records=0)).outcome == N.EMPTY_STORE
+    held = F.semantic_outcome(replace(base, adjacency_row=True, store_records=40))
+    assert held.outcome == N.BELOW_FLOOR and held.floor == F.SIMILARITY_FLOOR
+    older = F.semantic_outcome(base)                                   # the store's size not recorded
+    assert older.outcome is None and older.possible == (N.EMPTY_STORE, N.BELOW_FLOOR)
+    assert F.neighbour_result(cycle1(), cycle1().neighbours[0]) == ("1 / 2", "")
+
+
+def test_the_views_read_what_the_drafter_recorded():
+    """Where the cycle records the key's outcome and floor, and each neighbour why it got no
+    node, the panel says exactly that, whatever the other fields would suggest."""
+    base = replace(cycle1(), neighbours=[], lexical_match_len=15)          # derived: "empty store" or below
+    for outcome, floor, said in (("below-floor", 0.7, "below the similarity floor (0.70)"),
+                                 ("no-query", 0.8, "no hidden state to look up with"),
+                                 ("gate-closed", 0.8, "its gate was closed"),
+                                 ("empty-store", 0.8, "an empty store")):
+        c = replace(base, retrieval=outcome, retrieval_floor=floor)
+        assert F.semantic_outcome(c).outcome == outcome
+        for text in (F.neighbours_html(c), F.neighbours_figure(c).layout.title.text.replace("<br>", " ")):
+            assert said in text and "; or " not in text
+    muted = replace(base, retrieval="below-floor", retrieval_floor=0.8, semantic_muted=True)
+    assert "muted by self-calibration; the best matches were below" in F.neighbours_html(muted)
+    nb = cycle1().neighbours[0]                                            # walked 2 nodes, accepted 1
+    assert F.neighbour_result(cycle1(), nb) == ("1 / 2", "")
+    assert F.neighbour_result(cycle1(), replace(nb, why_no_node="budget")) == \
+        (F.NOT_IN_TREE, F.NO_NODE_WHY["budget"])
+    assert F.neighbour_result(cycle1(), replace(nb, why_no_node="no-tokens"))[0] == "—"
+    page = F.neighbours_html(replace(cycle1(), neighbours=[replace(nb, walked_nodes=[], why_no_node="muted")]))
+    assert "* not in the tree: the semantic source was muted" in page
+
+
+def test_twin_panels_format_one_row_list(monkeypatch):
+    """The figure and the HTML of the text, neighbours and gap panels are two renderers of one
+    row list: mark a row and both show the mark."""
+    from workbench.panels import gap, neighbours, text
+    rows = {"text": text.text_cells, "neighbours": neighbours.neighbour_table, "gap": gap.gap_cells}
+    monkeypatch.setattr(text, "text_cells", lambda *a: [replace(t, delivered_by="MARK-T") for t in rows["text"](*a)])
+    monkeypatch.setattr(neighbours, "neighbour_table", lambda *a: replace(
+        rows["neighbours"](*a), footnotes=["MARK-N"], empty_why="MARK-E"))
+    monkeypatch.setattr(gap, "gap_cells", lambda *a: replace(rows["gap"](*a), inconsistent="MARK-G"))
+    r = request_oilbird(LABELS)
+    assert "MARK-T" in F.text_html(r, 1) and "MARK-T" in by_meta(F.text_figure(r, 1), "text").hovertext[0]
+    for c, mark in ((cycle_neighbours(), "MARK-N"), (request_oilbird().cycles[2], "MARK-E")):
+        assert mark in F.neighbours_html(c) and mark in F.neighbours_figure(c).layout.title.text
+    assert "MARK-G" in F.gap_strip_html(r, 1) and "MARK-G" in F.gap_strip_figure(r, 1).layout.annotations[0].text
 
 def test_views_know_the_methods_without_loading_torch():
     """The figures and menus read oilbird.methods, not oilbird.presets (which loads torch): the

@@ -3,6 +3,7 @@
     python -m workbench.app                                  # http://127.0.0.1:7860
     python -m workbench.app --port 7861 --traces runs/builtin.jsonl
     python -m workbench.app --data api-bank --model path/to/model.gguf
+    OILBIRD_AUTH=user:password python -m workbench.app --host 0.0.0.0   # on a network: ask for a login
 
 It opens on precomputed traces (``assets/traces/builtin.jsonl``, see the README for the
 command that regenerates them), so the first figures show before any model exists; while
@@ -16,13 +17,17 @@ What lives where:
   lazily loaded model) and what one browser session holds; no gradio, no torch;
 * :mod:`workbench.ui`: the Gradio Blocks, its events and named API endpoints;
 * :mod:`workbench.figures`: every panel, as pure functions of trace records (shared with the
-  notebooks);
-* this module: the command line, which starts the preview, builds the app and launches it.
+  notebooks; one module per panel in :mod:`workbench.panels`);
+* this module: the command line, which checks ``--port`` and ``--auth``, says when ``--host``
+  serves beyond this machine (and whether behind a login), starts the preview, builds the app
+  and launches it.
 """
 from __future__ import annotations
 
 import argparse
 import errno
+import ipaddress
+import os
 import socket
 import sys
 import time
@@ -30,6 +35,8 @@ from pathlib import Path
 
 from .preview import Preview, preview_html
 from .session import LIVE_MAX_NEW_TOKENS, TITLE, Catalogue, Data, ModelHolder, find, new_session
+
+AUTH_ENV = "OILBIRD_AUTH"      # USER:PASSWORD, read where --auth is not given (kept out of `ps`)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = ROOT / "assets" / "traces" / "builtin.jsonl"
@@ -50,7 +57,7 @@ def first_preview(cat: Catalogue, data: Data) -> str | None:
     says why and the app starts without it (the app itself shows the problem in its banner)."""
     st = new_session(cat, data)
     try:
-        return preview_html(find(st, cat, st["request"], st["method"]), st["cycle"], TITLE)
+        return preview_html(find(st, cat, st.request, st.method), st.cycle, TITLE)
     except Exception as exc:   # noqa: BLE001 - a preview is a convenience, never a reason not to start
         print(f"workbench: no preview of the first cycle ({type(exc).__name__}: {exc}); starting without it",
               file=sys.stderr, flush=True)
@@ -75,11 +82,73 @@ def cannot_serve(host: str, port: int) -> str | None:
     return None
 
 
+class UsageError(ValueError):
+    """A command-line value that cannot be used; its message is the one line printed."""
+
+
+def parse_port(text: str) -> int:
+    """``--port`` as a number from 1 to 65535, else :class:`UsageError`.
+
+    >>> parse_port("7861")
+    7861
+    """
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--port {text} is not a port: give a number from 1 to 65535")
+    return port
+
+
+def parse_auth(given: str | None, env: dict | None = None) -> tuple[str, str] | None:
+    """The login gradio asks for: ``--auth USER:PASSWORD``, else ``$OILBIRD_AUTH`` in the same
+    form, else None (no login). A value without a user or a password is :class:`UsageError`.
+
+    >>> parse_auth("ann:s3:cret")
+    ('ann', 's3:cret')
+    """
+    env = os.environ if env is None else env
+    where, value = ("--auth", given) if given is not None else (f"${AUTH_ENV}", env.get(AUTH_ENV))
+    if value is None:
+        return None
+    user, _, password = value.partition(":")
+    if not user or not password:
+        raise UsageError(f"{where} needs USER:PASSWORD (a user name, a colon, a password)")
+    return user, password
+
+
+def is_loopback(host: str) -> bool:
+    """Is ``host`` reachable from this machine only (127.0.0.0/8, ::1, localhost)?"""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:       # a host name or "": it may resolve to a network address
+        return False
+
+
+def exposure_note(host: str, auth: tuple[str, str] | None) -> str | None:
+    """What the terminal says before the app serves beyond this machine, or None on loopback."""
+    if is_loopback(host):
+        return None
+    if auth is None:
+        return (f"--host {host} serves the app to the network with no authentication: anyone who can reach "
+                f"this machine can use it, upload files and run the model; give --auth USER:PASSWORD "
+                f"(or set {AUTH_ENV}) to require a login")
+    return (f"--host {host} serves the app to the network behind a login (user {auth[0]!r}); it is plain "
+            "HTTP, so the password crosses the network unencrypted")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workbench.app", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
-    ap.add_argument("--port", type=int, default=7860)
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="interface to bind (default 127.0.0.1: this machine only; any other serves the "
+                         "network: see --auth)")
+    ap.add_argument("--port", default="7860", help="1-65535 (default 7860)")
+    ap.add_argument("--auth", default=None, metavar="USER:PASSWORD",
+                    help=f"require this login (gradio's); default ${AUTH_ENV} if set, else no login")
     ap.add_argument("--model", default=None, help="local HF model dir or .gguf for live runs (default SmolLM2-135M)")
     ap.add_argument("--data", default="builtin", help="requests for live runs: builtin | api-bank | PATH")
     ap.add_argument("--traces", default=str(DEFAULT_TRACES), help="precomputed trace file (JSONL)")
@@ -88,13 +157,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not serve the static first-cycle preview while gradio loads")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    try:
+        args.port, auth = parse_port(args.port), parse_auth(args.auth)
+    except UsageError as exc:
+        print(f"workbench: {exc}", file=sys.stderr, flush=True)
+        return 2
+    note = exposure_note(args.host, auth)
+    if note is not None:
+        print(f"workbench: {note}", file=sys.stderr, flush=True)
     why = cannot_serve(args.host, args.port)
     if why is not None:
         print(f"workbench: {why}", file=sys.stderr, flush=True)
         return 1
     cat, data = load(args.traces, args.data)
     preview = None
-    page = None if args.no_preview else first_preview(cat, data)
+    # the preview has no login: behind --auth it would show the first cycle to anyone
+    page = None if args.no_preview or auth is not None else first_preview(cat, data)
     if page is not None:
         preview = Preview(args.host, args.port, page)
         if preview.start():
@@ -110,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"workbench: {len(cat.traces)} traces from {cat.origin or '-'}; built in {time.perf_counter() - t0:.2f} s",
           flush=True)
     try:
-        demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False)
+        demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False,
+                    auth=auth, auth_message=None if auth is None else f"{TITLE}: log in")
     except OSError:   # taken since the check above; gradio's own advice names an env variable
         print(f"workbench: {_port_taken(args.host, args.port)}", file=sys.stderr, flush=True)
         return 1

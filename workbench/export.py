@@ -8,6 +8,7 @@ HTML still works.
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 from pathlib import Path
@@ -27,9 +28,31 @@ class ExportError(RuntimeError):
     """An export could not be written; the message says why and what still works."""
 
 
+# a stem this long leaves room for a panel's name and a suffix within any file system's limit
+# on a name (255 bytes on most; the names are ASCII)
+NAME_CHARS = 64
+RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"{d}{k}" for d in ("COM", "LPT") for k in range(1, 10))}   # Windows
+
+
 def safe_name(*parts: object) -> str:
-    """A file-name stem from free text: 'r1', 'oilbird', 3 -> 'r1-oilbird-3'."""
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", "-".join(str(p) for p in parts)).strip("_") or "export"
+    """A file-name stem from free text that fits any file system: ASCII letters, digits and
+    ``_.+-`` only, no leading or trailing dot, at most :data:`NAME_CHARS` characters. A stem
+    that had to be shortened (or that Windows reserves, or that kept nothing of the text) ends
+    in a hash of the whole text, so two long request ids that share a beginning never share a
+    name.
+
+    >>> safe_name("r1", "oilbird", 3)
+    'r1-oilbird-3'
+    >>> len(safe_name("x" * 300, "oilbird")) <= NAME_CHARS
+    True
+    """
+    text = "-".join(str(p) for p in parts)
+    stem = re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_.") or "export"
+    lost = stem == "export" and text not in ("", "export")    # nothing of the text was a safe character
+    if len(stem) <= NAME_CHARS and stem.split(".")[0].upper() not in RESERVED and not lost:
+        return stem
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{stem[:NAME_CHARS - len(digest) - 1].rstrip('_.-')}-{digest}"
 
 
 def write_html(figs: dict[str, go.Figure], path: str | Path, title: str = "Oilbird workbench") -> Path:

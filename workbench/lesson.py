@@ -70,10 +70,10 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
     context = list(prompt_ids) + list(answer_ids[:at])
     src = PromptLookupSource(PromptLookupConfig(num_tokens=num_tokens, max_chains=1))
     src.start_request(list(prompt_ids), request_id)
-    chains = src.propose(DraftContext(tokens=context, n_prompt=len(prompt_ids), request_id=request_id))
-    if not chains:
+    proposal = src.propose(DraftContext(tokens=context, request_id=request_id), num_tokens)
+    if not proposal.chains:
         raise ValueError("prompt lookup proposes nothing here: the context's suffix does not recur")
-    chain = chains[0]
+    chain = proposal.chains[0]
     tokens = [context[-1]] + list(chain.tokens)
     n = len(tokens)
     parents = [-1] + list(range(n - 1))
@@ -91,7 +91,7 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
         accepted=accepted, bonus=bonus, committed=committed,
         committed_text=[decode(t) for t in committed],
         committed_sources=[["pld"]] * (len(accepted) - 1) + [[BONUS]],
-        lexical_match_len=int(chain.meta.get("match_len", 0)))
+        lexical_match_len=int(proposal.match_len))
 
 
 def discarded_behind(cycle: CycleTrace, answer_ids: Sequence[int], window: int = 4) -> list[int]:
@@ -448,24 +448,10 @@ def source_share_figure(results: dict, style: Style | None = None) -> go.Figure:
 
 def greedy_outputs(traces: Iterable[RequestTrace], max_new_tokens: int, eos_ids: Iterable[int]
                    ) -> dict[str, list[int]]:
-    """The greedy output under ``max_new_tokens`` of every request that some trace settles.
-
-    A trace that is not known to be lossy (``lossless`` True, or None for a live run of the
-    library's own decoders) holds the greedy output under the unknown limit it was decoded
-    with. Greedy outputs are prefixes of one another, so it settles the output under
-    ``max_new_tokens`` if it is at least that long (cut to length) or ends in EOS before it.
-    """
-    eos = set(eos_ids)
-    out: dict[str, list[int]] = {}
-    for t in traces:
-        if t.lossless is False or t.request_id in out:
-            continue
-        ids = list(t.output_ids)
-        if len(ids) >= max_new_tokens:
-            out[t.request_id] = ids[:max_new_tokens]
-        elif ids and ids[-1] in eos:
-            out[t.request_id] = ids
-    return out
+    """The greedy outputs the traces settle: :func:`oilbird.diagnose.known_outputs`, the rule
+    every label attachment uses (imported here lazily: it loads faiss)."""
+    from oilbird.diagnose import known_outputs
+    return known_outputs(traces, max_new_tokens, eos_ids)
 
 
 def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagnose: bool = True,
@@ -473,10 +459,10 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
     """Decode ``requests`` in order with each preset in ``methods`` (one decoder, so one store,
     per method, as in serving) and return ``(traces, diagnosis)``.
 
-    With ``diagnose``, the requests are also replayed through :func:`oilbird.diagnose.
-    diagnose_requests` (on the outputs just decoded: one teacher-forced forward each) and every
-    trace whose output is that greedy output gets its ``gap_labels``; ``diagnosis`` is then the
-    report of :func:`oilbird.diagnose.build_report`, else None. Decoding is not audited here
+    With ``diagnose``, every trace gets the ``gap_labels`` of its greedy output by the rule a
+    trace file gets them (:func:`oilbird.diagnose.label_traces`: on the outputs just decoded,
+    one teacher-forced forward each); ``diagnosis`` is then the report of
+    :func:`oilbird.diagnose.build_report`, else None. Decoding is not audited here
     (``python -m oilbird bench`` audits every output against ``transformers``).
     """
     from oilbird.presets import make_decoder
@@ -494,13 +480,8 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
             traces.append(tr)
     if not diagnose:
         return traces, None
-    from oilbird.diagnose import build_report, diagnose_requests
-    known = greedy_outputs(traces, max_new_tokens, lm.eos_token_ids)
-    res = diagnose_requests(requests, lm, max_new_tokens, outputs=known, progress=progress)
-    by_id = {d.request_id: d for d in res["diags"]["generated"]}
-    for tr in traces:
-        d = by_id.get(tr.request_id)
-        tr.gap_labels = d.labels if d is not None and list(tr.output_ids) == d.output else None
+    from oilbird.diagnose import build_report, label_traces
+    res = label_traces(traces, requests, lm, max_new_tokens, progress=progress)
     report = build_report(res, {"data": "live", "model": lm.name, "max_new_tokens": max_new_tokens,
                                 "limit": len(requests)})
     return traces, report

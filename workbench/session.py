@@ -3,21 +3,25 @@
 * :class:`Catalogue`: the precomputed traces, read once at start and never changed;
 * :class:`Data`: the requests a live run can decode (``--data``);
 * :class:`ModelHolder`: the one lazily loaded model (and its lock), shared by all sessions;
-* the per-session dict (:func:`new_session`): the selection (request, method, cycle), traces
-  this session uploaded or decoded live, and its live decoders. The app keeps it in
-  ``gr.State``; nothing per-session lives in module globals.
+* :class:`Session` (:func:`new_session`): what one browser session holds: the selection
+  (request, method, compare-with, cycle), whether it plays, the traces it uploaded or decoded
+  live, and its live decoders. The app keeps it in ``gr.State``; nothing per-session lives in
+  module globals.
 
 Nothing here imports gradio or torch, so ``python -m workbench.app`` can show its first figure
 (:mod:`workbench.preview`) while those load.
 """
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from oilbird.methods import PRESETS
 from oilbird.trace import RequestTrace, TraceError, load_traces
+
+from .panels.cycle import first_cycle
 
 TITLE = "Oilbird workbench"
 LIVE_MAX_NEW_TOKENS = 48   # new tokens per live run (the app's --max-new-tokens default)
@@ -28,6 +32,32 @@ PRESET_NAMES = ("oilbird", "goose") + tuple(m for m in PRESETS if m not in ("oil
 
 class LiveRunError(RuntimeError):
     """A live run cannot start (bad model path, ...); the message is shown in the UI."""
+
+
+# an absolute path (POSIX, home-relative or Windows) not inside a word or a URL; group 1 is its last part
+_PATH = re.compile(r"""(?<![\w.:/\\~])(?:/|~[/\\]|[A-Za-z]:\\)(?:[^\s/\\'"`]+[/\\])+([^\s/\\'"`]*)""")
+
+
+def public(message: str, *paths: str | Path) -> str:
+    """``message`` as the app may show it to a browser: on one line, each of ``paths`` (and any
+    other absolute path of this machine in it) cut to its last part, a file's name.
+
+    >>> public("trace file '/srv/runs/x.jsonl' line 3:\\n  bad")
+    "trace file 'x.jsonl' line 3: bad"
+    """
+    text = " ".join(str(message).split())
+    for p in paths:
+        if str(p):
+            text = text.replace(str(Path(p)), Path(p).name).replace(str(p), Path(p).name)
+    return _PATH.sub(lambda m: m.group(1) or "…", text)
+
+
+def read_error(exc: Exception, path: str | Path) -> str:
+    """One line for a file that could not be read, naming it by its name only. A
+    :class:`~oilbird.trace.TraceError` names the file and line itself; anything else a loader
+    lets through is named with its type, never as a traceback."""
+    text = str(exc) if isinstance(exc, TraceError) else f"{Path(path).name}: {type(exc).__name__}: {exc}"
+    return public(text, path)
 
 
 @dataclass
@@ -43,8 +73,8 @@ class Catalogue:
             return cls()
         try:
             traces = load_traces(path)
-        except TraceError as exc:
-            return cls(origin=str(path), error=f"Could not read the precomputed traces: {exc}")
+        except Exception as exc:   # noqa: BLE001 - TraceError, or whatever a loader lets through: one line
+            return cls(origin=str(path), error=f"Could not read the precomputed traces: {read_error(exc, path)}")
         return cls({(t.request_id, t.method): t for t in traces}, origin=str(path))
 
     def request_ids(self) -> list[str]:
@@ -97,10 +127,26 @@ class Data:
         try:
             return cls(name, {r.id: r for r in load_requests(name)})
         except (DataError, OSError, ValueError) as exc:
-            return cls(name, error=f"Could not read --data {name}: {exc}")
+            return cls(name, error=public(f"Could not read --data {Path(name).name}: {exc}", name))
 
 
-def new_session(cat: Catalogue, data: Data) -> dict:
+@dataclass
+class Session:
+    """What one browser session holds (the app keeps it in ``gr.State``, one copy per session).
+
+    ``extra``: the traces this session uploaded or decoded live, by (request id, method),
+    looked up before the catalogue's; ``decoders``: its live decoders by method, made on first
+    use so that its store grows over its live runs."""
+    request: str
+    method: str
+    compare: str
+    cycle: int = 0
+    playing: bool = False
+    extra: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
+    decoders: dict[str, object] = field(default_factory=dict)
+
+
+def new_session(cat: Catalogue, data: Data) -> Session:
     """The initial per-session state: a traced request, method "oilbird" when there is one."""
     rids = cat.request_ids() or list(data.requests)
     methods = cat.methods() or ["oilbird"]
@@ -114,43 +160,37 @@ def new_session(cat: Catalogue, data: Data) -> dict:
                 any(c.neighbours for c in cycles))
     rid = max(rids, key=shows, default="")
     other = [m for m in methods if m != method]
-    st = {"request": rid, "method": method, "compare": other[0] if other else method, "cycle": 0,
-          "playing": False, "extra": {}, "decoders": {}}
-    st["cycle"] = first_cycle(find(st, cat, rid, method))
+    st = Session(rid, method, other[0] if other else method)
+    st.cycle = first_cycle(find(st, cat, rid, method))
     return st
 
 
-def find(st: dict, cat: Catalogue, rid: str, method: str) -> RequestTrace | None:
+def find(st: Session, cat: Catalogue, rid: str, method: str) -> RequestTrace | None:
     """This session's trace of (request, method): its own (uploaded / live) first."""
-    return st["extra"].get((rid, method)) or cat.traces.get((rid, method))
+    return st.extra.get((rid, method)) or cat.traces.get((rid, method))
 
 
-def first_cycle(tr: RequestTrace | None) -> int:
-    """Open a request on its first cycle with a draft tree (cycle 0 is the prefill)."""
-    return 1 if tr is not None and len(tr.cycles) > 1 else 0
+def request_choices(st: Session, cat: Catalogue, data: Data) -> list[str]:
+    return list(dict.fromkeys([rid for rid, _ in st.extra] + cat.request_ids() + list(data.requests)))
 
 
-def request_choices(st: dict, cat: Catalogue, data: Data) -> list[str]:
-    return list(dict.fromkeys([rid for rid, _ in st["extra"]] + cat.request_ids() + list(data.requests)))
-
-
-def method_choices(st: dict, cat: Catalogue) -> list[str]:
-    from_traces = [m for _, m in st["extra"]] + cat.methods()
+def method_choices(st: Session, cat: Catalogue) -> list[str]:
+    from_traces = [m for _, m in st.extra] + cat.methods()
     return list(dict.fromkeys(from_traces + list(PRESET_NAMES)))
 
 
-def request_menu(st: dict, cat: Catalogue, data: Data) -> list[tuple[str, str]]:
+def request_menu(st: Session, cat: Catalogue, data: Data) -> list[tuple[str, str]]:
     """:func:`request_choices` as (label, id) pairs for a menu: a traced request's label names
     the methods it has traces of, so one sees what can be stepped through without a live run."""
     traced: dict[str, list[str]] = {}
-    for rid, m in [*st["extra"], *cat.traces]:
+    for rid, m in [*st.extra, *cat.traces]:
         traced.setdefault(rid, []).append(m)
     return [(f"{rid} · {', '.join(dict.fromkeys(traced[rid]))}" if rid in traced else rid, rid)
             for rid in request_choices(st, cat, data)]
 
 
-def method_menu(st: dict, cat: Catalogue) -> list[tuple[str, str]]:
+def method_menu(st: Session, cat: Catalogue) -> list[tuple[str, str]]:
     """:func:`method_choices` as (label, name) pairs: a method without a trace of the selected
     request says so (it needs a live run)."""
-    return [(m if find(st, cat, st["request"], m) is not None else f"{m} · no trace", m)
+    return [(m if find(st, cat, st.request, m) is not None else f"{m} · no trace", m)
             for m in method_choices(st, cat)]

@@ -16,6 +16,8 @@ import html
 import os
 import tempfile
 import time
+from collections import namedtuple
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -24,13 +26,13 @@ import gradio as gr  # noqa: E402
 from gradio.components.plot import PlotData  # noqa: E402
 
 from oilbird.requests import PromptError  # noqa: E402
-from oilbird.trace import RequestTrace, TraceError, load_traces  # noqa: E402
+from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .session import (LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
-                      find, first_cycle, method_choices, method_menu, new_session, request_choices,
-                      request_menu)
+                      Session, find, method_choices, method_menu, new_session, public,
+                      read_error, request_choices, request_menu)
 
 PLAY_INTERVAL_S = 0.8
 
@@ -42,57 +44,85 @@ CSS = """
 .wb-neighbours .mono { font-family: monospace; }
 """
 
+# --------------------------------------------------------------------------- the outputs, named
+# Each event returns one of these; the components it updates are listed from the same field
+# names (build_app's ``outputs``), so a value cannot land in the wrong panel.
+STEP = ("state", "counter", "slider", "tree", "text", "neighbours", "gap", "error")
+
+
+class Step(namedtuple("Step", STEP)):
+    """What a step redraws: the session, the cycle counter, the slider (a value, or a
+    ``gr.Slider`` with a new range), the tree (plotly), the text, neighbours and gap strip
+    (HTML) and the error banner."""
+    __slots__ = ()
+
+
+class Full(namedtuple("Full", STEP + ("metrics", "compare", "prompt"))):
+    """A new selection: a :class:`Step` and the request-level panels (metrics and comparison
+    plots, the prompt's text)."""
+    __slots__ = ()
+
+
+class Selected(namedtuple("Selected", Full._fields + ("request_menu", "method_menu", "compare_menu"))):
+    """A :class:`Full` redraw and the three menus (their choices' labels follow the selection)."""
+    __slots__ = ()
+
+
+class Played(namedtuple("Played", STEP + ("timer", "play_button"))):
+    """A :class:`Step` and the Play timer and button (Play / Pause)."""
+    __slots__ = ()
+
 
 def _plot(spec: dict) -> PlotData:
     return PlotData(type="plotly", plot=F.spec_json(spec))
 
 
-def render(st: dict, cat: Catalogue, error: str = "", full: bool = False) -> list:
-    """What a step redraws (``STEP`` outputs); with ``full``, also the request-level panels
-    (metrics, comparison), which a step leaves alone so the browser redraws less. A trace that
-    loads but cannot be drawn shows as a message and in the error banner, never as a crash."""
+def render(st: Session, cat: Catalogue, error: str = "", full: bool = False) -> Step | Full:
+    """What a step redraws (:class:`Step`); with ``full``, also the request-level panels
+    (:class:`Full`: metrics, comparison), which a step leaves alone so the browser redraws less.
+    A trace that loads but cannot be drawn shows as a message and in the error banner, never as
+    a crash."""
     try:
         return _render(st, cat, error, full)
     except Exception as exc:   # noqa: BLE001 - any failure while drawing goes to the banner
-        msg = (f"Request '{st['request']}' with method '{st['method']}' cannot be drawn: "
-               f"{type(exc).__name__}: {exc}")
+        msg = f"Request '{st.request}' with method '{st.method}' cannot be drawn: {type(exc).__name__}: {exc}"
         return _no_trace(st, msg, " ".join(x for x in (error, _warn(msg)) if x), full, "cannot be drawn")
 
 
-def _no_trace(st: dict, msg: str, error: str, full: bool, what: str = "no trace",
-              tr: RequestTrace | None = None) -> list:
+def _no_trace(st: Session, msg: str, error: str, full: bool, what: str = "no trace",
+              tr: RequestTrace | None = None) -> Step | Full:
     """The outputs of :func:`render` when there is nothing to draw: ``msg`` once, in the text
     panel; the counter and the tree say ``what`` ("no trace", "no cycle records", "cannot be
     drawn") and the other panels stay empty (a message repeated in every panel was clipped in
     the half-width ones). ``tr``: the trace, when there is one (its counter and prompt)."""
     head = (F.counter_html(tr, 0) if tr is not None and not tr.cycles else
-            f"<b>{html.escape(st['request'])} · {html.escape(st['method'])}</b>: {html.escape(what)}")
-    empty = _plot(F.message_spec(f"{st['request']} · {st['method']}", what))
-    out = [st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0,
-           empty, f"<p>{html.escape(msg)}</p>", "", "", error]
-    return out + [empty, empty, tr.prompt_text if tr is not None else ""] if full else out
+            f"<b>{html.escape(st.request)} · {html.escape(st.method)}</b>: {html.escape(what)}")
+    empty = _plot(F.message_spec(f"{st.request} · {st.method}", what))
+    step = Step(st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0, empty,
+                f"<p>{html.escape(msg)}</p>", "", "", error)
+    return Full(*step, empty, empty, tr.prompt_text if tr is not None else "") if full else step
 
 
-def _render(st: dict, cat: Catalogue, error: str, full: bool) -> list:
-    tr = find(st, cat, st["request"], st["method"])
+def _render(st: Session, cat: Catalogue, error: str, full: bool) -> Step | Full:
+    tr = find(st, cat, st.request, st.method)
     if tr is None or not tr.cycles:
         if tr is None:
-            return _no_trace(st, f"No trace of request '{st['request']}' with method '{st['method']}': "
+            return _no_trace(st, f"No trace of request '{st.request}' with method '{st.method}': "
                                  "press 'Run live' to decode it, or pick another method.", error, full)
-        return _no_trace(st, f"Request '{st['request']}' with method '{st['method']}': {F.NO_CYCLES}; "
+        return _no_trace(st, f"Request '{st.request}' with method '{st.method}': {F.NO_CYCLES}; "
                              "press 'Run live' to decode it with them.", error, full, "no cycle records", tr)
-    k = max(0, min(st["cycle"], len(tr.cycles) - 1))
-    st["cycle"] = k
+    k = max(0, min(st.cycle, len(tr.cycles) - 1))
+    st.cycle = k
     counter, tree, text, neighbours, gap = _cycle_panels(tr, k)
     # a step only moves the slider; a new selection also sets its range
     slider = gr.Slider(minimum=0, maximum=max(1, len(tr.cycles) - 1), value=k, step=1) if full else k
-    out = [st, counter, slider, _plot(tree), text, neighbours, gap, error]
-    if full:
-        other = find(st, cat, st["request"], st["compare"])
-        cmp = (F.compare_spec(tr, other) if other is not None else
-               F.message_spec("comparison", f"no trace of '{st['request']}' with '{st['compare']}'"))
-        out += [_plot(F.metrics_spec(tr)), _plot(cmp), tr.prompt_text]
-    return out
+    step = Step(st, counter, slider, _plot(tree), text, neighbours, gap, error)
+    if not full:
+        return step
+    other = find(st, cat, st.request, st.compare)
+    cmp = (F.compare_spec(tr, other) if other is not None else
+           F.message_spec("comparison", f"no trace of '{st.request}' with '{st.compare}'"))
+    return Full(*step, _plot(F.metrics_spec(tr)), _plot(cmp), tr.prompt_text)
 
 
 def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tuple:
@@ -105,17 +135,19 @@ def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tu
             F.neighbours_html(c), F.gap_strip_html(tr, k))
 
 
-def render_full(st: dict, cat: Catalogue, error: str = "", data: Data | None = None) -> list:
+def render_full(st: Session, cat: Catalogue, error: str = "", data: Data | None = None) -> Full:
     """:func:`render` with the request-level panels. A request without a trace still shows its
     prompt when ``data`` (the ``--data`` requests) holds it, as its messages."""
     out = render(st, cat, error, full=True)
-    req = data.requests.get(st["request"]) if data is not None else None
-    if not out[10] and req is not None:
-        out[10] = "\n\n".join(f"{m['role']}: {m['content']}" for m in req.messages)
+    req = data.requests.get(st.request) if data is not None else None
+    if not out.prompt and req is not None:
+        out = out._replace(prompt="\n\n".join(f"{m['role']}: {m['content']}" for m in req.messages))
     return out
 
 
 def _warn(msg: str) -> str:
+    """``msg`` for the error banner (and a pop-up): one line, no path of this machine."""
+    msg = public(msg)
     gr.Warning(msg)
     return f"⚠ {msg}"
 
@@ -140,37 +172,37 @@ def draw_all(tr: RequestTrace) -> None:
 def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: int = LIVE_MAX_NEW_TOKENS) -> gr.Blocks:
     """The Blocks app over a catalogue of traces, a request set and a (lazy) model."""
     init = new_session(cat, data)
-    first = render_full(dict(init), cat, " ".join(e for e in (cat.error, data.error) if e), data)
+    first = render_full(replace(init), cat, " ".join(e for e in (cat.error, data.error) if e), data)
     export_dir = Path(tempfile.mkdtemp(prefix="oilbird-workbench-"))
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         state = gr.State(init)
         gr.Markdown(f"## {TITLE} · every decoding cycle: draft tree → verify → commit")
-        error = gr.Markdown(first[7], elem_id="wb-error")
+        error = gr.Markdown(first.error, elem_id="wb-error")
         with gr.Row():
-            request_dd = gr.Dropdown(request_menu(init, cat, data), value=init["request"], label="request",
+            request_dd = gr.Dropdown(request_menu(init, cat, data), value=init.request, label="request",
                                      allow_custom_value=True, elem_id="wb-request")
-            method_dd = gr.Dropdown(method_menu(init, cat), value=init["method"], label="method",
+            method_dd = gr.Dropdown(method_menu(init, cat), value=init.method, label="method",
                                     allow_custom_value=True, elem_id="wb-method")
-            compare_dd = gr.Dropdown(method_menu(init, cat), value=init["compare"], label="compare with",
+            compare_dd = gr.Dropdown(method_menu(init, cat), value=init.compare, label="compare with",
                                      allow_custom_value=True, elem_id="wb-compare")
         with gr.Row(equal_height=True):
             prev_btn = gr.Button("◀ Prev", elem_id="wb-prev", scale=0, min_width=90)
             next_btn = gr.Button("Next ▶", elem_id="wb-next", scale=0, min_width=90, variant="primary")
             play_btn = gr.Button("▶ Play", elem_id="wb-play", scale=0, min_width=90)
-            slider = gr.Slider(minimum=0, maximum=first[2].maximum, value=first[2].value, step=1, label="cycle",
-                               elem_id="wb-slider", scale=3)
+            slider = gr.Slider(minimum=0, maximum=first.slider.maximum, value=first.slider.value, step=1,
+                               label="cycle", elem_id="wb-slider", scale=3)
             live_btn = gr.Button("Run live", elem_id="wb-live", scale=0, min_width=100)
-        counter = gr.HTML(first[1], elem_id="cycle-counter")
-        text = gr.HTML(first[4], label="generated text", elem_id="wb-text")
-        tree = gr.Plot(first[3], label="draft tree", show_label=False, elem_id="wb-tree")
-        gap = gr.HTML(first[6], label="gap strip", elem_id="wb-gap")
-        neighbours = gr.HTML(first[5], label="nearest neighbours", elem_id="wb-neighbours")
+        counter = gr.HTML(first.counter, elem_id="cycle-counter")
+        text = gr.HTML(first.text, label="generated text", elem_id="wb-text")
+        tree = gr.Plot(first.tree, label="draft tree", show_label=False, elem_id="wb-tree")
+        gap = gr.HTML(first.gap, label="gap strip", elem_id="wb-gap")
+        neighbours = gr.HTML(first.neighbours, label="nearest neighbours", elem_id="wb-neighbours")
         with gr.Row():
-            metrics = gr.Plot(first[8], label="metrics", show_label=False, elem_id="wb-metrics")
-            compare = gr.Plot(first[9], label="comparison", show_label=False, elem_id="wb-compare-plot")
+            metrics = gr.Plot(first.metrics, label="metrics", show_label=False, elem_id="wb-metrics")
+            compare = gr.Plot(first.compare, label="comparison", show_label=False, elem_id="wb-compare-plot")
         with gr.Accordion("prompt", open=False):
-            prompt = gr.Textbox(first[10], show_label=False, lines=6, max_lines=20, interactive=False,
+            prompt = gr.Textbox(first.prompt, show_label=False, lines=6, max_lines=20, interactive=False,
                                 elem_id="wb-prompt")
         with gr.Accordion("Run live · load traces · export", open=False):
             gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
@@ -186,9 +218,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             files = gr.File(label="exported files", file_count="multiple", interactive=False, elem_id="wb-files")
         timer = gr.Timer(PLAY_INTERVAL_S, active=False)
 
-        view = [state, counter, slider, tree, text, neighbours, gap, error]   # what a step redraws
-        full = view + [metrics, compare, prompt]                              # ... and a new selection
-        menus = [request_dd, method_dd, compare_dd]
+        parts = {"state": state, "counter": counter, "slider": slider, "tree": tree, "text": text,
+                 "neighbours": neighbours, "gap": gap, "error": error, "metrics": metrics, "compare": compare,
+                 "prompt": prompt, "request_menu": request_dd, "method_menu": method_dd,
+                 "compare_menu": compare_dd, "timer": timer, "play_button": play_btn}
+
+        def outputs(kind) -> list:
+            """The components an event of output type ``kind`` updates, in its fields' order."""
+            return [parts[f] for f in kind._fields]
 
         def full_view(st, error=""):
             return render_full(st, cat, error, data)
@@ -196,9 +233,13 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         def menus_for(st):
             """The three menus with their labels for the selection in ``st``."""
             methods = method_menu(st, cat)
-            return [gr.Dropdown(choices=request_menu(st, cat, data), value=st["request"]),
-                    gr.Dropdown(choices=methods, value=st["method"]),
-                    gr.Dropdown(choices=methods, value=st["compare"])]
+            return [gr.Dropdown(choices=request_menu(st, cat, data), value=st.request),
+                    gr.Dropdown(choices=methods, value=st.method),
+                    gr.Dropdown(choices=methods, value=st.compare)]
+
+        def unchanged(st, error):
+            """A :class:`Selected` that redraws ``st`` as it was, with ``error`` in the banner."""
+            return Selected(*full_view(st, error), gr.Dropdown(), gr.Dropdown(), gr.Dropdown())
 
         # ---- navigation
         def select(st, rid, method, cmp):
@@ -206,116 +247,115 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             known = request_choices(st, cat, data)
             if rid not in known:
                 out = full_view(st, _warn(f"Unknown request id '{rid}'. Known: {', '.join(known[:8])}"
-                                            f"{' …' if len(known) > 8 else ''}"))
+                                          f"{' …' if len(known) > 8 else ''}"))
             elif method not in method_choices(st, cat) or cmp not in method_choices(st, cat):
                 bad = method if method not in method_choices(st, cat) else cmp
                 out = full_view(st, _warn(f"Unknown method '{bad}'."))
             else:
-                changed = (rid, method) != (st["request"], st["method"])
-                st.update(request=rid, method=method, compare=cmp)
+                changed = (rid, method) != (st.request, st.method)
+                st.request, st.method, st.compare = rid, method, cmp
                 if changed:
-                    st["cycle"] = first_cycle(find(st, cat, rid, method))
+                    st.cycle = F.first_cycle(find(st, cat, rid, method))
                 out = full_view(st)
-            return out + menus_for(st)
+            return Selected(*out, *menus_for(st))
 
         def step(st, delta):
-            st["cycle"] = max(0, int(st["cycle"]) + int(delta))
+            st.cycle = max(0, int(st.cycle) + int(delta))
             return render(st, cat)
 
         def goto(st, k):
             try:                                  # the raw value (see the slider's events below)
-                st["cycle"] = max(0, int(float(k)))
+                st.cycle = max(0, int(float(k)))
             except (TypeError, ValueError):
                 pass
             return render(st, cat)
 
+        def played(st):
+            """The redraw with the timer and the button following ``st.playing``."""
+            return Played(*render(st, cat), gr.Timer(active=st.playing),
+                          gr.Button(value="⏸ Pause" if st.playing else "▶ Play"))
+
         def play(st):
-            tr = find(st, cat, st["request"], st["method"])
-            st["playing"] = not st["playing"] and tr is not None
-            if st["playing"] and tr is not None and st["cycle"] >= len(tr.cycles) - 1:
-                st["cycle"] = 0
-            return render(st, cat) + [gr.Timer(active=st["playing"]),
-                                      gr.Button(value="⏸ Pause" if st["playing"] else "▶ Play")]
+            tr = find(st, cat, st.request, st.method)
+            st.playing = not st.playing and tr is not None
+            if st.playing and tr is not None and st.cycle >= len(tr.cycles) - 1:
+                st.cycle = 0
+            return played(st)
 
         def tick(st):
-            tr = find(st, cat, st["request"], st["method"])
-            if not st["playing"] or tr is None:
-                st["playing"] = False
-                return render(st, cat) + [gr.Timer(active=False), gr.Button(value="▶ Play")]
-            st["cycle"] += 1
-            if st["cycle"] >= len(tr.cycles) - 1:
-                st["playing"] = False
-            return render(st, cat) + [gr.Timer(active=st["playing"]),
-                                      gr.Button(value="⏸ Pause" if st["playing"] else "▶ Play")]
+            tr = find(st, cat, st.request, st.method)
+            if not st.playing or tr is None:
+                st.playing = False
+                return played(st)
+            st.cycle += 1
+            if st.cycle >= len(tr.cycles) - 1:
+                st.playing = False
+            return played(st)
 
         fast = {"show_progress": "hidden", "queue": False}
-        gr.on([dd.input for dd in menus], select, [state, request_dd, method_dd, compare_dd], full + menus,
-              api_name="select", **fast)
-        prev_btn.click(lambda st: step(st, -1), state, view, api_name="prev", **fast)
-        next_btn.click(lambda st: step(st, +1), state, view, api_name="next", **fast)
+        gr.on([dd.input for dd in (request_dd, method_dd, compare_dd)], select,
+              [state, request_dd, method_dd, compare_dd], outputs(Selected), api_name="select", **fast)
+        prev_btn.click(lambda st: step(st, -1), state, outputs(Step), api_name="prev", **fast)
+        next_btn.click(lambda st: step(st, +1), state, outputs(Step), api_name="next", **fast)
         # the slider's value unchecked (preprocess=False): a typed 99 goes to the last cycle instead
         # of gradio's out-of-range error; input covers the arrow keys and the number box
-        gr.on([slider.release, slider.input], goto, [state, slider], view, api_name="goto",
+        gr.on([slider.release, slider.input], goto, [state, slider], outputs(Step), api_name="goto",
               preprocess=False, trigger_mode="always_last", **fast)
-        play_btn.click(play, state, view + [timer, play_btn], api_name="play", **fast)
-        timer.tick(tick, state, view + [timer, play_btn], api_name="tick", **fast)
+        play_btn.click(play, state, outputs(Played), api_name="play", **fast)
+        timer.tick(tick, state, outputs(Played), api_name="tick", **fast)
 
         # ---- traces in and out
         def load_file(st, path):
             """All or nothing: the session takes the file's traces only if every one draws."""
-            nothing = [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
             if not path:
-                return full_view(st, _warn("No file given.")) + nothing
+                return unchanged(st, _warn("No file given."))
             name = Path(path).name   # the name the user uploaded, not gradio's cache path
             try:
                 traces = load_traces(path)
-            except TraceError as exc:
-                return full_view(st, _warn(f"Not a usable trace file: "
-                                                  f"{str(exc).replace(str(Path(path)), name)}")) + nothing
-            new = {**st, "extra": {**st["extra"], **{(t.request_id, t.method): t for t in traces}},
-                   "request": traces[0].request_id, "method": traces[0].method, "cycle": first_cycle(traces[0])}
+            except Exception as exc:   # noqa: BLE001 - TraceError, or whatever a loader lets through: one line
+                return unchanged(st, _warn(f"Not a usable trace file: {read_error(exc, path)}"))
+            new = replace(st, extra={**st.extra, **{(t.request_id, t.method): t for t in traces}},
+                          request=traces[0].request_id, method=traces[0].method, cycle=F.first_cycle(traces[0]))
             try:
                 for t in traces:
                     draw_all(t)
                 out = _render(new, cat, "", full=True)
             except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
-                return full_view(st, _warn(f"Not a usable trace file: {name}: {exc}")) + nothing
-            st = new
-            return out + menus_for(st)
+                return unchanged(st, _warn(f"Not a usable trace file: {name}: {exc}"))
+            return Selected(*out, *menus_for(new))
 
-        upload.upload(load_file, [state, upload], full + menus, api_name="load_traces")
+        upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces")
 
         def run_live(st, rid, method, progress=gr.Progress()):
-            nothing = [gr.Dropdown(), gr.Dropdown(), gr.Dropdown()]
             req = data.requests.get(rid)
             if req is None:
-                return full_view(st, _warn(f"Request '{rid}' has no prompt in --data {data.name}; "
-                                             "a live run needs one.")) + nothing
+                return unchanged(st, _warn(f"Request '{rid}' has no prompt in --data {data.name}; "
+                                           "a live run needs one."))
             if method not in PRESET_NAMES:
-                return full_view(st, _warn(f"Method '{method}' is not a preset; live runs need one of "
-                                             f"{', '.join(PRESET_NAMES)}.")) + nothing
+                return unchanged(st, _warn(f"Method '{method}' is not a preset; live runs need one of "
+                                           f"{', '.join(PRESET_NAMES)}."))
             try:
                 lm = models.get(progress)
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
-                return full_view(st, _warn(f"The model failed to load: {exc}")) + nothing
+                return unchanged(st, _warn(f"The model failed to load: {exc}"))
             try:
                 tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress)
             except PromptError as exc:   # empty, or too long for the model
-                return full_view(st, _warn(f"Request '{rid}' cannot be decoded: {exc}")) + nothing
-            st["extra"][(rid, method)] = tr
-            st.update(request=rid, method=method, cycle=first_cycle(tr))
-            return full_view(st) + menus_for(st)
+                return unchanged(st, _warn(f"Request '{rid}' cannot be decoded: {exc}"))
+            st.extra[(rid, method)] = tr
+            st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
+            return Selected(*full_view(st), *menus_for(st))
 
-        live_btn.click(run_live, [state, request_dd, method_dd], full + menus, api_name="run_live",
+        live_btn.click(run_live, [state, request_dd, method_dd], outputs(Selected), api_name="run_live",
                        concurrency_limit=1)
 
         def export_figs(st, fmt_name, progress=gr.Progress()):
-            tr = find(st, cat, st["request"], st["method"])
+            tr = find(st, cat, st.request, st.method)
             if tr is None or not tr.cycles:
                 return [], _warn("Nothing to export: no trace selected.")
             progress(0.1, desc=f"exporting {fmt_name}")
-            k = min(st["cycle"], len(tr.cycles) - 1)
-            other = find(st, cat, st["request"], st["compare"])
+            k = min(st.cycle, len(tr.cycles) - 1)
+            other = find(st, cat, st.request, st.compare)
             try:
                 figs = F.cycle_figures(tr, k)
                 if other is not None:
@@ -325,37 +365,47 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             stem = safe_name(tr.request_id, tr.method, f"cycle{tr.cycles[k].cycle}")
             out_dir = export_dir / safe_name(f"{time.time_ns()}")
             try:
-                paths = export_figures(figs, out_dir, fmt_name, stem=stem)
-            except ExportError as exc:
-                html_paths = export_figures(figs, out_dir, "html", stem=stem)
-                return [str(p) for p in html_paths], _warn(f"{exc} Exported HTML instead.")
-            return [str(p) for p in paths], ""
+                try:
+                    return [str(p) for p in export_figures(figs, out_dir, fmt_name, stem=stem)], ""
+                except ExportError as exc:
+                    paths = export_figures(figs, out_dir, "html", stem=stem)
+                    return [str(p) for p in paths], _warn(f"{exc} Exported HTML instead.")
+            except OSError as exc:
+                return [], _warn(_not_written(exc))
 
         export_btn.click(export_figs, [state, fmt], [files, error], api_name="export_figures", concurrency_limit=2)
 
         def export_trace(st):
-            tr = find(st, cat, st["request"], st["method"])
+            tr = find(st, cat, st.request, st.method)
             if tr is None:
                 return [], _warn("Nothing to export: no trace selected.")
             path = export_dir / safe_name(f"{time.time_ns()}") / f"{safe_name(tr.request_id, tr.method)}.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            export_traces([tr], path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                export_traces([tr], path)
+            except OSError as exc:
+                return [], _warn(_not_written(exc))
             return [str(path)], ""
 
         trace_btn.click(export_trace, state, [files, error], api_name="export_trace")
     return demo
 
 
-def _decode_live(st: dict, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress) -> RequestTrace:
+def _not_written(exc: OSError) -> str:
+    """An export that the server could not write, said without the server's path."""
+    return f"Nothing exported: the file could not be written on the server ({exc.strerror or type(exc).__name__})."
+
+
+def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress) -> RequestTrace:
     """Decode one request with this session's decoder for ``method`` (made on first use, so
     the session's store grows over its live runs), reporting progress per cycle."""
     from oilbird.presets import make_decoder
     from oilbird.requests import encode
     from oilbird.verifier import Verifier
     with models.lock:
-        dec = st["decoders"].get(method)
+        dec = st.decoders.get(method)
         if dec is None:
-            dec = st["decoders"][method] = make_decoder(method, Verifier(lm))
+            dec = st.decoders[method] = make_decoder(method, Verifier(lm))
         ids = encode(lm.tokenizer, req)
         progress(0.1, desc="decoding")
         done = [0]

@@ -27,6 +27,7 @@ import plotly.graph_objects as go
 from oilbird.trace import RequestTrace
 
 from . import figures as F
+from .figures import first_cycle, last_cycle
 from .offline import figure_bundle
 from .palette import Style
 
@@ -35,17 +36,6 @@ VIEWS = ("tree", "neighbours", "gap")
 
 class StepperError(ValueError):
     """An unknown request, method or cycle. The message lists what there is."""
-
-
-def first_cycle(request: RequestTrace) -> int:
-    """Open a request on its first cycle with a draft tree (cycle 0 is the prefill)."""
-    return 1 if len(request.cycles) > 1 else 0
-
-
-def last_cycle(request: RequestTrace) -> int:
-    """The last cycle index the slider and Play may reach: 0 for a prefill-only request (and
-    for one without cycle records, drawn as messages), never a cycle that does not exist."""
-    return max(0, len(request.cycles) - 1)
 
 
 def figures_for(request: RequestTrace, cycle: int, views: Iterable[str] = VIEWS,

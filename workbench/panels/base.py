@@ -1,0 +1,149 @@
+"""Plumbing every panel shares: whitespace made visible, the spec -> Figure step, layouts,
+legend-only entries, notes, subplot grids and marker lines.
+
+A panel is built as a plain plotly JSON dict (a *spec*, ``{"data", "layout"}``) without
+plotly's per-property validation (~100x cheaper); :func:`figure` validates it into a
+``plotly.graph_objects.Figure`` and :func:`spec_json` serialises it unvalidated for the app.
+This module knows plotly and the palette's :class:`~workbench.palette.Style`; it knows nothing
+about traces.
+"""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from ..palette import DEFAULT_STYLE, Style, source_label, source_symbol
+
+WHITESPACE = {" ": "·", "\n": "⏎", "\t": "→", "\r": "␍"}
+CURSOR = {"width": 1.5, "dash": "dot", "color": "#D55E00"}   # the selected-cycle marker line
+PATTERN = {"fillmode": "overlay", "size": 8, "solidity": 0.25}  # hatching drawn over the fill colour
+# plotly's and kaleido's figure width where style.width is not set, and a monospace character's
+# width in em (about 0.6, a little slack): what a panel counts to make its text fit
+TABLE_WIDTH = 700
+CHAR_EM = 0.62
+
+# two rules of credit, both intended, named where they show so they are not read as a
+# contradiction: a token several sources proposed is coloured by the most specific one in the
+# text, the comparison and the strips, and split evenly among them in the metrics' share
+BY_PRIMARY = "colour: each token's most specific source, hover: all"
+SHARE_TITLE = "share by source (split credit)"
+BY_PRIMARY_KEY = "each token under its most specific source:"
+
+
+def visible(token: str) -> str:
+    """A token with its whitespace made visible: space '·', newline '⏎', tab '→', CR '␍';
+    the empty string (e.g. EOS) becomes '∅'.
+
+    >>> visible(' "a":\\n')
+    '·"a":⏎'
+    """
+    return "".join(WHITESPACE.get(ch, ch) for ch in token) if token else "∅"
+
+
+def esc(token: str, limit: int | None = None) -> str:
+    """Whitespace made visible, optionally cut, then HTML-escaped (plotly text is HTML-ish)."""
+    v = visible(token)
+    if limit is not None and len(v) > limit:
+        v = v[: max(1, limit - 1)] + "…"
+    return html.escape(v, quote=False)
+
+
+def figure(spec: dict, style: Style | None = None) -> go.Figure:
+    """A validated plotly Figure from a spec, with ``style.template`` applied."""
+    return go.Figure({**spec, "layout": {**spec.get("layout", {}), "template": style_or_default(style).template}})
+
+
+def spec_json(spec: dict) -> str:
+    """The spec as plotly JSON, without validation (what the app sends to the browser)."""
+    return pio.to_json(spec, validate=False)
+
+
+def style_or_default(style: Style | None) -> Style:
+    return style if style is not None else DEFAULT_STYLE
+
+
+def panel_layout(s: Style, title: str, height: int | None = None, **extra) -> dict:
+    """The layout every panel starts from: title top left, white, the style's font."""
+    lay = {
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": s.font_size + 2}},
+        "height": height or s.height,
+        "font": {"family": s.font_family, "size": s.font_size},
+        "margin": {"l": 40, "r": 10, "t": 50, "b": 40},
+        "hoverlabel": {"font": {"family": s.font_family}},
+        "showlegend": True,
+        "plot_bgcolor": "white",
+        "paper_bgcolor": "white",
+    }
+    if s.width:
+        lay["width"] = s.width
+    lay.update(extra)
+    return lay
+
+
+def legend_marker(source: str, s: Style) -> dict:
+    """A data-less trace that only carries a legend entry for ``source``."""
+    return {"type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": source_label(source),
+            "legendgroup": source, "showlegend": True, "hoverinfo": "skip",
+            "marker": {"color": s.colour(source), "symbol": source_symbol(source), "size": 11,
+                       "line": {"width": 1, "color": "#222222"}}}
+
+
+def centred_note(text: str, y: float = 0.5) -> dict:
+    """A centred grey annotation (a message where a panel has nothing to draw)."""
+    return {"text": text, "xref": "paper", "yref": "paper", "x": 0.5, "y": y, "showarrow": False,
+            "font": {"size": 13, "color": "#555555"}}
+
+
+def message_spec(title: str, text: str, style: Style | None = None) -> dict:
+    """An empty figure with a title and a centred message (e.g. "no trace yet")."""
+    s = style_or_default(style)
+    return {"data": [], "layout": panel_layout(s, html.escape(title), height=220,
+                                               annotations=[centred_note(html.escape(text))],
+                                               xaxis={"visible": False}, yaxis={"visible": False})}
+
+
+def grid(rows: int, cols: int, titles: tuple = (), hspace: float = 0.1, vspace: float = 0.2,
+         row_heights: list[float] | None = None) -> tuple[dict, dict]:
+    """Axes for a rows x cols grid of subplots (what ``make_subplots`` does, at no cost).
+
+    Returns (layout fragment, ``{(row, col): (xref, yref)}``), rows counted from the top.
+    """
+    hs = row_heights or [1.0] * rows
+    total = sum(hs)
+    usable_h, w = 1 - vspace * (rows - 1), (1 - hspace * (cols - 1)) / cols
+    frag: dict = {"annotations": []}
+    refs: dict = {}
+    top, k = 1.0, 0
+    for r in range(rows):
+        h = hs[r] / total * usable_h
+        for c in range(cols):
+            k += 1
+            suffix = "" if k == 1 else str(k)
+            x0 = c * (w + hspace)
+            frag[f"xaxis{suffix}"] = {"domain": [_unit(x0), _unit(x0 + w)], "anchor": f"y{suffix}"}
+            frag[f"yaxis{suffix}"] = {"domain": [_unit(top - h), _unit(top)], "anchor": f"x{suffix}"}
+            refs[(r + 1, c + 1)] = (f"x{suffix}", f"y{suffix}")
+            if k <= len(titles) and titles[k - 1]:
+                frag["annotations"].append({"text": titles[k - 1], "xref": "paper", "yref": "paper",
+                                            "x": x0 + w / 2, "y": top, "xanchor": "center",
+                                            "yanchor": "bottom", "showarrow": False})
+        top -= h + vspace
+    return frag, refs
+
+
+def _unit(v: float) -> float:
+    """Clamp a paper coordinate to [0, 1] (float sums can land a hair outside)."""
+    return min(1.0, max(0.0, round(v, 6)))
+
+
+def axis_key(ref: str) -> str:
+    """'x3' -> 'xaxis3' (the layout key of an axis reference)."""
+    return ref[0] + "axis" + ref[1:]
+
+
+def vline(x: float, xref: str, yref: str, line: dict) -> dict:
+    """A vertical line at ``x`` across the whole height of one subplot."""
+    return {"type": "line", "x0": x, "x1": x, "y0": 0, "y1": 1, "xref": xref, "yref": f"{yref} domain",
+            "line": line}

@@ -1,0 +1,108 @@
+"""The comparison panel: the same request under two methods, side by side (tokens per cycle
+by source; the output as a source strip; the first differing token, if any). Reads two
+:class:`~oilbird.trace.RequestTrace` of one request.
+"""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from oilbird.trace import RequestTrace
+
+from ..palette import BONUS, Style, primary_source, shown_sources, source_label
+from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, panel_layout,
+                   style_or_default, vline)
+from .provenance import token_sources
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """First position where two token lists differ (or the shorter one ends); None if equal.
+
+    >>> first_difference([1, 2, 3], [1, 5, 3])
+    1
+    """
+    for k, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return k
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _compare_title(r: RequestTrace, s: Style) -> str:
+    """A subplot title that fits half the figure: "method: τ 2.50" (the method name cut to
+    what fits; the figure's title names both in full), then tokens and forwards on a second,
+    smaller line. One line held all of it and ran into its neighbour at 1400 px."""
+    half = ((s.width or TABLE_WIDTH) - 50) * 0.47 / (CHAR_EM * s.font_size)
+    tau = f": τ {r.tau:.2f}"
+    limit = max(8, int(half) - len(tau))
+    name = html.escape(r.method if len(r.method) <= limit else r.method[: limit - 1] + "…")
+    return (f"{name}{tau}<br><span style='font-size:{s.font_size - 1}px;color:#555'>"
+            f"{len(r.output_ids)} tokens / {r.forwards} forwards</span>")
+
+
+def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
+                 style: Style | None = None) -> dict:
+    """Two methods on the same request (see :func:`compare_figure`)."""
+    if a.request_id != b.request_id:
+        raise ValueError(f"compare needs two traces of the same request, got {a.request_id!r} and {b.request_id!r}")
+    s = style_or_default(style)
+    titles = tuple(_compare_title(r, s) for r in (a, b))
+    axes, ref = grid(2, 2, titles, hspace=0.06, vspace=0.2, row_heights=[0.72, 0.28])
+    axes["yaxis2"]["matches"] = "y"
+    counts: dict[int, dict[str, list[int]]] = {}     # column -> source -> tokens per cycle
+    for col, r in ((1, a), (2, b)):
+        counts[col] = {}
+        for i, c in enumerate(r.cycles):
+            for srcs in c.committed_sources:
+                counts[col].setdefault(primary_source(srcs or [BONUS]), [0] * len(r.cycles))[i] += 1
+    order = shown_sources(set(counts[1]) | set(counts[2]))
+    data, shapes = [], []
+    for col, r in ((1, a), (2, b)):
+        xr, yr = ref[(1, col)]
+        cyc = [c.cycle for c in r.cycles]
+        for k in order:
+            data.append({"type": "bar", "x": cyc, "y": counts[col].get(k, [0] * len(r.cycles)),
+                         "name": source_label(k), "legendgroup": k,
+                         "showlegend": col == 1, "marker": {"color": s.colour(k)}, "meta": f"{r.method}:{k}",
+                         "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} with {k} as the most "
+                                          f"specific source<extra></extra>",
+                         "xaxis": xr, "yaxis": yr})
+        srcs = token_sources(r)
+        prim = [primary_source(x or [BONUS]) for x in srcs]
+        xs, ys = ref[(2, col)]
+        data.append({"type": "bar", "x": list(range(len(prim))), "y": [1] * len(prim), "width": 1,
+                     "showlegend": False, "marker": {"color": [s.colour(p) for p in prim], "line": {"width": 0}},
+                     "hovertext": [f"token {k}: {esc(r.output_text[k]) if k < len(r.output_text) else '?'}"
+                                   f"<br>{', '.join(x)}" for k, x in enumerate(srcs)],
+                     "hoverinfo": "text", "name": f"{r.method} tokens", "meta": f"{r.method}:strip",
+                     "xaxis": xs, "yaxis": ys})
+        if selection is not None and 0 <= selection < len(r.cycles):
+            shapes.append(vline(r.cycles[selection].cycle, xr, yr, CURSOR))
+        axes[axis_key(xr)]["title"] = {"text": "cycle"}
+        axes[axis_key(ys)]["visible"] = False
+    axes["yaxis"]["title"] = {"text": "tokens"}
+    diff = first_difference(a.output_ids, b.output_ids)
+    title = f"{html.escape(a.method)} vs {html.escape(b.method)} · {html.escape(a.request_id)}"
+    if diff is None:
+        title += " · identical outputs"
+    else:
+        title += f" · <b>outputs differ from token {diff}</b>"
+        shapes += [vline(diff - 0.5, *ref[(2, col)], {"width": 2, "color": "#111111"}) for col in (1, 2)]
+    layout = panel_layout(s, title, height=max(s.height, 440), barmode="stack", bargap=0.15, shapes=shapes,
+                     legend={"orientation": "h", "y": -0.1, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},
+                     margin={"l": 40, "r": 10, "t": 90, "b": 40}, **axes)
+    return {"data": data, "layout": layout}
+
+
+def compare_figure(a: RequestTrace, b: RequestTrace, selection: int | None = None,
+                   style: Style | None = None) -> go.Figure:
+    """Two methods on the same request side by side: tokens per cycle stacked by the source
+    that delivered them (top, shared y axis), and the output tokens (x: token position) as a
+    strip coloured by delivering source (bottom). Both count each token once, under its most
+    specific source (:func:`~workbench.palette.primary_source`, as the text does; the metrics'
+    share splits it instead), and say so. Subplot titles give each method's tau on a line that
+    fits half the figure, tokens and forwards below it. Lossless methods have
+    identical outputs; if they differ, the title says from which token and the strips mark it.
+    ``selection``: a cycle index marked in both columns."""
+    return figure(compare_spec(a, b, selection, style), style)
+

@@ -1,0 +1,76 @@
+"""One cycle of a request at once: which cycle to open on, the counter above the tree, and
+every per-request panel of one cycle (what the app shows and a notebook exports).
+
+Knows which panels make up a step (tree, text, neighbours, gap strip, metrics); draws none of
+them itself.
+"""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from oilbird.trace import CycleTrace, RequestTrace
+
+from ..palette import Style
+from . import gap, metrics, neighbours, text, tree
+from .base import figure, message_spec
+from .provenance import NO_CYCLES, committed_upto, drafted_sources, output_stops
+
+
+def first_cycle(request: RequestTrace | None) -> int:
+    """Open a request on its first cycle with a draft tree (cycle 0 is the prefill); 0 for no
+    request, a request without cycle records, or a prefill-only one."""
+    return 1 if request is not None and len(request.cycles) > 1 else 0
+
+
+def last_cycle(request: RequestTrace) -> int:
+    """The last cycle index a slider and Play may reach: 0 for a prefill-only request (and
+    for one without cycle records, drawn as messages), never a cycle that does not exist."""
+    return max(0, len(request.cycles) - 1)
+
+
+def cycle_at(request: RequestTrace, cycle: int) -> CycleTrace | None:
+    """``request.cycles[cycle]``, or None for a request without cycle records (drawn as a
+    message, like the other no-data cases). Any other index out of range is a ValueError."""
+    if not request.cycles:
+        return None
+    if not 0 <= cycle < len(request.cycles):
+        raise ValueError(f"cycle {cycle} is outside 0..{len(request.cycles) - 1} for request "
+                         f"{request.request_id!r} ({request.method})")
+    return request.cycles[cycle]
+
+
+def counter_html(request: RequestTrace, cycle: int) -> str:
+    """The cycle counter above the tree: "cycle k / n · request · method · tokens so far"; on
+    a cycle where the output ends inside the verdict it says so, as the tree's title does."""
+    c = cycle_at(request, cycle)
+    live = " · live run" if request.meta.get("live") else ""
+    if c is None:
+        return (f"<b>no cycles</b> · {html.escape(request.request_id)} · {html.escape(request.method)}{live} · "
+                f"{len(request.output_ids)} tokens · {NO_CYCLES}")
+    stop = " (the output stops here)" if output_stops(c) else ""
+    return (f"<b>cycle {cycle} / {len(request.cycles) - 1}</b> · {html.escape(request.request_id)} · "
+            f"{html.escape(request.method)}{live} · {committed_upto(request, cycle)} of "
+            f"{len(request.output_ids)} tokens · {len(c.committed)} committed this cycle{stop}")
+
+
+def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None) -> dict[str, dict]:
+    """Every per-request spec for cycle index ``cycle`` (what the app shows), by name."""
+    c = cycle_at(request, cycle)
+    if c is None:
+        head = f"{request.request_id} · {request.method}"
+        return {"tree": message_spec(f"{head} · draft tree", NO_CYCLES, style),
+                "text": message_spec(f"{head} · text", NO_CYCLES, style),
+                "neighbours": message_spec(f"{head} · nearest neighbours", NO_CYCLES, style),
+                "gap": gap.gap_strip_spec(request, None, style), "metrics": metrics.metrics_spec(request, None, style)}
+    return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request)),
+            "text": text.text_spec(request, cycle, style),
+            "neighbours": neighbours.neighbours_spec(c, style=style),
+            "gap": gap.gap_strip_spec(request, cycle, style),
+            "metrics": metrics.metrics_spec(request, cycle, style)}
+
+
+def cycle_figures(request: RequestTrace, cycle: int, style: Style | None = None) -> dict[str, go.Figure]:
+    """:func:`cycle_specs` as validated Figures (for notebooks and exports)."""
+    return {k: figure(v, style) for k, v in cycle_specs(request, cycle, style).items()}

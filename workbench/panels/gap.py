@@ -1,0 +1,167 @@
+"""The gap-strip panel: one cell per output token, coloured by its identifiability-gap label
+(lexical hit / gap recovered by the semantic key / gap missed / absent from the pool).
+
+One row list (:func:`gap_cells`: a :class:`GapStrip`) is formatted by two renderers:
+:func:`gap_strip_spec` (a plotly figure) and :func:`gap_strip_html` (the app's panel). Reads
+the request's ``gap_labels`` (written by ``python -m oilbird trace ... --diagnose``, one
+diagnosis of the output, the same for every method) and ``output_text``; the cells of the
+selected cycle come from its ``committed`` tokens.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from oilbird.trace import RequestTrace
+
+from ..palette import GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_LABELS, GAP_PATTERNS, GAP_POOL, Style
+from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
+from .provenance import committed_upto
+
+GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
+GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
+NO_COLOUR = "#777777"
+
+
+def _no_labels_why(request: RequestTrace) -> str:
+    """Why a request has no gap labels, as plain text. They come from the command-line
+    diagnosis of a trace file (``python -m oilbird trace ... --diagnose``); the app's live runs
+    (``meta["live"]``) are never diagnosed, so advising that command there would mislead."""
+    if request.meta.get("live"):
+        return ("no gap labels: they come from the command-line diagnosis of a trace file "
+                "and are not computed for live runs")
+    return "no gap labels in this trace: regenerate it with python -m oilbird trace ... --diagnose"
+
+
+def gap_hover(label: str) -> str:
+    """A label's description, what it means and what the pool is (plain text)."""
+    what = GAP_EXPLANATIONS.get(label)
+    return f"{GAP_DESCRIPTIONS.get(label, label)}: {what}" if what else GAP_DESCRIPTIONS.get(label, label)
+
+
+@dataclass(frozen=True)
+class GapCell:
+    """One output token's cell."""
+    index: int
+    label: str
+    text: str        # the token's text, raw ("?" where the trace has fewer texts than labels)
+    now: bool        # committed in the selected cycle (outlined)
+
+
+@dataclass(frozen=True)
+class GapStrip:
+    """The whole strip of one request, as both renderers show it."""
+    method: str
+    n_tokens: int
+    cells: list[GapCell]                # [] without labels
+    counts: dict[str, int | None]       # per label, the four known ones first; None without labels
+    span: tuple[int, int] | None        # the selected cycle's tokens [lo, hi), None if it has none
+    missing: str                        # why there are no labels ("" when there are)
+    inconsistent: str                   # "" unless the labels do not match the output's length
+
+
+def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
+    """The cells of ``request``'s strip with cycle index ``cycle``'s tokens marked."""
+    labels, n = request.gap_labels, len(request.output_ids)
+    span = None
+    if cycle is not None and 0 <= cycle < len(request.cycles):
+        lo, hi = committed_upto(request, cycle - 1) if cycle > 0 else 0, committed_upto(request, cycle)
+        span = (lo, hi) if hi > lo else None
+    if labels is None:
+        return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, _no_labels_why(request), "")
+    cells = [GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
+                     span is not None and span[0] <= k < span[1]) for k, lab in enumerate(labels)]
+    counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
+    bad = f"{len(labels)} labels for {n} output tokens: the trace is inconsistent" if len(labels) != n else ""
+    return GapStrip(request.method, n, cells, counts, span, "", bad)
+
+
+def _count(c: int | None) -> str:
+    return "–" if c is None else str(c)
+
+
+def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
+    """The per-token gap labels of one request (see :func:`gap_strip_figure`)."""
+    s = style_or_default(style)
+    g = gap_cells(request, cycle)
+    pool = html.escape(GAP_POOL, quote=False)
+    data = []
+    for lab, count in g.counts.items():
+        ks = [c for c in g.cells if c.label == lab]
+        data.append({
+            "type": "bar", "x": [c.index for c in ks] or [None], "y": [1] * len(ks) if ks else [None], "width": 1,
+            "name": f"{GAP_DESCRIPTIONS.get(lab, lab)} ({_count(count)})", "legendgroup": lab, "showlegend": True,
+            "marker": {"color": GAP_COLOURS.get(lab, NO_COLOUR),
+                       "pattern": {"shape": GAP_PATTERNS.get(lab, ""), "fgcolor": "#333333", **PATTERN},
+                       "line": {"width": 0.5, "color": "white"}},
+            "hovertext": [f"token {c.index}: {esc(c.text)}<br>{html.escape(gap_hover(lab), quote=False)}<br>{pool}"
+                          for c in ks] or None,
+            "hoverinfo": "text", "meta": lab})
+    notes, shapes = [], []
+    if g.missing:
+        notes.append(centred_note(html.escape(g.missing)))
+    elif g.inconsistent:
+        notes.append(centred_note(g.inconsistent, y=1.0))
+    if g.span is not None:
+        shapes.append({"type": "rect", "x0": g.span[0] - 0.5, "x1": g.span[1] - 0.5, "y0": -0.05, "y1": 1.1,
+                       "xref": "x", "yref": "y", "line": {"width": 2.5, "color": "#111111"},
+                       "fillcolor": "rgba(0,0,0,0)"})
+    title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
+             f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#777'>"
+             f"{GAP_SCOPE.format(method=html.escape(request.method))}<br>{pool}</span>")
+    lay = panel_layout(s, title, height=240, annotations=notes, shapes=shapes, barmode="overlay", bargap=0,
+                       legend={"orientation": "h", "y": -0.3}, margin={"l": 20, "r": 10, "t": 80, "b": 20},
+                       xaxis={"range": [-0.5, max(g.n_tokens, 1) - 0.5], "showgrid": False},
+                       yaxis={"visible": False, "range": [0, 1.15]})
+    return {"data": data, "layout": lay}
+
+
+def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
+    """One cell per output token, coloured and patterned by its diagnosis label (lexical hit /
+    gap recovered by the semantic key / gap missed / absent from the pool; counts in the
+    legend). The labels come from one diagnosis of the output, not from the method's drafting,
+    so every method's strip of a request is the same (the title says so). The tokens committed
+    in cycle index ``cycle`` are outlined. The title and every cell's hover say what the pool
+    is (:data:`~workbench.palette.GAP_POOL`: earlier requests' outputs, not this request's
+    prompt or own output), so "absent from pool" is not read as absent from the prompt. Without
+    labels (``gap_labels is None``) the strip is empty and says where they come from (not for
+    a live run, which is never diagnosed)."""
+    return figure(gap_strip_spec(request, cycle, style), style)
+
+
+_CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 2px 0;vertical-align:top;"
+_KEY = "display:inline-block;padding:1px 6px;margin:4px 4px 0 0;font-size:0.85em;"
+
+
+def _html_key(g: GapStrip) -> str:
+    """The key: one swatch per label with its count (its title says what it means)."""
+    return " ".join(
+        f"<span class='gap-key' title='{html.escape(gap_hover(lab) + '; ' + GAP_POOL, quote=True)}' "
+        f"style='{_KEY}background:{GAP_COLOURS.get(lab, NO_COLOUR)}"
+        + ("" if g.missing else f";border-bottom:4px {GAP_BORDERS.get(lab, 'solid')} #333")
+        + f"'>{GAP_DESCRIPTIONS.get(lab, html.escape(lab))} ({_count(c)})</span>" for lab, c in g.counts.items())
+
+
+def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
+    """The strip of :func:`gap_strip_figure` as an HTML fragment: one cell per output token
+    (colour plus a border style per label, the token in its ``title``), the cells of cycle
+    index ``cycle`` outlined, and the counts per label."""
+    g = gap_cells(request, cycle)
+    head = (f"<b>gap strip</b> · one cell per output token · <span style='color:#777'>"
+            f"{GAP_SCOPE.format(method=html.escape(g.method))}<br>"
+            f"{html.escape(GAP_POOL, quote=False)}</span>")
+    if g.missing:
+        why = html.escape(g.missing).replace("python -m oilbird trace ... --diagnose",
+                                             "<code>python -m oilbird trace ... --diagnose</code>")
+        return f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>{why}</div>{_html_key(g)}</div>"
+    cells = []
+    for c in g.cells:
+        now = "outline:2px solid #111;outline-offset:-2px;" if c.now else ""
+        cells.append(f"<span class='gap-cell' data-label='{html.escape(c.label)}' title='{c.index}: "
+                     f"{html.escape(visible(c.text), quote=True)} · {html.escape(gap_hover(c.label), quote=True)}' "
+                     f"style='{_CELL}background:{GAP_COLOURS.get(c.label, NO_COLOUR)};"
+                     f"border-bottom:4px {GAP_BORDERS.get(c.label, 'solid')} #333;{now}'></span>")
+    warn = f"<div style='color:#D55E00'>{g.inconsistent}</div>" if g.inconsistent else ""
+    return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{''.join(cells)}</div>{_html_key(g)}</div>"

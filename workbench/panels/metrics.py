@@ -1,0 +1,75 @@
+"""The metrics panel: four small plots of one request (tokens per cycle, running tokens per
+forward, share by source with split credit, time per stage), a dotted line at the selected
+cycle. Reads the request's cycle records (``committed``, ``committed_sources``, ``timings``).
+"""
+from __future__ import annotations
+
+import html
+from itertools import accumulate
+
+import plotly.graph_objects as go
+
+from oilbird.trace import RequestTrace
+
+from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources
+from .base import CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, panel_layout, style_or_default, vline
+from .provenance import accepted_share, verdict_text
+
+
+def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
+    """Four metric panels for one request (see :func:`metrics_figure`)."""
+    s = style_or_default(style)
+    axes, ref = grid(2, 2, ("tokens per cycle", "cumulative tokens per forward",
+                             SHARE_TITLE, "time per stage (ms)"), hspace=0.1, vspace=0.22)
+    cyc = [c.cycle for c in request.cycles]
+    per = [len(c.committed) for c in request.cycles]
+    cum = list(accumulate(per))
+    share = accepted_share(request)
+    order = shown_sources(share)
+
+    def at(rc):
+        return {"xaxis": ref[rc][0], "yaxis": ref[rc][1]}
+
+    data = [
+        {"type": "bar", "x": cyc, "y": per, "name": "tokens / cycle", "marker": {"color": "#777777"},
+         "showlegend": False, "meta": "per-cycle", "hoverinfo": "text",
+         "hovertext": [f"cycle {c.cycle}: {verdict_text(c)} · {len(c.committed)} committed"
+                       for c in request.cycles], **at((1, 1))},
+        {"type": "scatter", "x": cyc, "y": [t / (k + 1) for k, t in enumerate(cum)], "mode": "lines+markers",
+         "name": "tokens / forward", "line": {"color": "#222222"}, "showlegend": False, "meta": "cumulative",
+         "hovertemplate": "after cycle %{x}: %{y:.2f} tokens per forward<extra></extra>", **at((1, 2))},
+        {"type": "bar", "x": order, "y": [share.get(k, 0.0) for k in order],
+         "marker": {"color": [s.colour(k) for k in order]}, "showlegend": False, "name": "share",
+         "meta": "share", "hovertemplate": "%{x}: %{y:.1%} of output tokens<br>a token several sources "
+         "proposed is split evenly among them<br>(the text and comparison colour it by the most specific "
+         "one)<extra></extra>", **at((2, 1))},
+    ]
+    for st in STAGES:
+        data.append({"type": "bar", "x": cyc, "y": [1000 * c.timings.get(st, 0.0) for c in request.cycles],
+                     "name": st, "legendgroup": f"stage-{st}", "meta": f"stage-{st}",
+                     "marker": {"color": STAGE_COLOURS[st], "pattern": {"shape": STAGE_PATTERNS[st], **PATTERN}},
+                     "hovertemplate": f"cycle %{{x}}: {st} %{{y:.1f}} ms<extra></extra>", **at((2, 2))})
+    shapes = []
+    if cycle is not None and 0 <= cycle < len(request.cycles):
+        x = request.cycles[cycle].cycle
+        shapes = [vline(x, *ref[rc], CURSOR) for rc in ((1, 1), (1, 2), (2, 2))]
+    title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}: τ = "
+             f"{request.tau:.2f} ({len(request.output_ids)} tokens / {request.forwards} forwards)")
+    layout = panel_layout(s, title, height=max(s.height, 480), barmode="stack", shapes=shapes,
+                     legend={"title": {"text": "stage"}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
+    for rc in ((1, 1), (1, 2), (2, 2)):
+        layout[axis_key(ref[rc][0])]["title"] = {"text": "cycle"}
+        if len(cyc) <= 12:
+            layout[axis_key(ref[rc][0])]["dtick"] = 1
+    layout[axis_key(ref[(2, 1)][1])]["tickformat"] = ".0%"
+    return {"data": data, "layout": layout}
+
+
+def metrics_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
+    """Four panels for one request: tokens committed per cycle (their mean is tau), the running
+    tokens per forward, the share of output tokens each source delivered (split credit, see
+    :func:`accepted_share`; its title and hover say so, since the text and the comparison
+    colour a token by its most specific source instead), and the time per stage of every cycle (from
+    ``CycleTrace.timings``). A dotted line marks cycle index ``cycle``."""
+    return figure(metrics_spec(request, cycle, style), style)
+

@@ -1,0 +1,357 @@
+"""The nearest-neighbours panel: the store records the semantic key retrieved in one cycle.
+
+Two questions about provenance are answered in ONE function each, so that the views never
+guess twice:
+
+* :func:`semantic_outcome`: what the semantic key did this cycle (no source, gate closed, no
+  query, empty store, below the similarity floor, muted, retrieved) and the floor it used;
+* :func:`neighbour_result`: what became of one retrieved neighbour's chain (how many of its
+  nodes the verifier accepted, or why it got no node).
+
+Both read what the drafter recorded (``CycleTrace.retrieval`` / ``retrieval_floor``,
+``Neighbour.why_no_node``). A trace written before those were recorded gets the answer derived
+from what it does hold (the method's name, the lexical match, the adjacency row, the store's
+size, the muted flag, the walked nodes, and this module's copy of the similarity floor,
+:data:`SIMILARITY_FLOOR`, checked equal to the source's by a test); where that cannot decide,
+the outcomes that may have held.
+
+One row list (:func:`neighbour_table`) is formatted by two renderers: :func:`neighbours_spec`
+(a plotly table, for notebooks and exports: plain text broken to fit its columns, a height
+that holds every row) and :func:`neighbours_html` (the app's panel: a plain table that
+redraws fast and wraps in the browser). Reads one :class:`~oilbird.trace.CycleTrace`.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import plotly.graph_objects as go
+
+from oilbird.methods import PEER_TREE_METHODS, PRESETS, has_semantic, semantic_gated
+from oilbird.trace import CycleTrace, Neighbour
+
+from ..palette import Style
+from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, style_or_default, visible
+
+NB_HEADER = ("#", "similarity", "from", "context (matched token in [ ])", "proposed", "accepted", "lexical key?")
+# oilbird.sources.semantic.SemanticConfig.entry_floor, the default (a view never imports the
+# runtime; tests/test_figures.py checks it)
+SIMILARITY_FLOOR = 0.80
+NOT_IN_TREE = "not in the tree"
+
+# --------------------------------------------------------------------------- provenance
+
+# what the semantic key did in one cycle (SemanticOutcome.outcome): the drafter's record
+# (oilbird.sources.base.RETRIEVAL_OUTCOMES and "no-source"), and the prefill, where none runs
+PREFILL = "prefill"            # cycle 0: nothing is drafted, so no lookup runs
+NO_SOURCE = "no-source"        # the method has no semantic source
+GATE_CLOSED = "gate-closed"    # no lexical match (and no adjacency row for the root): no lookup ran
+NO_QUERY = "no-query"          # no hidden state to look up with
+EMPTY_STORE = "empty-store"    # looked up in a store that held no records yet
+BELOW_FLOOR = "below-floor"    # the best match was below the similarity floor
+MUTED = "muted"                # found matches, but self-calibration muted the source
+RETRIEVED = "retrieved"        # found matches and proposed them: the table lists them
+
+# why it held, when the record says so ...
+_HELD = {PREFILL: "cycle 0 is the prefill: nothing is drafted, so nothing is retrieved",
+         NO_SOURCE: "{method} drafts without the semantic key",
+         GATE_CLOSED: "its gate was closed: no lexical match and no token-adjacency row for the root token; "
+                      "the semantic key looks up only after one of them",
+         NO_QUERY: "no hidden state to look up with this cycle",
+         EMPTY_STORE: "an empty store: no earlier request had finished, so there was nothing to retrieve",
+         BELOW_FLOOR: "the best matches were below the similarity floor ({floor:.2f})",
+         MUTED: "the semantic source was muted by self-calibration: it looked up, but drafted nothing",
+         RETRIEVED: "{n} retrieved"}
+# ... and as one of several that may have held (an older record that does not say)
+_MAY_HAVE = {**_HELD,
+             NO_SOURCE: "no semantic source in {method}",
+             GATE_CLOSED: "its gate was closed: no lexical match (recorded) and no token-adjacency row for the "
+                          "root (not recorded); the semantic key looks up only after one of them",
+             EMPTY_STORE: "an empty store: no earlier request had finished"}
+MUTED_BY = "semantic source muted by self-calibration"
+
+
+@dataclass(frozen=True)
+class SemanticOutcome:
+    """What the semantic key did in one cycle.
+
+    ``outcome``: the one that held (one of :data:`PREFILL`, :data:`NO_SOURCE`,
+    :data:`GATE_CLOSED`, :data:`NO_QUERY`, :data:`EMPTY_STORE`, :data:`BELOW_FLOOR`,
+    :data:`MUTED`, :data:`RETRIEVED`), or None where an older record does not say; then
+    ``possible`` lists those that may have held, in the order they are told. ``muted``:
+    self-calibration had muted the source. ``floor``: the similarity floor the lookup used.
+    """
+    outcome: str | None
+    possible: tuple[str, ...] = ()
+    muted: bool = False
+    floor: float = SIMILARITY_FLOOR
+    method: str = ""
+    retrieved: int = 0
+
+    def why(self) -> str:
+        """The outcome in words, as the panel says it where nothing was retrieved."""
+        fill = {"method": self.method, "floor": self.floor, "n": self.retrieved}
+        if self.outcome is not None:
+            text = _HELD.get(self.outcome, f"the semantic key's outcome: {self.outcome}").format(**fill)
+            return f"{MUTED_BY}; {text}" if self.muted and self.outcome == BELOW_FLOOR else text
+        text = "; or ".join(_MAY_HAVE[p].format(**fill) for p in self.possible)
+        return f"{MUTED_BY}; {text}" if self.muted else text
+
+
+def semantic_outcome(cycle: CycleTrace) -> SemanticOutcome:
+    """What the semantic key did in ``cycle``: the drafter's record (``cycle.retrieval``, with
+    the floor it applied), else, for a trace written before it was recorded, only the outcomes
+    that can hold.
+
+    The derivation: the key looks up only after a lexical match or with an adjacency row for
+    the root (gated methods, :func:`oilbird.methods.semantic_gated`), finds only finished
+    earlier requests in the store, and uses its hits only if the best reaches the similarity
+    floor (``oilbird.sources.semantic``); a muted source still looks up, and its hits are
+    listed, so a muted source with none found none above the floor. On the prefill no lookup
+    runs at all. Where the cycle records the adjacency row and the store's size
+    (``adjacency_row``, ``store_records``), one outcome held; else the possible ones.
+    """
+    n = len(cycle.neighbours)
+    if cycle.retrieval is not None:
+        floor = SIMILARITY_FLOOR if cycle.retrieval_floor is None else cycle.retrieval_floor
+        return SemanticOutcome(cycle.retrieval, muted=cycle.semantic_muted, floor=floor, method=cycle.method,
+                               retrieved=n)
+    if n:
+        return SemanticOutcome(MUTED if cycle.semantic_muted else RETRIEVED, muted=cycle.semantic_muted, retrieved=n)
+    if cycle.cycle == 0 and not cycle.tokens:
+        return SemanticOutcome(PREFILL)
+    base = cycle.method.split(":")[0]
+    semantic = has_semantic(base) or any("semantic" in x for x in cycle.sources)
+    if (base in PRESETS or base in PEER_TREE_METHODS) and not semantic:
+        return SemanticOutcome(NO_SOURCE, method=cycle.method)
+    possible = [] if semantic else [NO_SOURCE]
+    gated = not cycle.lexical_match_len and semantic_gated(base)
+    if gated and cycle.adjacency_row is False:        # recorded: the gate was closed, no lookup ran
+        return SemanticOutcome(GATE_CLOSED, muted=cycle.semantic_muted)
+    if gated and cycle.adjacency_row is None:         # older still: the adjacency part is unknown
+        possible.append(GATE_CLOSED)
+    if cycle.store_records == 0:                      # recorded: nothing to search yet
+        return SemanticOutcome(EMPTY_STORE, muted=cycle.semantic_muted)
+    if not cycle.semantic_muted and cycle.store_records is None:
+        possible.append(EMPTY_STORE)
+    if not possible:
+        return SemanticOutcome(BELOW_FLOOR, muted=cycle.semantic_muted)
+    return SemanticOutcome(None, (*possible, BELOW_FLOOR), muted=cycle.semantic_muted, method=cycle.method)
+
+
+class NeighbourResult(NamedTuple):
+    """The "accepted" cell of a neighbour and why it says so ("" where the cell says it all)."""
+    cell: str
+    why: str
+
+
+# why a neighbour got no node (Neighbour.why_no_node, oilbird.drafter.NO_NODE_REASONS' keys)
+NO_NODE_WHY = {"no-tokens": "below the depth floor: its similarity allowed it no tokens",
+               "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
+               "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
+                         "expected fill, other branches were worth more)"}
+
+
+def neighbour_result(cycle: CycleTrace, nb: Neighbour) -> NeighbourResult:
+    """What became of neighbour ``nb``'s chain in ``cycle``.
+
+    ``accepted / walked``: of the chain's nodes in the tree, how many the verifier accepted.
+    A chain with no node in the tree was never verified, so it is "not in the tree", not
+    "0 / its length", with the reason the drafter recorded (``nb.why_no_node``): the semantic
+    node budget was spent before its turn (the drafter gives the most similar neighbours the
+    budget first), or the muted source only looked it up; one whose similarity allowed it no
+    tokens is a dash. A trace written before the reason was recorded gets it derived from
+    ``nb.proposed``, ``nb.walked_nodes`` and the muted flag."""
+    why = nb.why_no_node
+    if why is None:
+        why = ("no-tokens" if not nb.proposed else "" if nb.walked_nodes
+               else "muted" if cycle.semantic_muted else "budget")
+    if not why:
+        return NeighbourResult(f"{nb.accepted} / {len(nb.walked_nodes)}", "")
+    return NeighbourResult("—" if why == "no-tokens" else NOT_IN_TREE, NO_NODE_WHY.get(why, why))
+
+
+# --------------------------------------------------------------------------- the rows
+
+@dataclass(frozen=True)
+class NeighbourRow:
+    """One retrieved neighbour, as both renderers show it."""
+    index: int                 # into cycle.neighbours
+    similarity: float
+    origin: str                # "request @ position"
+    context: tuple[str, ...]   # the context's tokens, raw
+    matched: int               # the index in ``context`` of the matched token
+    proposed: str              # the continuation it proposed, whitespace visible
+    result: NeighbourResult
+    lexical: bool              # a lexical source proposed the same first token
+    selected: bool
+
+    @property
+    def accepted_cell(self) -> str:
+        """The "accepted" cell; a "*" sends the reader to the footnote that says why."""
+        return self.result.cell + ("*" if self.result.cell == NOT_IN_TREE else "")
+
+
+@dataclass(frozen=True)
+class NeighbourTable:
+    """The whole panel of one cycle: its rows (most similar first) and what is said around them."""
+    cycle: int
+    rows: list[NeighbourRow]
+    store: str                 # " from N records in the store", "" where the cycle does not record N
+    empty_why: str             # why nothing was retrieved ("" when there are rows)
+    footnotes: list[str]       # one per distinct reason a neighbour is not in the tree
+
+
+def neighbour_table(cycle: CycleTrace, selection: int | None = None) -> NeighbourTable:
+    """The rows of ``cycle``'s neighbour table; ``selection``: a neighbour index to highlight."""
+    order = sorted(range(len(cycle.neighbours)), key=lambda k: -cycle.neighbours[k].similarity)
+    rows = []
+    for k in order:
+        nb = cycle.neighbours[k]
+        rows.append(NeighbourRow(
+            index=k, similarity=nb.similarity, origin=f"{nb.request_id} @ {nb.position}",
+            context=tuple(nb.context_text), matched=nb.context_index,
+            proposed="".join(visible(t) for t in nb.proposed_text) or "— (below depth floor)",
+            result=neighbour_result(cycle, nb), lexical=nb.lexical_reachable, selected=k == selection))
+    whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
+    return NeighbourTable(
+        cycle=cycle.cycle, rows=rows,
+        store="" if cycle.store_records is None else f" from {cycle.store_records} records in the store",
+        empty_why="" if rows else semantic_outcome(cycle).why(),
+        footnotes=[f"* {NOT_IN_TREE}: {w}" for w in whys])
+
+
+# --------------------------------------------------------------------------- plotly table
+# plotly wraps cell text only at spaces, and a static export draws only the rows that fit its
+# height, so lines are broken here and the height counted
+NB_COLUMN_PX = (30, 95, 95, 170, 130, 85, 75)   # relative widths (px at plotly's 700 px)
+CELL_PAD = 8                 # plotly's table cell padding, px per side
+CELL_HEIGHT = 24             # one line of a cell, px
+
+
+def _cell_chars(s: Style, col: int, font: int) -> int:
+    """Characters that fit on one line of column ``col`` at the figure's width."""
+    px = ((s.width or TABLE_WIDTH) - 20) * NB_COLUMN_PX[col] / sum(NB_COLUMN_PX)
+    return max(4, int((px - 2 * CELL_PAD) / (CHAR_EM * font)))
+
+
+def _wrap(text: str, chars: int) -> list[str]:
+    """``text`` in lines of at most ``chars`` characters, broken after spaces where it can and
+    inside a run without spaces (a token with its spaces shown as '·') only where it must."""
+    lines, cur = [], ""
+    for word in text.replace(" ", " \0").split("\0"):
+        if cur and len(cur) + len(word.rstrip()) > chars:
+            lines.append(cur.rstrip())
+            cur = ""
+        while len(word.rstrip()) > chars:
+            lines.append(word[:chars])
+            word = word[chars:]
+        cur += word
+    return lines + [cur.rstrip()] if cur or not lines else lines
+
+
+def _table_cells(columns: list[list[str]], s: Style, font: int) -> tuple[list[list[str]], list[int]]:
+    """Cells broken into lines ('<br>', each line HTML-escaped) and the lines of each row."""
+    out, rows = [], [1] * len(columns[0])
+    for col, cells in enumerate(columns):
+        wrapped = [_wrap(c, _cell_chars(s, col, font)) for c in cells]
+        out.append(["<br>".join(html.escape(x, quote=False) for x in w) for w in wrapped])
+        rows = [max(r, len(w)) for r, w in zip(rows, wrapped)]
+    return out, rows
+
+
+def _plain_context(row: NeighbourRow) -> str:
+    """The context as plain text, the matched token in brackets (no markup: a plotly table
+    cell shows a styled span as its raw HTML)."""
+    return "".join(f"[{visible(t)}]" if j == row.matched else visible(t) for j, t in enumerate(row.context)) or "—"
+
+
+def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> dict:
+    """The nearest-neighbour table of one cycle (see :func:`neighbours_figure`)."""
+    s = style_or_default(style)
+    font = s.font_size - 1
+    t = neighbour_table(cycle, selection)
+    if t.rows:
+        plain = [[str(r.index) for r in t.rows], [f"{r.similarity:.3f}" for r in t.rows],
+                 [r.origin for r in t.rows], [_plain_context(r) for r in t.rows], [r.proposed for r in t.rows],
+                 [r.accepted_cell for r in t.rows], ["yes" if r.lexical else "no" for r in t.rows]]
+        fill = [["#FBE3D6" if r.selected else ("#F3F3F3" if n % 2 else "white") for n, r in enumerate(t.rows)]]
+    else:
+        plain = [[""], [""], [""], ["no neighbours this cycle"], [""], [""], [""]]
+        fill = [["white"]]
+    cols, lines = _table_cells(plain, s, font)
+    head, head_lines = _table_cells([[h] for h in NB_HEADER], s, s.font_size)
+    line_px = round(1.35 * font) + 1
+    table = {"type": "table", "columnwidth": list(NB_COLUMN_PX), "meta": "neighbours",
+             "header": {"values": [f"<b>{h[0]}</b>" for h in head], "align": "left", "fill": {"color": "#E8E8E8"},
+                        "font": {"size": s.font_size}, "height": CELL_HEIGHT},
+             "cells": {"values": cols, "align": "left", "fill": {"color": fill}, "height": CELL_HEIGHT,
+                       "font": {"size": font}}}
+    title = (f"nearest neighbours · {html.escape(cycle.request_id)} · {html.escape(cycle.method)} · "
+             f"cycle {t.cycle}: {len(t.rows)} retrieved{t.store}")
+    notes = t.footnotes if t.rows else [f"({t.empty_why})"]
+    chars = int(((s.width or TABLE_WIDTH) - 20) / (CHAR_EM * font))
+    notes = [line for n in notes for line in _wrap(n, chars)]
+    for line in notes:
+        title += f"<br><span style='font-size:{font}px;color:#777'>{html.escape(line)}</span>"
+    top = 50 + 18 * len(notes)
+    body = (CELL_HEIGHT + line_px * (max(head_lines) - 1)
+            + sum(CELL_HEIGHT + line_px * (n - 1) for n in lines))
+    lay = panel_layout(s, title, height=top + body + 30, margin={"l": 10, "r": 10, "t": top, "b": 10})
+    return {"data": [table], "layout": lay}
+
+
+def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> go.Figure:
+    """A table of the store records the semantic key retrieved in this cycle, most similar
+    first: cosine similarity, the request and position it came from, its context with the
+    matched token in brackets, the continuation it proposed, how many of its chain's nodes the
+    verifier accepted ("not in the tree" for a chain that got no node; the title says why,
+    :func:`neighbour_result`), and whether a lexical source proposed the same first token (the
+    "lexical key?" column: "no" is what no lexical source could propose; the rejected-branch
+    pool still may have). Where nothing was retrieved, the title says why
+    (:func:`semantic_outcome`). Cells are plain text broken into lines that fit their column at
+    the figure's width (``style.width``, else plotly's 700 px), and the height holds every row,
+    so a static export shows them all.
+    ``selection``: a neighbour index (into ``cycle.neighbours``) to highlight."""
+    return figure(neighbours_spec(cycle, selection, style), style)
+
+
+# --------------------------------------------------------------------------- HTML table
+# fixed column shares of the panel's width, and cells that wrap anywhere (a token is one long
+# run with its spaces shown as '·'); the div scrolls as a last resort, below the table's
+# minimum width
+NB_COLUMN_PCT = (4, 10, 13, 27, 22, 13, 11)
+_WRAP = "overflow-wrap:anywhere;word-break:break-word;vertical-align:top;"
+
+
+def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> str:
+    """The table of :func:`neighbours_figure` as an HTML fragment (the app's panel: a plain
+    table redraws far faster than a plotly one on every step). It fits its panel: fixed
+    column shares (context and proposed capped), cells that wrap, and a horizontally
+    scrolling div only below a minimum width."""
+    s = style_or_default(style)
+    t = neighbour_table(cycle, selection)
+    head = "".join(f"<th style='{_WRAP}'>{h}</th>" for h in NB_HEADER)
+    cols = "".join(f"<col style='width:{w}%'>" for w in NB_COLUMN_PCT)
+    td = f"<td style='{_WRAP}'>"
+    rows = []
+    for r in t.rows:
+        ctx = "".join(f"<b style='color:{s.colour('semantic')}'>[{esc(x)}]</b>" if j == r.matched else esc(x)
+                      for j, x in enumerate(r.context)) or "—"
+        acc = (f"<span title='{html.escape(r.result.why, quote=True)}'>{r.accepted_cell}</span>"
+               if r.result.why else r.accepted_cell)
+        bg = " style='background:#FBE3D6'" if r.selected else ""
+        rows.append(f"<tr{bg}>{td}{r.index}</td>{td}{r.similarity:.3f}</td>{td}{html.escape(r.origin)}</td>"
+                    f"<td class='mono' style='{_WRAP}'>{ctx}</td>"
+                    f"<td class='mono' style='{_WRAP}'>{html.escape(r.proposed, quote=False)}</td>{td}{acc}</td>"
+                    f"{td}{'yes' if r.lexical else '<b>no</b>'}</td></tr>")
+    if not rows:
+        why = html.escape(t.empty_why, quote=False)
+        rows.append(f"<tr><td colspan='7' style='color:#777;{_WRAP}'>no neighbours this cycle ({why})</td></tr>")
+    notes = "".join(f"<div style='color:#777;font-size:0.85em'>{html.escape(n)}</div>" for n in t.footnotes)
+    return (f"<div class='wb-neighbours' style='max-width:100%;overflow-x:auto'>"
+            f"<b>nearest neighbours</b> · cycle {t.cycle}: {len(t.rows)} retrieved{t.store}"
+            f"<table style='font-size:0.85em;width:100%;min-width:480px;table-layout:fixed'>"
+            f"<colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>{notes}</div>")

@@ -1,0 +1,100 @@
+"""What a trace says was committed: who delivered each output token, which cycle committed
+it, and each cycle's verdict in words.
+
+Read from :class:`~oilbird.trace.RequestTrace` / :class:`~oilbird.trace.CycleTrace` only
+(``committed``, ``committed_sources``, ``accepted``, ``bonus``); nothing is re-derived from
+token text. Several panels use these (the counter, the tree's title, the text, the metrics).
+"""
+from __future__ import annotations
+
+from oilbird.trace import CycleTrace, RequestTrace
+
+from ..palette import BONUS, shown_sources
+
+NO_CYCLES = "no cycle records in this trace: no draft trees to step through"
+
+
+def token_sources(request: RequestTrace) -> list[list[str]]:
+    """Sources that delivered each output token (``["bonus"]`` for the verifier's tokens):
+    ``CycleTrace.committed_sources`` concatenated over the cycles."""
+    out: list[list[str]] = []
+    for c in request.cycles:
+        out.extend(list(s) for s in c.committed_sources)
+    return out
+
+
+def token_cycles(request: RequestTrace) -> list[int]:
+    """Index (into ``request.cycles``) of the cycle that committed each output token."""
+    out: list[int] = []
+    for i, c in enumerate(request.cycles):
+        out.extend([i] * len(c.committed))
+    return out
+
+
+def committed_upto(request: RequestTrace, cycle: int | None) -> int:
+    """How many output tokens are committed once cycle index ``cycle`` has run."""
+    if cycle is None:
+        return len(request.output_ids)
+    return sum(len(c.committed) for c in request.cycles[: cycle + 1])
+
+
+def drafted_sources(request: RequestTrace) -> set[str]:
+    """Every source that proposed a node in any of ``request``'s cycles: what a key of its
+    draft trees lists, so the key holds still while one steps through the cycles."""
+    return {s for c in request.cycles for srcs in c.sources[1:] for s in srcs}
+
+
+def accepted_share(request: RequestTrace) -> dict[str, float]:
+    """Share of output tokens credited to each source.
+
+    The bonus token goes to ``bonus``; a drafted token is split evenly between the sources that
+    proposed its node (the rule of ``oilbird.bench``), so the shares add up to 1.
+    """
+    credit = {s: 0.0 for s in shown_sources()}      # any other source is added where it shows up
+    n = 0
+    for srcs in token_sources(request):
+        n += 1
+        if not srcs or srcs == [BONUS]:
+            credit[BONUS] += 1
+            continue
+        for s in srcs:
+            credit[s] = credit.get(s, 0.0) + 1.0 / len(srcs)
+    return {k: v / n for k, v in credit.items()} if n else credit
+
+
+def committed_drafts(cycle: CycleTrace) -> int:
+    """How many of the cycle's accepted drafts were committed: all of them, unless the output
+    ended inside the accepted path. ``accepted`` is the verifier's whole path, but ``committed``
+    stops at the token limit or at EOS (``oilbird.decoding._finish``), so on a request's last
+    cycle the path can reach past the output."""
+    return min(max(0, len(cycle.accepted) - 1), len(cycle.committed))
+
+
+def bonus_committed(cycle: CycleTrace) -> bool:
+    """Did the verifier's bonus token make it into the output? Only when every accepted draft
+    was committed and there was room for one more (always on the prefill cycle)."""
+    return cycle.bonus >= 0 and len(cycle.committed) > max(0, len(cycle.accepted) - 1)
+
+
+def output_stops(cycle: CycleTrace) -> bool:
+    """Did the output end inside this cycle's verdict (accepted drafts or bonus cut)? The trace
+    cannot tell whether the token limit or EOS cut it: one cycle does not know the limit."""
+    return not bonus_committed(cycle) and (cycle.bonus >= 0 or bool(cycle.accepted))
+
+
+def verdict_parts(cycle: CycleTrace) -> tuple[str, str]:
+    """(the counts, why the output took fewer tokens than the verdict: "" on most cycles)."""
+    if not cycle.n_nodes:
+        return "prefill: the verifier's first token (bonus)", ""
+    of = f"{max(0, len(cycle.accepted) - 1)} of {max(0, cycle.n_nodes - 1)} drafts accepted"
+    if not output_stops(cycle):
+        return f"{of} + bonus", ""
+    return (f"{of}, {len(cycle.committed)} committed",
+            "no bonus: the output stops here (token limit or EOS)")
+
+
+def verdict_text(cycle: CycleTrace) -> str:
+    """The verdict in words, agreeing with ``committed``: "2 of 4 drafts accepted + bonus", or
+    on a cut last cycle "12 of 23 drafts accepted, 5 committed, no bonus: the output stops
+    here (token limit or EOS)"."""
+    return ", ".join(x for x in verdict_parts(cycle) if x)

@@ -1,0 +1,150 @@
+"""The generated-text panel: the tokens committed so far, each coloured by the source that
+delivered it, the selected cycle's tokens emphasised.
+
+One row list (:func:`text_cells`: one :class:`TokenCell` per committed token) is formatted by
+two renderers: :func:`text_spec` (a plotly figure, for notebooks and exports) and
+:func:`text_html` (the app's panel). Reads the request's ``output_text``, ``output_ids`` and
+each cycle's ``committed_sources``; which source colours a token is the palette's
+:func:`~workbench.palette.primary_source` (the most specific one).
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from oilbird.trace import RequestTrace
+
+from ..palette import BONUS, Style, primary_source, shown_sources, source_label
+from .base import BY_PRIMARY, centred_note, esc, figure, legend_marker, panel_layout, style_or_default, visible
+from .provenance import committed_upto, token_cycles, token_sources
+
+TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid",
+                "pld": "solid", "recycling": "dashed", BONUS: "dotted"}
+
+
+@dataclass(frozen=True)
+class TokenCell:
+    """One committed output token, as both renderers show it."""
+    index: int                 # position in the output
+    text: str                  # the token's text, raw
+    token_id: int | None       # None where the trace has fewer ids than texts
+    delivered_by: str          # the sources that delivered it, "?" where the trace does not say
+    source: str                # the most specific of them: its colour
+    cycle: int | str           # the recorded number of the cycle that committed it ("?": unknown)
+    now: bool                  # committed in the selected cycle
+
+
+def text_cells(request: RequestTrace, cycle: int | None = None) -> list[TokenCell]:
+    """The tokens committed once cycle index ``cycle`` has run (all of them for None)."""
+    srcs, cyc = token_sources(request), token_cycles(request)
+    out = []
+    for k, piece in enumerate(request.output_text[:committed_upto(request, cycle)]):
+        known = k < len(srcs)
+        out.append(TokenCell(
+            index=k, text=piece, token_id=request.output_ids[k] if k < len(request.output_ids) else None,
+            delivered_by=", ".join(srcs[k]) if known else "?",
+            source=primary_source(srcs[k] if known else [BONUS]),
+            cycle=request.cycles[cyc[k]].cycle if k < len(cyc) else "?",
+            now=cycle is not None and k < len(cyc) and cyc[k] == cycle))
+    return out
+
+
+def text_key(request: RequestTrace) -> list[str]:
+    """The sources the key lists: the most specific source of every output token (so the key
+    holds still while one steps through the cycles)."""
+    return shown_sources(primary_source(x) for x in token_sources(request))
+
+
+def _token_rows(pieces: list[str], line_chars: int) -> list[tuple[int, int, int]]:
+    """(row, start column, width) of each token when the text wraps at ``line_chars``
+    characters; a token containing a newline ends its row."""
+    out, row, col = [], 0, 0
+    for p in pieces:
+        w = max(1, len(visible(p)))
+        if col and col + w > line_chars:
+            row, col = row + 1, 0
+        out.append((row, col, w))
+        col += w
+        if "\n" in p:
+            row, col = row + 1, 0
+    return out
+
+
+def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
+    """The generated text so far (see :func:`text_figure`)."""
+    s = style_or_default(style)
+    cells = text_cells(request, cycle)
+    rows = _token_rows([t.text for t in cells], s.line_chars)
+    lines: list[list[TokenCell]] = [[] for _ in range((rows[-1][0] + 1) if rows else 0)]
+    for t, (r, _, _) in zip(cells, rows):
+        lines[r].append(t)
+
+    def span(t: TokenCell) -> str:
+        text = esc(t.text)
+        if t.now:
+            text = f"<b><u>{text}</u></b>"
+        return f"<span style='color:{s.colour(t.source)}'>{text}</span>"
+
+    def hover(t: TokenCell) -> str:
+        return f"{t.index}: {esc(t.text)} ← {t.delivered_by} (cycle {t.cycle})"
+
+    # one text element per line, left-aligned, so the monospace tokens sit edge to edge
+    data = [{"type": "scatter", "x": [0] * len(lines), "y": [-r for r in range(len(lines))], "mode": "text",
+             "text": ["".join(span(t) for t in ts) for ts in lines], "textposition": "middle right",
+             "textfont": {"size": s.font_size + 1}, "hovertext": ["<br>".join(hover(t) for t in ts) for ts in lines],
+             "hoverinfo": "text", "showlegend": False, "name": "text", "meta": "text"}]
+    data.extend(legend_marker(src, s) for src in text_key(request))
+    n_rows = max(1, len(lines))
+    title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
+             f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens "
+             f"<span style='font-size:{s.font_size - 1}px;color:#777'>({BY_PRIMARY})</span>")
+    lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows),
+                       annotations=[] if cells else [centred_note("no tokens committed yet")],
+                       legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
+                       margin={"l": 10, "r": 10, "t": 50, "b": 10},
+                       xaxis={"visible": False, "range": [-0.02, 1]},
+                       yaxis={"visible": False, "range": [-n_rows + 0.5, 0.7]})
+    return {"data": data, "layout": lay}
+
+
+def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
+    """The generated text through cycle index ``cycle``, each token coloured by the source that
+    delivered it (``CycleTrace.committed_sources``; ``<span style='color:...'>`` inside one
+    text element per line), the most specific one where several proposed it (the title says
+    so; the hover lists them all); the tokens committed in that cycle are bold and underlined.
+    Whitespace is visible; lines wrap at ``style.line_chars``. Trace 0 holds the lines, then
+    one legend-only trace per source."""
+    return figure(text_spec(request, cycle, style), style)
+
+
+def _underline(src: str, s: Style) -> str:
+    """A source's colour and underline style (the line style says the source without hue)."""
+    return f"color:{s.colour(src)};border-bottom:3px {TEXT_BORDERS.get(src, 'solid')} {s.colour(src)};"
+
+
+def text_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
+    """The view of :func:`text_figure` as an HTML fragment (the app's text panel).
+
+    Each token is a ``<span class="tok" data-source=...>`` coloured by its delivering source,
+    with a bottom border whose line style also says the source; the tokens of the selected
+    cycle get a pale highlight; the ``title`` attribute is the hover text.
+    """
+    s = style_or_default(style)
+    parts = []
+    for t in text_cells(request, cycle):
+        css = _underline(t.source, s) + ("background:#F0E44266;" if t.now else "")
+        tip = html.escape(f"token {t.index} (id {'?' if t.token_id is None else t.token_id}), "
+                          f"delivered by {t.delivered_by}", quote=True)
+        parts.append(f'<span class="tok" data-source="{t.source}" title="{tip}" style="{css}">'
+                     f"{html.escape(visible(t.text))}</span>")
+        if "\n" in t.text:
+            parts.append("<br>")
+    legend = " ".join(f'<span style="{_underline(x, s).rstrip(";")}">{html.escape(source_label(x))}</span>'
+                      for x in text_key(request))
+    body = "".join(parts) or '<span style="color:#777">(no tokens committed yet)</span>'
+    legend = f'<span style="color:#777">{BY_PRIMARY}:</span> {legend}'
+    return (f'<div class="wb-text" style="font-family:{s.font_family};line-height:1.9;'
+            f'word-break:break-all">{body}</div>'
+            f'<div class="wb-legend" style="font-size:0.85em;margin-top:4px">{legend}</div>')

@@ -1,0 +1,229 @@
+"""The draft-tree panel: one cycle's tree, as the verifier judged it.
+
+One marker per draft node at (depth, row) (:func:`tree_layout`), coloured and shaped by its
+most specific source; the accepted path bold, rejected nodes faded, the bonus token hanging
+off the last accepted node. Reads one :class:`~oilbird.trace.CycleTrace` (its tokens,
+parents, sources, scores, verdict); knows nothing about the request around it except the
+sources a caller asks to keep in the key (``keyed``).
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+
+import networkx as nx
+import plotly.graph_objects as go
+
+from oilbird.trace import CycleTrace
+
+from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, STATUS_STYLES, Style, primary_source,
+                       shown_sources, source_label, source_symbol)
+from .base import centred_note, esc, figure, legend_marker, panel_layout, style_or_default
+from .provenance import bonus_committed, committed_drafts, output_stops, verdict_parts
+
+
+def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
+    """Tidy layered layout of a draft tree: x = depth, one row per leaf, parents centred.
+
+    Leaves take consecutive rows in depth-first order (children in index order, so the spine,
+    usually nodes 1, 2, ..., is on top); an inner node sits midway between its first and last
+    child. Returns ``{node: (x, y)}`` with y decreasing downwards.
+
+    >>> tree_layout([-1, 0, 0])
+    {0: (0.0, -0.5), 1: (1.0, -0.0), 2: (1.0, -1.0)}
+    """
+    if not parents:
+        return {}
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(parents)))
+    g.add_edges_from((p, i) for i, p in enumerate(parents) if p >= 0)
+    depth = nx.single_source_shortest_path_length(g, 0)
+    row: dict[int, float] = {}
+    next_row = 0
+    for node in nx.dfs_postorder_nodes(g, 0):
+        kids = list(g.successors(node))
+        if kids:
+            row[node] = (row[kids[0]] + row[kids[-1]]) / 2
+        else:
+            row[node] = next_row
+            next_row += 1
+    return {i: (float(depth.get(i, 0)), -float(row.get(i, 0))) for i in range(len(parents))}
+
+
+def _node_hover(c: CycleTrace, i: int, status: str) -> str:
+    srcs = c.sources[i] if i < len(c.sources) else []
+    scores = c.scores[i] if i < len(c.scores) else {}
+    src_txt = (", ".join(f"{s} {scores[s]:.3g}" if s in scores else s for s in srcs)
+               or "— (root: newest committed token)")
+    lines = [f"<b>node {i}</b> · depth {c.depths[i] if i < len(c.depths) else '?'} · {status}",
+             f"token: {esc(c.token_text[i]) if i < len(c.token_text) else '?'} (id {c.tokens[i]})",
+             f"sources: {html.escape(src_txt)}"]
+    if i < len(c.argmax):
+        am = esc(c.argmax_text[i]) if i < len(c.argmax_text) else "?"
+        lines.append(f"verifier argmax here: {am} (id {c.argmax[i]})")
+    return "<br>".join(lines)
+
+
+def _bonus_text(cycle: CycleTrace) -> str:
+    """The bonus token's own text: the verifier's argmax at the last accepted node (the prefill
+    has no node: its one committed token is the bonus)."""
+    last = cycle.accepted[-1] if cycle.accepted else -1
+    if 0 <= last < len(cycle.argmax_text):
+        return cycle.argmax_text[last]
+    return cycle.committed_text[-1] if cycle.committed_text and bonus_committed(cycle) else ""
+
+
+def _free_spot(pos: dict[int, tuple[float, float]], x: float, y: float) -> float:
+    """A y near ``y`` in column ``x`` with no node within half a column and half a row (rows
+    of inner nodes are fractional, e.g. 0.25 apart, so an exact-match test misses them):
+    ``y``, then y + 0.5, y - 0.5, y + 1, ... The bonus marker goes there."""
+    column = [py for px, py in pos.values() if abs(px - x) < 0.5]
+    for k in range(2 * len(column) + 2):
+        cand = y + (k + 1) // 2 * 0.5 * (1 if k % 2 else -1)
+        if all(abs(py - cand) >= 0.5 - 1e-9 for py in column):
+            return cand
+    return min(column, default=y) - 1.0
+
+
+def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
+              keyed: Iterable[str] = ()) -> dict:
+    """The draft tree of one cycle (see :func:`tree_figure`)."""
+    s = style_or_default(style)
+    n = len(cycle.tokens)
+    pos = tree_layout(cycle.parents)
+    # the accepted path up to what was committed (the root counts: it was committed before);
+    # past the end of the output the path is "uncommitted", drawn apart from rejects
+    kept = committed_drafts(cycle)
+    status = ["rejected"] * n
+    for j, i in enumerate(cycle.accepted):
+        status[i] = "accepted" if j <= kept else "uncommitted"
+    data: list[dict] = []
+
+    # edges, one trace per status ("uncommitted" only where it occurs: it is keyed only there)
+    edges: dict[str, tuple[list, list]] = {st: ([], []) for st in ("accepted", "uncommitted", "rejected", "bonus")
+                                           if st != "uncommitted" or st in status}
+    for i in range(1, n):
+        p = cycle.parents[i]
+        xs, ys = edges[status[i]]
+        xs += [pos[p][0], pos[i][0], None]
+        ys += [pos[p][1], pos[i][1], None]
+    # the bonus token: a pseudo node after the last accepted node (alone on the prefill cycle),
+    # drawn only when it was committed, on a spot no draft node takes
+    bonus_xy = None
+    if bonus_committed(cycle):
+        if n:
+            last = cycle.accepted[-1] if cycle.accepted else 0
+            bx = pos[last][0] + 1
+            bonus_xy = (bx, _free_spot(pos, bx, pos[last][1]))
+            edges["bonus"][0].extend([pos[last][0], bx, None])
+            edges["bonus"][1].extend([pos[last][1], bonus_xy[1], None])
+        else:
+            bonus_xy = (1.0, 0.0)
+    for st, (xs, ys) in edges.items():
+        ls = STATUS_STYLES[st]
+        data.append({"type": "scatter", "x": xs or [None], "y": ys or [None], "mode": "lines",
+                     "name": ls.label, "legendgroup": f"status-{st}", "hoverinfo": "skip",
+                     "opacity": ls.opacity, "line": {"width": ls.width, "dash": ls.dash, "color": ls.colour},
+                     "meta": f"edges-{st}"})
+
+    # a ring under nodes that several sources proposed
+    multi = [i for i in range(1, min(n, len(cycle.sources))) if len(cycle.sources[i]) > 1]
+    data.append({"type": "scatter", "x": [pos[i][0] for i in multi] or [None],
+                 "y": [pos[i][1] for i in multi] or [None], "mode": "markers", "name": "several sources",
+                 "legendgroup": "multi", "hoverinfo": "skip", "meta": "multi-source",
+                 "marker": {"symbol": "circle-open", "size": s.node_size + 12, "color": MULTI_SOURCE_RING,
+                            "line": {"width": 2}}})
+
+    # nodes, one trace per primary source
+    groups: dict[str, list[int]] = {}
+    for i in range(n):
+        src = ROOT if i == 0 else primary_source(cycle.sources[i] if i < len(cycle.sources) else [])
+        groups.setdefault(src, []).append(i)
+    mode = "markers+text" if s.show_node_labels else "markers"
+    shown_status = {"accepted": "accepted", "rejected": "rejected",
+                    "uncommitted": "accepted, not committed: the output stops before it"}
+    for src in sorted(groups, key=lambda x: ALL_SOURCES.index(x) if x in ALL_SOURCES else 99):
+        idx = groups[src]
+        data.append({
+            "type": "scatter", "x": [pos[i][0] for i in idx], "y": [pos[i][1] for i in idx], "mode": mode,
+            "text": [esc(cycle.token_text[i], s.max_label_chars) if i < len(cycle.token_text) else ""
+                     for i in idx],
+            "textposition": "top center", "textfont": {"size": s.font_size - 1},
+            "hovertext": [_node_hover(cycle, i, shown_status[status[i]]) for i in idx], "hoverinfo": "text",
+            "name": source_label(src), "legendgroup": src, "showlegend": False, "customdata": idx,
+            "marker": {"color": s.colour(src), "symbol": source_symbol(src), "size": s.node_size,
+                       "opacity": [STATUS_STYLES[status[i]].opacity for i in idx],
+                       "line": {"width": [3.0 if i == selection else STATUS_STYLES[status[i]].marker_line
+                                          for i in idx],
+                                "color": ["#D55E00" if i == selection else "#111111" for i in idx]}},
+            "meta": src})
+    if bonus_xy is not None:
+        ls = STATUS_STYLES["bonus"]
+        tok = _bonus_text(cycle)
+        data.append({
+            "type": "scatter", "x": [bonus_xy[0]], "y": [bonus_xy[1]], "mode": mode,
+            "text": [esc(tok, s.max_label_chars)], "textposition": "top center",
+            "textfont": {"size": s.font_size - 1},
+            "hovertext": [f"<b>bonus token</b>: {esc(tok)} (id {cycle.bonus})<br>"
+                          "the verifier's own next token after the last accepted node"],
+            "hoverinfo": "text", "name": source_label(BONUS), "legendgroup": BONUS, "showlegend": False,
+            "marker": {"color": s.colour(BONUS), "symbol": source_symbol(BONUS), "size": s.node_size + 4,
+                       "line": {"width": ls.marker_line, "color": "#111111"}},
+            "meta": BONUS})
+    # a peer's or an unknown source gets a key entry too: where it drew a node, or where the
+    # caller keys it (a request's sources, so the key stays the same on every cycle)
+    extra = [x for x in shown_sources(set(groups) | set(keyed)) if x not in ALL_SOURCES]
+    data.extend(legend_marker(src, s) for src in list(ALL_SOURCES) + extra)
+
+    head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}"
+    notes = []
+    if n:
+        counts, stop = verdict_parts(cycle)
+        title = f"{head}: {counts}"
+        flags = ([f"lexical match {cycle.lexical_match_len}"] if cycle.lexical_match_len else []) + \
+                (["semantic muted"] if cycle.semantic_muted else [])
+        if flags:
+            title += f" <span style='font-size:{s.font_size}px'>({', '.join(flags)})</span>"
+        if stop:      # a second line: the title is long already
+            title += f"<br><span style='font-size:{s.font_size}px;color:#555'>{stop}</span>"
+    else:
+        title = head
+        notes.append(centred_note("cycle 0 is the prefill forward: no draft tree;<br>"
+                           "the verifier gives the first token", y=0.85))
+    ys = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
+    max_depth = max((p[0] for p in pos.values()), default=0) + 1
+    layout = panel_layout(s, title, annotations=notes, dragmode="pan",
+                     legend={"itemsizing": "constant", "tracegroupgap": 2},
+                     margin={"l": 40, "r": 10, "t": 70 if n and output_stops(cycle) else 50, "b": 40},
+                     xaxis={"title": {"text": "depth"}, "dtick": 1, "range": [-0.5, max_depth + 0.7],
+                            "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
+                     yaxis={"visible": False, "range": [min(ys, default=0) - 0.6, max(ys, default=0) + 0.8]})
+    return {"data": data, "layout": layout}
+
+
+def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
+                keyed: Iterable[str] = ()) -> go.Figure:
+    """The draft tree of one cycle.
+
+    One marker per draft node at (depth, row) (:func:`tree_layout`), coloured and shaped by its
+    most specific source (:func:`workbench.palette.primary_source`; a grey ring marks nodes that
+    several sources proposed, and the hover lists them all with their scores and the verifier's
+    argmax at the node); the accepted path is drawn bold and opaque, rejected nodes faded with
+    dashed edges, and the bonus token (the verifier's own next token) hangs off the last
+    accepted node with a dotted edge, on a spot no draft node takes. On a request's last cycle
+    the output can end inside the accepted path (token limit or EOS): the accepted nodes past
+    it are drawn in the "uncommitted" style (long dashes, keyed only there), the bonus is not
+    drawn, and the title says how many tokens were committed (:func:`verdict_text`).
+    ``selection``: a node index to outline. ``keyed``: sources
+    to list in the key even where this cycle drew none of their nodes; pass
+    :func:`drafted_sources` of the request so that a peer's source (``suffix-arctic``) or an
+    unknown one keeps its key entry on every cycle.
+
+    Traces, in order: one edge trace per status (``meta`` "edges-accepted" / "edges-uncommitted"
+    (only where it occurs) / "edges-rejected" / "edges-bonus"), the several-sources ring
+    ("multi-source"), one node trace per source present (``meta`` = the source; root first), the
+    bonus node ("bonus"; only when it was committed), then one legend-only trace per
+    source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree or in ``keyed``.
+    """
+    return figure(tree_spec(cycle, selection, style, keyed), style)
+
