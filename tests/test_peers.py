@@ -258,9 +258,8 @@ def test_report_cli_reads_the_folders_bench_and_diagnose_write(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "present (next 2)                    50.0%" in out and "gap positions 2, recovered 1" in out
     (tmp_path / "other.json").write_text(json.dumps({"a": 1}))
-    with pytest.raises(SystemExit):
-        main([str(tmp_path / "other.json")])
-    assert "not a bench results.json (no 'methods' in it)" in capsys.readouterr().err
+    assert main([str(tmp_path / "other.json")]) == 2
+    assert "not a bench results.json (no 'methods' object in it)" in capsys.readouterr().err
 
 
 def test_report_cli_on_a_trace_file(tmp_path, capsys):
@@ -280,8 +279,7 @@ def test_report_cli_on_a_trace_file(tmp_path, capsys):
     assert "| oilbird vs goose | 1 / 0 / 0 | +0.667 | - | 3 vs 5 |" in out
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    with pytest.raises(SystemExit):
-        main([str(bad)])
+    assert main([str(bad)]) == 2
     assert "bad.jsonl:1" in capsys.readouterr().err
 
 
