@@ -53,11 +53,11 @@ EOS, so such turns never extend the previous one.
 """
 from __future__ import annotations
 
-import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .jsonio import json_lines, loads, read_text
 from .requests import DataError, Request, data_root, encode
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -177,10 +177,10 @@ def _tool_call(tc, j: int, err) -> tuple[ToolCall, str | None]:
 
 def _parse_args(text: str, j: int, name: str, err) -> dict:
     try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise err(f"tool call {j} ({name}): arguments do not parse as JSON ({exc.msg} at "
-                  f"char {exc.pos}): {text[:80]!r}") from None
+        parsed = loads(text, ConversationError)
+    except ConversationError as exc:
+        raise err(f"tool call {j} ({name}): arguments do not parse as JSON ({exc.reason}): "
+                  f"{text[:80]!r}") from None
     if not isinstance(parsed, dict):
         raise err(f"tool call {j} ({name}): arguments must be a JSON object, not {type(parsed).__name__}")
     return parsed
@@ -246,33 +246,22 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
 
 
 def read_jsonl(path: str | Path) -> list[Conversation]:
-    """Every conversation of a ``.jsonl`` (or ``.jsonl.gz``) file, validated, in file order."""
+    """Every conversation of a ``.jsonl`` (or ``.jsonl.gz``) file, validated, in file order;
+    any bytes at all either load or raise :class:`ConversationError` naming the file and line
+    (read through :mod:`oilbird.jsonio`)."""
     p = Path(path)
-    if not p.is_file():
-        raise ConversationError(f"'{p}': file not found")
-    opener = gzip.open if p.suffix == ".gz" else open
+    text = read_text(p, ConversationError)
     out: list[Conversation] = []
     seen: dict[str, int] = {}
     stem = p.name.split(".")[0]
-    try:
-        with opener(p, "rt", encoding="utf-8") as f:
-            for no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                source = f"'{p}' line {no}"
-                try:
-                    d = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ConversationError(f"{source}: not valid JSON ({exc.msg} at char {exc.pos}); "
-                                            "give one conversation object per line") from None
-                conv = conversation_from_obj(d, source, default_id=f"{stem}-{no}")
-                if conv.id in seen:
-                    raise ConversationError(f"{_where(source, conv.id)}: id already used on line "
-                                            f"{seen[conv.id]}; give every conversation its own id")
-                seen[conv.id] = no
-                out.append(conv)
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise ConversationError(f"'{p}': cannot read ({exc})") from None
+    for no, d in json_lines(text, ConversationError, p):
+        source = f"'{p}' line {no}"
+        conv = conversation_from_obj(d, source, default_id=f"{stem}-{no}")
+        if conv.id in seen:
+            raise ConversationError(f"{_where(source, conv.id)}: id already used on line "
+                                    f"{seen[conv.id]}; give every conversation its own id")
+        seen[conv.id] = no
+        out.append(conv)
     if not out:
         raise ConversationError(f"'{p}': no conversations in file (expected JSON lines, one "
                                 "{\"messages\": [...]} object per line)")

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from wb_traces import all_requests
 
+from oilbird.conversations import Conversation, ConversationError, read_jsonl
 from oilbird.errors import InputError
 from oilbird.report import ResultsError, load_results, markdown_table, paired_table, source_table, trace_methods
 from oilbird.report import main as report_main
@@ -68,6 +69,16 @@ def _valid_report(kind_res) -> None:
         paired_table(res, (("oilbird", "goose"),))
 
 
+def _valid_conversations(convs) -> None:
+    assert isinstance(convs, list) and convs and all(isinstance(c, Conversation) for c in convs)
+    assert len({c.id for c in convs}) == len(convs)
+    for c in convs:
+        assert any(m["role"] == "assistant" for m in c.messages)
+        for m in c.messages:
+            for call in m.get("tool_calls", ()):
+                assert isinstance(call.arguments, dict)
+
+
 def _valid_store(s) -> None:
     assert isinstance(s, Store)
     s.search(np.ones(s.dim, dtype=np.float32), 4)
@@ -78,6 +89,11 @@ def _valid_store(s) -> None:
 REQUESTS = (json.dumps({"id": "a", "prompt": "Call GetWeather for Paris."}) + "\n"
             + json.dumps({"messages": [{"role": "system", "content": "be brief"},
                                        {"role": "user", "content": "hi \u2028 there"}]}) + "\n").encode()
+CONVERSATIONS = (json.dumps({"id": "c1", "model": "m", "messages": [
+    {"role": "user", "content": "Where is booking QX7?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"name": "get_booking", "arguments": {"id": "QX7"}}]},
+    {"role": "tool", "name": "get_booking", "content": "{\"id\": \"QX7\", \"to\": \"Oslo\"}"},
+    {"role": "assistant", "content": "QX7 goes to Oslo."}]}) + "\n").encode()
 API_BANK = json.dumps([{"instruction": "Use the API.", "input": "User: hi\nGenerate API Request:",
                         "expected_output": "API-Request: [Hi()]"}], indent=1).encode()
 
@@ -138,6 +154,7 @@ READERS = {
     "diagnosis": Reader("diagnosis", "diagnosis.json", load_results, ResultsError, _valid_report),
     "report-traces": Reader("report-traces", "t.jsonl", load_results, TraceError, _valid_report),
     "store": Reader("store", "s.oilstore", load_store, StoreError, _valid_store),
+    "conversations": Reader("conversations", "c.jsonl", read_jsonl, ConversationError, _valid_conversations),
 }
 
 
@@ -148,7 +165,7 @@ def work(tmp_path_factory):
     traces = _traces_bytes(tmp)
     seeds = {"requests": REQUESTS, "requests-gz": gzip.compress(REQUESTS, mtime=0), "api-bank": API_BANK,
              "traces": traces, "results": RESULTS, "diagnosis": DIAGNOSIS, "report-traces": traces,
-             "store": _store_bytes(tmp)}
+             "store": _store_bytes(tmp), "conversations": CONVERSATIONS}
     return tmp, seeds
 
 
