@@ -238,6 +238,12 @@ def _replay(args) -> int:
                 "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX,
                              "state_layer": lm.state_layer, "num_layers": lm.num_layers}})
             run.write_json("diagnosis.json", report)
+            if args.traces:       # the labels belong to the recording, the output of every method
+                from .trace import load_traces, save_traces
+                traces = load_traces(run.path("traces.jsonl"))
+                for tr in traces:
+                    tr.gap_labels = report["labels"].get(tr.request_id)
+                save_traces(traces, run.path("traces.jsonl"))
         print("\n".join(summary_lines(report)).replace("teacher-forced argmax agrees with greedy",
                                                        "the local model's argmax is the recorded token"))
     print(f"wrote {run.out}")

@@ -35,6 +35,9 @@ from typing import Iterable
 from .errors import InputError
 from .trace import RequestTrace, request_to_lines
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 # every file a bench or diagnose run writes into its folder: what --force replaces
 RUN_FILES = ("results.json", "traces.jsonl", "results.csv", "tau.html", "tau.png", "speedup.html",
              "speedup.png", "diagnosis.json")
@@ -144,6 +147,7 @@ class Run:
         try:
             self._begin()
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.out)
+            os.chmod(tmp, 0o666 & ~_UMASK)          # mkstemp makes it 0600: as any file written here
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(doc, indent=2))
             os.replace(tmp, path)

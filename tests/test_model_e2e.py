@@ -165,3 +165,30 @@ def test_cpu_verify_keeps_gqa_with_the_tree_mask(real_lm):
         k = torch.zeros(1, 3, 5, 64)
         assert use_gqa_in_sdpa(torch.ones(1, 1, 2, 5, dtype=torch.bool), k, k) == \
             (os.environ["TRANSFORMERS_SDPA_FORCE_GQA"] == "1")
+
+
+@pytest.mark.parametrize("method", [*PRESETS, "suffix-arctic"])
+def test_exact_replay_of_greedy_output_is_the_live_run_on_the_real_model(real_lm, builtin_ids, method):
+    """The replay invariant on SmolLM2: exact-mode replay of the model's own greedy output gives
+    the live run's trees, verdicts, neighbours and tau, request after request."""
+    from oilbird.decoding import Replay
+    from oilbird.methods import parse_method
+    from oilbird.replay import make_replay_decoder
+    from oilbird.sources.arctic import arctic_available
+    if method == "suffix-arctic" and not arctic_available():
+        pytest.skip("arctic-inference not installed")
+    m = parse_method(method)
+    v = Verifier(real_lm)
+    live_dec = make_replay_decoder(m, v, None, trace=True)
+    live_dec.reuse_prefix = False                   # a plain live decoder
+    rep = make_replay_decoder(m, v, None, trace=True)
+    for i, ids in enumerate(builtin_ids[:3]):
+        live = live_dec.run(f"r{i}", ids, 24)
+        greedy = autoregressive(v, ids, 40).output_ids     # goes on past the cut at 24
+        tr = rep.run(f"r{i}", ids, 24, replay=Replay(greedy))
+        assert tr.output_ids == live.output_ids == greedy[:len(live.output_ids)]
+        for a, b in zip(tr.cycles, live.cycles, strict=True):
+            assert (a.tokens, a.parents, a.sources, a.accepted, a.committed, a.retrieval) == \
+                   (b.tokens, b.parents, b.sources, b.accepted, b.committed, b.retrieval), (method, i, a.cycle)
+            assert [n.record for n in a.neighbours] == [n.record for n in b.neighbours]
+        assert tr.tau == live.tau

@@ -382,7 +382,8 @@ def test_notebook_02_steps_through_a_trace_file(tmp_path):
 
 SMALL = {
     "01_identifiability_gap.ipynb": dict(SITUATION="builtin/00-1", TRACES=None, N_REQUESTS=2,
-                                         MAX_NEW_TOKENS=16, DIAGNOSIS=None, N_DIAGNOSE=2),
+                                         MAX_NEW_TOKENS=16, DIAGNOSIS=None, N_DIAGNOSE=2,
+                                         RECORDED_LIMIT=1, RECORDED_DIAGNOSIS=None),
     "02_step_through_api_bank.ipynb": dict(N_REQUESTS=1, MAX_NEW_TOKENS=16, TRACES=None),
     "03_benchmarks.ipynb": dict(RESULTS=None, DATA="builtin", N_REQUESTS=2, MAX_NEW_TOKENS=16),
 }

@@ -39,10 +39,11 @@ from .session import LIVE_MAX_NEW_TOKENS, TITLE, Catalogue, Data, ModelHolder, f
 AUTH_ENV = "OILBIRD_AUTH"      # USER:PASSWORD, read where --auth is not given (kept out of `ps`)
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = ROOT / "assets" / "traces" / "builtin.jsonl"
+# the shipped traces: SmolLM2 decoding the built-in workload live, and replaying the built-in agent
+DEFAULT_TRACES = (ROOT / "assets" / "traces" / "builtin.jsonl", ROOT / "assets" / "traces" / "agent-replay.jsonl.gz")
 
 
-def load(traces: str | Path | None, data: str) -> tuple[Catalogue, Data]:
+def load(traces: str | Path | list | None, data: str) -> tuple[Catalogue, Data]:
     """The precomputed traces and the live-run requests; a problem with either is said on the
     terminal too (the UI banner that shows it clears on the first step)."""
     cat, requests = Catalogue.load(traces), Data.load(data)
@@ -151,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"require this login (gradio's); default ${AUTH_ENV} if set, else no login")
     ap.add_argument("--model", default=None, help="local HF model dir or .gguf for live runs (default SmolLM2-135M)")
     ap.add_argument("--data", default="builtin", help="requests for live runs: builtin | api-bank | PATH")
-    ap.add_argument("--traces", default=str(DEFAULT_TRACES), help="precomputed trace file (JSONL)")
+    ap.add_argument("--traces", nargs="+", default=[str(p) for p in DEFAULT_TRACES],
+                    help="precomputed trace files (JSONL), from python -m oilbird trace or replay --traces")
     ap.add_argument("--max-new-tokens", type=int, default=LIVE_MAX_NEW_TOKENS, help="for live runs")
     ap.add_argument("--no-preview", action="store_true",
                     help="do not serve the static first-cycle preview while gradio loads")

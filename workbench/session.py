@@ -68,14 +68,22 @@ class Catalogue:
     error: str = ""
 
     @classmethod
-    def load(cls, path: str | Path | None) -> "Catalogue":
+    def load(cls, path: str | Path | list | tuple | None) -> "Catalogue":
+        """The traces of one file or several (in order; a later file's trace of the same
+        request and method wins). A file that cannot be read is said once, in ``error``; the
+        others still load."""
         if path is None:
             return cls()
-        try:
-            traces = load_traces(path)
-        except Exception as exc:   # noqa: BLE001 - TraceError, or whatever a loader lets through: one line
-            return cls(origin=str(path), error=f"Could not read the precomputed traces: {read_error(exc, path)}")
-        return cls({(t.request_id, t.method): t for t in traces}, origin=str(path))
+        paths = [path] if isinstance(path, (str, Path)) else list(path)
+        cat = cls(origin=", ".join(str(p) for p in paths))
+        for p in paths:
+            try:
+                traces = load_traces(p)
+            except Exception as exc:   # noqa: BLE001 - TraceError, or whatever a loader lets through: one line
+                cat.error = cat.error or f"Could not read the precomputed traces: {read_error(exc, p)}"
+                continue
+            cat.traces.update({(t.request_id, t.method): t for t in traces})
+        return cat
 
     def request_ids(self) -> list[str]:
         return list(dict.fromkeys(rid for rid, _ in self.traces))
@@ -151,12 +159,15 @@ def new_session(cat: Catalogue, data: Data) -> Session:
     rids = cat.request_ids() or list(data.requests)
     methods = cat.methods() or ["oilbird"]
     method = "oilbird" if "oilbird" in methods else methods[0]
-    # open where the semantic key shows best (the point of the workbench): the request with the
-    # most tokens that it alone proposed, else the first where it retrieved anything (the very
-    # first request of a run has an empty store)
+    # open where the semantic key shows best (the point of the workbench): a replay of recorded
+    # agent traffic (the traffic it was designed for) over a live run of the small model, then the
+    # request with the most tokens that it alone proposed, else the first where it retrieved
+    # anything (the very first request of a run has an empty store)
     def shows(r):
-        cycles = getattr(cat.traces.get((r, method)), "cycles", [])
-        return (sum(s == ["semantic"] for c in cycles for s in c.committed_sources),
+        tr = cat.traces.get((r, method))
+        cycles = getattr(tr, "cycles", [])
+        return ("replay" in getattr(tr, "meta", {}),
+                sum(s == ["semantic"] for c in cycles for s in c.committed_sources),
                 any(c.neighbours for c in cycles))
     rid = max(rids, key=shows, default="")
     other = [m for m in methods if m != method]

@@ -14,6 +14,22 @@ from ..palette import BONUS, shown_sources
 NO_CYCLES = "no cycle records in this trace: no draft trees to step through"
 
 
+def replay_note(request: RequestTrace) -> str:
+    """For a replayed request (``python -m oilbird replay``), what its numbers are: the drafts
+    are the local model's drafter's, the verdict is the recording's. Empty for a live trace.
+
+    >>> replay_note(RequestTrace("c#0", "goose", "m", [], "", meta={"replay": {"recorded_by": "gpt-4o",
+    ...     "mode": "fast"}}))
+    "replay of gpt-4o's recorded turn (fast mode): the verdict is the recording"
+    """
+    rp = request.meta.get("replay")
+    if not isinstance(rp, dict):
+        return ""
+    who = rp.get("recorded_by") or "a recorded model"
+    mode = f" ({rp['mode']} mode)" if rp.get("mode") else ""
+    return f"replay of {who}'s recorded turn{mode}: the verdict is the recording"
+
+
 def token_sources(request: RequestTrace) -> list[list[str]]:
     """Sources that delivered each output token (``["bonus"]`` for the verifier's tokens):
     ``CycleTrace.committed_sources`` concatenated over the cycles."""

@@ -18,7 +18,7 @@ from oilbird.trace import RequestTrace
 
 from ..palette import BONUS, Style, primary_source, shown_sources, source_label
 from .base import BY_PRIMARY, centred_note, esc, figure, legend_marker, panel_layout, style_or_default, visible
-from .provenance import committed_upto, token_cycles, token_sources
+from .provenance import committed_upto, replay_note, token_cycles, token_sources
 
 TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid",
                 "pld": "solid", "recycling": "dashed", BONUS: "dotted"}
@@ -100,6 +100,8 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens "
              f"<span style='font-size:{s.font_size - 1}px;color:#777'>({BY_PRIMARY})</span>")
+    if replay_note(request):
+        title += f"<br><span style='font-size:{s.font_size - 1}px;color:#555'>{html.escape(replay_note(request))}</span>"
     lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows),
                        annotations=[] if cells else [centred_note("no tokens committed yet")],
                        legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
