@@ -333,6 +333,7 @@ class OilbirdProposer:
                                   k=int(spec.num_speculative_tokens), max_model_len=int(mc.max_model_len),
                                   config=ProposerConfig.from_env())
         self.capture: _Capture | None = None
+        self.enabled = True           # False: every draft empty (vLLM's plain greedy step)
 
     def load_model(self, target_model=None, *args, **kwargs) -> None:
         """vLLM's CPU runner calls this with the target model: hook it for the semantic key."""
@@ -353,6 +354,8 @@ class OilbirdProposer:
     def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None,
                 *args, **kwargs) -> list[list[int]]:
         fwd = self.capture.last if self.capture is not None else None
+        if not self.enabled:
+            return [[] for _ in sampled_token_ids]
         try:
             return self.core.propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, fwd)
         except Exception as exc:  # noqa: BLE001 - the whole batch drafts nothing rather than fail
