@@ -80,10 +80,10 @@ def prepare(data: str, limit: int | None, max_new_tokens: int, out, model=None, 
     return out / "spec.json"
 
 
-def _engine_env(kv_cache_gb: float) -> dict:
+def _engine_env(kv_cache_gb: int) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gb))
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(int(kv_cache_gb)))
     return env
 
 
@@ -108,7 +108,7 @@ def _load() -> list[float]:
 
 def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 16, max_new_tokens: int = 64,
                     batch_sizes=(1, 8), out="runs/serve-bench", k: int = 8, model=None, skip: int = 0,
-                    python: str | None = None, kv_cache_gb: float = 1.0, dtype: str = "float32",
+                    python: str | None = None, kv_cache_gb: int = 1, dtype: str = "float32",
                     oilbird_config: dict | None = None, timeout_s: int = 3600) -> dict:
     """Serve the workload through vLLM once per method (one engine each) and write
     ``out/results.json``; returns the results. See the module docstring."""

@@ -218,3 +218,28 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
     out = json.loads((tmp_path / "check.json").read_text())
     assert out["outputs_equal"], out
     assert out["accepted_tokens"] > 0 and out["proposer"]["failures"] == 0
+
+
+def test_summary_flags_a_differing_output_and_computes_speedups():
+    from oilbird.serve_bench import check_methods, format_table, summarize
+
+    def run(tps, outputs, spec=None, proposer=None):
+        return {"passes": {"1": {"outputs": outputs, "seconds": 1.0, "tokens": 6, "tokens_per_s": tps,
+                                 "spec": spec, "proposer": proposer}},
+                "load_before": [1.0], "load_after": [1.0]}
+    same = {"a": [1, 2, 3], "b": [4, 5, 6]}
+    runs = {"nospec": run(10.0, same),
+            "ngram": run(12.0, same, {"drafts": 4, "draft_tokens": 8, "accepted_tokens": 2, "accepted_per_pos": [2, 0]}),
+            "oilbird": run(15.0, {"a": [1, 2, 3], "b": [4, 5, 7]},
+                           {"drafts": 2, "draft_tokens": 4, "accepted_tokens": 3, "accepted_per_pos": [2, 1]},
+                           {"failures": 1, "draft_share_of_step": 0.02, "draft_ms_per_step": 1.5})}
+    res = summarize(runs, {"model": "m", "data": "builtin", "prompts": [1, 2], "max_new_tokens": 3}, k=2)
+    rows = res["batch_sizes"]["1"]
+    assert rows["ngram"]["speedup"] == pytest.approx(1.2) and rows["ngram"]["lossless"]
+    assert rows["ngram"]["mean_acceptance_length"] == pytest.approx(1.5)
+    assert not rows["oilbird"]["lossless"] and rows["oilbird"]["differing_requests"] == ["b"]
+    assert rows["oilbird"]["proposer_failures"] == 1 and not res["lossless"]
+    assert "| 1 | oilbird | 15.00 | 1.50x | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_table(res)
+    assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
+    with pytest.raises(ValueError, match="eagle"):
+        check_methods("ngram,eagle")
