@@ -15,7 +15,9 @@ environment (``scripts/setup_vllm_env.sh``). This module runs in both:
   cache; prefix caching is off), so each pass sees the requests fresh and in the same order.
 
 Reported per method and batch size (``results.json``): output tokens/s over the pass's wall
-time (prefill included), speedup over no speculation, vLLM's own acceptance counters (drafts,
+time (prefill included), speedup over no speculation, tokens per engine step (output tokens /
+(output tokens - accepted drafts): what speculation saves, independent of the machine's
+load), vLLM's own acceptance counters (drafts,
 draft tokens, accepted tokens, accepted per position; mean acceptance length = 1 + accepted /
 drafts, as vLLM logs it), whether every output equals the no-speculation engine's, and for
 Oilbird its drafting time per engine step and failure count. Nothing here imports vLLM at
@@ -80,7 +82,9 @@ def prepare(data: str, limit: int | None, max_new_tokens: int, out, model=None, 
     return out / "spec.json"
 
 
-def _engine_env(kv_cache_gb: int) -> dict:
+def engine_env(kv_cache_gb: int = 1) -> dict:
+    """The environment of an engine process: this checkout first on the path, a small CPU KV
+    cache unless ``VLLM_CPU_KVCACHE_SPACE`` is set."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(int(kv_cache_gb)))
@@ -127,7 +131,7 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
     _check_python(py, methods)
     spec_path = prepare(data, limit, max_new_tokens, out, model, skip)
     spec = json.loads(spec_path.read_text())
-    env = _engine_env(kv_cache_gb)
+    env = engine_env(kv_cache_gb)
     if oilbird_config:
         env["OILBIRD_VLLM_CONFIG"] = json.dumps(oilbird_config)
     runs = {}
@@ -165,6 +169,8 @@ def summarize(runs: dict, spec: dict, k: int) -> dict:
                    "speedup": p["tokens_per_s"] / base["tokens_per_s"] if base["tokens_per_s"] else None,
                    "lossless": not diff, "differing_requests": diff,
                    "mean_acceptance_length": (1 + acc["accepted_tokens"] / acc["drafts"]) if acc.get("drafts") else None,
+                   # tokens per engine step (every step commits its accepted drafts + 1): load-free
+                   "tokens_per_step": p["tokens"] / max(1, p["tokens"] - acc.get("accepted_tokens", 0)),
                    "spec": acc, "load_before": r["load_before"], "load_after": r["load_after"]}
             if p.get("proposer"):
                 pr = p["proposer"]
@@ -179,8 +185,8 @@ def summarize(runs: dict, spec: dict, k: int) -> dict:
 
 
 def format_table(res: dict) -> str:
-    rows = ["| batch | method | tokens/s | speedup | mean acc. len | accepted / drafted | draft % of step | failures | lossless |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| batch | method | tokens/s | speedup | tokens/step | mean acc. len | accepted / drafted | draft % of step "
+            "| failures | lossless |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for b, methods in res["batch_sizes"].items():
         for m, r in methods.items():
             s = r.get("spec") or {}
@@ -188,7 +194,8 @@ def format_table(res: dict) -> str:
             acc = f"{s['accepted_tokens']} / {s['draft_tokens']}" if s.get("draft_tokens") else "-"
             share = f"{100 * r['draft_share_of_step']:.1f}" if r.get("draft_share_of_step") is not None else "-"
             fails = str(r["proposer_failures"]) if r.get("proposer_failures") is not None else "-"
-            rows.append(f"| {b} | {m} | {r['tokens_per_s']:.2f} | {r['speedup']:.2f}x | {mal} | {acc} | {share} | "
+            rows.append(f"| {b} | {m} | {r['tokens_per_s']:.2f} | {r['speedup']:.2f}x | {r['tokens_per_step']:.2f} | "
+                        f"{mal} | {acc} | {share} | "
                         f"{fails} | {'yes' if r['lossless'] else 'NO'} |")
     return "\n".join(rows)
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from oilbird.drafter import TreeConfig  # noqa: F401  (the import chain the proposer needs)
 from oilbird.integrations import chains
 from oilbird.integrations.chains import best_chain
 from oilbird.integrations.vllm import BatchProposer, Forward, ProposerConfig
@@ -209,9 +207,9 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
     py = _vllm_python()
     if py is None:
         pytest.skip("no vLLM environment (scripts/setup_vllm_env.sh; $OILBIRD_VLLM_PYTHON)")
-    from oilbird.serve_bench import prepare
+    from oilbird.serve_bench import engine_env, prepare
     spec = prepare("builtin", limit=3, max_new_tokens=32, out=tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = engine_env()
     res = subprocess.run([py, "-m", "oilbird.serve_bench", "--check", str(spec)], env=env,
                          capture_output=True, text=True, timeout=1200, cwd=ROOT)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -239,7 +237,7 @@ def test_summary_flags_a_differing_output_and_computes_speedups():
     assert rows["ngram"]["mean_acceptance_length"] == pytest.approx(1.5)
     assert not rows["oilbird"]["lossless"] and rows["oilbird"]["differing_requests"] == ["b"]
     assert rows["oilbird"]["proposer_failures"] == 1 and not res["lossless"]
-    assert "| 1 | oilbird | 15.00 | 1.50x | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_table(res)
+    assert "| 1 | oilbird | 15.00 | 1.50x | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_table(res)
     assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
     with pytest.raises(ValueError, match="eagle"):
         check_methods("ngram,eagle")
