@@ -3,7 +3,6 @@ run inside vLLM that skips when its environment is absent (scripts/setup_vllm_en
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
