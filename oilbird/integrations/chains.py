@@ -27,12 +27,13 @@ Per step and request:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
+import torch
 
+from ..acceptance import AcceptanceRates
 from ..drafter import SCORE_BINS, Drafter, TreeConfig
-from ..sizing import AcceptanceRates
-from ..sources.base import Verdict
 from ..sources.prompt_lookup import PromptLookupSource
 from ..sources.recycling import RecyclingSource
 from ..sources.semantic import SemanticSource
@@ -146,7 +147,7 @@ class RequestDrafter:
         """The chain (token ids) to send for ``context`` (whose last token is the newest committed)."""
         rates = self.shared.rates
         rates.warm = self.warm
-        tree, info = self.drafter.draft(context, len(self.prompt), self.request_id, query_state)
+        tree, info = self.drafter.draft(context, self.request_id, query_state)
         chain = best_chain(tree, rates.path_probs(tree), max_len, self.shared.cfg.min_prob)
         self.pending = _Pending(tree, info, chain, len(context))
         return [tree.tokens[i] for i in chain]
@@ -166,29 +167,20 @@ class RequestDrafter:
         while a < min(len(sent), len(committed) - 1) and committed[a] == sent[a]:
             a += 1
         accepted = [0] + pend.chain[:a]
-        # the verifier's argmax is known at every accepted node: the token committed after it
-        argmax = np.full(len(tree), -1, dtype=np.int64)
-        argmax[accepted] = committed[:a + 1]
+        # the verifier's argmax is known at every accepted node: the token committed after it.
+        # The rates learn from the whole tree (every node whose parent was accepted is tested);
+        # the sources see the accepted path as the verified tree, with that one successor per node
+        targets = np.full(len(tree), -1, dtype=np.int64)
+        targets[accepted] = committed[:a + 1]
+        succ = torch.tensor(committed[:a + 1], dtype=torch.long)
+        st = states if states is not None and len(states) == a + 1 else np.zeros((a + 1, 1), np.float32)
+        res = SimpleNamespace(argmax=succ, topk_ids=succ[:, None], topk_probs=torch.ones(a + 1, 1),
+                              states=torch.from_numpy(np.ascontiguousarray(st, dtype=np.float32)))
         rates = self.shared.rates
         rates.warm = self.warm
-        rates.observe(tree, accepted, argmax)
+        self.drafter.update(tree, res, accepted, list(context), self.request_id, pend.info,
+                            root_index=n_before - 1, targets=targets, verified=accepted)
         self.warm = rates.warm
-        # the sources see the accepted path as a chain tree, with the one successor known per node
-        path = DraftTree([tree.tokens[i] for i in accepted], [-1] + list(range(a)),
-                         [set(tree.sources[i]) for i in accepted], [dict(tree.scores[i]) for i in accepted])
-        succ = np.asarray(committed[:a + 1], dtype=np.int64)
-        st = states if states is not None and len(states) == a + 1 else np.zeros((a + 1, 1), np.float32)
-        verdict = Verdict(tree=path, argmax=succ, topk_ids=succ[:, None],
-                          topk_probs=np.ones((a + 1, 1), np.float32), states=st,
-                          accepted=list(range(a + 1)), bonus=int(committed[a]), tokens=list(context),
-                          request_id=self.request_id, chains=pend.info.chains, root_index=n_before - 1)
-        for s in self.drafter.sources:
-            s.update(verdict)
-        d = self.drafter           # GOOSE's spine share, as Drafter.update keeps it
-        if pend.info.spine:
-            acc = len(set(pend.info.spine) & set(accepted)) / len(pend.info.spine)
-            share = (1 - d.cfg.spine_alpha) * d.spine_share + d.cfg.spine_alpha * acc
-            d.spine_share = min(d.cfg.max_spine_share, max(d.cfg.min_spine_share, share))
         self._record(n_before, committed, states if states is not None and len(states) == a + 1 else None,
                      context)
         return a
