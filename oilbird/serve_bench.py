@@ -316,8 +316,10 @@ def engine_run(spec_path, job_path, result_path) -> None:
 def engine_check(spec_path) -> None:
     """The end-to-end check (tests/test_vllm.py): one engine with the Oilbird proposer serves
     the requests once with the proposer switched off (every draft empty: vLLM's plain greedy
-    step) and once with it on; writes ``check.json`` beside the spec."""
+    step) and once with it on, checking that every hidden-state row it reads is the one vLLM
+    sampled from (``check_layout``); writes ``check.json`` beside the spec."""
     spec = json.loads(Path(spec_path).read_text())
+    os.environ["OILBIRD_VLLM_CONFIG"] = json.dumps({"check_layout": True})
     llm = _make_llm(spec, "oilbird", 6, 1)
     prompts, max_new = spec["prompts"], spec["max_new_tokens"]
     assert llm.collective_rpc(_set_enabled, args=(False,))[0], "the Oilbird proposer is not loaded"

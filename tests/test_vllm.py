@@ -44,14 +44,15 @@ class FakeEngine:
         self.slot_req[src] = None
         self.n[src] = 0
 
-    def step(self, forward_layout_ok: bool = True) -> list[list[int]]:
+    def step(self, forward_layout_ok: bool = True, final_shift: int = 0) -> list[list[int]]:
         live = [i for i, r in enumerate(self.slot_req) if r is not None]
-        sampled, rows, qsl = [], [], [0]
+        sampled, rows, qsl, nxt = [], [], [0], []
         for i in live:
             prompt, truth, gen, draft = self.slot_req[i]
             if not gen and not draft and self.n[i] == len(prompt):
                 toks = list(prompt)                    # prefill: every prompt row
                 new = [truth[0]]
+                nxt += [0] * (len(toks) - 1) + [truth[0]]
             else:
                 toks = [int(self.ids[i, self.n[i] - 1])] + draft
                 pos = len(gen)
@@ -60,6 +61,7 @@ class FakeEngine:
                     a += 1
                 new = truth[pos:pos + a + 1]
                 self.accepted += a
+                nxt += [truth[min(pos + j, len(truth) - 1)] for j in range(len(toks))]   # what each row predicts
             rows += toks
             qsl.append(qsl[-1] + len(toks) + (0 if forward_layout_ok else 1))
             gen += new
@@ -69,7 +71,9 @@ class FakeEngine:
         hidden = self.emb[torch.tensor(rows)] if rows else torch.zeros(0, DIM)
         if not forward_layout_ok:
             hidden = torch.cat([hidden, torch.zeros(len(live), DIM)])
-        fwd = Forward(hidden, np.array(qsl)) if self.with_states else None
+        # the model's output rows, as one-hot logits of the token each row predicts (shifted: a wrong map)
+        final = torch.nn.functional.one_hot(torch.tensor(nxt[final_shift:] + nxt[:final_shift]), VOCAB).float()
+        fwd = Forward(hidden, np.array(qsl), final) if self.with_states else None
         # the proposer sees the live slots packed at the front, as vLLM's input batch is
         order = live
         ids = self.ids[order]
@@ -89,7 +93,9 @@ class FakeEngine:
 
 
 def _proposer(**cfg) -> BatchProposer:
-    return BatchProposer(DIM, VOCAB, K, MAX_LEN, ProposerConfig(**cfg))
+    p = BatchProposer(DIM, VOCAB, K, MAX_LEN, ProposerConfig(**cfg))
+    p.logits_fn = lambda rows: rows            # the fake forward's output rows are logits already
+    return p
 
 
 PROMPT = [1, 5, 6, 7, 8, 9]
@@ -172,6 +178,18 @@ def test_an_unexpected_row_layout_drops_the_states_not_the_drafts():
     assert s["layout_mismatch"] >= 1 and s["failures"] == 0
 
 
+def test_the_layout_check_catches_rows_read_from_the_wrong_place():
+    eng = FakeEngine(_proposer())
+    eng.add(0, PROMPT, TRUTH)
+    eng.add(1, [4, 4, 4, 4], TRUTH[::-1])
+    for _ in range(4):
+        eng.step()
+    s = eng.p.stats()
+    assert s["layout_checked"] == s["states_used"] > 0 and s["layout_check_failed"] == 0
+    eng.step(final_shift=1)                   # every row read one place off
+    assert eng.p.stats()["layout_check_failed"] == 2
+
+
 def test_drafts_stop_at_the_model_length():
     p = BatchProposer(DIM, VOCAB, K, max_model_len=len(PROMPT) + 2, config=ProposerConfig())
     ids = np.zeros((1, 16), dtype=np.int64)
@@ -215,6 +233,8 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
     out = json.loads((tmp_path / "check.json").read_text())
     assert out["outputs_equal"], out
     assert out["accepted_tokens"] > 0 and out["proposer"]["failures"] == 0
+    pr = out["proposer"]      # every state row read was the row vLLM sampled the token from
+    assert pr["layout_checked"] > 0 and pr["layout_check_failed"] == 0 and pr["layout_mismatch"] == 0
 
 
 def test_summary_flags_a_differing_output_and_computes_speedups():

@@ -62,6 +62,9 @@ class ProposerConfig:
     state_layer: int | str | None = None   # semantic key: hidden_states index (None: round(0.85 L)), or "last"
     store_max_records: int | None = 500_000
     tenant: str = "default"
+    # check the row layout: the model's output at each query row, through its own lm_head, must
+    # predict the token vLLM sampled there (greedy); counts layout_checked / layout_check_failed
+    check_layout: bool = False
 
     @classmethod
     def from_env(cls) -> "ProposerConfig":
@@ -92,6 +95,7 @@ class Forward:
     ``qsl``, the start row of each batch slot plus the end (``query_start_loc``)."""
     hidden: object
     qsl: np.ndarray
+    final: object = None             # the model's output rows (check_layout only)
 
 
 @dataclass
@@ -119,6 +123,8 @@ class _Stats:
     timed_draft_seconds: float = 0.0 # propose time inside those steps
     states_used: int = 0
     layout_mismatch: int = 0
+    layout_checked: int = 0
+    layout_check_failed: int = 0
     hook_errors: int = 0
     store_records: int = 0
     store_requests: int = 0
@@ -132,6 +138,7 @@ class BatchProposer:
                  config: ProposerConfig | None = None):
         self.cfg = config or ProposerConfig()
         self.dim, self.vocab_size, self.k, self.max_model_len = int(dim), int(vocab_size), int(k), int(max_model_len)
+        self.logits_fn = None        # rows -> logits, for check_layout (set by OilbirdProposer.load_model)
         self.reset()
 
     def reset(self) -> None:
@@ -205,7 +212,7 @@ class BatchProposer:
                 claimed.add(r.key)
                 self.by_slot[i] = r.key
                 r.slot = i
-                states, query = self._states(fwd, i, r, n_new, new)
+                states, query = self._states(fwd, i, r, n_new, new, int(sampled[-1]))
                 if not new:
                     st.accepted_tokens += r.drafter.learn(r.tokens, [int(t) for t in sampled], states)
                 max_len = min(self.k, self.max_model_len - n - 1)
@@ -232,7 +239,7 @@ class BatchProposer:
         self._last_start, self._last_seconds = t0, seconds
         return out
 
-    def _states(self, fwd: Forward | None, i: int, r: _Req, n_new: int, new: bool):
+    def _states(self, fwd: Forward | None, i: int, r: _Req, n_new: int, new: bool, sampled_last: int):
         """(states of the root and the accepted tokens, query state) for slot ``i``, or Nones."""
         if fwd is None:
             return None, None
@@ -248,6 +255,10 @@ class BatchProposer:
             self._stat.layout_mismatch += 1
             return None, None
         self._stat.states_used += 1
+        if fwd.final is not None and self.logits_fn is not None:
+            self._stat.layout_checked += 1
+            pred = int(self.logits_fn(fwd.final[query_row:query_row + 1]).argmax(-1).reshape(-1)[0])
+            self._stat.layout_check_failed += int(pred != sampled_last)
         states = fwd.hidden[rows].float().numpy() if rows else None
         query = fwd.hidden[query_row].float().numpy()
         return states, query
@@ -311,9 +322,11 @@ class _Capture:
                 self.last = None
                 return
             qsl = np.asarray(qsl.cpu() if hasattr(qsl, "cpu") else qsl, dtype=np.int64)
-            h = self._layer_out if self._layer_out is not None else (out[0] if isinstance(out, tuple) else out)
+            final = out[0] if isinstance(out, tuple) else out
+            h = self._layer_out if self._layer_out is not None else final
             n = int(qsl[-1])
-            self.last = Forward(h[:n].detach().clone() if h is not self._layer_out else h[:n].detach(), qsl)
+            self.last = Forward(h[:n].detach().clone() if h is not self._layer_out else h[:n].detach(), qsl,
+                                final[:n].detach().clone() if self.proposer.cfg.check_layout else None)
         except Exception:  # noqa: BLE001
             self.last = None
             self.proposer._stat.hook_errors += 1
@@ -340,6 +353,8 @@ class OilbirdProposer:
         if "semantic" not in self.core.cfg.sources or target_model is None:
             return
         self.capture = cap = _Capture(self.core)
+        if self.core.cfg.check_layout and hasattr(target_model, "compute_logits"):
+            self.core.logits_fn = target_model.compute_logits
         layer = self.core.cfg.state_layer
         if layer is None:
             layer = round(0.85 * self.num_layers)
