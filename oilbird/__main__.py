@@ -187,7 +187,11 @@ def _serve_bench(args) -> int:
     from .serve_bench import check_methods, format_table, run_serve_bench
     methods = check_methods(args.methods)
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]     # run_serve_bench checks them
-    cfg = json.loads(args.oilbird_config) if args.oilbird_config else None
+    cfg = None
+    if args.oilbird_config:
+        from .integrations.vllm import ProposerConfig
+        ProposerConfig.from_json(args.oilbird_config, "--oilbird-config")      # one line naming the option
+        cfg = json.loads(args.oilbird_config)
     run = Run(args.out or fresh_out("serve-bench", args.data), args.force, ("results.json",))
     run.check()
     res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, sizes, run.out,

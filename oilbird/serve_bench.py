@@ -122,10 +122,7 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
         raise ValueError("batch sizes must be >= 1")
     if oilbird_config is not None:
         from .integrations.vllm import ProposerConfig
-        try:
-            ProposerConfig(**oilbird_config).chain_config()
-        except TypeError as exc:
-            raise ValueError(f"--oilbird-config: {exc}") from None
+        ProposerConfig.from_json(json.dumps(oilbird_config), "--oilbird-config")   # refused before any engine
     out = Path(out)
     py = python or vllm_python()
     _check_python(py, methods)

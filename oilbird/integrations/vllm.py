@@ -69,21 +69,26 @@ class ProposerConfig:
     @classmethod
     def from_env(cls) -> "ProposerConfig":
         text = os.environ.get(CONFIG_ENV, "").strip()
-        if not text:
-            return cls()
+        return cls.from_json(text, f"${CONFIG_ENV}") if text else cls()
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "options") -> "ProposerConfig":
+        """Options from a JSON object; a bad one raises ValueError naming ``where`` and the key."""
         try:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"${CONFIG_ENV} is not JSON ({exc}): {text[:80]!r}") from None
+            raise ValueError(f"{where} is not JSON ({exc}): {text[:80]!r}") from None
         if not isinstance(d, dict):
-            raise ValueError(f"${CONFIG_ENV} must be a JSON object of {', '.join(f.name for f in fields(cls))}")
+            raise ValueError(f"{where} must be a JSON object of {', '.join(f.name for f in fields(cls))}")
         known = {f.name for f in fields(cls)}
         bad = sorted(set(d) - known)
         if bad:
-            raise ValueError(f"${CONFIG_ENV}: unknown option {bad[0]!r}; known: {', '.join(sorted(known))}")
+            raise ValueError(f"{where}: unknown option {bad[0]!r}; known: {', '.join(sorted(known))}")
         if "sources" in d:
             d["sources"] = tuple(d["sources"])
-        return cls(**d)
+        cfg = cls(**d)
+        cfg.chain_config()                     # validates budget, min_prob and the source names
+        return cfg
 
     def chain_config(self) -> ChainConfig:
         return ChainConfig(budget=self.budget, min_prob=self.min_prob, sources=tuple(self.sources))
