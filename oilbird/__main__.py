@@ -4,6 +4,7 @@
     python -m oilbird bench --data builtin --methods ar,hf-greedy,goose,oilbird --limit 8
     python -m oilbird trace --data builtin --methods goose,oilbird --out runs/builtin.jsonl
     python -m oilbird diagnose --data builtin --out runs/diag
+    python -m oilbird serve-bench --data builtin --limit 16 --out runs/serve   # inside vLLM (docs/serving.md)
 
 Every subcommand works offline on the built-in workload; ``--data api-bank`` reads
 ``../shared/data/api-bank`` (or ``$OILBIRD_DATA/api-bank``), ``--data PATH`` a folder or a JSONL file.
@@ -18,6 +19,7 @@ from .errors import InputError
 from .model import ModelError
 from .requests import NAMED_SETS
 from .runs import Run, RunStopped
+from .serve_bench import ServeBenchError
 
 
 def _at_least(low: int):
@@ -180,6 +182,26 @@ def _diagnose(args) -> int:
     return 0
 
 
+def _serve_bench(args) -> int:
+    import json
+    from .serve_bench import check_methods, format_table, run_serve_bench
+    methods = check_methods(args.methods)
+    sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]     # run_serve_bench checks them
+    cfg = None
+    if args.oilbird_config:
+        from .integrations.vllm import ProposerConfig
+        ProposerConfig.from_json(args.oilbird_config, "--oilbird-config")      # one line naming the option
+        cfg = json.loads(args.oilbird_config)
+    run = Run(args.out or fresh_out("serve-bench", args.data), args.force, ("results.json",))
+    run.check()
+    res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, sizes, run.out,
+                          k=args.num_spec_tokens, model=args.model, skip=args.skip,
+                          kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg)
+    print(format_table(res))
+    print(f"wrote {run.path('results.json')}")
+    return 0 if res["lossless"] else 1
+
+
 def _replay(args) -> int:
     from tqdm import tqdm
     from .conversations import encode_conversation, load_conversations
@@ -294,6 +316,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/diagnose-DATA-TIME-PID)")
     _force(p)
 
+    p = sub.add_parser("serve-bench", help="the workload through vLLM: no speculation, ngram, suffix, oilbird "
+                                           "(needs the vLLM environment: scripts/setup_vllm_env.sh)")
+    _common(p, default_max=64)
+    p.set_defaults(limit=16)
+    p.add_argument("--methods", default="nospec,ngram,suffix,oilbird",
+                   help="comma-separated: nospec (always run: the reference), ngram, suffix, oilbird")
+    p.add_argument("--batch-sizes", default="1,8", help="comma-separated concurrent requests per pass")
+    p.add_argument("--num-spec-tokens", type=_at_least(1), default=8, help="vLLM's num_speculative_tokens")
+    p.add_argument("--oilbird-config", default=None,
+                   help='JSON options of the Oilbird proposer, e.g. \'{"budget": 16, "sources": ["suffix", "pld"]}\'')
+    p.add_argument("--kv-cache-gb", type=_at_least(1), default=1, help="VLLM_CPU_KVCACHE_SPACE unless already set")
+    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/serve-bench-DATA-TIME-PID)")
+    _force(p)
+
     p = sub.add_parser("replay", help="replay recorded conversations through every drafter (what each would buy)")
     p.add_argument("--data", default="agent-builtin",
                    help="agent-builtin (generated here) | agent-transcripts (../shared/data) | a JSONL file of "
@@ -315,14 +351,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return {"bench": _bench, "trace": _trace, "decode": _decode, "diagnose": _diagnose,
-                "replay": _replay}[args.cmd](args)
+                "replay": _replay, "serve-bench": _serve_bench}[args.cmd](args)
     except RunStopped as exc:              # Ctrl-C, SIGTERM or a failed write during the run
         print(exc, file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:              # before the run began: nothing was written
         print("interrupted (Ctrl-C) before the run began: nothing was written", file=sys.stderr)
         return 130
-    except (InputError, ModelError, ValueError, ImportError) as exc:
+    except (InputError, ModelError, ValueError, ImportError, ServeBenchError) as exc:
         # ValueError: the registry's and presets' refusals; ImportError: an optional peer
         # (suffix-arctic) whose package is not installed. One line, exit 2.
         print(f"error: {exc}", file=sys.stderr)

@@ -147,6 +147,27 @@ def _dequantized_copy(gguf: Path, name: str, dtype: torch.dtype) -> Path:
     return target
 
 
+def hf_model_dir(path: str | os.PathLike | None = None) -> Path:
+    """A plain Hugging Face directory (config, safetensors, tokenizer) of the model
+    :func:`load_model` would load, for engines that read only such directories (vLLM): the
+    default model's and a ``.gguf``'s dequantized cache entry (``save_pretrained`` of the model
+    and tokenizer, made on first use), or ``path`` itself when it is a directory with a config
+    and tokenizer files."""
+    if path is None:
+        return _dequantized_copy(default_gguf_path(), DEFAULT_MODEL, torch.float32)
+    p = Path(path).expanduser()
+    if p.is_file() and p.suffix == ".gguf":
+        return _dequantized_copy(p, p.stem, torch.float32)
+    if not p.is_dir():
+        raise ModelError(f"Model path '{p}' is neither a model directory nor a .gguf file.")
+    if not (p / "config.json").is_file():
+        raise ModelError(f"'{p}' has no config.json; it is not a Hugging Face model directory.")
+    if not any((p / f).is_file() for f in _TOKENIZER_FILES):
+        raise ModelError(f"'{p}' has no tokenizer files ({', '.join(_TOKENIZER_FILES[:2])}, ...): "
+                         "save the tokenizer next to the model, tokenizer.save_pretrained(DIR).")
+    return p
+
+
 def check_tree_compatible(config) -> None:
     """Raise ModelError if the architecture cannot verify a tree with a 4-D ancestor mask."""
     model_type = getattr(config, "model_type", "?")

@@ -1,0 +1,1 @@
+"""Oilbird inside other engines (vLLM: :mod:`oilbird.integrations.vllm`)."""

@@ -1,0 +1,212 @@
+"""Oilbird's merged draft tree, reduced to the one chain an engine verifies per request.
+
+This is the only module of the vLLM integration that talks to Oilbird's drafter and sources
+(:class:`oilbird.drafter.Drafter`, :mod:`oilbird.sources`, :class:`oilbird.sizing.AcceptanceRates`,
+:class:`oilbird.store.Store`), so a change of their interface is absorbed here.
+
+What it knows: per request, the context (prompt + generated tokens), which of them are prompt,
+the chain it sent last step, what the engine committed after it (the accepted draft tokens and
+the engine's own next token) and, when the engine lets us see them, the hidden states of the
+committed positions. What it does not know: the verifier's logits or top-k anywhere (an engine
+like vLLM does not hand them over), so sources learn only from committed text: the adjacency
+table (token recycling) gets the one successor the verifier endorsed, not its top-k.
+
+Per step and request:
+
+1. :meth:`RequestDrafter.propose` builds Oilbird's merged tree (suffix over the request and the
+   cross-request store, prompt lookup, adjacency, the semantic key when a query state is known),
+   scores every node by its learned probability of being accepted (the product of the
+   per-node acceptance rates along its path, :meth:`AcceptanceRates.path_probs`), and returns the
+   root-to-node path with the highest expected accepted length (:func:`best_chain`).
+2. :meth:`RequestDrafter.learn` tells the rates which tree nodes were tested and hit (every node
+   whose parent was accepted: its token is compared with the committed successor), the sources
+   what was committed, and queues the committed tokens (with states when known) for the store.
+3. :meth:`RequestDrafter.end` hands the request's records to the store in one piece (the store
+   takes one request at a time), so the next requests can draft from them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from ..acceptance import AcceptanceRates
+from ..drafter import SCORE_BINS, Drafter, TreeConfig
+from ..sources.prompt_lookup import PromptLookupSource
+from ..sources.recycling import RecyclingSource
+from ..sources.semantic import SemanticSource
+from ..sources.suffix import SuffixSource
+from ..store import Store
+from ..tree import DraftTree
+
+SOURCES = ("suffix", "pld", "recycling", "semantic")
+
+
+def best_chain(tree: DraftTree, probs: list[float], max_len: int, min_prob: float = 0.0) -> list[int]:
+    """The root-to-node path of ``tree`` with the highest expected accepted length.
+
+    A chain ``c_1 .. c_m`` is accepted up to ``c_j`` with probability ``probs[c_j]`` (the
+    product of the per-node acceptance estimates along the path), so its expected accepted
+    length is the sum of ``probs`` over its nodes. Only nodes at depth <= ``max_len`` count, and
+    a chain's tail whose nodes fall below ``min_prob`` is cut (each sent token costs the engine
+    a verify position). Ties go to the earlier (spine-first) node. Returns node indices, root
+    excluded; empty when nothing is worth sending.
+
+    Example: tree root->A->B, root->C with probs [1, .8, .6, .9]: A-B is worth 1.4, C 0.9 ->
+    [A, B]; with max_len 1 -> [C].
+    """
+    n = len(tree)
+    if n <= 1 or max_len <= 0:
+        return []
+    value = [0.0] * n
+    depth = [0] * n
+    best, best_value = 0, 0.0
+    for i in range(1, n):
+        p = tree.parents[i]
+        depth[i] = depth[p] + 1
+        value[i] = value[p] + probs[i]
+        if depth[i] <= max_len and probs[i] >= min_prob and value[i] > best_value + 1e-12:
+            best, best_value = i, value[i]
+    path = []
+    while best > 0:
+        path.append(best)
+        best = tree.parents[best]
+    path.reverse()
+    return path
+
+
+@dataclass
+class ChainConfig:
+    """How the tree behind each chain is built (see :class:`oilbird.drafter.TreeConfig`)."""
+    budget: int = 16               # tree nodes, root included, before the best chain is taken
+    min_prob: float = 0.1          # cut a chain's tail below this P(accepted)
+    sources: tuple = SOURCES       # which Oilbird sources feed the tree
+
+    def __post_init__(self):
+        bad = [s for s in self.sources if s not in SOURCES]
+        if bad:
+            raise ValueError(f"unknown source {bad[0]!r}; choose from {', '.join(SOURCES)}")
+        if not self.sources:
+            raise ValueError("sources is empty: name at least one of " + ", ".join(SOURCES))
+        TreeConfig(budget=self.budget, semantic_budget=0)   # validates the budget
+        if not 0.0 <= self.min_prob <= 1.0:
+            raise ValueError(f"min_prob must be in [0, 1], not {self.min_prob}")
+
+
+class Shared:
+    """What all requests of one engine share: the tenant's store, the adjacency table and the
+    learned acceptance rates."""
+
+    def __init__(self, dim: int, vocab_size: int, config: ChainConfig | None = None,
+                 store: Store | None = None, **store_kwargs):
+        self.cfg = config or ChainConfig()
+        self.store = store if store is not None else Store(dim=dim, **store_kwargs)
+        self.recycling = RecyclingSource(vocab_size) if "recycling" in self.cfg.sources else None
+        self.rates = AcceptanceRates(score_bins=SCORE_BINS)
+
+
+@dataclass
+class _Pending:
+    """The tree and chain of the last step, kept until the engine says what it accepted."""
+    tree: DraftTree
+    info: object
+    chain: list[int]                   # node indices sent (root excluded)
+    n_context: int                     # context length when drafted (the root is its last token)
+
+
+@dataclass
+class RequestDrafter:
+    """One request's Oilbird drafter (per-request sources over the shared store and tables)."""
+    shared: Shared
+    request_id: str
+    prompt: list[int]
+    warm: bool = False
+    pending: _Pending | None = None
+    records: list = field(default_factory=list)     # (position, token, state or None), generated only
+    n_recorded: int = 0                             # generated tokens queued for the store
+
+    def __post_init__(self):
+        sh, cfg = self.shared, self.shared.cfg
+        sources = []
+        for name in cfg.sources:
+            if name == "suffix":
+                sources.append(SuffixSource(sh.store))
+            elif name == "pld":
+                sources.append(PromptLookupSource())
+            elif name == "recycling":
+                sources.append(sh.recycling)
+            elif name == "semantic":
+                sources.append(SemanticSource(sh.store))
+        self.drafter = Drafter(sources, TreeConfig(budget=cfg.budget, semantic_budget=0, fill="expected"))
+        self.drafter.rates = sh.rates            # learned across requests
+        self.drafter.start_request(list(self.prompt), self.request_id)
+
+    def propose(self, context: list[int], query_state: np.ndarray | None, max_len: int) -> list[int]:
+        """The chain (token ids) to send for ``context`` (whose last token is the newest committed)."""
+        rates = self.shared.rates
+        rates.warm = self.warm
+        tree, info = self.drafter.draft(context, self.request_id, query_state)
+        chain = best_chain(tree, rates.path_probs(tree), max_len, self.shared.cfg.min_prob)
+        self.pending = _Pending(tree, info, chain, len(context))
+        return [tree.tokens[i] for i in chain]
+
+    def learn(self, context: list[int], committed: list[int], states: np.ndarray | None) -> int:
+        """The engine committed ``committed`` (accepted draft tokens, then its own next token);
+        ``context`` is prompt + generated after the commit. ``states`` (optional): hidden states
+        of the root and the accepted tokens, one row each. Returns how many drafts were accepted."""
+        pend, self.pending = self.pending, None
+        n_before = len(context) - len(committed)
+        if not committed or pend is None or pend.n_context != n_before:
+            self._record(n_before, committed, None, context)
+            return 0
+        tree = pend.tree
+        sent = [tree.tokens[i] for i in pend.chain]
+        a = 0
+        while a < min(len(sent), len(committed) - 1) and committed[a] == sent[a]:
+            a += 1
+        accepted = [0] + pend.chain[:a]
+        # the verifier's argmax is known at every accepted node: the token committed after it.
+        # The rates learn from the whole tree (every node whose parent was accepted is tested);
+        # the sources see the accepted path as the verified tree, with that one successor per node
+        targets = np.full(len(tree), -1, dtype=np.int64)
+        targets[accepted] = committed[:a + 1]
+        succ = torch.tensor(committed[:a + 1], dtype=torch.long)
+        st = states if states is not None and len(states) == a + 1 else np.zeros((a + 1, 1), np.float32)
+        res = SimpleNamespace(argmax=succ, topk_ids=succ[:, None], topk_probs=torch.ones(a + 1, 1),
+                              states=torch.from_numpy(np.ascontiguousarray(st, dtype=np.float32)))
+        rates = self.shared.rates
+        rates.warm = self.warm
+        self.drafter.update(tree, res, accepted, list(context), self.request_id, pend.info,
+                            root_index=n_before - 1, targets=targets, verified=accepted)
+        self.warm = rates.warm
+        self._record(n_before, committed, states if states is not None and len(states) == a + 1 else None,
+                     context)
+        return a
+
+    def _record(self, n_before: int, committed: list[int], states, context: list[int]) -> None:
+        """Queue the root (the last token before this commit) and the accepted tokens, which
+        this step's forward computed states for; tokens never rooted get their state None."""
+        n_prompt = len(self.prompt)
+        root_pos = n_before - 1 - n_prompt
+        for j in range(0 if states is None else len(states)):
+            pos = root_pos + j
+            if pos == self.n_recorded and pos >= 0:
+                self.records.append((pos, int(context[n_prompt + pos]), states[j]))
+                self.n_recorded += 1
+
+    def end(self, context: list[int]) -> None:
+        """The request left the batch: its generated tokens join the store as one request."""
+        store = self.shared.store
+        n_prompt = len(self.prompt)
+        try:
+            for pos in range(self.n_recorded, len(context) - n_prompt):
+                self.records.append((pos, int(context[n_prompt + pos]), None))
+            if self.records:
+                for pos, tok, st in self.records:
+                    store.add(self.request_id, pos, tok, st)
+                store.end_request()
+        finally:
+            self.records = []
+            self.drafter.end_request(self.request_id)

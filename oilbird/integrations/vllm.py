@@ -1,0 +1,392 @@
+"""Oilbird as a vLLM speculative-decoding proposer (vLLM 0.32, ``method="custom_class"``).
+
+    LLM(model=DIR, speculative_config={"method": "custom_class",
+        "model": "oilbird.integrations.vllm.OilbirdProposer", "num_speculative_tokens": 8})
+
+vLLM builds the class in its worker with the engine's ``VllmConfig``, calls
+``load_model(target_model)`` once, and then, after every engine step,
+``propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings)``
+(``vllm/v1/worker/gpu_model_runner.py``, ``propose_draft_token_ids``, the ``custom_class``
+branch). It answers one draft chain per batch slot (``[]`` allowed, lengths may differ) and
+vLLM verifies each chain greedily, losslessly. Options come from the environment variable
+``OILBIRD_VLLM_CONFIG`` (JSON of :class:`ProposerConfig` fields), since vLLM passes none.
+
+What vLLM hands over, and what this module infers from it:
+
+* **no request ids, no start or finish notices.** A request is recognised by its tokens:
+  slot ``i`` continues the request last seen in slot ``i`` (or, after vLLM condensed its batch,
+  in another slot) when its context is that request's context plus this step's sampled tokens
+  (same length; first and last tokens compared). Anything else with sampled tokens is a new
+  request, its prompt being the context minus the tokens sampled now. A request not seen in a
+  call has left the batch: it is finished, and its output joins the store at once. (A
+  preempted request therefore ends and comes back as a new one whose "prompt" holds what it had
+  generated; two requests with identical contexts in one step are told apart by slot only.)
+  Per-request state lives only while a request is in the batch, so memory is bounded by the
+  batch size; the store is bounded by :attr:`ProposerConfig.store_max_records`.
+* **what was accepted:** this step's sampled tokens of a slot are the accepted prefix of the
+  chain sent last step, then vLLM's own next token.
+* **no hidden states**, but ``load_model`` gets the target model: a forward hook on it (and, in
+  eager mode, on the decoder layer of the semantic key) keeps each forward's states and the
+  attention metadata's ``query_start_loc`` (``vllm.forward_context``), which say which rows
+  belong to which slot. Rows are used only where the layout is the expected one (a decoding
+  slot holds exactly 1 + the chain sent); otherwise that request drafts without a query state.
+
+A proposer error never reaches another request: each slot is drafted in its own ``try``; a
+slot that fails gets ``[]``, its request's state is dropped (it restarts as new), and
+:meth:`BatchProposer.stats` counts it. The drafting itself is :mod:`oilbird.integrations.chains`.
+Nothing here imports vLLM at module level: the logic runs (and is tested) without it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from .chains import SOURCES, ChainConfig, RequestDrafter, Shared
+
+log = logging.getLogger(__name__)
+CONFIG_ENV = "OILBIRD_VLLM_CONFIG"
+_EDGE = 8            # context tokens compared at each end to recognise a request
+
+
+@dataclass
+class ProposerConfig:
+    budget: int = 16                 # Oilbird tree nodes (root included) behind each chain
+    min_prob: float = 0.1            # cut a chain's tail below this estimated P(accepted)
+    sources: tuple = SOURCES         # suffix, pld, recycling, semantic
+    state_layer: int | str | None = None   # semantic key: hidden_states index (None: round(0.85 L)), or "last"
+    store_max_records: int | None = 500_000
+    tenant: str = "default"
+    # check the row layout: the model's output at each query row, through its own lm_head, must
+    # predict the token vLLM sampled there (greedy); counts layout_checked / layout_check_failed
+    check_layout: bool = False
+
+    @classmethod
+    def from_env(cls) -> "ProposerConfig":
+        text = os.environ.get(CONFIG_ENV, "").strip()
+        return cls.from_json(text, f"${CONFIG_ENV}") if text else cls()
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "options") -> "ProposerConfig":
+        """Options from a JSON object; a bad one raises ValueError naming ``where`` and the key."""
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where} is not JSON ({exc}): {text[:80]!r}") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"{where} must be a JSON object of {', '.join(f.name for f in fields(cls))}")
+        known = {f.name for f in fields(cls)}
+        bad = sorted(set(d) - known)
+        if bad:
+            raise ValueError(f"{where}: unknown option {bad[0]!r}; known: {', '.join(sorted(known))}")
+        if "sources" in d:
+            d["sources"] = tuple(d["sources"])
+        cfg = cls(**d)
+        cfg.chain_config()                     # validates budget, min_prob and the source names
+        return cfg
+
+    def chain_config(self) -> ChainConfig:
+        return ChainConfig(budget=self.budget, min_prob=self.min_prob, sources=tuple(self.sources))
+
+
+@dataclass
+class Forward:
+    """One target forward as the hooks saw it: ``hidden`` [tokens, dim] (a torch tensor) and
+    ``qsl``, the start row of each batch slot plus the end (``query_start_loc``)."""
+    hidden: object
+    qsl: np.ndarray
+    final: object = None             # the model's output rows (check_layout only)
+
+
+@dataclass
+class _Req:
+    key: int
+    drafter: RequestDrafter
+    tokens: list[int]                # prompt + generated so far
+    slot: int
+    sent: int = 0                    # length of the chain sent last step
+
+
+@dataclass
+class _Stats:
+    calls: int = 0
+    requests_started: int = 0
+    requests_finished: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    failures: int = 0
+    last_failure: str = ""
+    propose_seconds: float = 0.0
+    timed_steps: int = 0             # decode steps timed (no request started in them)
+    timed_step_seconds: float = 0.0  # wall time between consecutive propose calls
+    timed_draft_seconds: float = 0.0 # propose time inside those steps
+    states_used: int = 0
+    layout_mismatch: int = 0
+    layout_checked: int = 0
+    layout_check_failed: int = 0
+    hook_errors: int = 0
+    store_records: int = 0
+    store_requests: int = 0
+    failed_requests: list = field(default_factory=list)
+
+
+class BatchProposer:
+    """The proposer's logic on plain arrays (what vLLM passes), without vLLM."""
+
+    def __init__(self, dim: int, vocab_size: int, k: int, max_model_len: int,
+                 config: ProposerConfig | None = None):
+        self.cfg = config or ProposerConfig()
+        self.dim, self.vocab_size, self.k, self.max_model_len = int(dim), int(vocab_size), int(k), int(max_model_len)
+        self.logits_fn = None        # rows -> logits, for check_layout (set by OilbirdProposer.load_model)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything learned (store, tables, rates) and every request; zero the stats."""
+        kw = {"max_records": self.cfg.store_max_records} if self.cfg.store_max_records else {}
+        self.shared = Shared(self.dim, self.vocab_size, self.cfg.chain_config(), tenant=self.cfg.tenant, **kw)
+        self.active: dict[int, _Req] = {}
+        self.by_slot: dict[int, int] = {}
+        self._next_key = 0
+        self._stat = _Stats()
+        self._last_start: float | None = None
+        self._last_seconds = 0.0
+
+    # -- request identity ------------------------------------------------------------------
+    @staticmethod
+    def _continues(r: _Req, row, n: int, n_new: int) -> bool:
+        m = len(r.tokens)
+        if n - n_new != m or m == 0:
+            return False
+        e = min(_EDGE, m)
+        return (list(map(int, row[:e])) == r.tokens[:e]
+                and list(map(int, row[m - e:m])) == r.tokens[m - e:])
+
+    def _find(self, i: int, row, n: int, n_new: int, claimed: set) -> _Req | None:
+        key = self.by_slot.get(i)
+        r = self.active.get(key) if key is not None else None
+        if r is not None and key not in claimed and self._continues(r, row, n, n_new):
+            return r
+        for r in self.active.values():
+            if r.key not in claimed and self._continues(r, row, n, n_new):
+                return r
+        return None
+
+    def _start(self, i: int, row, n: int, n_new: int) -> _Req:
+        tokens = [int(t) for t in row[:n]]
+        key = self._next_key
+        self._next_key += 1
+        d = RequestDrafter(self.shared, f"vllm-{key}", tokens[:n - n_new])
+        r = self.active[key] = _Req(key, d, tokens, i)
+        self._stat.requests_started += 1
+        return r
+
+    # -- one engine step -------------------------------------------------------------------
+    def propose(self, sampled_token_ids: list[list[int]], num_tokens_no_spec, token_ids_cpu,
+                forward: Forward | None = None) -> list[list[int]]:
+        t0 = time.perf_counter()
+        st = self._stat
+        st.calls += 1
+        out: list[list[int]] = [[] for _ in sampled_token_ids]
+        claimed: set = set()
+        started = False
+        fwd = forward if forward is not None and len(forward.qsl) == len(sampled_token_ids) + 1 else None
+        for i, sampled in enumerate(sampled_token_ids):
+            r = None
+            try:
+                n = int(num_tokens_no_spec[i])
+                row = token_ids_cpu[i]
+                n_new = len(sampled)
+                r = self._find(i, row, n, n_new, claimed)
+                if n_new == 0:            # a prefill chunk (or discarded tokens): nothing to draft
+                    if r is not None:
+                        claimed.add(r.key)
+                    continue
+                if r is None:
+                    r = self._start(i, row, n, n_new)
+                    started = True
+                    new = True
+                else:
+                    new = False
+                    r.tokens.extend(int(t) for t in row[n - n_new:n])
+                claimed.add(r.key)
+                self.by_slot[i] = r.key
+                r.slot = i
+                states, query = self._states(fwd, i, r, n_new, new, int(sampled[-1]))
+                if not new:
+                    st.accepted_tokens += r.drafter.learn(r.tokens, [int(t) for t in sampled], states)
+                max_len = min(self.k, self.max_model_len - n - 1)
+                draft = r.drafter.propose(r.tokens, query, max_len) if max_len > 0 else []
+                r.sent = len(draft)
+                out[i] = draft
+                if draft:
+                    st.drafts += 1
+                    st.draft_tokens += len(draft)
+            except Exception as exc:  # noqa: BLE001 - one request's failure must not reach the others
+                self._fail(r, i, exc)
+                out[i] = []
+        for key in [k for k in self.active if k not in claimed]:
+            self._finish(self.active.pop(key))
+        self.by_slot = {s: k for s, k in self.by_slot.items() if k in self.active}
+        # timing: the wall time between two calls is one engine step (drafting included); steps
+        # in which a request started hold its prefill (and any idle wait), so they are left out
+        seconds = time.perf_counter() - t0
+        st.propose_seconds += seconds
+        if self._last_start is not None and not started:
+            st.timed_steps += 1
+            st.timed_step_seconds += t0 - self._last_start
+            st.timed_draft_seconds += self._last_seconds
+        self._last_start, self._last_seconds = t0, seconds
+        return out
+
+    def _states(self, fwd: Forward | None, i: int, r: _Req, n_new: int, new: bool, sampled_last: int):
+        """(states of the root and the accepted tokens, query state) for slot ``i``, or Nones."""
+        if fwd is None:
+            return None, None
+        q0, q1 = int(fwd.qsl[i]), int(fwd.qsl[i + 1])
+        if new:                       # the prefill's last row: the prompt's last token
+            rows, query_row = None, q1 - 1
+        elif q1 - q0 == 1 + r.sent:   # root + the chain sent: the layout we expect
+            rows, query_row = list(range(q0, q0 + n_new)), q0 + n_new - 1
+        else:
+            self._stat.layout_mismatch += 1
+            return None, None
+        if query_row < q0 or q1 > len(fwd.hidden):
+            self._stat.layout_mismatch += 1
+            return None, None
+        self._stat.states_used += 1
+        if fwd.final is not None and self.logits_fn is not None:
+            self._stat.layout_checked += 1
+            pred = int(self.logits_fn(fwd.final[query_row:query_row + 1]).argmax(-1).reshape(-1)[0])
+            self._stat.layout_check_failed += int(pred != sampled_last)
+        states = fwd.hidden[rows].float().numpy() if rows else None
+        query = fwd.hidden[query_row].float().numpy()
+        return states, query
+
+    def _fail(self, r: _Req | None, i: int, exc: Exception) -> None:
+        st = self._stat
+        st.failures += 1
+        st.last_failure = f"slot {i}: {type(exc).__name__}: {exc}"
+        if r is not None:
+            st.failed_requests.append(r.drafter.request_id)
+            self.active.pop(r.key, None)       # its state may be half-updated: start it afresh
+        if st.failures <= 3:
+            log.warning("Oilbird proposer failed on slot %d (draft []): %s", i, traceback.format_exc())
+
+    def _finish(self, r: _Req) -> None:
+        try:
+            r.drafter.end(r.tokens)
+            self._stat.requests_finished += 1
+        except Exception as exc:  # noqa: BLE001
+            self._fail(None, r.slot, exc)
+
+    def stats(self) -> dict:
+        st = self._stat
+        st.store_records = len(self.shared.store)
+        st.store_requests = self.shared.store.n_requests
+        d = asdict(st)
+        d["draft_share_of_step"] = (st.timed_draft_seconds / st.timed_step_seconds
+                                    if st.timed_step_seconds > 0 else None)
+        d["draft_ms_per_step"] = (1000 * st.timed_draft_seconds / st.timed_steps if st.timed_steps else None)
+        d["config"] = asdict(self.cfg)
+        return d
+
+
+class _Capture:
+    """Forward hooks that keep the last forward's states and slot layout (see the module doc)."""
+
+    def __init__(self, proposer: BatchProposer):
+        self.proposer = proposer
+        self.last: Forward | None = None
+        self._layer_out = None
+
+    def on_layer(self, module, args, out) -> None:
+        try:
+            h, res = (out[0], out[1]) if isinstance(out, tuple) else (out, None)
+            # vLLM's decoder layers return (hidden, residual): the residual stream is their sum
+            self._layer_out = (h + res) if res is not None else h
+        except Exception:  # noqa: BLE001 - never break the engine's forward
+            self._layer_out = None
+            self.proposer._stat.hook_errors += 1
+
+    def on_model(self, module, args, out) -> None:
+        try:
+            from vllm.forward_context import get_forward_context
+            md = get_forward_context().attn_metadata
+            if isinstance(md, list):          # micro-batches (DBO): layout unknown here
+                self.last = None
+                return
+            meta = next(iter(md.values())) if md else None
+            qsl = getattr(meta, "query_start_loc", None)
+            if qsl is None:
+                self.last = None
+                return
+            qsl = np.asarray(qsl.cpu() if hasattr(qsl, "cpu") else qsl, dtype=np.int64)
+            final = out[0] if isinstance(out, tuple) else out
+            h = self._layer_out if self._layer_out is not None else final
+            n = int(qsl[-1])
+            self.last = Forward(h[:n].detach().clone() if h is not self._layer_out else h[:n].detach(), qsl,
+                                final[:n].detach().clone() if self.proposer.cfg.check_layout else None)
+        except Exception:  # noqa: BLE001
+            self.last = None
+            self.proposer._stat.hook_errors += 1
+        finally:
+            self._layer_out = None
+
+
+class OilbirdProposer:
+    """The class vLLM loads by name (``speculative_config={"method": "custom_class", ...}``)."""
+
+    def __init__(self, vllm_config):
+        spec = vllm_config.speculative_config
+        mc = vllm_config.model_config
+        hf = getattr(mc, "hf_text_config", None) or mc.hf_config
+        self.num_layers = int(hf.num_hidden_layers)
+        self.core = BatchProposer(dim=int(hf.hidden_size), vocab_size=int(hf.vocab_size),
+                                  k=int(spec.num_speculative_tokens), max_model_len=int(mc.max_model_len),
+                                  config=ProposerConfig.from_env())
+        self.capture: _Capture | None = None
+        self.enabled = True           # False: every draft empty (vLLM's plain greedy step)
+
+    def load_model(self, target_model=None, *args, **kwargs) -> None:
+        """vLLM's CPU runner calls this with the target model: hook it for the semantic key."""
+        if "semantic" not in self.core.cfg.sources or target_model is None:
+            return
+        self.capture = cap = _Capture(self.core)
+        if self.core.cfg.check_layout and hasattr(target_model, "compute_logits"):
+            self.core.logits_fn = target_model.compute_logits
+        layer = self.core.cfg.state_layer
+        if layer is None:
+            layer = round(0.85 * self.num_layers)
+        layers = getattr(getattr(target_model, "model", None), "layers", None)
+        if layer != "last" and layers is not None and 1 <= int(layer) <= len(layers):
+            # hidden_states[L] (as transformers numbers them) is the output of decoder layer L - 1.
+            # Under torch.compile this hook does not fire (the layer runs inside the graph); the
+            # model's output (last layer, normed) is used then.
+            layers[int(layer) - 1].register_forward_hook(cap.on_layer)
+        target_model.register_forward_hook(cap.on_model)
+
+    def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None,
+                *args, **kwargs) -> list[list[int]]:
+        fwd = self.capture.last if self.capture is not None else None
+        if not self.enabled:
+            return [[] for _ in sampled_token_ids]
+        try:
+            return self.core.propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, fwd)
+        except Exception as exc:  # noqa: BLE001 - the whole batch drafts nothing rather than fail
+            self.core._fail(None, -1, exc)
+            return [[] for _ in sampled_token_ids]
+        finally:
+            if self.capture is not None:
+                self.capture.last = None
+
+    def stats(self) -> dict:
+        return self.core.stats()
+
+    def reset(self) -> None:
+        self.core.reset()

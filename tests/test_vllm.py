@@ -1,0 +1,262 @@
+"""The vLLM proposer's logic on inputs shaped like vLLM's (no vLLM needed), and one end-to-end
+run inside vLLM that skips when its environment is absent (scripts/setup_vllm_env.sh)."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from oilbird.integrations import chains
+from oilbird.integrations.chains import best_chain
+from oilbird.integrations.vllm import BatchProposer, Forward, ProposerConfig
+from oilbird.tree import DraftTree
+
+DIM, VOCAB, K, MAX_LEN = 16, 64, 6, 256
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class FakeEngine:
+    """Greedy 'verification' against known outputs, in vLLM's shapes: a ``token_ids_cpu``
+    array per slot, ``num_tokens_no_spec``, per-slot sampled tokens (the accepted prefix of the
+    last draft plus one), and a forward whose rows follow ``query_start_loc``."""
+
+    def __init__(self, proposer: BatchProposer, slots: int = 4, with_states: bool = True):
+        self.p = proposer
+        self.ids = np.zeros((slots, MAX_LEN), dtype=np.int64)
+        self.n = np.zeros(slots, dtype=np.int64)
+        self.slot_req: list = [None] * slots     # [prompt, truth, generated, draft]
+        self.with_states = with_states
+        self.emb = torch.randn(VOCAB, DIM, generator=torch.Generator().manual_seed(0))
+        self.accepted = 0
+        self.drafted = 0
+
+    def add(self, slot: int, prompt: list[int], truth: list[int]) -> None:
+        self.slot_req[slot] = [prompt, truth, [], []]
+        self.ids[slot, :len(prompt)] = prompt
+        self.n[slot] = len(prompt)
+
+    def move(self, src: int, dst: int) -> None:        # vLLM condensing its batch
+        self.ids[dst], self.n[dst], self.slot_req[dst] = self.ids[src].copy(), self.n[src], self.slot_req[src]
+        self.slot_req[src] = None
+        self.n[src] = 0
+
+    def step(self, forward_layout_ok: bool = True, final_shift: int = 0) -> list[list[int]]:
+        live = [i for i, r in enumerate(self.slot_req) if r is not None]
+        sampled, rows, qsl, nxt = [], [], [0], []
+        for i in live:
+            prompt, truth, gen, draft = self.slot_req[i]
+            if not gen and not draft and self.n[i] == len(prompt):
+                toks = list(prompt)                    # prefill: every prompt row
+                new = [truth[0]]
+                nxt += [0] * (len(toks) - 1) + [truth[0]]
+            else:
+                toks = [int(self.ids[i, self.n[i] - 1])] + draft
+                pos = len(gen)
+                a = 0
+                while a < len(draft) and pos + a < len(truth) and draft[a] == truth[pos + a]:
+                    a += 1
+                new = truth[pos:pos + a + 1]
+                self.accepted += a
+                nxt += [truth[min(pos + j, len(truth) - 1)] for j in range(len(toks))]   # what each row predicts
+            rows += toks
+            qsl.append(qsl[-1] + len(toks) + (0 if forward_layout_ok else 1))
+            gen += new
+            self.ids[i, self.n[i]:self.n[i] + len(new)] = new
+            self.n[i] += len(new)
+            sampled.append(new)
+        hidden = self.emb[torch.tensor(rows)] if rows else torch.zeros(0, DIM)
+        if not forward_layout_ok:
+            hidden = torch.cat([hidden, torch.zeros(len(live), DIM)])
+        # the model's output rows, as one-hot logits of the token each row predicts (shifted: a wrong map)
+        final = torch.nn.functional.one_hot(torch.tensor(nxt[final_shift:] + nxt[:final_shift]), VOCAB).float()
+        fwd = Forward(hidden, np.array(qsl), final) if self.with_states else None
+        # the proposer sees the live slots packed at the front, as vLLM's input batch is
+        order = live
+        ids = self.ids[order]
+        n = self.n[order]
+        out = self.p.propose(sampled, n, ids, fwd)
+        for i, d in zip(order, out):
+            assert len(d) <= K
+            self.slot_req[i][3] = list(d)
+            self.drafted += len(d)
+        return out
+
+    def run(self, slot: int) -> list[int]:
+        """Step until the request in ``slot`` has its whole output."""
+        while len(self.slot_req[slot][2]) < len(self.slot_req[slot][1]):
+            self.step()
+        return self.slot_req[slot][2]
+
+
+def _proposer(**cfg) -> BatchProposer:
+    p = BatchProposer(DIM, VOCAB, K, MAX_LEN, ProposerConfig(**cfg))
+    p.logits_fn = lambda rows: rows            # the fake forward's output rows are logits already
+    return p
+
+
+PROMPT = [1, 5, 6, 7, 8, 9]
+TRUTH = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 2]
+
+
+def test_best_chain_picks_highest_expected_length():
+    t = DraftTree([0, 1, 2, 3], [-1, 0, 1, 0])       # root->A->B, root->C
+    assert best_chain(t, [1, .8, .6, .9], max_len=8) == [1, 2]
+    assert best_chain(t, [1, .8, .6, .9], max_len=1) == [3]
+    assert best_chain(t, [1, .8, .05, .9], max_len=8, min_prob=0.1) == [3]   # B cut: A alone is .8 < .9
+    assert best_chain(DraftTree([0], [-1]), [1.0], max_len=8) == []
+
+
+def test_a_repeated_request_is_drafted_from_the_store_and_accepted():
+    p = _proposer()
+    eng = FakeEngine(p)
+    eng.add(0, PROMPT, TRUTH)
+    assert eng.run(0) == TRUTH
+    first = eng.accepted
+    eng.slot_req[0] = None
+    eng.add(1, [3] + PROMPT, TRUTH)          # a new request, same answer
+    eng.step()                                # its prefill step: request 0 left the batch -> stored
+    assert p.stats()["store_requests"] == 1
+    assert eng.run(1) == TRUTH
+    s = p.stats()
+    assert s["requests_started"] == 2 and s["requests_finished"] == 1
+    assert eng.accepted - first >= len(TRUTH) // 2    # the store's copy of the answer was accepted
+    assert s["accepted_tokens"] == eng.accepted and s["failures"] == 0
+    assert s["states_used"] > 0 and s["layout_mismatch"] == 0
+
+
+def test_a_moved_request_keeps_its_state_and_an_absent_one_finishes():
+    p = _proposer()
+    eng = FakeEngine(p)
+    eng.add(0, PROMPT, TRUTH)
+    eng.add(1, [4, 4, 4, 4], TRUTH[::-1])
+    for _ in range(3):
+        eng.step()
+    eng.slot_req[0] = None                    # request in slot 0 finished; slot 1 moves to slot 0
+    eng.move(1, 0)
+    eng.step()
+    s = p.stats()
+    assert s["requests_started"] == 2         # the moved one was recognised, not restarted
+    assert s["requests_finished"] == 1 and s["store_requests"] == 1
+
+
+def test_a_failing_request_gets_an_empty_draft_and_the_others_are_untouched(monkeypatch):
+    loop = [30, 31, 32, 33, 34, 35]
+    truth = loop * 4 + [2]
+    real = chains.RequestDrafter.propose
+
+    def propose(self, context, query, max_len):
+        if context[:2] == [7, 7] and len(context) > 12:
+            raise RuntimeError("injected")
+        return real(self, context, query, max_len)
+    monkeypatch.setattr(chains.RequestDrafter, "propose", propose)
+    p = _proposer()
+    eng = FakeEngine(p)
+    eng.add(0, PROMPT, truth)
+    eng.add(1, [7, 7] + PROMPT, truth)
+    outs = [eng.step() for _ in range(10)]
+    s = p.stats()
+    assert s["failures"] > 0 and "injected" in s["last_failure"]
+    assert all(o[1] == [] for o in outs[2:])                 # the failing request drafts nothing
+    assert sum(len(o[0]) for o in outs) > 0                  # the other one still drafts
+    assert eng.slot_req[0][2] == truth[:len(eng.slot_req[0][2])]
+    assert eng.slot_req[1][2] == truth[:len(eng.slot_req[1][2])]
+    assert s["accepted_tokens"] > 0
+
+
+def test_an_unexpected_row_layout_drops_the_states_not_the_drafts():
+    p = _proposer()
+    eng = FakeEngine(p)
+    eng.add(0, PROMPT, TRUTH)
+    eng.step()
+    eng.step()
+    eng.step(forward_layout_ok=False)
+    s = p.stats()
+    assert s["layout_mismatch"] >= 1 and s["failures"] == 0
+
+
+def test_the_layout_check_catches_rows_read_from_the_wrong_place():
+    eng = FakeEngine(_proposer())
+    eng.add(0, PROMPT, TRUTH)
+    eng.add(1, [4, 4, 4, 4], TRUTH[::-1])
+    for _ in range(4):
+        eng.step()
+    s = eng.p.stats()
+    assert s["layout_checked"] == s["states_used"] > 0 and s["layout_check_failed"] == 0
+    eng.step(final_shift=1)                   # every row read one place off
+    assert eng.p.stats()["layout_check_failed"] == 2
+
+
+def test_drafts_stop_at_the_model_length():
+    p = BatchProposer(DIM, VOCAB, K, max_model_len=len(PROMPT) + 2, config=ProposerConfig())
+    ids = np.zeros((1, 16), dtype=np.int64)
+    ids[0, :len(PROMPT) + 1] = PROMPT + [10]
+    assert p.propose([[10]], np.array([len(PROMPT) + 1]), ids) == [[]]
+
+
+def test_config_from_env_names_a_bad_option(monkeypatch):
+    monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"budget": 12, "sources": ["suffix", "pld"]}')
+    c = ProposerConfig.from_env()
+    assert c.budget == 12 and c.sources == ("suffix", "pld")
+    monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"budgett": 12}')
+    with pytest.raises(ValueError, match="budgett"):
+        ProposerConfig.from_env()
+    monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"sources": ["suffix", "eagle"]}')
+    with pytest.raises(ValueError, match="eagle"):
+        ProposerConfig.from_env().chain_config()
+
+
+# -- end to end, inside vLLM -----------------------------------------------------------------
+def _vllm_python() -> str | None:
+    from oilbird.serve_bench import vllm_python
+    py = vllm_python()
+    if not Path(py).is_file():
+        return None
+    ok = subprocess.run([py, "-c", "import vllm, faiss"], capture_output=True, timeout=300)
+    return py if ok.returncode == 0 else None
+
+
+@pytest.mark.model
+def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
+    py = _vllm_python()
+    if py is None:
+        pytest.skip("no vLLM environment (scripts/setup_vllm_env.sh; $OILBIRD_VLLM_PYTHON)")
+    from oilbird.serve_bench import engine_env, prepare
+    spec = prepare("builtin", limit=3, max_new_tokens=32, out=tmp_path)
+    env = engine_env()
+    res = subprocess.run([py, "-m", "oilbird.serve_bench", "--check", str(spec)], env=env,
+                         capture_output=True, text=True, timeout=1200, cwd=ROOT)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    out = json.loads((tmp_path / "check.json").read_text())
+    assert out["outputs_equal"], out
+    assert out["accepted_tokens"] > 0 and out["proposer"]["failures"] == 0
+    pr = out["proposer"]      # every state row read was the row vLLM sampled the token from
+    assert pr["layout_checked"] > 0 and pr["layout_check_failed"] == 0 and pr["layout_mismatch"] == 0
+
+
+def test_summary_flags_a_differing_output_and_computes_speedups():
+    from oilbird.serve_bench import check_methods, format_table, summarize
+
+    def run(tps, outputs, spec=None, proposer=None):
+        return {"passes": {"1": {"outputs": outputs, "seconds": 1.0, "tokens": 6, "tokens_per_s": tps,
+                                 "spec": spec, "proposer": proposer}},
+                "load_before": [1.0], "load_after": [1.0]}
+    same = {"a": [1, 2, 3], "b": [4, 5, 6]}
+    runs = {"nospec": run(10.0, same),
+            "ngram": run(12.0, same, {"drafts": 4, "draft_tokens": 8, "accepted_tokens": 2, "accepted_per_pos": [2, 0]}),
+            "oilbird": run(15.0, {"a": [1, 2, 3], "b": [4, 5, 7]},
+                           {"drafts": 2, "draft_tokens": 4, "accepted_tokens": 3, "accepted_per_pos": [2, 1]},
+                           {"failures": 1, "draft_share_of_step": 0.02, "draft_ms_per_step": 1.5})}
+    res = summarize(runs, {"model": "m", "data": "builtin", "prompts": [1, 2], "max_new_tokens": 3}, k=2)
+    rows = res["batch_sizes"]["1"]
+    assert rows["ngram"]["speedup"] == pytest.approx(1.2) and rows["ngram"]["lossless"]
+    assert rows["ngram"]["mean_acceptance_length"] == pytest.approx(1.5)
+    assert not rows["oilbird"]["lossless"] and rows["oilbird"]["differing_requests"] == ["b"]
+    assert rows["oilbird"]["proposer_failures"] == 1 and not res["lossless"]
+    assert "| 1 | oilbird | 15.00 | 1.50x | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_table(res)
+    assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
+    with pytest.raises(ValueError, match="eagle"):
+        check_methods("ngram,eagle")
