@@ -252,7 +252,8 @@ def _replay(args) -> int:
              else "fast mode times nothing (--exact does)"))
     print(f"note: {r['note']}")
     if args.diagnose:
-        from .diagnose import K, MAX_SUFFIX, MIN_SUFFIX, build_report, diagnose_turns, summary_lines
+        from .diagnose import K, MAX_SUFFIX, MIN_SUFFIX, build_report, summary_lines
+        from .replay import diagnose_turns
         context = int(lm.model.config.max_position_embeddings)
         with run.recording(planned):
             report = build_report(diagnose_turns(lm, [t for t in turns if fits(t, context)]), {

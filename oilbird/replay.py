@@ -30,9 +30,12 @@ and are measured as they would be.
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
+
+import numpy as np
 
 from .decoding import Replay, SpeculativeDecoder
 from .drafter import Drafter
@@ -199,3 +202,41 @@ def _results(stats, methods, lm, mode, tree, recorded_by, n_conv, n_turns, skipp
                 "skipped_over_context": skipped, "teacher_forcing_seconds": teacher_seconds,
                 "note": LIMIT_NOTE},
             "n_requests": n_turns, "tree": asdict(tree or TreeConfig())}
+
+
+def diagnose_turns(lm, conversations, progress: bool = True) -> dict:
+    """The labels of :func:`oilbird.diagnose.diagnose_requests` on recorded outputs (``replay --diagnose``): each
+    turn's recording is its output, served conversation by conversation, the pool holding the
+    earlier recordings ("generated" pool). States come from one teacher-forced forward per turn
+    that reuses the conversation's cache (:func:`teacher_forced`), so only the
+    recorded positions (and the last prompt token, the first query) get one.
+    ``teacher_forced_agreement`` is here how often the local model's argmax is the recorded
+    token: how far the recording is from what the local model would write."""
+    from tqdm import tqdm
+
+    from .diagnose import Pool, RequestDiagnosis, static_embeddings
+    conversations = [list(c) for c in conversations]
+    verifier = Verifier(lm)
+    dim = int(lm.model.config.hidden_size)
+    pool = Pool(dim, static_embeddings(lm), mode="generated")
+    diags: list[RequestDiagnosis] = []
+    agree: list[float] = []
+    texts: dict[str, list[str]] = {}
+    pairs: list[tuple[list[int], list[int]]] = []
+    bar = tqdm(total=sum(len(c) for c in conversations), desc="diagnose", unit="turn", disable=not progress,
+               file=sys.stderr)
+    for turns in conversations:
+        for t, rows in zip(turns, teacher_forced(verifier, turns)):
+            ids, out = list(t.prompt_ids), list(t.recording_ids)
+            P, n = len(ids), len(out)
+            states = np.zeros((P + n, dim), dtype=np.float32)      # only rows P - 1 on are read
+            states[P - 1:] = rows.states.numpy()[: n + 1]
+            agree.append(float(np.mean(rows.argmax.numpy()[:n] == np.asarray(out))))
+            texts[t.id] = [lm.tokenizer.decode([tok]) for tok in out]
+            pairs.append((ids, out))
+            diags.append(pool.label(t.id, ids, out, states))
+            pool.add_request(ids, out, states)
+            bar.update(1)
+    bar.close()
+    return {"diags": {"generated": diags}, "texts": texts, "pairs": pairs,
+            "teacher_forced_agreement": float(np.mean(agree)) if agree else None}

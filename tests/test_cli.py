@@ -43,6 +43,9 @@ def _fails(argv, capsys, message):
     (["decode", "hi", "--method", "ar"], "'ar' is not a preset"),
     (["decode", "hi", "--method", "oilbird:bogus"], "after the colon comes one fill"),
     (["decode", "hi", "--max-new-tokens", "-3"], "must be at least 1, not -3"),
+    (["replay", "--methods", "goose,hf-pld"], "'hf-pld' cannot replay"),
+    (["replay", "--methods", "oilbird,oilbird"], "method 'oilbird' is named twice"),
+    (["replay", "--data", "no/such/conversations.jsonl"], "conversations.jsonl"),
 ])
 def test_bad_arguments_fail_before_the_model_loads(argv, message, capsys, monkeypatch):
     import oilbird.model
@@ -150,3 +153,18 @@ def test_trace_records_of_the_wrong_shape_are_refused(tmp_path, line, change, me
 
 def test_hand_built_traces_load_unchanged(tmp_path):
     assert load_traces(save_traces(all_requests(), tmp_path / "t.jsonl")) == all_requests()
+
+
+def test_replay_refuses_a_bad_conversation_by_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    good = json.dumps({"id": "a", "messages": [{"role": "user", "content": "hi"},
+                                               {"role": "assistant", "content": "hello"}]})
+    bad = json.dumps({"id": "b", "messages": [{"role": "user", "content": "hi"},
+                                              {"role": "assistant", "content": "", "tool_calls": [
+                                                  {"name": "f", "arguments": "{not json"}]}]})
+    data = tmp_path / "convs.jsonl"
+    data.write_text(good + "\n" + bad + "\n")
+    out = tmp_path / "out"
+    _fails(["replay", "--data", str(data), "--out", str(out)], capsys, "line 2")
+    assert not out.exists()
