@@ -30,8 +30,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-import numpy as np
-
 from .drafter import Drafter
 from .model import LoadedModel
 from .requests import PromptError, Request, encode

@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from statistics import median
 from typing import Callable, Iterable, Sequence
 

@@ -75,7 +75,6 @@ def api_bank_path() -> Path:
 
 def make_verdict(tree, argmax, topk_ids, topk_probs, states=None, accepted=(0,), tokens=(0,)):
     """A verification verdict from literal lists, for source tests (states default to ones, d=4)."""
-    import numpy as np
     from oilbird.sources.base import Verdict
     n = len(tree)
     return Verdict(tree=tree, argmax=np.asarray(argmax), topk_ids=np.asarray(topk_ids),

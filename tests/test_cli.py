@@ -2,7 +2,6 @@
 with the line that broke them. No model here: every case fails before one would load."""
 from __future__ import annotations
 
-import argparse
 import json
 import re
 

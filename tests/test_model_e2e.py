@@ -4,12 +4,12 @@ import json
 import pytest
 import torch
 
-from oilbird.audit import compare, hf_greedy
+from oilbird.audit import hf_greedy
 from oilbird.bench import run_bench
 from oilbird.decoding import autoregressive
 from oilbird.model import ModelError, load_model
 from oilbird.drafter import TreeConfig
-from oilbird.presets import PRESETS, make_decoder
+from oilbird.presets import PRESETS
 from oilbird.requests import encode, load_api_bank, load_requests
 from oilbird.tree import DraftTree, tree_attention
 from oilbird.verifier import Verifier

@@ -287,7 +287,6 @@ def test_report_cli_on_a_trace_file(tmp_path, capsys):
 def test_suffix_arctic_in_bench_with_a_fill(tiny_lm):
     """bench builds suffix-arctic itself, so a fill suffix reaches its tree and its traces."""
     from oilbird.bench import run_bench
-    from oilbird.requests import Request
     reqs = [Request(f"r{i}", [{"role": "user", "content": "call f(x=1) then f(x=1)"}]) for i in range(2)]
     res = run_bench(reqs, ["suffix-arctic", "suffix-arctic:expected"], Verifier(tiny_lm), 8, progress=False)
     assert all(r["lossless"] for r in res["methods"].values())

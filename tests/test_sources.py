@@ -2,8 +2,7 @@
 import numpy as np
 import pytest
 
-from oilbird.drafter import Drafter, TreeConfig
-from oilbird.sources.base import Chain, DraftContext, DraftSource, Verdict
+from oilbird.sources.base import DraftContext
 from oilbird.sources.prompt_lookup import PromptLookupSource
 from oilbird.sources.recycling import RecyclingSource
 from oilbird.sources.rejected import RejectedPoolSource
