@@ -626,3 +626,22 @@ def test_shipped_traces_load_and_every_cycle_renders():
             F.text_html(t, k)
             F.gap_strip_html(t, k)
     F.cycle_figures(traces[3], 2)                     # validated once
+
+
+def test_a_replayed_request_says_whose_verdict_it_is():
+    """A replay trace (python -m oilbird replay) says in the counter and the text title that the
+    verdict is the recording's; a live trace says nothing of the kind."""
+    import copy
+
+    from wb_traces import all_requests
+
+    from workbench.panels.cycle import counter_html
+    from workbench.panels.provenance import replay_note
+    live = all_requests()[0]
+    rep = copy.deepcopy(live)
+    rep.meta["replay"] = {"mode": "fast", "recorded_by": "gpt-4o", "conversation": "c", "turn": 0}
+    want = "replay of gpt-4o's recorded turn (fast mode): the verdict is the recording"
+    assert replay_note(rep) == want and replay_note(live) == ""
+    assert want.replace("'", "&#x27;") in counter_html(rep, 1) and "replay" not in counter_html(live, 1)
+    title = F.text_figure(rep, 1).layout.title.text
+    assert "replay of gpt-4o" in title and "replay of" not in F.text_figure(live, 1).layout.title.text
