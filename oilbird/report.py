@@ -330,6 +330,29 @@ def load_results(path) -> tuple[str, dict]:
     return "bench", check_results(res, path)
 
 
+def whose(res: dict) -> str:
+    """Whose numbers a results or diagnosis file holds, in words: a replay of recorded outputs
+    (``python -m oilbird replay``) or the local model's own decoding; "" when it does not say.
+
+    >>> whose({"model": "m", "replay": {"mode": "fast", "recorded_by": "gpt-4o"}})
+    "a replay of gpt-4o's recorded outputs on m (fast mode): tau is what each drafter would have committed per forward on them"
+    """
+    model = res.get("model") if isinstance(res.get("model"), str) else "the local model"
+    rp = res.get("replay")
+    if isinstance(rp, dict) or rp is True:
+        who = res.get("recorded_by") if rp is True else rp.get("recorded_by")
+        who = who if isinstance(who, str) else "a recorded model"
+        if rp is True:               # a replay diagnosis
+            return f"labels on {who}'s recorded outputs, with {model}'s hidden states"
+        mode = rp.get("mode") if isinstance(rp.get("mode"), str) else "?"
+        timed = "; tokens/s is the local model's cost of verifying them" if mode == "exact" else ""
+        return (f"a replay of {who}'s recorded outputs on {model} ({mode} mode): tau is what each drafter "
+                f"would have committed per forward on them{timed}")
+    if isinstance(res.get("model"), str):
+        return f"{model}'s own greedy outputs"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m oilbird.report DIR/results.json``: the Markdown tables of docs/results.md.
     ``python -m oilbird.report FILE.jsonl``: a trace file's tau and tokens by source.
@@ -351,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     if res.get("complete") is False:
         print(f"note: {args.results} is an incomplete run (interrupted): {res.get('n_requests')} of "
               f"{res.get('n_requests_planned', '?')} requests done; the numbers are theirs", file=sys.stderr)
+    if whose(res):
+        print(f"({whose(res)})")
     if kind == "diagnosis":
         from .diagnose import format_table as diagnosis_table
         print(diagnosis_table(res, res.get("pool_full")))

@@ -291,3 +291,14 @@ def test_suffix_arctic_in_bench_with_a_fill(tiny_lm):
     res = run_bench(reqs, ["suffix-arctic", "suffix-arctic:expected"], Verifier(tiny_lm), 8, progress=False)
     assert all(r["lossless"] for r in res["methods"].values())
     assert res["methods"]["suffix-arctic:expected"]["fill"] == "expected"
+
+
+def test_report_says_whose_numbers_a_file_holds():
+    """A replay's results say they are the recording's; a live run's are the local model's."""
+    from oilbird.report import whose
+    rep = {"model": "m", "replay": {"mode": "exact", "recorded_by": "gpt-4o"}}
+    assert whose(rep).startswith("a replay of gpt-4o's recorded outputs on m (exact mode)")
+    assert "tokens/s is the local model's cost" in whose(rep)
+    assert whose({"model": "m", "replay": True, "recorded_by": "gpt-4o"}).startswith("labels on gpt-4o's")
+    assert whose({"model": "m"}) == "m's own greedy outputs"
+    assert whose({"replay": 3}) == "" and whose({}) == ""
