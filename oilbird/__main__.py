@@ -17,9 +17,9 @@ from pathlib import Path
 
 from .errors import InputError
 from .model import ModelError
-from .requests import NAMED_SETS
-from .runs import Run, RunStopped
-from .serve_bench import ServeBenchError
+from .data.requests import NAMED_SETS
+from .evaluation.runs import Run, RunStopped
+from .serving.serve_bench import ServeBenchError
 
 
 def _at_least(low: int):
@@ -76,7 +76,7 @@ def _decode(args) -> int:
     from .methods import parse_method
     from .model import load_model
     from .presets import make_decoder
-    from .requests import PromptError, Request, encode
+    from .data.requests import PromptError, Request, encode
     from .verifier import Verifier
     method = parse_method(args.method)                   # checked before the model loads
     if method.kind != "tree":
@@ -97,12 +97,12 @@ def _decode(args) -> int:
 
 
 def _bench(args) -> int:
-    from .bench import run_bench
+    from .evaluation.bench import run_bench
     from .methods import parse_methods
     from .model import load_model
-    from .report import write_report
-    from .requests import load_requests
-    from .results import format_table
+    from .evaluation.report import write_report
+    from .data.requests import load_requests
+    from .evaluation.results import format_table
     from .verifier import Verifier
     methods = parse_methods(args.methods)
     tree = _tree(args)
@@ -131,16 +131,16 @@ def _bench(args) -> int:
             print(f"wrote {p}")
     except OSError as exc:
         print(f"cannot write the CSV and figures ({exc.strerror or exc}); {run.path('results.json')} is "
-              f"complete: python -m oilbird.report {run.out} reads it", file=sys.stderr)
+              f"complete: python -m oilbird.evaluation.report {run.out} reads it", file=sys.stderr)
         return 1
     return 0 if all(r["lossless"] for r in res["methods"].values()) else 1
 
 
 def _trace(args) -> int:
-    from .bench import run_bench
+    from .evaluation.bench import run_bench
     from .methods import parse_methods
     from .model import load_model
-    from .requests import load_requests
+    from .data.requests import load_requests
     from .verifier import Verifier
     methods = parse_methods(args.methods, traced=True)
     tree = _tree(args)
@@ -154,16 +154,16 @@ def _trace(args) -> int:
         for m, r in res["methods"].items():
             print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
         if args.diagnose:
-            from .diagnose import attach_labels
+            from .evaluation.diagnose import attach_labels
             attach_labels(args.out, requests, lm, max_new_tokens=args.max_new_tokens)
     print(f"wrote {args.out}")
     return 0
 
 
 def _diagnose(args) -> int:
-    from .diagnose import diagnose_run, summary_lines
+    from .evaluation.diagnose import diagnose_run, summary_lines
     from .model import load_model
-    from .requests import load_requests
+    from .data.requests import load_requests
     run = Run(args.out or fresh_out("diagnose", args.data), args.force, ("diagnosis.json",))
     run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
@@ -184,12 +184,12 @@ def _diagnose(args) -> int:
 
 def _serve_bench(args) -> int:
     import json
-    from .serve_bench import check_methods, format_table, run_serve_bench
+    from .serving.serve_bench import check_methods, format_table, run_serve_bench
     methods = check_methods(args.methods)
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]     # run_serve_bench checks them
     cfg = None
     if args.oilbird_config:
-        from .integrations.vllm import ProposerConfig
+        from .serving.vllm import ProposerConfig
         ProposerConfig.from_json(args.oilbird_config, "--oilbird-config")      # one line naming the option
         cfg = json.loads(args.oilbird_config)
     run = Run(args.out or fresh_out("serve-bench", args.data), args.force, ("results.json",))
@@ -204,11 +204,11 @@ def _serve_bench(args) -> int:
 
 def _replay(args) -> int:
     from tqdm import tqdm
-    from .conversations import encode_conversation, load_conversations
+    from .data.conversations import encode_conversation, load_conversations
     from .methods import parse_methods
     from .model import load_model
-    from .replay import check_method, fits, replay
-    from .results import format_table
+    from .evaluation.replay import check_method, fits, replay
+    from .evaluation.results import format_table
     from .verifier import Verifier
     methods = parse_methods(args.methods)
     for m in methods:
@@ -252,8 +252,8 @@ def _replay(args) -> int:
              else "fast mode times nothing (--exact does)"))
     print(f"note: {r['note']}")
     if args.diagnose:
-        from .diagnose import K, MAX_SUFFIX, MIN_SUFFIX, build_report, summary_lines
-        from .replay import diagnose_turns
+        from .evaluation.diagnose import K, MAX_SUFFIX, MIN_SUFFIX, build_report, summary_lines
+        from .evaluation.replay import diagnose_turns
         context = int(lm.model.config.max_position_embeddings)
         with run.recording(planned):
             report = build_report(diagnose_turns(lm, [t for t in turns if fits(t, context)]), {

@@ -4,7 +4,7 @@ Why this exists: a tree verify feeds the model 4-24 rows at once, and what decid
 tree pays on CPU is how much more those rows cost than the AR step's one row. PyTorch's CPU
 ``F.linear`` goes to MKL's sgemm, which on this project's reference machine (AMD EPYC, AVX2,
 2 cores) makes 4-12 rows cost 2-3x one row. oneDNN's inner product, on a weight reordered
-once into its blocked layout, does not: ``python -m oilbird.verify_cost`` (both kernels in one
+once into its blocked layout, does not: ``python -m oilbird.evaluation.verify_cost`` (both kernels in one
 run, 608-token API-Bank prefix; two runs) timed the 49152x576 LM head at 12 rows in 14.2-14.5
 ms against 34.9-40.5 ms, a 4-node tree verify at 1.15-1.16 AR steps against 1.76-2.00, and a
 12-node one at 1.27-1.47 against 1.78-1.84.

@@ -20,7 +20,7 @@ Two decoders share the verifier:
   **Replay** (:class:`Replay`) is the same cycle with one rule changed in step 3: it accepts
   the longest root path that a recorded output holds, then the recorded next token as the
   bonus. Exact mode still runs every verify forward; fast mode reads the outputs of one
-  teacher-forced forward per turn instead (``oilbird.replay``).
+  teacher-forced forward per turn instead (``oilbird.evaluation.replay``).
 
 tau = generated tokens / target forwards, the prefill forward included (AR is exactly 1).
 """
@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 
 from .drafter import Drafter
 from .model import LoadedModel
-from .requests import PromptError, Request, encode
+from .errors import PromptError
 from .store import Store
 from .trace import BONUS, CycleTrace, Neighbour, RequestTrace
 from .tree import DraftTree, greedy_accept
@@ -48,20 +48,6 @@ def check_prompt(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> None:
     if limit and len(ids) + max_new_tokens > limit:
         raise PromptError(f"The prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it "
                           f"exceeds the model's context of {limit} tokens. Shorten it or lower max_new_tokens.")
-
-
-def encode_requests(lm: LoadedModel, requests: list[Request], max_new_tokens: int) -> list[tuple[Request, list[int]]]:
-    """Every request with its prompt ids, all checked before any decoding starts: a request
-    that is empty or too long stops a run at once and by its id, not hours into it."""
-    out = []
-    for r in requests:
-        ids = encode(lm.tokenizer, r)          # names the request when it holds no text
-        try:
-            check_prompt(lm, ids, max_new_tokens)
-        except PromptError as exc:
-            raise PromptError(f"request '{r.id}': {exc}") from None
-        out.append((r, ids))
-    return out
 
 
 @dataclass

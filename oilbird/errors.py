@@ -1,8 +1,9 @@
 """The one base class of the project's input errors.
 
 Every error that says "this input (a file, an option, a prompt) is wrong" derives from
-:class:`InputError`: ``DataError`` and ``PromptError`` (:mod:`oilbird.requests`),
-``TraceError`` (:mod:`oilbird.trace`), ``ResultsError`` (:mod:`oilbird.report`), ``StoreError``
+:class:`InputError`: ``PromptError`` (here: the decoder refuses a prompt), ``DataError``
+(:mod:`oilbird.data.requests`),
+``TraceError`` (:mod:`oilbird.trace`), ``ResultsError`` (:mod:`oilbird.evaluation.report`), ``StoreError``
 (:mod:`oilbird.store`). A command line prints one as one line and exits 2; an app shows it in
 its banner. Anything else that escapes is a bug, not bad input.
 
@@ -37,3 +38,7 @@ class InputError(ValueError):
 
     def __reduce__(self):                   # picklable with its parts (multiprocessing, pytest-xdist)
         return (type(self), (self.reason, self.path, self.line))
+
+
+class PromptError(InputError):
+    """The prompt is empty or too long for the model."""

@@ -12,7 +12,7 @@ a value or raise one error of the class the caller names (a subclass of
   parser can go.
 
 It knows nothing about what the values mean: each loader checks its own fields
-(:mod:`oilbird.requests`, :mod:`oilbird.trace`, :mod:`oilbird.report`, :mod:`oilbird.store_files`).
+(:mod:`oilbird.data.requests`, :mod:`oilbird.trace`, :mod:`oilbird.evaluation.report`, :mod:`oilbird.store_files`).
 Files ending in ``.gz`` are decompressed; a UTF-8 byte-order mark is dropped.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 No torch and no runtime here, so that the views (the workbench's menus and figures) can read
 what a method is without loading the model stack. :mod:`oilbird.presets` builds decoders from
-a :class:`Method`; :mod:`oilbird.bench` runs them.
+a :class:`Method`; :mod:`oilbird.evaluation.bench` runs them.
 
 A method name is a base name with an optional fill after a colon: ``oilbird``,
 ``oilbird:expected``. Every caller goes through :func:`parse_method` (one name) or
@@ -86,7 +86,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
 }
 BASELINES = ("ar", "hf-greedy")
 PEERS: dict[str, tuple[str, ...]] = {"hf-pld": (), "suffix-arctic": ("arctic",)}
-# the one peer that drafts inside our verifier (oilbird.peers); it has no semantic key
+# the one peer that drafts inside our verifier (oilbird.evaluation.peers); it has no semantic key
 PEER_TREE_METHODS = tuple(p for p, s in PEERS.items() if s)
 # sources that pay from the semantic pass ("chains"): without one, a tree reserves nothing
 CHAIN_SOURCES = ("semantic", "semantic-ungated", "rejected")

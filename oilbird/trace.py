@@ -111,7 +111,7 @@ class RequestTrace:
     output_text: list[str] = field(default_factory=list)  # one piece per output token
     cycles: list[CycleTrace] = field(default_factory=list)
     lossless: bool | None = None      # None = not audited
-    # optional per-position diagnosis labels (see oilbird.diagnose): one per output token
+    # optional per-position diagnosis labels (see oilbird.evaluation.diagnose): one per output token
     gap_labels: list[str] | None = None
     meta: dict = field(default_factory=dict)
 

@@ -27,5 +27,5 @@ if [ "${OILBIRD_VLLM_SUFFIX:-1}" != 0 ]; then
    && timeout 900 "${PIP[@]}" --no-build-isolation --no-deps arctic-inference==0.3.0) \
     || echo "warning: arctic-inference not installed; serve-bench method 'suffix' unavailable" >&2
 fi
-"$VENV/bin/python" -c "import vllm, faiss; from oilbird.integrations.vllm import OilbirdProposer" \
+"$VENV/bin/python" -c "import vllm, faiss; from oilbird.serving.vllm import OilbirdProposer" \
   && echo "vLLM environment ready: $VENV/bin/python"

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from oilbird.agent_workload import KINDS, TRIALS, generate_conversations, write_jsonl
-from oilbird.conversations import copied_arguments, encode_conversation, load_conversations, read_jsonl
+from oilbird.data.agent_workload import KINDS, TRIALS, generate_conversations, write_jsonl
+from oilbird.data.conversations import copied_arguments, encode_conversation, load_conversations, read_jsonl
 
 
 def test_deterministic_and_prefix_stable():

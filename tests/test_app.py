@@ -310,7 +310,7 @@ def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monk
 
 
 def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
-    from oilbird.requests import PromptError
+    from oilbird.data.requests import PromptError
     from workbench import ui
 
     def too_long(*a, **k):

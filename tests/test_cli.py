@@ -9,7 +9,7 @@ import pytest
 from wb_traces import all_requests
 
 from oilbird.__main__ import main
-from oilbird.requests import PromptError, Request, encode
+from oilbird.data.requests import PromptError, Request, encode
 from oilbird.trace import TraceError, load_traces, save_traces
 
 

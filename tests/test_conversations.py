@@ -8,9 +8,9 @@ import statistics
 
 import pytest
 
-from oilbird.conversations import (ConversationError, ToolCall, copied_arguments, encode_conversation,
+from oilbird.data.conversations import (ConversationError, ToolCall, copied_arguments, encode_conversation,
                                    load_conversations, read_jsonl, render_messages)
-from oilbird.requests import DataError, Request, data_root, encode
+from oilbird.data.requests import DataError, Request, data_root, encode
 
 GOOD = ('{"id": "c0", "messages": [{"role": "user", "content": "hi"}, '
         '{"role": "assistant", "content": "hello"}]}')
@@ -156,7 +156,7 @@ def test_rendering_is_the_documented_form():
 
 
 def _conv(messages=TINY):
-    from oilbird.conversations import Conversation
+    from oilbird.data.conversations import Conversation
     return Conversation(id="t", model=None, messages=tuple(messages), source="'x.jsonl' line 1")
 
 

@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from oilbird.audit import compare
-from oilbird.results import MethodStats
-from oilbird.decoding import PromptError, autoregressive
+from oilbird.evaluation.results import MethodStats
+from oilbird.decoding import autoregressive
+from oilbird.errors import PromptError
 from oilbird.drafter import TreeConfig
 from oilbird.presets import PRESETS, make_decoder
 from oilbird.trace import BONUS, load_traces, save_traces
@@ -124,8 +125,8 @@ def test_empty_and_overlong_prompts_rejected(tiny_lm):
 
 def test_a_run_checks_every_prompt_first_and_names_the_bad_one(tiny_lm):
     """bench and diagnose encode all requests before decoding any: the over-long one is named."""
-    from oilbird.decoding import encode_requests
-    from oilbird.requests import Request
+    from oilbird.data.requests import encode_requests
+    from oilbird.data.requests import Request
     reqs = [Request("fine", [{"role": "user", "content": "hi"}]),
             Request("long", [{"role": "user", "content": "x" * 600}])]
     with pytest.raises(PromptError, match="^request 'long': The prompt has .* context of 512 tokens"):
@@ -136,8 +137,8 @@ def test_a_run_checks_every_prompt_first_and_names_the_bad_one(tiny_lm):
 def test_bench_rows_per_request_add_up(tiny_lm):
     """results.json keeps one row per (method, request) for paired comparisons; the rows add
     up to the method's totals and each carries its own audit verdict."""
-    from oilbird.bench import run_bench
-    from oilbird.requests import Request
+    from oilbird.evaluation.bench import run_bench
+    from oilbird.data.requests import Request
     reqs = [Request(f"r{i}", [{"role": "user", "content": f"call f(x={v}) then f(x={v})"}])
             for i, v in enumerate("abc")]
     res = run_bench(reqs, ["ar", "goose"], Verifier(tiny_lm), 8, progress=False)
@@ -152,8 +153,8 @@ def test_bench_rows_per_request_add_up(tiny_lm):
 
 def test_bench_runs_fills_beside_the_plain_methods(tiny_lm, tmp_path):
     """'goose:expected', 'oilbird:reserved' run beside the plain methods, each keyed by its name."""
-    from oilbird.bench import run_bench
-    from oilbird.requests import Request
+    from oilbird.evaluation.bench import run_bench
+    from oilbird.data.requests import Request
     reqs = [Request("r0", [{"role": "user", "content": "call f(x=1) then f(x=1)"}])]
     names = ["goose", "goose:expected", "oilbird:reserved", "oilbird:expected"]
     res = run_bench(reqs, names, Verifier(tiny_lm), 8, progress=False, trace_out=tmp_path / "t.jsonl")

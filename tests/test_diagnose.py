@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from oilbird.diagnose import (LABELS, ContinuationTable, Pool, attach_labels, copy_oracle_tau,
+from oilbird.evaluation.diagnose import (LABELS, ContinuationTable, Pool, attach_labels, copy_oracle_tau,
                               diagnose_sequences, summarise)
 from oilbird.store import SEP, SuffixIndex
 
@@ -159,8 +159,8 @@ def test_copy_oracle_tau_by_construction():
 
 
 def test_attach_labels_on_traces(tiny_lm, tmp_path):
-    from oilbird.bench import run_bench
-    from oilbird.requests import Request
+    from oilbird.evaluation.bench import run_bench
+    from oilbird.data.requests import Request
     from oilbird.trace import load_traces
     from oilbird.verifier import Verifier
     reqs = [Request(f"r{i}", [{"role": "user", "content": f"call f(x={v})"}]) for i, v in enumerate("ab")]
@@ -188,7 +188,7 @@ def test_a_trace_file_and_a_live_run_get_their_labels_by_one_rule(tiny_lm, tmp_p
     from dataclasses import replace
 
     import oilbird.decoding
-    from oilbird.requests import Request
+    from oilbird.data.requests import Request
     from oilbird.trace import load_traces, save_traces
     from workbench import lesson as L
     reqs = [Request(f"r{i}", [{"role": "user", "content": f"call f(x={v})"}]) for i, v in enumerate("abc")]
@@ -248,8 +248,8 @@ def test_diagnose_api_bank_shape(real_lm, api_bank_path, tmp_path, monkeypatch):
 
 def test_supplied_outputs_used_only_when_they_are_greedy(tiny_lm):
     from oilbird.decoding import autoregressive
-    from oilbird.diagnose import diagnose_requests
-    from oilbird.requests import Request, encode
+    from oilbird.evaluation.diagnose import diagnose_requests
+    from oilbird.data.requests import Request, encode
     from oilbird.verifier import Verifier
     reqs = [Request(f"r{i}", [{"role": "user", "content": f"call g(y={v})"}]) for i, v in enumerate("xy")]
     greedy = {r.id: autoregressive(Verifier(tiny_lm), encode(tiny_lm.tokenizer, r), 8).output_ids for r in reqs}
@@ -262,7 +262,7 @@ def test_supplied_outputs_used_only_when_they_are_greedy(tiny_lm):
 def test_a_table_too_short_for_present_4_is_refused():
     """present_4 reads the oracle's table of <= max_suffix-grams: below 4 it would miss
     4-token runs that are there."""
-    from oilbird.diagnose import Pool
+    from oilbird.evaluation.diagnose import Pool
     with pytest.raises(ValueError, match="max_suffix must be >= 4"):
         Pool(3, max_suffix=3)
     assert Pool(3, max_suffix=4).max_suffix == 4

@@ -437,7 +437,7 @@ def test_gap_strip_says_its_labels_describe_the_output_not_the_method():
 
 
 def test_gap_strip_says_what_the_pool_is():
-    """ "absent from pool" means absent from earlier requests' outputs (oilbird.diagnose,
+    """ "absent from pool" means absent from earlier requests' outputs (oilbird.evaluation.diagnose,
     pool="generated"), not from this request's prompt: the header and every hover say so."""
     r = request_oilbird(LABELS)
     fig = F.gap_strip_figure(r, 1)

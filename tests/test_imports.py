@@ -36,3 +36,28 @@ def test_no_import_circles():
     assert "oilbird.methods" in g and "workbench.figures" in g
     cycles = [c for c in nx.simple_cycles(g) if len(c) > 1]
     assert not cycles, f"import circles: {cycles[:3]}"
+
+
+OUTER = ("oilbird.evaluation", "oilbird.data", "oilbird.serving", "oilbird.__main__")
+
+
+def _is_outer(mod: str) -> bool:
+    return any(mod == p or mod.startswith(p + ".") for p in OUTER)
+
+
+def test_the_core_imports_no_evaluation_data_or_serving_code():
+    """The decoder core (tree, verifier, decoding, drafter, sources, store, trace, methods,
+    presets, model) reads alone: it never imports, even lazily, the packages built on it."""
+    g = _graph()
+    core = [m for m in g if m.startswith("oilbird") and not _is_outer(m)]
+    assert "oilbird.decoding" in core and "oilbird.sources.semantic" in core
+    bad = [(m, t) for m in core for t in g.successors(m) if _is_outer(t)]
+    assert not bad, f"core modules importing outer packages: {bad}"
+    # and the outer packages really are used the other way round
+    assert any(_is_outer(m) and not _is_outer(t) for m, t in g.edges if m.startswith("oilbird"))
+
+
+def test_no_module_is_over_600_lines():
+    long = {str(f.relative_to(ROOT)): n for pkg in ("oilbird", "workbench")
+            for f in (ROOT / pkg).rglob("*.py") if (n := len(f.read_text().splitlines())) > 600}
+    assert not long, f"split these modules: {long}"

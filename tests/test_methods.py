@@ -65,6 +65,6 @@ def test_semantic_flags_follow_the_sources():
 
 def test_the_registry_and_results_load_without_torch():
     """The views read the registry and results without the model stack."""
-    code = ("import sys; import oilbird.methods, oilbird.results; "
+    code = ("import sys; import oilbird.methods, oilbird.evaluation.results; "
             "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

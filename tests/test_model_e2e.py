@@ -5,12 +5,12 @@ import pytest
 import torch
 
 from oilbird.audit import hf_greedy
-from oilbird.bench import run_bench
+from oilbird.evaluation.bench import run_bench
 from oilbird.decoding import autoregressive
 from oilbird.model import ModelError, load_model
 from oilbird.drafter import TreeConfig
 from oilbird.presets import PRESETS
-from oilbird.requests import encode, load_api_bank, load_requests
+from oilbird.data.requests import encode, load_api_bank, load_requests
 from oilbird.tree import DraftTree, tree_attention
 from oilbird.verifier import Verifier
 
@@ -173,7 +173,7 @@ def test_exact_replay_of_greedy_output_is_the_live_run_on_the_real_model(real_lm
     the live run's trees, verdicts, neighbours and tau, request after request."""
     from oilbird.decoding import Replay
     from oilbird.methods import parse_method
-    from oilbird.replay import make_replay_decoder
+    from oilbird.evaluation.replay import make_replay_decoder
     from oilbird.sources.arctic import arctic_available
     if method == "suffix-arctic" and not arctic_available():
         pytest.skip("arctic-inference not installed")

@@ -353,7 +353,7 @@ def test_oracle_rows_compare_which_requests_not_only_how_many():
 
 
 def test_oracle_rows_label_hf_pld_by_its_chain_not_a_tree_budget():
-    from oilbird.peers import HF_PLD_NUM_TOKENS
+    from oilbird.evaluation.peers import HF_PLD_NUM_TOKENS
     diag = {"n_requests": 2, "max_new_tokens": 8, "copy_oracle_tau": {"12": 4.48}}
     res = {"n_requests": 2, "max_new_tokens": 8, "tree": {"budget": 12},
            "methods": {"hf-greedy": {"tau": 1.0}, "hf-pld": {"tau": 1.9}, "suffix-arctic": {"tau": 2.2}}}

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from oilbird import peers
+from oilbird.evaluation import peers
 from oilbird.audit import compare, hf_greedy
 from oilbird.drafter import Drafter, TreeConfig
-from oilbird.requests import Request, encode, load_requests
+from oilbird.data.requests import Request, encode, load_requests
 from oilbird.sources.arctic import ArcticUnavailable, arctic_available, draft_to_chains
 from oilbird.sources.base import DraftContext
 from oilbird.verifier import Verifier
@@ -123,7 +123,7 @@ def test_hf_pld_lossless(real_lm, two_requests):
 @pytest.mark.model
 @needs_arctic
 def test_suffix_arctic_lossless(real_lm, two_requests):
-    from oilbird.bench import decoder_runner
+    from oilbird.evaluation.bench import decoder_runner
     tr = _check_lossless(decoder_runner(peers.make_arctic_decoder(Verifier(real_lm)), MAX_NEW), two_requests)
     assert tr is not None and tr.method == "suffix-arctic" and tr.forwards == len(tr.cycles)
     drafted = {s for c in tr.cycles for srcs in c.committed_sources for s in srcs}
@@ -149,7 +149,7 @@ RESULTS = {
 
 
 def test_report_csv_and_html(tmp_path):
-    from oilbird.report import write_report
+    from oilbird.evaluation.report import write_report
     paths = write_report(RESULTS, tmp_path, png=False)
     assert {p.name for p in paths} == {"results.csv", "tau.html", "speedup.html"}
     rows = list(csv.DictReader((tmp_path / "results.csv").open()))
@@ -170,7 +170,7 @@ def test_report_csv_and_html(tmp_path):
 
 
 def test_report_draws_no_speedup_without_ar():
-    from oilbird.report import figures
+    from oilbird.evaluation.report import figures
     res = {"methods": {m: {k: v for k, v in r.items() if k != "speedup"} for m, r in RESULTS["methods"].items()
                        if m != "ar"}}
     assert set(figures(res)) == {"tau"} and set(figures(RESULTS)) == {"tau", "speedup"}
@@ -179,7 +179,7 @@ def test_report_draws_no_speedup_without_ar():
 def test_report_png_failure_keeps_html(tmp_path, monkeypatch, capsys):
     import plotly.io as pio
 
-    from oilbird.report import write_figures
+    from oilbird.evaluation.report import write_figures
 
     def broken(*a, **k):
         raise RuntimeError("no browser")
@@ -192,7 +192,7 @@ def test_report_png_failure_keeps_html(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="PNG export needs Chromium")
 def test_report_png(tmp_path):
-    from oilbird.report import write_figures
+    from oilbird.evaluation.report import write_figures
     paths = write_figures(RESULTS, tmp_path)
     pngs = [p for p in paths if p.suffix == ".png"]
     assert [p.name for p in pngs] == ["tau.png", "speedup.png"]
@@ -200,7 +200,7 @@ def test_report_png(tmp_path):
 
 
 def test_paired_tau_counts_requests():
-    from oilbird.report import paired_tau
+    from oilbird.evaluation.report import paired_tau
     rows = lambda *tf: [{"request": f"r{i}", "tokens": t, "forwards": f} for i, (t, f) in enumerate(tf)]  # noqa: E731
     res = {"methods": {"a": {"per_request": rows((10, 5), (8, 4), (6, 6))},
                        "b": {"per_request": rows((10, 10), (8, 4), (9, 3))}}}
@@ -218,7 +218,7 @@ def test_paired_tau_counts_requests():
 def test_report_cli_extra_pairs(tmp_path, capsys):
     import json
 
-    from oilbird.report import main
+    from oilbird.evaluation.report import main
     rows = lambda *tf: [{"request": f"r{i}", "tokens": t, "forwards": f} for i, (t, f) in enumerate(tf)]  # noqa: E731
     res = {"methods": {m: {"tau": 2.0, "tokens_per_s": 1.0, "lossless": True, "per_request": rows(*r)}
                        for m, r in (("x", ((10, 5),)), ("y", ((10, 10),)), ("x:expected", ((9, 3),)))}}
@@ -245,7 +245,7 @@ def test_report_cli_reads_the_folders_bench_and_diagnose_write(tmp_path, capsys)
     gap table; any other JSON is refused by name."""
     import json
 
-    from oilbird.report import main
+    from oilbird.evaluation.report import main
     bench, diag = tmp_path / "bench", tmp_path / "diag"
     bench.mkdir()
     diag.mkdir()
@@ -267,7 +267,7 @@ def test_report_cli_on_a_trace_file(tmp_path, capsys):
     without a wall-clock column it cannot know; a corrupt file gives one clear error."""
     from wb_traces import all_requests
 
-    from oilbird.report import main
+    from oilbird.evaluation.report import main
     from oilbird.trace import save_traces
     path = save_traces(all_requests(), tmp_path / "t.jsonl")
     assert main([str(path), "--pair", "oilbird,goose"]) == 0
@@ -286,7 +286,7 @@ def test_report_cli_on_a_trace_file(tmp_path, capsys):
 @needs_arctic
 def test_suffix_arctic_in_bench_with_a_fill(tiny_lm):
     """bench builds suffix-arctic itself, so a fill suffix reaches its tree and its traces."""
-    from oilbird.bench import run_bench
+    from oilbird.evaluation.bench import run_bench
     reqs = [Request(f"r{i}", [{"role": "user", "content": "call f(x=1) then f(x=1)"}]) for i in range(2)]
     res = run_bench(reqs, ["suffix-arctic", "suffix-arctic:expected"], Verifier(tiny_lm), 8, progress=False)
     assert all(r["lossless"] for r in res["methods"].values())
@@ -295,7 +295,7 @@ def test_suffix_arctic_in_bench_with_a_fill(tiny_lm):
 
 def test_report_says_whose_numbers_a_file_holds():
     """A replay's results say they are the recording's; a live run's are the local model's."""
-    from oilbird.report import whose
+    from oilbird.evaluation.report import whose
     rep = {"model": "m", "replay": {"mode": "exact", "recorded_by": "gpt-4o"}}
     assert whose(rep).startswith("a replay of gpt-4o's recorded outputs on m (exact mode)")
     assert "tokens/s is the local model's cost" in whose(rep)

@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from wb_traces import all_requests
 
-from oilbird.conversations import Conversation, ConversationError, read_jsonl
+from oilbird.data.conversations import Conversation, ConversationError, read_jsonl
 from oilbird.errors import InputError
-from oilbird.report import ResultsError, load_results, markdown_table, paired_table, source_table, trace_methods
-from oilbird.report import main as report_main
-from oilbird.requests import DataError, Request, has_text, load_api_bank, load_jsonl, load_requests
+from oilbird.evaluation.report import ResultsError, load_results, markdown_table, paired_table, source_table, trace_methods
+from oilbird.evaluation.report import main as report_main
+from oilbird.data.requests import DataError, Request, has_text, load_api_bank, load_jsonl, load_requests
 from oilbird.store import Store, StoreError
 from oilbird.store_files import load_store, save_store
 from oilbird.trace import RequestTrace, TraceError, load_traces, save_traces
@@ -59,7 +59,7 @@ def _valid_traces(traces) -> None:
 def _valid_report(kind_res) -> None:
     kind, res = kind_res
     if kind == "diagnosis":
-        from oilbird.diagnose import format_table
+        from oilbird.evaluation.diagnose import format_table
         format_table(res, res.get("pool_full"))
     elif kind == "traces":
         source_table(res["methods"])
@@ -306,7 +306,7 @@ def _two_lines(tmp: Path, name: str, second: str, first: str | None = None) -> P
 
 @pytest.mark.parametrize("case", list(BAD_LINES))
 def test_a_bad_line_is_named_by_every_jsonl_reader(tmp_path, case):
-    """bench --data (requests), the trace loader (app start, upload) and oilbird.report: one
+    """bench --data (requests), the trace loader (app start, upload) and oilbird.evaluation.report: one
     error with the file and the line, not a RecursionError or a raw ValueError."""
     line, reason = BAD_LINES[case]
     trace_head = _traces_bytes(tmp_path).decode().split("\n")[0]      # a valid request line

@@ -1,10 +1,10 @@
-"""Replay (oilbird.replay): the live cycle with one rule changed, checked against live runs."""
+"""Replay (oilbird.evaluation.replay): the live cycle with one rule changed, checked against live runs."""
 import pytest
 
 from oilbird.decoding import Replay, autoregressive, recorded_targets
 from oilbird.methods import PRESETS
 from oilbird.presets import make_decoder
-from oilbird.replay import RecordedTurn, make_replay_decoder, replay, teacher_forced
+from oilbird.evaluation.replay import RecordedTurn, make_replay_decoder, replay, teacher_forced
 from oilbird.methods import parse_method
 from oilbird.tree import DraftTree, greedy_accept
 from oilbird.verifier import Verifier

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from oilbird.requests import DataError, load_api_bank, load_jsonl, load_requests
-from oilbird.requests import builtin_requests
+from oilbird.data.requests import DataError, load_api_bank, load_jsonl, load_requests
+from oilbird.data.requests import builtin_requests
 
 
 def test_builtin_is_deterministic_and_seeded():

@@ -15,8 +15,8 @@ from conftest import make_tiny_lm
 import oilbird.audit
 import oilbird.model
 from oilbird.__main__ import main
-from oilbird.report import main as report_main
-from oilbird.runs import Run
+from oilbird.evaluation.report import main as report_main
+from oilbird.evaluation.runs import Run
 from oilbird.trace import load_traces
 
 MAX_NEW = 6          # the warm-up asks generate() for 4 tokens, the audit for MAX_NEW
@@ -50,7 +50,7 @@ def _interrupt_at_request(monkeypatch, k: int, stop):
             if len(seen) == k:
                 stop()
         return real(lm, ids, max_new, stock)
-    monkeypatch.setattr("oilbird.bench.hf_greedy", audit)
+    monkeypatch.setattr("oilbird.evaluation.bench.hf_greedy", audit)
 
 
 def _ctrl_c():
@@ -83,7 +83,7 @@ def test_an_unwritable_folder_fails_before_the_model_loads(tmp_path, capsys, no_
     """A read-only place (simulated: the tests may run as root, who can write anywhere)."""
     def refuse(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied")
-    monkeypatch.setattr("oilbird.runs.tempfile.mkstemp", refuse)
+    monkeypatch.setattr("oilbird.evaluation.runs.tempfile.mkstemp", refuse)
     for cmd in (["bench", "--methods", "goose", "--out", str(tmp_path / "run")],
                 ["trace", "--methods", "goose", "--out", str(tmp_path / "t.jsonl")]):
         assert main(cmd + ["--data", "builtin", "--limit", "1"]) == 2
@@ -144,8 +144,8 @@ def test_an_interrupted_trace_keeps_the_requests_it_finished(tmp_path, capsys, t
 
 def test_an_interrupted_diagnose_leaves_a_readable_diagnosis_marked_incomplete(tmp_path, capsys, tiny_model,
                                                                                monkeypatch):
-    import oilbird.diagnose
-    real = oilbird.diagnose.teacher_forced
+    import oilbird.evaluation.diagnose
+    real = oilbird.evaluation.diagnose.teacher_forced
     calls = []
 
     def forced(*a, **k):
@@ -153,7 +153,7 @@ def test_an_interrupted_diagnose_leaves_a_readable_diagnosis_marked_incomplete(t
         if len(calls) == 2:
             raise KeyboardInterrupt
         return real(*a, **k)
-    monkeypatch.setattr(oilbird.diagnose, "teacher_forced", forced)
+    monkeypatch.setattr(oilbird.evaluation.diagnose, "teacher_forced", forced)
     out = tmp_path / "diag"
     assert main(["diagnose", "--data", _data(tmp_path), "--max-new-tokens", str(MAX_NEW), "--out", str(out)]) == 130
     assert "after 1 of 3 requests" in capsys.readouterr().err
@@ -175,7 +175,7 @@ def test_a_failed_write_stops_the_run_in_one_line_and_keeps_what_was_written(tmp
         if len(calls) == 2:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(src, dst)
-    monkeypatch.setattr("oilbird.runs.os.replace", replace)
+    monkeypatch.setattr("oilbird.evaluation.runs.os.replace", replace)
     out = tmp_path / "run"
     assert _bench(tmp_path, out) == 1
     last = capsys.readouterr().err.rstrip("\n").split("\n")[-1]          # (above it: the progress bar)
@@ -192,7 +192,7 @@ def test_a_failed_trace_write_is_cut_back_to_the_last_whole_request(tmp_path, mo
 
     from wb_traces import all_requests, request_other
 
-    from oilbird.runs import RunStopped
+    from oilbird.evaluation.runs import RunStopped
     path = tmp_path / "t.jsonl"
     run = Run(path)
     run.append_traces([request_other("a")])
@@ -252,7 +252,7 @@ def test_force_leaves_the_earlier_run_alone_until_the_new_one_writes(tmp_path, c
 
 def test_a_list_option_named_twice_is_refused(capsys):
     """store_bench measured a repeated dtype or size twice and drew both rows."""
-    from oilbird.store_bench import main as store_bench
+    from oilbird.evaluation.store_bench import main as store_bench
     for argv, message in ((["--dtypes", "int8,fp16,int8"], "--dtypes: 'int8' is named twice"),
                           (["--sizes", "1000,1000"], "--sizes: '1000' is named twice")):
         with pytest.raises(SystemExit) as e:
@@ -263,7 +263,7 @@ def test_a_list_option_named_twice_is_refused(capsys):
 def test_a_full_disk_at_the_figures_keeps_the_complete_results(tmp_path, capsys, tiny_model, monkeypatch):
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr("oilbird.report.write_csv", full)
+    monkeypatch.setattr("oilbird.evaluation.report.write_csv", full)
     out = tmp_path / "run"
     assert _bench(tmp_path, out) == 1
     last = capsys.readouterr().err.rstrip("\n").split("\n")[-1]

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from oilbird.integrations import chains
-from oilbird.integrations.chains import best_chain
-from oilbird.integrations.vllm import BatchProposer, Forward, ProposerConfig
+from oilbird.serving import chains
+from oilbird.serving.chains import best_chain
+from oilbird.serving.vllm import BatchProposer, Forward, ProposerConfig
 from oilbird.tree import DraftTree
 
 DIM, VOCAB, K, MAX_LEN = 16, 64, 6, 256
@@ -211,7 +211,7 @@ def test_config_from_env_names_a_bad_option(monkeypatch):
 
 # -- end to end, inside vLLM -----------------------------------------------------------------
 def _vllm_python() -> str | None:
-    from oilbird.serve_bench import vllm_python
+    from oilbird.serving.serve_bench import vllm_python
     py = vllm_python()
     if not Path(py).is_file():
         return None
@@ -224,10 +224,10 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
     py = _vllm_python()
     if py is None:
         pytest.skip("no vLLM environment (scripts/setup_vllm_env.sh; $OILBIRD_VLLM_PYTHON)")
-    from oilbird.serve_bench import engine_env, prepare
+    from oilbird.serving.serve_bench import engine_env, prepare
     spec = prepare("builtin", limit=3, max_new_tokens=32, out=tmp_path)
     env = engine_env()
-    res = subprocess.run([py, "-m", "oilbird.serve_bench", "--check", str(spec)], env=env,
+    res = subprocess.run([py, "-m", "oilbird.serving.serve_bench", "--check", str(spec)], env=env,
                          capture_output=True, text=True, timeout=1200, cwd=ROOT)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     out = json.loads((tmp_path / "check.json").read_text())
@@ -238,7 +238,7 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
 
 
 def test_summary_flags_a_differing_output_and_computes_speedups():
-    from oilbird.serve_bench import check_methods, format_table, summarize
+    from oilbird.serving.serve_bench import check_methods, format_table, summarize
 
     def run(tps, outputs, spec=None, proposer=None):
         return {"passes": {"1": {"outputs": outputs, "seconds": 1.0, "tokens": 6, "tokens_per_s": tps,

@@ -14,7 +14,7 @@ paper's Figure 1 on real traces, and these functions find the cycles it shows:
 
 Everything above reads trace records (and, for the first, token lists) only. The one function
 that touches the model is :func:`decode_live`, which decodes requests with named presets and
-attaches the diagnosis labels of :mod:`oilbird.diagnose`; it imports the runtime lazily.
+attaches the diagnosis labels of :mod:`oilbird.evaluation.diagnose`; it imports the runtime lazily.
 """
 from __future__ import annotations
 
@@ -287,7 +287,7 @@ def api_bank_candidates(root: Path) -> list[Path]:
 
 
 def resolve_data(data: str | os.PathLike | None, root: Path) -> tuple[str | Path, str]:
-    """What to pass to :func:`oilbird.requests.load_requests`, and a sentence saying what it is.
+    """What to pass to :func:`oilbird.data.requests.load_requests`, and a sentence saying what it is.
 
     ``None`` or ``"api-bank"``: API-Bank from the first of :func:`api_bank_candidates` that
     holds it, else the built-in workload (the sentence says it fell back, and where it looked).
@@ -295,16 +295,16 @@ def resolve_data(data: str | os.PathLike | None, root: Path) -> tuple[str | Path
     unless absolute) to an API-Bank folder or a JSONL file; a missing path raises
     FileNotFoundError rather than silently falling back.
     """
-    from oilbird.requests import NAMED_SETS, api_bank_available
+    from oilbird.data.requests import NAMED_SETS, api_bank_available
     if data is None or str(data) == "api-bank":
         for p in api_bank_candidates(root):
             if api_bank_available(p):
                 return p, f"API-Bank (level-1 and level-2 API calls) from {_shown(p, root)}"
         looked = " and ".join(_shown(p, root) for p in api_bank_candidates(root))
         return "builtin", (f"API-Bank not found (looked in {looked}): falling back to the built-in "
-                           "tool-calling workload (oilbird.workload)")
+                           "tool-calling workload (oilbird.data.workload)")
     if str(data) in NAMED_SETS:
-        what = "the built-in tool-calling workload (oilbird.workload)" if str(data) == "builtin" else str(data)
+        what = "the built-in tool-calling workload (oilbird.data.workload)" if str(data) == "builtin" else str(data)
         return str(data), what
     p = Path(data)
     p = p if p.is_absolute() else Path(root) / p
@@ -324,9 +324,9 @@ def _shown(p: Path, root: Path) -> str:
 # --------------------------------------------------------------------------- diagnosis tables
 
 def diagnosis_rows(summary: dict, full: dict | None = None) -> list[dict]:
-    """The diagnosis table of :func:`oilbird.diagnose.format_table` as rows of dicts
+    """The diagnosis table of :func:`oilbird.evaluation.diagnose.format_table` as rows of dicts
     (``measure``, ``ours``, optionally ``full pool``, ``paper (API-Bank)``), values formatted."""
-    from oilbird.diagnose import PAPER_API_BANK, ROWS
+    from oilbird.evaluation.diagnose import PAPER_API_BANK, ROWS
 
     def fmt(v, kind):
         if v is None:
@@ -369,7 +369,7 @@ def method_label(method: str, budget: int | None) -> str:
     """A method's name with the draft size it ran at: the tree budget, except ``hf-pld``
     (Hugging Face prompt lookup drafts one chain of a fixed length, no tree)."""
     if method == "hf-pld":
-        from oilbird.peers import HF_PLD_NUM_TOKENS
+        from oilbird.evaluation.peers import HF_PLD_NUM_TOKENS
         return f"{method} (one chain of {HF_PLD_NUM_TOKENS} tokens, no tree)"
     return method if budget is None else f"{method} (budget {budget})"
 
@@ -397,8 +397,8 @@ def oracle_rows(diagnosis: dict, results: dict | None = None) -> list[dict]:
 
 
 def label_counts(labels: dict[str, list[str]]) -> dict[str, dict[str, int]]:
-    """``{request_id: {label: count}}`` over :data:`oilbird.diagnose.LABELS` (zeros kept)."""
-    from oilbird.diagnose import LABELS
+    """``{request_id: {label: count}}`` over :data:`oilbird.evaluation.diagnose.LABELS` (zeros kept)."""
+    from oilbird.evaluation.diagnose import LABELS
     return {rid: {lab: labs.count(lab) for lab in LABELS} for rid, labs in labels.items()}
 
 
@@ -448,9 +448,9 @@ def source_share_figure(results: dict, style: Style | None = None) -> go.Figure:
 
 def greedy_outputs(traces: Iterable[RequestTrace], max_new_tokens: int, eos_ids: Iterable[int]
                    ) -> dict[str, list[int]]:
-    """The greedy outputs the traces settle: :func:`oilbird.diagnose.known_outputs`, the rule
+    """The greedy outputs the traces settle: :func:`oilbird.evaluation.diagnose.known_outputs`, the rule
     every label attachment uses (imported here lazily: it loads faiss)."""
-    from oilbird.diagnose import known_outputs
+    from oilbird.evaluation.diagnose import known_outputs
     return known_outputs(traces, max_new_tokens, eos_ids)
 
 
@@ -460,13 +460,13 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
     per method, as in serving) and return ``(traces, diagnosis)``.
 
     With ``diagnose``, every trace gets the ``gap_labels`` of its greedy output by the rule a
-    trace file gets them (:func:`oilbird.diagnose.label_traces`: on the outputs just decoded,
+    trace file gets them (:func:`oilbird.evaluation.diagnose.label_traces`: on the outputs just decoded,
     one teacher-forced forward each); ``diagnosis`` is then the report of
-    :func:`oilbird.diagnose.build_report`, else None. Decoding is not audited here
+    :func:`oilbird.evaluation.diagnose.build_report`, else None. Decoding is not audited here
     (``python -m oilbird bench`` audits every output against ``transformers``).
     """
     from oilbird.presets import make_decoder
-    from oilbird.requests import encode
+    from oilbird.data.requests import encode
     from oilbird.verifier import Verifier
 
     verifier = Verifier(lm)
@@ -480,7 +480,7 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
             traces.append(tr)
     if not diagnose:
         return traces, None
-    from oilbird.diagnose import build_report, label_traces
+    from oilbird.evaluation.diagnose import build_report, label_traces
     res = label_traces(traces, requests, lm, max_new_tokens, progress=progress)
     report = build_report(res, {"data": "live", "model": lm.name, "max_new_tokens": max_new_tokens,
                                 "limit": len(requests)})

@@ -17,7 +17,7 @@ rejected-branch pool, then the lexical sources from the most to the least specif
 and token adjacency (recycling) last. Such nodes also get a grey ring ("several sources" in
 the legend) and the hover lists every source with its score, so the overlap is never hidden.
 
-``suffix-arctic`` is the source of the published SuffixDecoding peer (:mod:`oilbird.peers`),
+``suffix-arctic`` is the source of the published SuffixDecoding peer (:mod:`oilbird.evaluation.peers`),
 a light cyan beside the suffix index's sky blue. A source this palette does not know is drawn
 in :data:`UNKNOWN_COLOUR` under its own name (:func:`shown_sources`), never dropped.
 """
@@ -43,7 +43,7 @@ ROOT = "root"
 BONUS = "bonus"
 DRAFT_SOURCES = ("pld", "suffix", "recycling", "semantic", "rejected")
 ALL_SOURCES = DRAFT_SOURCES + (BONUS, ROOT)   # in every key, so the key never changes between views
-# sources of the peer decoders (oilbird.peers): coloured, but keyed only in views that hold them
+# sources of the peer decoders (oilbird.evaluation.peers): coloured, but keyed only in views that hold them
 PEER_SOURCES = ("suffix-arctic",)
 
 # most specific first; see the module docstring
@@ -83,7 +83,7 @@ SOURCE_LABELS = {
     ROOT: "root (last committed)",
 }
 
-# Gap labels, one per output token (see oilbird.diagnose): colour + bar fill pattern.
+# Gap labels, one per output token (see oilbird.evaluation.diagnose): colour + bar fill pattern.
 GAP_LABELS = ("lexical_hit", "gap_recovered", "gap_missed", "absent")
 GAP_COLOURS = {
     "lexical_hit": OKABE_ITO["sky_blue"],
@@ -98,7 +98,7 @@ GAP_DESCRIPTIONS = {
     "gap_missed": "gap missed",
     "absent": "absent from pool",
 }
-# What "the pool" of the diagnosis is (oilbird.diagnose, pool="generated", the labels' pool):
+# What "the pool" of the diagnosis is (oilbird.evaluation.diagnose, pool="generated", the labels' pool):
 # said wherever a label is, so "absent from pool" is not read as "absent from the prompt".
 GAP_POOL = "pool = the generated outputs of earlier requests only (no prompts; not this request's own output)"
 GAP_EXPLANATIONS = {

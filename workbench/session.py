@@ -131,7 +131,7 @@ class Data:
 
     @classmethod
     def load(cls, name: str) -> "Data":
-        from oilbird.requests import DataError, load_requests
+        from oilbird.data.requests import DataError, load_requests
         try:
             return cls(name, {r.id: r for r in load_requests(name)})
         except (DataError, OSError, ValueError) as exc:

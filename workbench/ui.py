@@ -25,7 +25,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 from gradio.components.plot import PlotData  # noqa: E402
 
-from oilbird.requests import PromptError  # noqa: E402
+from oilbird.data.requests import PromptError  # noqa: E402
 from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
@@ -400,7 +400,7 @@ def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new
     """Decode one request with this session's decoder for ``method`` (made on first use, so
     the session's store grows over its live runs), reporting progress per cycle."""
     from oilbird.presets import make_decoder
-    from oilbird.requests import encode
+    from oilbird.data.requests import encode
     from oilbird.verifier import Verifier
     with models.lock:
         dec = st.decoders.get(method)

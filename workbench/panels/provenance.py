@@ -64,7 +64,7 @@ def accepted_share(request: RequestTrace) -> dict[str, float]:
     """Share of output tokens credited to each source.
 
     The bonus token goes to ``bonus``; a drafted token is split evenly between the sources that
-    proposed its node (the rule of ``oilbird.bench``), so the shares add up to 1.
+    proposed its node (the rule of ``oilbird.evaluation.bench``), so the shares add up to 1.
     """
     credit = {s: 0.0 for s in shown_sources()}      # any other source is added where it shows up
     n = 0

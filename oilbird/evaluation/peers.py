@@ -14,7 +14,7 @@
   response), and audited like every other method. Needs the optional
   ``requirements-peers.txt``; without it, asking for this peer raises one clear error.
 
-The names are registered in :mod:`oilbird.methods`; :mod:`oilbird.bench` runs them.
+The names are registered in :mod:`oilbird.methods`; :mod:`oilbird.evaluation.bench` runs them.
 """
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ from typing import Callable
 
 import torch
 
-from .decoding import DecodeResult, SpeculativeDecoder
-from .drafter import Drafter
-from .methods import TreeConfig
-from .verifier import Verifier
+from ..decoding import DecodeResult, SpeculativeDecoder
+from ..drafter import Drafter
+from ..methods import TreeConfig
+from ..verifier import Verifier
 
 HF_PLD_NUM_TOKENS = 10     # prompt_lookup_num_tokens
 HF_PLD_MAX_NGRAM = 3       # max_matching_ngram_size
@@ -90,7 +90,7 @@ def make_arctic_decoder(verifier: Verifier, tree: TreeConfig | None = None, trac
     Raises :class:`~oilbird.sources.arctic.ArcticUnavailable` (an ImportError) with the install
     hint when ``arctic-inference`` is missing.
     """
-    from .sources.arctic import ArcticConfig, ArcticSuffixSource
+    from ..sources.arctic import ArcticConfig, ArcticSuffixSource
     cfg = replace(tree or TreeConfig(), semantic_budget=0)
     src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=max(1, cfg.budget - 1), **arctic_kw))   # budget 1: AR
     return SpeculativeDecoder(verifier, Drafter([src], cfg), store=None, method=method, trace=trace)

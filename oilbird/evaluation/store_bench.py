@@ -1,10 +1,10 @@
 """How the store scales: retrieval time and memory from 1k to 1M records (issue 7).
 
-    python -m oilbird.store_bench                       # scale: fp16 / int8 / pq / int8-ivf, 1k..1M records
-    python -m oilbird.store_bench scale --sizes 1000,10000,100000 --dtypes int8
-    python -m oilbird.store_bench compaction            # eviction strategies at 100k records
-    python -m oilbird.store_bench cycle                 # CPU ms of one decoding cycle (default model)
-    python -m oilbird.store_bench tau --data api-bank --limit 12   # tau: fp16/int8 x capped/uncapped
+    python -m oilbird.evaluation.store_bench                       # scale: fp16 / int8 / pq / int8-ivf, 1k..1M records
+    python -m oilbird.evaluation.store_bench scale --sizes 1000,10000,100000 --dtypes int8
+    python -m oilbird.evaluation.store_bench compaction            # eviction strategies at 100k records
+    python -m oilbird.evaluation.store_bench cycle                 # CPU ms of one decoding cycle (default model)
+    python -m oilbird.evaluation.store_bench tau --data api-bank --limit 12   # tau: fp16/int8 x capped/uncapped
 
 Everything runs on one thread (``faiss.omp_set_num_threads(1)``, ``torch.set_num_threads(1)``)
 and is timed in **CPU seconds of this process** (``time.process_time``) as well as wall time:
@@ -143,7 +143,7 @@ def _quality(store, shadow: np.ndarray, syn: Synthetic, n_queries: int) -> dict:
 def _worker(dtype: str, sizes: list[int], queries: int, seed: int) -> list[dict]:
     import faiss
 
-    from .store import Store
+    from ..store import Store
     faiss.omp_set_num_threads(1)
     syn = Synthetic(seed)
     qsyn = Synthetic(seed)           # same templates and centres, its own random stream
@@ -195,7 +195,7 @@ def scale(args) -> int:
     if args.merge and (out / "scale.json").is_file():   # keep the other dtypes of an earlier run
         rows = [r for r in json.loads((out / "scale.json").read_text())["rows"] if r["dtype"] not in dtypes]
     for dt in dtypes:
-        cmd = [sys.executable, "-m", "oilbird.store_bench", "_worker", "--dtypes", dt,
+        cmd = [sys.executable, "-m", "oilbird.evaluation.store_bench", "_worker", "--dtypes", dt,
                "--sizes", args.sizes, "--queries", str(args.queries), "--seed", str(args.seed)]
         t0 = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -225,7 +225,7 @@ def _cycle_assumption(args, out: Path) -> tuple[float, float, str]:
     if f.is_file():
         c = json.loads(f.read_text())
         return float(c["cycle_cpu_ms_median"]), float(c["tau"]), str(f)
-    return 150.0, float(args.tau), "assumed 150 ms (run `python -m oilbird.store_bench cycle`)"
+    return 150.0, float(args.tau), "assumed 150 ms (run `python -m oilbird.evaluation.store_bench cycle`)"
 
 
 def format_scale(res: dict) -> str:
@@ -289,7 +289,7 @@ def compaction(args) -> int:
     """What one evicted request costs under each strategy, at ``--records`` records."""
     import faiss
 
-    from .store import Store, _new_state_index
+    from ..store import Store, _new_state_index
     faiss.omp_set_num_threads(1)
     n, m = args.records, REQ_LEN
     slack = int(0.25 * n)
@@ -368,7 +368,7 @@ def _single_thread_model(args):
     import faiss
     import torch
 
-    from .model import load_model
+    from ..model import load_model
     torch.set_num_threads(1)
     faiss.omp_set_num_threads(1)
     return load_model(args.model)
@@ -376,9 +376,9 @@ def _single_thread_model(args):
 
 def cycle(args) -> int:
     """CPU ms per decoding cycle of the default model, oilbird preset, builtin requests."""
-    from .presets import make_decoder
-    from .requests import encode, load_requests
-    from .verifier import Verifier
+    from ..presets import make_decoder
+    from ..data.requests import encode, load_requests
+    from ..verifier import Verifier
     lm = _single_thread_model(args)
     dec = make_decoder("oilbird", Verifier(lm), trace=False)
     cpu, wall, draft = [], [], []
@@ -412,11 +412,11 @@ def cycle(args) -> int:
 # -- tau: capped / uncapped x fp16 / int8 on real requests ----------------------------------------
 def tau(args) -> int:
     """tau and losslessness of the oilbird preset with store variants, plus state fidelity."""
-    from .audit import compare, hf_greedy
-    from .presets import make_decoder
-    from .requests import encode, load_requests
-    from .store import Store
-    from .verifier import Verifier
+    from ..audit import compare, hf_greedy
+    from ..presets import make_decoder
+    from ..data.requests import encode, load_requests
+    from ..store import Store
+    from ..verifier import Verifier
     lm = _single_thread_model(args)
     v = Verifier(lm)
     dim = int(lm.model.config.hidden_size)
@@ -476,8 +476,8 @@ def _fidelity(x: np.ndarray, dtypes: list[str]) -> dict:
 
     Queries are the stored states themselves (leave-one-out, top-8 among the others); a
     decision is (best record, copy-depth tier of the best: 0 / 8 / 48)."""
-    from .sources.semantic import SemanticConfig, copy_depth
-    from .store import _new_state_index
+    from ..sources.semantic import SemanticConfig, copy_depth
+    from ..store import _new_state_index
     x = x[np.linalg.norm(x, axis=1) > 0]
     x = x / np.linalg.norm(x, axis=1, keepdims=True)
     n = len(x)
@@ -500,7 +500,7 @@ def _fidelity(x: np.ndarray, dtypes: list[str]) -> dict:
         if dt == "fp16":
             continue
         if dt == "pq":
-            from .store import _default_pq_m
+            from ..store import _default_pq_m
             ix = _new_state_index(x.shape[1], "pq", _default_pq_m(x.shape[1]), 8)
             ix.train(x)
         else:
@@ -517,7 +517,7 @@ def _fidelity(x: np.ndarray, dtypes: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oilbird.store_bench", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m oilbird.evaluation.store_bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="?", default="scale", choices=["scale", "compaction", "cycle", "tau", "_worker"])
     ap.add_argument("--sizes", default="1000,10000,100000,1000000")

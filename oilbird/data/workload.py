@@ -93,7 +93,7 @@ def _conversation(rng: random.Random, kind: str) -> tuple[list[str], list[tuple[
 
 def builtin_request_fields(n_conversations: int = 12, seed: int = 0) -> list[dict]:
     """The built-in workload: one request per tool call, conversations served in order, each as
-    the fields of a :class:`oilbird.requests.Request` (``oilbird.requests.builtin_requests``
+    the fields of a :class:`oilbird.data.requests.Request` (``oilbird.data.requests.builtin_requests``
     makes them requests; this module knows nothing of that class).
 
     Request k of a conversation holds the dialogue up to its k-th call, with the earlier calls

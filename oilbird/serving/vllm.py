@@ -1,7 +1,7 @@
 """Oilbird as a vLLM speculative-decoding proposer (vLLM 0.32, ``method="custom_class"``).
 
     LLM(model=DIR, speculative_config={"method": "custom_class",
-        "model": "oilbird.integrations.vllm.OilbirdProposer", "num_speculative_tokens": 8})
+        "model": "oilbird.serving.vllm.OilbirdProposer", "num_speculative_tokens": 8})
 
 vLLM builds the class in its worker with the engine's ``VllmConfig``, calls
 ``load_model(target_model)`` once, and then, after every engine step,
@@ -33,7 +33,7 @@ What vLLM hands over, and what this module infers from it:
 
 A proposer error never reaches another request: each slot is drafted in its own ``try``; a
 slot that fails gets ``[]``, its request's state is dropped (it restarts as new), and
-:meth:`BatchProposer.stats` counts it. The drafting itself is :mod:`oilbird.integrations.chains`.
+:meth:`BatchProposer.stats` counts it. The drafting itself is :mod:`oilbird.serving.chains`.
 Nothing here imports vLLM at module level: the logic runs (and is tested) without it.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Bench outputs beside ``results.json``: a CSV and plotly figures (HTML and PNG).
 
-``write_report(results, out_dir)`` takes the dict :func:`oilbird.bench.run_bench` returns and
+``write_report(results, out_dir)`` takes the dict :func:`oilbird.evaluation.bench.run_bench` returns and
 writes
 
 * ``results.csv`` — one row per method: tau, tokens_per_s, speedup, decode_speedup, lossless,
@@ -23,8 +23,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from .errors import InputError
-from .jsonio import read_json
+from ..errors import InputError
+from ..jsonio import read_json
 from .results import MethodStats
 
 BASE_COLUMNS = ("method", "tau", "tokens_per_s", "speedup", "decode_speedup", "lossless",
@@ -192,7 +192,7 @@ def paired_table(results: dict, pairs=PAIRS) -> str:
 
 def trace_methods(traces) -> dict:
     """A trace file's requests (:func:`oilbird.trace.load_traces`) folded per method into the
-    counters a bench run keeps (:class:`oilbird.results.MethodStats`): tau, mean nodes, accepted
+    counters a bench run keeps (:class:`oilbird.evaluation.results.MethodStats`): tau, mean nodes, accepted
     and sole-source tokens by source, per-request rows for :func:`paired_tau`. A trace has no
     wall-clock time of its own, so these summaries carry no tokens/s."""
     stats: dict = {}
@@ -255,7 +255,7 @@ _ROW_OPTIONAL = {"seconds": "a number", "prefill_seconds": "a number"}
 # diagnosis.json (diagnose.summarise): the counts its table prints; the rates are in diagnose.ROWS
 _DIAGNOSIS_REQUIRED = {"n_positions": "a count", "n_requests": "a count", "n_gap": "a count",
                        "n_recovered": "a count"}
-# a run's progress (oilbird.runs.Run.save_results): absent in a file older than it
+# a run's progress (oilbird.evaluation.runs.Run.save_results): absent in a file older than it
 _PROGRESS = {"complete": "true or false", "n_requests": "a count", "n_requests_planned": "a count"}
 
 
@@ -282,7 +282,7 @@ def _show(v) -> str:
 
 def check_results(res, path=None) -> dict:
     """``res`` if it is a bench results.json that every table here can print (the fields
-    :meth:`oilbird.results.MethodStats.summary` writes, of the right types); else
+    :meth:`oilbird.evaluation.results.MethodStats.summary` writes, of the right types); else
     :class:`ResultsError` naming ``path`` and the field."""
     if not isinstance(res, dict) or not isinstance(res.get("methods"), dict):
         raise ResultsError("not a bench results.json (no 'methods' object in it)", path)
@@ -309,7 +309,7 @@ def check_diagnosis(res, path=None) -> dict:
 
 
 def load_results(path) -> tuple[str, dict]:
-    """What ``python -m oilbird.report`` reads, checked: ``("traces", results)`` for a trace
+    """What ``python -m oilbird.evaluation.report`` reads, checked: ``("traces", results)`` for a trace
     file (folded by :func:`trace_methods`), ``("diagnosis", diagnosis.json)`` or
     ``("bench", results.json)``; a folder means the results.json or diagnosis.json in it.
     Any bytes that are none of these raise one :class:`~oilbird.errors.InputError` (a
@@ -319,7 +319,7 @@ def load_results(path) -> tuple[str, dict]:
         path = next((path / f for f in ("results.json", "diagnosis.json") if (path / f).is_file()),
                     path / "results.json")
     if path.name.endswith((".jsonl", ".jsonl.gz")):
-        from .trace import load_traces
+        from ..trace import load_traces
         return "traces", {"methods": trace_methods(load_traces(path))}
     if not path.exists():
         raise ResultsError("no such file (give a bench results.json, a diagnosis.json, a trace .jsonl, "
@@ -354,12 +354,12 @@ def whose(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m oilbird.report DIR/results.json``: the Markdown tables of docs/results.md.
-    ``python -m oilbird.report FILE.jsonl``: a trace file's tau and tokens by source.
-    ``python -m oilbird.report DIR/diagnosis.json``: the diagnosis table ``diagnose`` printed.
+    """``python -m oilbird.evaluation.report DIR/results.json``: the Markdown tables of docs/results.md.
+    ``python -m oilbird.evaluation.report FILE.jsonl``: a trace file's tau and tokens by source.
+    ``python -m oilbird.evaluation.report DIR/diagnosis.json``: the diagnosis table ``diagnose`` printed.
     A file that is none of these is one line on stderr, exit code 2."""
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m oilbird.report", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m oilbird.evaluation.report", description=main.__doc__)
     ap.add_argument("results", help="a bench results.json (or the bench --out folder), a trace file "
                                     "(.jsonl) from bench --traces or python -m oilbird trace, or a "
                                     "diagnosis.json")

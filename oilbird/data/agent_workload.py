@@ -3,7 +3,7 @@
 Why it exists: replay (``python -m oilbird replay``) measures drafters on recorded agent
 traffic, in which later turns copy IDs and values out of earlier tool results. The recorded
 transcripts live outside this repository; this module writes conversations of the same kind
-here, from a seed, in the same JSON Lines format (``oilbird.conversations`` reads both alike).
+here, from a seed, in the same JSON Lines format (``oilbird.data.conversations`` reads both alike).
 
 What it generates: a small mock database of a fictional rail operator (customers with saved
 travellers and payment methods, bookings with six-character IDs such as ``HX7K2P``, trains

@@ -474,8 +474,9 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
     """
     from tqdm import tqdm
 
-    from .decoding import autoregressive, encode_requests
-    from .verifier import Verifier
+    from ..data.requests import encode_requests
+    from ..decoding import autoregressive
+    from ..verifier import Verifier
     encoded = encode_requests(lm, requests, max_new_tokens)
     verifier = Verifier(lm)
     eos = lm.eos_token_ids
@@ -628,7 +629,7 @@ def label_traces(traces, requests, lm, max_new_tokens: int, progress: bool = Fal
 def attach_labels(trace_path, requests, lm, max_new_tokens: int) -> None:
     """Write per-position gap labels into every RequestTrace of ``trace_path``
     (:func:`label_traces`)."""
-    from .trace import load_traces, save_traces
+    from ..trace import load_traces, save_traces
     traces = load_traces(trace_path)
     label_traces(traces, requests, lm, max_new_tokens)
     save_traces(traces, trace_path)

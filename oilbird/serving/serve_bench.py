@@ -1,5 +1,5 @@
 """``python -m oilbird serve-bench``: one workload through vLLM without speculation, with vLLM's
-``ngram`` and ``suffix`` proposers and with Oilbird's (:mod:`oilbird.integrations.vllm`).
+``ngram`` and ``suffix`` proposers and with Oilbird's (:mod:`oilbird.serving.vllm`).
 
 vLLM pins ``transformers<5.20`` and this project ``>=5.20``, so vLLM lives in its own virtual
 environment (``scripts/setup_vllm_env.sh``). This module runs in both:
@@ -8,7 +8,7 @@ environment (``scripts/setup_vllm_env.sh``). This module runs in both:
   tokenizer and chat template), finds a plain HF model directory (:func:`oilbird.model.hf_model_dir`)
   and starts one engine process per method with the vLLM environment's python
   (``$OILBIRD_VLLM_PYTHON``, default :data:`DEFAULT_VLLM_PYTHON`), with this checkout on its path;
-* in that process (``python -m oilbird.serve_bench --engine ...``, an internal entry point),
+* in that process (``python -m oilbird.serving.serve_bench --engine ...``, an internal entry point),
   :func:`engine_run` starts ``vllm.LLM`` once and serves the requests once per batch size: at
   batch 1 one request after another, at batch B all of them with at most B running at once.
   Before each pass every cross-request memory is cleared (Oilbird's store, vLLM's suffix
@@ -34,7 +34,7 @@ from pathlib import Path
 
 METHODS = ("nospec", "ngram", "suffix", "oilbird")
 DEFAULT_VLLM_PYTHON = "~/.venvs/oilbird-vllm/bin/python"
-PROPOSER = "oilbird.integrations.vllm.OilbirdProposer"
+PROPOSER = "oilbird.serving.vllm.OilbirdProposer"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -60,8 +60,8 @@ def prepare(data: str, limit: int | None, max_new_tokens: int, out, model=None, 
     """Encode the requests and write ``out/spec.json`` for the engine processes; return its path."""
     from transformers import AutoTokenizer
 
-    from .model import hf_model_dir
-    from .requests import PromptError, encode, load_requests
+    from ..model import hf_model_dir
+    from ..data.requests import PromptError, encode, load_requests
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, not {max_new_tokens}")
     out = Path(out)
@@ -121,7 +121,7 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
     if not batch_sizes or batch_sizes[0] < 1:
         raise ValueError("batch sizes must be >= 1")
     if oilbird_config is not None:
-        from .integrations.vllm import ProposerConfig
+        from .vllm import ProposerConfig
         ProposerConfig.from_json(json.dumps(oilbird_config), "--oilbird-config")   # refused before any engine
     out = Path(out)
     py = python or vllm_python()
@@ -139,7 +139,7 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
         load0 = _load()
         print(f"[serve-bench] {m}: starting an engine (1-3 min on CPU), log {log}", file=sys.stderr, flush=True)
         with open(log, "w") as fh:
-            rc = subprocess.run([py, "-m", "oilbird.serve_bench", "--engine", str(spec_path),
+            rc = subprocess.run([py, "-m", "oilbird.serving.serve_bench", "--engine", str(spec_path),
                                  str(out / f"job-{m}.json"), str(out / f"engine-{m}.json")],
                                 env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, cwd=ROOT).returncode
         if rc != 0 or not (out / f"engine-{m}.json").is_file():
@@ -340,5 +340,5 @@ if __name__ == "__main__":     # the internal entry point of the engine processe
     elif len(a) == 2 and a[0] == "--check":
         engine_check(a[1])
     else:
-        sys.exit("internal: python -m oilbird.serve_bench --engine SPEC JOB RESULT | --check SPEC "
+        sys.exit("internal: python -m oilbird.serving.serve_bench --engine SPEC JOB RESULT | --check SPEC "
                  "(use `python -m oilbird serve-bench`)")

@@ -3,7 +3,7 @@
 Knows nothing about models beyond ``tokenizer.apply_chat_template``. Sources:
 
 * ``"builtin"``: the tool-calling workload this project generates itself (see
-  :mod:`oilbird.workload`); always available, no files needed.
+  :mod:`oilbird.data.workload`); always available, no files needed.
 * ``"api-bank"``: ``test-data/level-1-api.json`` then ``level-2-api.json`` from the API-Bank
   folder (default ``../shared/data/api-bank`` or ``$OILBIRD_DATA/api-bank``): 534 requests.
 * ``"humaneval"``, ``"gsm8k"``, ``"mt-bench"``: the non-repetitive sets in the same data root.
@@ -16,16 +16,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
-from .jsonio import json_lines, loads, read_json, read_text
+from ..errors import InputError, PromptError
+from ..jsonio import json_lines, loads, read_json, read_text
 
 
 class DataError(InputError):
     """A data set could not be read. The message names the path (and line) and the problem."""
-
-
-class PromptError(InputError):
-    """The prompt is empty or too long for the model."""
 
 
 @dataclass
@@ -174,7 +170,7 @@ def _request_from_obj(d, dataset: str, index: int, fail) -> Request:
 
 
 def builtin_requests(n_conversations: int = 12, seed: int = 0) -> list[Request]:
-    """The built-in tool-calling workload (:mod:`oilbird.workload`), generated here."""
+    """The built-in tool-calling workload (:mod:`oilbird.data.workload`), generated here."""
     from .workload import builtin_request_fields
     return [Request(**f) for f in builtin_request_fields(n_conversations, seed)]
 
@@ -238,3 +234,18 @@ def encode(tokenizer, request: Request) -> list[int]:
         return [int(i) for i in ids]
     text = "\n".join(m["content"] for m in request.messages) + "\n"
     return tokenizer(text)["input_ids"]
+
+
+def encode_requests(lm, requests: list[Request], max_new_tokens: int) -> list[tuple[Request, list[int]]]:
+    """Every request with its prompt ids, all checked before any decoding starts: a request
+    that is empty or too long stops a run at once and by its id, not hours into it."""
+    from ..decoding import check_prompt
+    out = []
+    for r in requests:
+        ids = encode(lm.tokenizer, r)          # names the request when it holds no text
+        try:
+            check_prompt(lm, ids, max_new_tokens)
+        except PromptError as exc:
+            raise PromptError(f"request '{r.id}': {exc}") from None
+        out.append((r, ids))
+    return out

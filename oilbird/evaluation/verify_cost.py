@@ -1,7 +1,7 @@
 """What one verification forward costs against one AR step, by tree size, on a real prompt.
 
-    python -m oilbird.verify_cost                                  # API-Bank request 1 if present
-    python -m oilbird.verify_cost --data builtin --nodes 1,4,8,12,24
+    python -m oilbird.evaluation.verify_cost                                  # API-Bank request 1 if present
+    python -m oilbird.evaluation.verify_cost --data builtin --nodes 1,4,8,12,24
 
 Times (median of ``--repeat``) a plain AR step and ``Verifier.verify`` of a binary tree of n
 nodes on top of the prompt's cache, cropping back after each; then the linear layers alone
@@ -19,11 +19,11 @@ import time
 
 import torch
 
-from .cpu_gemm import PackedLinear, stock_linears
-from .model import load_model
-from .requests import encode, load_requests
-from .tree import DraftTree
-from .verifier import Verifier
+from ..cpu_gemm import PackedLinear, stock_linears
+from ..model import load_model
+from ..data.requests import encode, load_requests
+from ..tree import DraftTree
+from ..verifier import Verifier
 
 
 def _median_ms(fn, repeat: int) -> float:
@@ -37,7 +37,7 @@ def _median_ms(fn, repeat: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oilbird.verify_cost", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m oilbird.evaluation.verify_cost", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="api-bank")
     ap.add_argument("--model", default=None)

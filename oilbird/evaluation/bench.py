@@ -8,7 +8,7 @@ methods alike, and each method's cross-request state (store, tables) grows exact
 serving. Every output is audited token for token against an independent greedy run
 (``transformers`` ``generate``); ``lossless`` is true only if every request matched.
 
-Metrics: :mod:`oilbird.results` (tau, tokens/s, speedup over ``ar`` in the same run).
+Metrics: :mod:`oilbird.evaluation.results` (tau, tokens/s, speedup over ``ar`` in the same run).
 """
 from __future__ import annotations
 
@@ -21,14 +21,15 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from .audit import compare, hf_greedy
-from .decoding import DecodeResult, autoregressive, encode_requests
-from .methods import Method, TreeConfig, parse_method
-from .presets import make_decoder
-from .requests import Request
+from ..audit import compare, hf_greedy
+from ..data.requests import encode_requests
+from ..decoding import DecodeResult, autoregressive
+from ..methods import Method, TreeConfig, parse_method
+from ..presets import make_decoder
+from ..data.requests import Request
 from .results import MethodStats, with_speedups
-from .trace import RequestTrace, save_traces
-from .verifier import Verifier
+from ..trace import RequestTrace, save_traces
+from ..verifier import Verifier
 
 
 def _runner(m: Method, verifier: Verifier, max_new: int, keep_traces: bool,
@@ -74,7 +75,7 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
     which each method resolves (:meth:`~oilbird.methods.Method.tree`). After every request,
     ``trace_sink`` (optional) receives that request's traces (every method's) and then
     ``checkpoint`` (optional) the results so far, so an interrupted long run still leaves
-    what it did behind (:class:`oilbird.runs.Run` writes both). ``trace_out``: a trace file
+    what it did behind (:class:`oilbird.evaluation.runs.Run` writes both). ``trace_out``: a trace file
     written at the end instead, for a caller without a sink.
     """
     methods = [parse_method(m) if isinstance(m, str) else m for m in methods]

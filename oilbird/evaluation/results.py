@@ -1,5 +1,5 @@
 """Bench results as data: per-method running totals and the results table. No torch here, so
-:mod:`oilbird.report` and the views read results without loading the model stack.
+:mod:`oilbird.evaluation.report` and the views read results without loading the model stack.
 
 Metrics (Spec-Bench conventions): tau = generated tokens / target forwards (prefill included;
 AR = 1.00); tokens_per_s = generated tokens / wall time (prefill included); speedup =
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .trace import BONUS, RequestTrace
+from ..trace import BONUS, RequestTrace
 
 
 @dataclass

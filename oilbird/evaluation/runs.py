@@ -16,7 +16,7 @@ one ``trace`` run (one JSONL file):
 3. :meth:`Run.recording`: Ctrl-C, SIGTERM or a failed write stop the run with
    :class:`RunStopped`, whose one line says how many requests were done and where they are.
    A results file written per request carries ``"complete": false`` and the requests done
-   until the run's last write marks it complete, so ``python -m oilbird.report`` reads an
+   until the run's last write marks it complete, so ``python -m oilbird.evaluation.report`` reads an
    interrupted run and says it is one.
 
 Knows files and signals, nothing about models or methods.
@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
-from .errors import InputError
-from .trace import RequestTrace, request_to_lines
+from ..errors import InputError
+from ..trace import RequestTrace, request_to_lines
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -222,9 +222,9 @@ class Run:
         if not self._begun or not self.done:
             return f"before the first request was written: nothing was written to {self.out}"
         if self.is_file:
-            return f"after {of}: {self.out} holds those requests' traces (python -m oilbird.report {self.out})"
+            return f"after {of}: {self.out} holds those requests' traces (python -m oilbird.evaluation.report {self.out})"
         return (f"after {of}: {self.out} holds their results, marked incomplete "
-                f"(python -m oilbird.report {self.out})")
+                f"(python -m oilbird.evaluation.report {self.out})")
 
 
 def unique(items: list[str], option: str) -> list[str]:

@@ -2,7 +2,7 @@
 
     python -m oilbird replay --data agent-builtin --methods ar,goose,oilbird --limit 4
 
-A recorded conversation (``oilbird.conversations``) becomes one request per assistant turn:
+A recorded conversation (``oilbird.data.conversations``) becomes one request per assistant turn:
 the prompt is every message before the turn, the recording is the turn itself. Requests are
 served as a server would see them, conversation by conversation and turn by turn, one decoder
 per method, its store and tables carrying over. Each cycle is the live cycle with one rule
@@ -37,12 +37,12 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from .decoding import Replay, SpeculativeDecoder
-from .drafter import Drafter
-from .methods import Method, TreeConfig, parse_method
+from ..decoding import Replay, SpeculativeDecoder
+from ..drafter import Drafter
+from ..methods import Method, TreeConfig, parse_method
 from .results import MethodStats, with_speedups
-from .trace import RequestTrace
-from .verifier import NodeOutputs, Verifier
+from ..trace import RequestTrace
+from ..verifier import NodeOutputs, Verifier
 
 MODES = ("fast", "exact")
 LIMIT_NOTE = ("replay under-states the sources that replay the local model's own predictions (the "
@@ -52,7 +52,7 @@ LIMIT_NOTE = ("replay under-states the sources that replay the local model's own
 
 
 class Turn(Protocol):
-    """One replayed request (``oilbird.conversations.ReplayTurn`` is one)."""
+    """One replayed request (``oilbird.data.conversations.ReplayTurn`` is one)."""
     id: str
     conversation: str
     index: int
@@ -90,7 +90,7 @@ def make_replay_decoder(m: Method, verifier: Verifier, tree: TreeConfig | None, 
         from .peers import make_arctic_decoder
         dec = make_arctic_decoder(verifier, m.tree(tree), trace=trace, method=m.name)
     else:
-        from .presets import make_decoder
+        from ..presets import make_decoder
         dec = make_decoder(m, verifier, tree=tree, trace=trace, store_kwargs=store_kwargs)
     dec.reuse_prefix = True
     return dec
@@ -123,7 +123,7 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
            progress: Callable[[int], None] | None = None, store_kwargs: dict | None = None) -> dict:
     """Replay ``conversations`` (each a list of turns, in order) with every method.
 
-    Returns the results dict (``oilbird.results`` shape: tau, mean nodes, source shares, per
+    Returns the results dict (``oilbird.evaluation.results`` shape: tau, mean nodes, source shares, per
     request rows; in exact mode tokens/s and speedup over ``ar``, the local model's cost of these
     outputs). ``on_request(traces, results)`` is called after every turn with that turn's traces
     (one per method) and the results so far, so a caller can write as it goes. Conversations
@@ -205,7 +205,7 @@ def _results(stats, methods, lm, mode, tree, recorded_by, n_conv, n_turns, skipp
 
 
 def diagnose_turns(lm, conversations, progress: bool = True) -> dict:
-    """The labels of :func:`oilbird.diagnose.diagnose_requests` on recorded outputs (``replay --diagnose``): each
+    """The labels of :func:`oilbird.evaluation.diagnose.diagnose_requests` on recorded outputs (``replay --diagnose``): each
     turn's recording is its output, served conversation by conversation, the pool holding the
     earlier recordings ("generated" pool). States come from one teacher-forced forward per turn
     that reuses the conversation's cache (:func:`teacher_forced`), so only the

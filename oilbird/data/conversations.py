@@ -4,7 +4,7 @@ A replay turns every assistant message of a recorded conversation into one reque
 prompt is every message before it, the *recording* is that message itself. This module gets
 the conversations from disk into that shape and knows nothing about models beyond
 ``tokenizer.apply_chat_template`` (and plain ``tokenizer(text)`` for a tokenizer without a
-chat template, exactly as :func:`oilbird.requests.encode` does); it drafts nothing.
+chat template, exactly as :func:`oilbird.data.requests.encode` does); it drafts nothing.
 
 **Input.** JSON Lines, one conversation per line: ``{"id": ..., "model": ..., "messages":
 [...]}`` (``id`` optional, default ``STEM-LINE``; ``model`` optional, the model that wrote the
@@ -57,7 +57,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .jsonio import json_lines, loads, read_text
+from ..jsonio import json_lines, loads, read_text
 from .requests import DataError, Request, data_root, encode
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -273,7 +273,7 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
 
     ``"agent-transcripts"``: the recorded gpt-4o airline conversations in the shared data
     (``data_root()/agent-transcripts/tau-airline.jsonl``; never copied into this repository).
-    ``"agent-builtin"``: the scripted agent of :mod:`oilbird.agent_workload` (``limit``
+    ``"agent-builtin"``: the scripted agent of :mod:`oilbird.data.agent_workload` (``limit``
     conversations, default 24; the first n are the same whatever the limit). Anything else: a
     path to a ``.jsonl`` / ``.jsonl.gz`` file. A file is validated whole, whatever the limit."""
     if limit is not None and limit < 1:
@@ -377,7 +377,7 @@ def encode_conversation(tokenizer, conv: Conversation, end_ids: set[int] | None 
             raise ConversationError(f"{where}: cannot encode the prompt ({exc})") from None
         if templated:
             full = _template_ids(tokenizer, rendered[:i + 1], False)
-        else:                                         # as oilbird.requests.encode, without the last "\n"
+        else:                                         # as oilbird.data.requests.encode, without the last "\n"
             full = _ids(tokenizer("\n".join(m["content"] for m in rendered[:i + 1])))
         if full[:len(prompt)] != prompt:
             at = next((j for j, (a, b) in enumerate(zip(prompt, full)) if a != b), min(len(prompt), len(full)))

@@ -1,1 +1,0 @@
-"""Oilbird inside other engines (vLLM: :mod:`oilbird.integrations.vllm`)."""
