@@ -167,6 +167,10 @@ def _diagnose(args) -> int:
     run = Run(args.out or fresh_out("diagnose", args.data), args.force, ("diagnosis.json",))
     run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
+    traces = None
+    if args.traces:                  # read (and checked) before the model loads
+        from .trace import load_traces
+        traces = load_traces(args.traces)
     lm = load_model(args.model)
     planned = len(requests)
 
@@ -176,8 +180,15 @@ def _diagnose(args) -> int:
     with run.recording(planned):
         report = diagnose_run(requests, lm, args.max_new_tokens,
                               {"data": str(args.data), "limit": args.limit, "skip": args.skip}, checkpoint=save)
+        if traces is not None:
+            from .evaluation.funnel import labelled_funnel
+            report["funnel"] = labelled_funnel(traces, report["labels"])
+            report["funnel_traces"] = str(args.traces)
         save(report, complete=True)
     print("\n".join(summary_lines(report)))
+    if traces is not None:
+        from .evaluation.funnel import funnel_lines
+        print("\n".join(funnel_lines(report["funnel"])))
     print(f"wrote {run.path('diagnosis.json')}")
     return 0
 
@@ -228,15 +239,19 @@ def _replay(args) -> int:
     def save(res: dict, complete: bool = False) -> None:
         run.save_results("results.json", {**res, "data": str(args.data)}, res["n_requests"], planned, complete)
 
+    from .evaluation.funnel import Accumulator, funnel_lines
+    funnel = Accumulator()       # the conversion funnel, counted as the run goes
+
     def on_request(request_traces, res) -> None:
         if args.traces:
             run.append_traces(request_traces, "traces.jsonl")
+        funnel.add(request_traces)
         save(res)
 
     bar = tqdm(total=planned, desc=f"replay ({mode})", unit="turn")
     with run.recording(planned):
         try:
-            res = replay(turns, methods, Verifier(lm), mode=mode, tree=tree, trace=args.traces,
+            res = replay(turns, methods, Verifier(lm), mode=mode, tree=tree, trace=args.traces or args.diagnose,
                          recorded_by=recorded_by, on_request=on_request, progress=bar.update)
         finally:
             bar.close()
@@ -251,6 +266,8 @@ def _replay(args) -> int:
           + ("tokens/s and speedup are the local model's cost of these outputs" if mode == "exact"
              else "fast mode times nothing (--exact does)"))
     print(f"note: {r['note']}")
+    if not args.diagnose and args.traces:
+        print("\n".join(funnel_lines(funnel.result())))
     if args.diagnose:
         from .evaluation.diagnose import K, MAX_SUFFIX, MIN_SUFFIX, build_report, summary_lines
         from .evaluation.replay import diagnose_turns
@@ -260,6 +277,7 @@ def _replay(args) -> int:
                 "data": str(args.data), "model": lm.name, "recorded_by": recorded_by, "replay": True,
                 "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX,
                              "state_layer": lm.state_layer, "num_layers": lm.num_layers}})
+            report["funnel"] = funnel.result(report["labels"])
             run.write_json("diagnosis.json", report)
             if args.traces:       # the labels belong to the recording, the output of every method
                 from .trace import load_traces, save_traces
@@ -269,6 +287,7 @@ def _replay(args) -> int:
                 save_traces(traces, run.path("traces.jsonl"))
         print("\n".join(summary_lines(report)).replace("teacher-forced argmax agrees with greedy",
                                                        "the local model's argmax is the recorded token"))
+        print("\n".join(funnel_lines(report["funnel"])))
     print(f"wrote {run.out}")
     return 0 if all(m["lossless"] for m in res["methods"].values()) else 1
 
@@ -314,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
     _common(p)
+    p.add_argument("--traces", default=None, metavar="FILE",
+                   help="a trace file of the same requests (bench --traces, trace): also count its conversion "
+                        "funnel, split by this diagnosis' labels, into diagnosis.json")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/diagnose-DATA-TIME-PID)")
     _force(p)
 

@@ -38,6 +38,7 @@ from .tree import DraftTree
 NO_NODE_REASONS = {
     "no-tokens": "its similarity allowed it no tokens (below the copy-depth floor)",
     "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
+    "below-floor": "the best similarity was below the entry floor: looked up, not drafted",
     "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
               "expected fill, other candidates were worth more)",
 }
@@ -251,7 +252,8 @@ class Drafter:
             p = self._ask(s, ctx, budget, info)
             out += [(s, c) for c in sorted(p.chains, key=lambda c: -c.score)]
             if s.retrieves:
-                info.neighbours += [{**c.meta, "walked": [], "paid": [], "why_no_node": "muted"}
+                why = "below-floor" if p.retrieval == "below-floor" else "muted"     # looked up, not drafted
+                info.neighbours += [{**c.meta, "walked": [], "paid": [], "why_no_node": why}
                                     for c in p.looked_up]
         return out
 

@@ -50,8 +50,12 @@ class Neighbour:
     accepted: int = 0           # how many of its proposed tokens the verifier accepted
     lexical_reachable: bool = False  # was the same first token proposed by a lexical source?
     # why its chain got no tree node, as the drafter recorded it: "" (it got one), or a key of
-    # oilbird.drafter.NO_NODE_REASONS ("no-tokens", "muted", "budget"); None in older traces
+    # oilbird.drafter.NO_NODE_REASONS ("no-tokens", "muted", "below-floor", "budget"); None in older traces
     why_no_node: str | None = None
+    # the record's continuation past ``proposed`` (up to oilbird.sources.semantic.REACH tokens in
+    # all): what the copy-depth or floor cut withheld, so the funnel (oilbird.evaluation.funnel)
+    # can tell a cut neighbour from a wrong one; None in older traces
+    withheld: list[int] | None = None
 
 
 @dataclass

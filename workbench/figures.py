@@ -30,7 +30,7 @@ a source the palette does not know gets a grey entry of its own where it appears
 Tokens are shown with whitespace made visible (:func:`visible`).
 
 This module is the facade: each panel lives in its own module under :mod:`workbench.panels`
-(``tree``, ``text``, ``neighbours``, ``gap``, ``metrics``, ``compare``; the counter and a whole
+(``tree``, ``text``, ``neighbours``, ``gap``, ``metrics``, ``compare``, ``funnel``; the counter and a whole
 cycle at once in ``cycle``; what each token's provenance is in ``provenance``), and every
 public name is re-exported here, so ``from workbench import figures as F`` reaches them all.
 Where a panel is drawn both as a figure and as HTML (text, neighbours, gap strip), both
@@ -45,6 +45,7 @@ from .panels.base import (BY_PRIMARY, BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, 
                           WHITESPACE, figure, message_spec, spec_json, visible)
 from .panels.compare import compare_figure, compare_spec, first_difference
 from .panels.cycle import counter_html, cycle_at, cycle_figures, cycle_specs, first_cycle, last_cycle
+from .panels.funnel import FUNNEL_TITLE, LOSSES, as_funnel, funnel_figure, funnel_spec
 from .panels.gap import (GAP_BORDERS, GAP_SCOPE, GapCell, GapStrip, gap_cells, gap_strip_figure, gap_strip_html,
                          gap_strip_spec)
 from .panels.metrics import metrics_figure, metrics_spec
@@ -82,4 +83,5 @@ __all__ = [
     "gap_strip_spec",
     "metrics_figure", "metrics_spec",
     "compare_figure", "compare_spec", "first_difference",
+    "FUNNEL_TITLE", "LOSSES", "as_funnel", "funnel_figure", "funnel_spec",
 ]

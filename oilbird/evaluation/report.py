@@ -239,6 +239,7 @@ _KINDS = {
     "true or false": lambda v: type(v) is bool,
     "a string": lambda v: isinstance(v, str),
     "an object of numbers": lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
+    "an object": lambda v: isinstance(v, dict),
 }
 # the fields of one method in results.json (MethodStats.summary): required, then optional
 _METHOD_REQUIRED = {"tau": "a number", "tokens_per_s": "a number", "lossless": "true or false"}
@@ -305,7 +306,30 @@ def check_diagnosis(res, path=None) -> dict:
     _fields(res, _DIAGNOSIS_REQUIRED, {**rates, **_PROGRESS}, "the diagnosis", path)
     if res.get("pool_full") is not None:
         _fields(res["pool_full"], {}, rates, "'pool_full' of the diagnosis", path)
+    if "funnel" in res:
+        check_funnel(res["funnel"], path)
     return res
+
+
+def check_funnel(fun, path=None) -> dict:
+    """``fun`` if it is the ``funnel`` of a diagnosis.json (:func:`oilbird.evaluation.funnel.count`
+    per method) that :func:`~oilbird.evaluation.funnel.format_funnel` can print; else
+    :class:`ResultsError` naming the method and the field."""
+    from .funnel import REACHED, SHORT, SIDE, STAGES
+    if not isinstance(fun, dict):
+        raise ResultsError(f"'funnel' of the diagnosis is {_show(fun)}, not an object", path)
+    counts = lambda keys: {k: "a count" for k in keys}      # noqa: E731
+    for m, f in fun.items():
+        where = f"method '{m}' of the funnel"
+        _fields(f, {"stages": "an object", "side": "an object", "lost": "an object", "tokens": "an object"}, {},
+                where, path)
+        _fields(f["stages"], counts(k for k, _ in STAGES), {}, f"'stages' of {where}", path)
+        _fields(f["side"], counts(k for k, _ in SIDE), {}, f"'side' of {where}", path)
+        _fields(f["lost"], counts(REACHED[:-1]), {}, f"'lost' of {where}", path)
+        _fields(f["tokens"], {"reach": "a count", "accepted": "a count", "cycles": "a count", "short": "an object"},
+                {}, f"'tokens' of {where}", path)
+        _fields(f["tokens"]["short"], counts(SHORT), {}, f"'short' of {where}", path)
+    return fun
 
 
 def load_results(path) -> tuple[str, dict]:
@@ -320,7 +344,9 @@ def load_results(path) -> tuple[str, dict]:
                     path / "results.json")
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         from ..trace import load_traces
-        return "traces", {"methods": trace_methods(load_traces(path))}
+        from .funnel import funnel
+        traces = load_traces(path)
+        return "traces", {"methods": trace_methods(traces), "funnel": funnel(traces)}
     if not path.exists():
         raise ResultsError("no such file (give a bench results.json, a diagnosis.json, a trace .jsonl, "
                            "or the folder bench or diagnose wrote)", path)
@@ -379,12 +405,20 @@ def main(argv: list[str] | None = None) -> int:
     if kind == "diagnosis":
         from .diagnose import format_table as diagnosis_table
         print(diagnosis_table(res, res.get("pool_full")))
+        if res.get("funnel"):
+            from .funnel import funnel_lines
+            print()
+            print("\n".join(funnel_lines(res["funnel"])))
         return 0
     extra = tuple(tuple(p.split(",")) for p in args.pair)
     bad = next((p for p in extra if len(p) != 2 or not all(m in res["methods"] for m in p)), None)
     if bad:
         ap.error(f"--pair {','.join(bad)}: give two methods of this run, A,B ({', '.join(res['methods'])})")
     print(source_table(res["methods"]) if kind == "traces" else markdown_table(res))
+    if kind == "traces":
+        from .funnel import funnel_lines
+        print()
+        print("\n".join(funnel_lines(res["funnel"])))
     pairs = paired_table(res, PAIRS + extra)
     if not all(r.get("per_request") for r in res["methods"].values()):
         print(f"note: {args.results} has no per-request rows for some methods (a run older than them), so "

@@ -34,6 +34,10 @@ class SemanticConfig:
     unmute_above: float = 0.30
 
 
+# tokens of a retrieved record's continuation the trace keeps past its copy depth ("withheld")
+REACH = 16
+
+
 def copy_depth(similarity: float, tiers=SemanticConfig.depth_tiers) -> int:
     """Tokens a neighbour may propose, by its own similarity."""
     for floor, depth in tiers:
@@ -70,14 +74,20 @@ class SemanticSource(DraftSource):
             return Proposal(retrieval="no-query", **said)
         if len(self.store) == 0:
             return Proposal(retrieval="empty-store", **said)
+        hits = self.store.search(ctx.query_state, self.cfg.top_k)
+        below = bool(hits) and hits[0][1] < self.cfg.entry_floor
         chains = []
-        for rec, sim in self.neighbours(ctx.query_state):
-            depth = copy_depth(sim, self.cfg.depth_tiers)
-            cont = self.store.continuation(rec, self.cfg.lag, depth) if depth else []
+        for rec, sim in hits:
+            depth = 0 if below else copy_depth(sim, self.cfg.depth_tiers)
+            # the record's continuation past its copy depth too (up to REACH tokens), for the
+            # trace alone: it tells a copy-depth or floor cut from a wrong neighbour
+            cont = self.store.continuation(rec, self.cfg.lag, max(depth, REACH))
             r = self.store.record(rec)
-            chains.append(Chain(cont, sim, meta={"record": rec, "request_id": r.request_id,
-                                                 "position": r.position, "similarity": sim,
-                                                 "proposed": cont}))
+            chains.append(Chain(cont[:depth], sim, meta={"record": rec, "request_id": r.request_id,
+                                                         "position": r.position, "similarity": sim,
+                                                         "proposed": cont[:depth], "withheld": cont[depth:]}))
+        if below:                      # looked up, not drafted: the trace shows them, the tree does not
+            return Proposal(looked_up=chains, retrieval="below-floor", **said)
         self.last_chains = chains
         if not chains:
             return Proposal(retrieval="below-floor", **said)

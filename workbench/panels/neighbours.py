@@ -149,6 +149,7 @@ class NeighbourResult(NamedTuple):
 # why a neighbour got no node (Neighbour.why_no_node, oilbird.drafter.NO_NODE_REASONS' keys)
 NO_NODE_WHY = {"no-tokens": "below the depth floor: its similarity allowed it no tokens",
                "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
+               "below-floor": "the best similarity was below the entry floor: looked up, not drafted",
                "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
                          "expected fill, other branches were worth more)"}
 

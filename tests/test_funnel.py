@@ -1,0 +1,176 @@
+"""The conversion funnel (oilbird.evaluation.funnel): hand-built cycles with every stage chosen
+by hand, then the funnel of real (mock-model) replays and the commands that count it."""
+import json
+from dataclasses import replace
+
+import pytest
+
+from oilbird.evaluation.funnel import (REACHED, STAGES, Accumulator, count, cycle_facts, format_funnel, funnel,
+                                       labelled_funnel)
+from oilbird.trace import CycleTrace, Neighbour, RequestTrace, load_traces
+
+# the output: prefill emits 10; one drafting cycle at t = 1 whose truth is 11, 12, 13, 14, 2
+OUT = [10, 11, 12, 13, 14, 2]
+
+
+def nb(sim, proposed, withheld=None, walked=(), accepted=0, why=""):
+    return Neighbour(record=1, request_id="r0", position=0, similarity=sim, proposed=list(proposed),
+                     proposed_text=[""] * len(proposed), context_text=[], context_index=0,
+                     paid_nodes=list(walked), walked_nodes=list(walked), accepted=accepted, why_no_node=why,
+                     withheld=None if withheld is None else list(withheld))
+
+
+def request(neighbours, tokens=(10, 11, 12), parents=(-1, 0, 1), sources=((), ("semantic",), ("semantic",)),
+            accepted=(0, 1, 2), retrieval="retrieved", labels=None):
+    """One request: prefill (10), a drafting cycle at t = 1 with the given tree, then the rest
+    committed one bonus a cycle (cycles with a root-only tree)."""
+    acc = list(accepted)
+    n_acc = len(acc) - 1
+    first = OUT[1:1 + n_acc + 1]
+    cycles = [CycleTrace("r", "m", 0, 0, 0, bonus=10, committed=[10], committed_sources=[["bonus"]])]
+    cycles.append(CycleTrace("r", "m", 1, 5, 1, tokens=list(tokens), parents=list(parents),
+                             sources=[list(s) for s in sources], argmax=[-1] * len(tokens), accepted=acc,
+                             bonus=first[-1], committed=first, committed_sources=[["x"]] * len(first),
+                             neighbours=list(neighbours), retrieval=retrieval))
+    t = 1 + len(first)
+    k = 2
+    while t < len(OUT):
+        cycles.append(CycleTrace("r", "m", k, 5 + t, t, tokens=[OUT[t - 1]], parents=[-1], sources=[[]],
+                                 argmax=[-1], accepted=[0], bonus=OUT[t], committed=[OUT[t]],
+                                 committed_sources=[["bonus"]], retrieval="gate-closed"))
+        t += 1
+        k += 1
+    return RequestTrace("r", "m", "tiny", [1], "", output_ids=list(OUT), cycles=cycles, gap_labels=labels)
+
+
+def first(tr):
+    return cycle_facts(tr)[0]
+
+
+def test_a_right_record_that_got_nodes_is_accepted_and_its_reach_counted():
+    f = first(request([nb(0.95, [11, 12, 99], withheld=[], walked=[1, 2], accepted=2)]))
+    assert (f.t, f.reached, f.right_accepted, f.semantic_own, f.top1_right) == (1, "node", True, True, True)
+    assert (f.accepted, f.reach, f.short) == (2, 2, None)
+
+
+@pytest.mark.parametrize("neighbour, reached", [
+    (nb(0.7, [], withheld=[11, 12], why="below-floor"), "below-floor"),
+    (nb(0.95, [11, 12], walked=[], why="muted"), "muted"),
+    (nb(0.81, [], withheld=[11, 12], why="no-tokens"), "copy-depth"),
+    (nb(0.95, [11, 12], walked=[], why="budget"), "budget"),
+])
+def test_where_a_right_record_was_lost(neighbour, reached):
+    """The tree held the token from the lexical spine (node 1, pld): the cycle accepted it, but
+    the right record's own chain was lost at its stage."""
+    tr = request([neighbour], sources=((), ("pld",), ("pld",)))
+    f = first(tr)
+    assert f.reached == reached and f.lexical_had and f.tree_had and not f.right_accepted
+    c = count(cycle_facts(tr))
+    assert c["lost"][reached] == 1 and c["stages"]["right_any"] == 1
+    assert c["stages"]["right_floor"] == (reached != "below-floor")
+    assert c["stages"]["right_node"] == 0 and c["tokens"]["short"]["no_node"] == 0   # accepted 2 = reach 2
+
+
+def test_a_wrong_record_is_not_right_and_old_traces_read_proposed_only():
+    f = first(request([nb(0.99, [55, 56], withheld=[11])], accepted=(0,), tokens=(10,), parents=(-1,),
+                      sources=((),)))
+    assert f.reached is None and not f.top1_right and not f.tree_had
+    old = first(request([nb(0.81, [], withheld=None, why="no-tokens")], accepted=(0,), tokens=(10,),
+                        parents=(-1,), sources=((),)))
+    assert old.reached is None             # withheld unrecorded: the cut record cannot be judged
+
+
+def test_short_cycles_say_why_by_the_longest_right_record():
+    # right for 4 tokens (11 12 13 14), copy depth kept 2 of them: a copy-depth cut
+    cut = first(request([nb(0.85, [11, 12], withheld=[13, 14, 2], walked=[1, 2], accepted=2)],
+                        tokens=(10, 11, 12, 40), parents=(-1, 0, 1, 0), sources=((), ("semantic",), ("semantic",), ("recycling",))))
+    assert (cut.reach, cut.accepted, cut.short) == (3, 2, "copy_depth")       # reach capped at 3 draft nodes
+    # proposed all 4, the chain got 1 node: the budget
+    budget = first(request([nb(0.95, [11, 12, 13, 14], walked=[1], accepted=1)], tokens=(10, 11, 40, 41),
+                           parents=(-1, 0, 0, 0), sources=((), ("semantic",), ("recycling",), ("recycling",)),
+                           accepted=(0, 1)))
+    assert (budget.reach, budget.accepted, budget.short) == (3, 1, "budget")
+
+
+def test_stages_nest_and_the_table_has_every_stage():
+    trs = [request([nb(0.95, [11, 12], walked=[1, 2], accepted=2)], labels=["absent", "gap_recovered", "lexical_hit",
+                                                                          "absent", "absent", "absent"]),
+           request([nb(0.7, [], withheld=[11], why="below-floor")], retrieval="below-floor")]
+    fun = funnel(trs)
+    st = fun["m"]["stages"]
+    counts = [st[k] for k, _ in STAGES]
+    assert counts == sorted(counts, reverse=True) and counts[0] == 2 * 3      # 3 drafting cycles a request (t = 1, 4, 5)
+    assert st["gate_open"] == 2 and st["right_any"] == 2 and st["right_floor"] == 1
+    assert fun["m"]["by_label"]["gap_recovered"] == {"cycles": 1, "tree_had": 1, "lexical_had": 0, "right_any": 1,
+                                                     "right_node": 1, "semantic_own": 1}
+    table = format_funnel(fun)
+    assert all(name in table for _, name in STAGES) and "at gap_recovered positions" in table
+    # labels given later (a replay's diagnosis) replace the traces' own
+    acc = Accumulator()
+    acc.add(trs)
+    later = acc.result({"r": ["gap_missed"] * 6})
+    assert later["m"]["by_label"]["gap_missed"]["cycles"] == 6
+    # a lossy trace gets no labels from a diagnosis
+    lossy = labelled_funnel([replace(trs[0], lossless=False, gap_labels=None)], {"r": ["absent"] * 6})
+    assert "by_label" not in lossy["m"]
+
+
+# -------------------------------------------------------------------- real replays, mock model
+def test_the_funnel_of_a_replay_nests_and_counts_every_drafting_cycle(tiny_lm):
+    from oilbird.decoding import autoregressive
+    from oilbird.evaluation.replay import RecordedTurn, diagnose_turns, replay
+    from oilbird.verifier import Verifier
+    from test_decoding import _prompts
+    v = Verifier(tiny_lm)
+    prompts = _prompts(4)
+    turns = [RecordedTurn(f"c/{i}", "c", i, ids, autoregressive(v, ids, 24).output_ids) for i, ids in enumerate(prompts)]
+    turns += [replace(t, id=t.id + "-again", index=t.index + 4) for t in turns]      # repeats: the store pays
+    traces = []
+    replay([[t] for t in turns], ["goose", "oilbird"], v, on_request=lambda trs, res: traces.extend(trs))
+    labels = {d.request_id: d.labels for d in diagnose_turns(tiny_lm, [[t] for t in turns], progress=False)["diags"]["generated"]}
+    fun = labelled_funnel(traces, labels)
+    for m in ("goose", "oilbird"):
+        st = fun[m]["stages"]
+        counts = [st[k] for k, _ in STAGES]
+        assert counts == sorted(counts, reverse=True)
+        drafting = sum(sum(1 for c in tr.cycles if c.tokens) for tr in traces if tr.method == m)
+        assert st["cycles"] == drafting
+        assert st["right_node"] == st["right_accepted"]          # a right first node is always accepted
+        assert sum(b["cycles"] for b in fun[m]["by_label"].values()) == drafting
+    assert fun["goose"]["stages"]["gate_open"] == 0
+    assert fun["oilbird"]["stages"]["right_any"] > 0 and fun["oilbird"]["stages"]["right_accepted"] > 0
+    # every record the key found is in the trace, with what its cut withheld
+    nbs = [n for tr in traces if tr.method == "oilbird" for c in tr.cycles for n in c.neighbours]
+    assert nbs and all(n.withheld is not None for n in nbs)
+    assert sum(f.reached in REACHED for tr in traces if tr.method == "oilbird" for f in cycle_facts(tr)) == \
+        fun["oilbird"]["stages"]["right_any"]
+
+
+def test_replay_diagnose_writes_the_funnel_and_report_prints_it(tmp_path, capsys, monkeypatch):
+    import oilbird.model
+    from conftest import make_tiny_lm
+    from oilbird.__main__ import main
+    from oilbird.evaluation.report import main as report
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: make_tiny_lm())
+    convs = []
+    for i in range(3):
+        msgs = [{"role": "user", "content": f"book a seat for trip {i % 2}"},
+                {"role": "assistant", "content": "seat 12A on trip 7, confirmation ABC123"}]
+        convs.append(json.dumps({"id": f"c{i}", "model": "rec", "messages": msgs}))
+    data = tmp_path / "convs.jsonl"
+    data.write_text("\n".join(convs) + "\n")
+    out = tmp_path / "out"
+    code = main(["replay", "--data", str(data), "--methods", "goose,oilbird", "--diagnose", "--traces",
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0 and "conversion funnel" in printed and "semantic gate open" in printed
+    diag = json.loads((out / "diagnosis.json").read_text())
+    assert set(diag["funnel"]) == {"goose", "oilbird"}
+    assert diag["funnel"]["oilbird"] == labelled_funnel(load_traces(out / "traces.jsonl"), diag["labels"])["oilbird"]
+    assert report([str(out / "diagnosis.json")]) == 0 and "conversion funnel" in capsys.readouterr().out
+    assert report([str(out / "traces.jsonl")]) == 0 and "a top-k record continues right" in capsys.readouterr().out
+    # a funnel of the wrong shape is one line naming the field, exit 2
+    diag["funnel"]["oilbird"]["stages"]["right_any"] = "many"
+    (out / "diagnosis.json").write_text(json.dumps(diag))
+    assert report([str(out / "diagnosis.json")]) == 2
+    assert "'right_any' of 'stages' of method 'oilbird' of the funnel" in capsys.readouterr().err

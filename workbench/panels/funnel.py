@@ -1,0 +1,91 @@
+"""The funnel panel: where the semantic key's reach is lost, stage by stage, per method.
+
+Reads the conversion funnel of :mod:`oilbird.evaluation.funnel` (counted from request traces,
+or read from a diagnosis.json's ``funnel``): left, the nested stages (drafting cycles, gate
+open, lookup ran, a found record continues right, ... its token accepted, and the key's own
+tokens) as one funnel per method; right, where the cycles with a right record lost it
+(below the floor, muted, cut by copy depth, no node left) and the cycles that accepted fewer
+tokens than the right record held (no node, copy depth, budget). Counts are drafting cycles;
+the hover says each stage's share of the cycles and of the stage above.
+"""
+from __future__ import annotations
+
+import html
+from typing import Iterable
+
+import plotly.graph_objects as go
+
+from oilbird.evaluation.funnel import REACHED, SHORT, STAGES, funnel
+from oilbird.trace import RequestTrace
+
+from ..palette import OKABE_ITO, Style
+from .base import axis_key, centred_note, figure, grid, panel_layout, style_or_default
+
+# one colour per method, in order (Okabe-Ito, skipping black and grey)
+METHOD_COLOURS = (OKABE_ITO["vermillion"], OKABE_ITO["blue"], OKABE_ITO["bluish_green"], OKABE_ITO["orange"],
+                  OKABE_ITO["reddish_purple"], OKABE_ITO["sky_blue"], OKABE_ITO["yellow"])
+LOSSES = tuple(f"lost: {k}" for k in REACHED[:-1]) + tuple(f"short: {k.replace('_', ' ')}" for k in SHORT)
+FUNNEL_TITLE = "conversion funnel: drafting cycles at each stage of the semantic key"
+
+
+def as_funnel(source: dict | Iterable[RequestTrace]) -> dict:
+    """A funnel dict (``{method: counts}``) as given, or counted from request traces."""
+    if isinstance(source, dict):
+        return source
+    return funnel(list(source))
+
+
+def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None = None,
+                style: Style | None = None) -> dict:
+    """The funnel panel (see :func:`funnel_figure`) as a plain plotly spec."""
+    s = style_or_default(style)
+    fun = as_funnel(source)
+    names = [m for m in (methods or list(fun)) if m in fun]
+    axes, ref = grid(1, 2, ("cycles reaching each stage", "where right records were lost (cycles)"),
+                     hspace=0.28)
+    axes["annotations"] = list(axes["annotations"])
+    stage_names = [name for _, name in STAGES]
+    data = []
+    for k, m in enumerate(names):
+        st = fun[m]["stages"]
+        counts = [st[key] for key, _ in STAGES]
+        tot = counts[0]
+        hover = [f"{html.escape(m)} · {html.escape(name)}: {n} cycles<br>"
+                 f"{_pct(n, tot)} of the drafting cycles, {_pct(n, counts[i - 1] if i else tot)} of the stage above"
+                 for i, (name, n) in enumerate(zip(stage_names, counts))]
+        colour = METHOD_COLOURS[k % len(METHOD_COLOURS)]
+        data.append({"type": "funnel", "name": m, "y": stage_names, "x": counts, "meta": f"funnel-{m}",
+                     "legendgroup": m, "marker": {"color": colour}, "textinfo": "value+percent initial",
+                     "hoverinfo": "text", "hovertext": hover, "xaxis": ref[(1, 1)][0], "yaxis": ref[(1, 1)][1]})
+        lost = fun[m]["lost"]
+        short = fun[m]["tokens"]["short"]
+        values = [lost.get(key, 0) for key in REACHED[:-1]] + [short.get(key, 0) for key in SHORT]
+        right = st["right_any"]
+        data.append({"type": "bar", "orientation": "h", "name": m, "y": list(LOSSES), "x": values,
+                     "meta": f"lost-{m}", "legendgroup": m, "showlegend": False, "marker": {"color": colour},
+                     "hoverinfo": "text",
+                     "hovertext": [f"{html.escape(m)} · {label}: {v} cycles ({_pct(v, right)} of the {right} "
+                                   f"with a right record)" for label, v in zip(LOSSES, values)],
+                     "xaxis": ref[(1, 2)][0], "yaxis": ref[(1, 2)][1]})
+    layout = panel_layout(s, FUNNEL_TITLE, height=max(s.height, 460), barmode="group", funnelmode="group",
+                          legend={"title": {"text": "method"}, "orientation": "h", "y": -0.12}, **axes)
+    layout[axis_key(ref[(1, 1)][1])].update({"autorange": "reversed", "automargin": True})
+    layout[axis_key(ref[(1, 2)][1])].update({"autorange": "reversed", "automargin": True})
+    layout[axis_key(ref[(1, 2)][0])]["title"] = {"text": "cycles"}
+    if not names:
+        layout["annotations"].append(centred_note("no drafting cycles: no trace with a tree"))
+    return {"data": data, "layout": layout}
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.1f}%" if d else "-"
+
+
+def funnel_figure(source: dict | Iterable[RequestTrace], methods: list[str] | None = None,
+                  style: Style | None = None) -> go.Figure:
+    """Where the semantic key's reach is lost, per method: the nested stages of
+    :data:`oilbird.evaluation.funnel.STAGES` as one funnel per method (left), and the cycles
+    whose right record was lost at the floor, to muting, copy depth or the budget, or which
+    accepted fewer tokens than it held (right). ``source``: request traces (counted here) or a
+    funnel dict (diagnosis.json's ``funnel``); ``methods`` picks and orders them (default: all)."""
+    return figure(funnel_spec(source, methods, style), style)
