@@ -77,7 +77,15 @@ def named(kind: str, out):
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert {"/select", "/prev", "/next", "/goto", "/play", "/tick", "/load_traces", "/run_live",
-            "/export_figures", "/export_trace"} <= names
+            "/export_figures", "/export_trace", "/funnel"} <= names
+
+
+def test_the_funnel_counts_every_drafting_cycle_of_the_session(client):
+    from oilbird.evaluation.funnel import funnel
+    fig = plot_json(client.predict(api_name="/funnel"))
+    want = funnel(all_requests())
+    got = {t["name"]: t["x"] for t in fig["data"] if t["type"] == "funnel"}
+    assert set(got) == set(want) and all(got[m][0] == want[m]["stages"]["cycles"] for m in want)
 
 
 def test_next_prev_goto_change_cycle_and_tree(client):

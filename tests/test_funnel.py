@@ -174,3 +174,55 @@ def test_replay_diagnose_writes_the_funnel_and_report_prints_it(tmp_path, capsys
     (out / "diagnosis.json").write_text(json.dumps(diag))
     assert report([str(out / "diagnosis.json")]) == 2
     assert "'right_any' of 'stages' of method 'oilbird' of the funnel" in capsys.readouterr().err
+
+
+# -------------------------------------------------------------------- the figure (structure, not pixels)
+def test_funnel_figure_one_funnel_and_one_loss_bar_per_method():
+    from wb_traces import request_goose, request_oilbird
+    from workbench import figures as F
+    trs = [request_oilbird(), request_goose()]
+    fig = F.funnel_figure(trs)
+    funnels = [t for t in fig.data if t.type == "funnel"]
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in funnels] == ["oilbird", "goose"] == [t.name for t in bars]
+    assert all(list(t.y) == [name for _, name in STAGES] for t in funnels)
+    assert all(list(t.y) == list(F.LOSSES) for t in bars)
+    # oilbird: 2 drafting cycles (t = 1, 4); its one record (hand-built, old: no outcome recorded)
+    # continues right and got its nodes, but pld had the token too
+    oil = dict(zip([k for k, _ in STAGES], funnels[0].x))
+    assert (oil["cycles"], oil["gate_open"], oil["right_any"], oil["right_accepted"], oil["semantic_own"]) == (2, 1, 1, 1, 0)
+    assert funnels[1].x[0] == 4 and funnels[1].x[1] == 0            # goose: 4 drafting cycles, no key
+    assert funnels[0].marker.color != funnels[1].marker.color and bars[0].marker.color == funnels[0].marker.color
+    assert {t.name for t in fig.data if t.showlegend is not False} == {"oilbird", "goose"}
+    # the same from the counts (diagnosis.json's funnel), a chosen order, and nothing at all
+    assert F.funnel_figure(funnel(trs)).to_dict() == fig.to_dict()
+    assert [t.name for t in F.funnel_figure(trs, methods=["goose"]).data] == ["goose", "goose"]
+    empty = F.funnel_figure([])
+    assert not empty.data and any("no drafting cycles" in a.text for a in empty.layout.annotations)
+
+
+def test_diagnose_counts_the_funnel_of_a_trace_file_by_its_labels(tmp_path, capsys, monkeypatch):
+    import oilbird.model
+    from conftest import make_tiny_lm
+    from oilbird.__main__ import main
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: make_tiny_lm())
+    data = tmp_path / "reqs.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"say hi to trip {i % 2}"}) + "\n" for i in range(3)))
+    traces = tmp_path / "t.jsonl"
+    assert main(["trace", "--data", str(data), "--methods", "goose,oilbird", "--max-new-tokens", "12",
+                 "--out", str(traces)]) == 0
+    out = tmp_path / "diag"
+    assert main(["diagnose", "--data", str(data), "--max-new-tokens", "12", "--traces", str(traces),
+                 "--out", str(out)]) == 0
+    assert "conversion funnel" in capsys.readouterr().out
+    diag = json.loads((out / "diagnosis.json").read_text())
+    fun = diag["funnel"]
+    assert set(fun) == {"goose", "oilbird"} and diag["funnel_traces"] == str(traces)
+    for m, f in fun.items():            # every cycle labelled: the traces are lossless, the same length
+        assert sum(b["cycles"] for b in f["by_label"].values()) == f["stages"]["cycles"] > 0
+    # a trace file that is not one: one line, exit 2, before the model loads
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    (tmp_path / "bad.jsonl").write_text("{}\n")
+    assert main(["diagnose", "--data", str(data), "--traces", str(tmp_path / "bad.jsonl"),
+                 "--out", str(tmp_path / "d2")]) == 2
+    assert "bad.jsonl" in capsys.readouterr().err

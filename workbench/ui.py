@@ -5,7 +5,7 @@
 :class:`~workbench.session.ModelHolder`; ``python -m workbench.app`` (:mod:`workbench.app`)
 launches it. Every event has a named API endpoint (``/select``, ``/prev``, ``/next``,
 ``/goto``, ``/play``, ``/tick``, ``/load_traces``, ``/run_live``, ``/export_figures``,
-``/export_trace``) so ``gradio_client`` can drive the app the way the browser does. Bad input
+``/export_trace``, ``/funnel``) so ``gradio_client`` can drive the app the way the browser does. Bad input
 (an unknown request, a corrupt trace file, a model that fails to load) shows in the error banner
 (and a ``gr.Warning``) and leaves the session as it was. The panels are the pure figure
 functions of :mod:`workbench.figures`, the ones the notebooks use.
@@ -169,6 +169,30 @@ def draw_all(tr: RequestTrace) -> None:
 
 # --------------------------------------------------------------------------- the app
 
+def funnel_plot(st: Session, cat: Catalogue) -> PlotData:
+    """The conversion funnel (:func:`workbench.figures.funnel_spec`) over every trace this
+    session shows: the catalogue's, and its own (uploaded, live) in their place."""
+    traces = list({**cat.traces, **st.extra}.values())
+    if not any(c.tokens for t in traces for c in t.cycles):
+        return _plot(F.message_spec(F.FUNNEL_TITLE, "no trace with a draft tree yet: load one or run live"))
+    return _plot(F.funnel_spec(traces))
+
+
+def funnel_component(state: gr.State, cat: Catalogue) -> gr.Plot:
+    """The funnel panel, a component of its own: counted on demand (``/funnel``), since it
+    reads every trace of the session."""
+    with gr.Accordion("conversion funnel · where the semantic key's reach is lost", open=False):
+        gr.Markdown("Every drafting cycle of every trace here, stage by stage: was the key's gate open, did a "
+                    "record it found continue with the next token, did that record clear the floor, escape "
+                    "muting and the copy-depth cut, get a node, and get accepted "
+                    "(`oilbird/evaluation/funnel.py`).")
+        button = gr.Button("Count the funnel", elem_id="wb-funnel-count")
+        plot = gr.Plot(label="conversion funnel", show_label=False, elem_id="wb-funnel")
+    button.click(lambda st: funnel_plot(st, cat), state, plot, api_name="funnel",
+                 show_progress="minimal", queue=False)
+    return plot
+
+
 def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: int = LIVE_MAX_NEW_TOKENS) -> gr.Blocks:
     """The Blocks app over a catalogue of traces, a request set and a (lazy) model."""
     init = new_session(cat, data)
@@ -201,6 +225,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Row():
             metrics = gr.Plot(first.metrics, label="metrics", show_label=False, elem_id="wb-metrics")
             compare = gr.Plot(first.compare, label="comparison", show_label=False, elem_id="wb-compare-plot")
+        funnel_component(state, cat)
         with gr.Accordion("prompt", open=False):
             prompt = gr.Textbox(first.prompt, show_label=False, lines=6, max_lines=20, interactive=False,
                                 elem_id="wb-prompt")

@@ -76,6 +76,8 @@ SIDE = (
     ("lexical_had", "a lexical source (pld, suffix) had it"),
 )
 LABELS = ("absent", "lexical_hit", "gap_recovered", "gap_missed")
+# what ``by_label`` counts for each label's cycles
+LABEL_COUNTS = ("cycles", "tree_had", "lexical_had", "right_any", "right_node", "semantic_own")
 # how far a right record got, in stage order (its why_no_node, or the depth cut, or a node)
 REACHED = ("below-floor", "muted", "copy-depth", "budget", "node")
 SHORT = ("no_node", "copy_depth", "budget")
@@ -163,7 +165,9 @@ def cycle_facts(trace, labels: list[str] | None = None) -> list[CycleFacts]:
                 short = "budget"
         out.append(CycleFacts(
             request_id=trace.request_id, t=t, label=labels[t] if labels and t < len(labels) else None,
-            retrieval=c.retrieval, reached=REACHED[best_stage] if best_stage >= 0 else None,
+            # a trace older than the outcome's record: a cycle that lists records looked up
+            retrieval=c.retrieval if c.retrieval is not None else ("retrieved" if c.neighbours else None),
+            reached=REACHED[best_stage] if best_stage >= 0 else None,
             top1_right=top1, tree_had=accepted > 0, lexical_had=lexical_had,
             right_accepted=acc, semantic_own=acc and not lexical_had, accepted=accepted, reach=reach if best_nb is not None else 0, short=short))
     return out
@@ -202,14 +206,14 @@ def count(facts: Iterable[CycleFacts]) -> dict:
             labelled = True
             b = by_label.setdefault(f.label, Counter())
             b["cycles"] += 1
-            for k in ("tree_had", "lexical_had", "right_any", "right_node", "semantic_own"):
+            for k in LABEL_COUNTS[1:]:
                 b[k] += bool(flags[k])
     out = {"stages": {k: st[k] for k, _ in STAGES}, "side": {k: st[k] for k, _ in SIDE},
            "lost": {k: lost[k] for k in REACHED[:-1]}, "retrieval": dict(retrieval),
            "tokens": {"cycles": st["right_any"], "reach": reach, "accepted": accepted_right,
                       "short": {k: short[k] for k in SHORT}}}
     if labelled:
-        out["by_label"] = {lab: dict(by_label.get(lab, Counter())) for lab in LABELS}
+        out["by_label"] = {lab: {k: by_label.get(lab, Counter())[k] for k in LABEL_COUNTS} for lab in LABELS}
     return out
 
 
