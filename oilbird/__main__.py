@@ -248,11 +248,13 @@ def _replay(args) -> int:
         funnel.add(request_traces)
         save(res)
 
+    teacher_rows: dict = {}      # --diagnose in fast mode: the replay's teacher forcing, reused
+    keep = (lambda t, rows: teacher_rows.__setitem__(t.id, rows)) if args.diagnose and mode == "fast" else None
     bar = tqdm(total=planned, desc=f"replay ({mode})", unit="turn")
     with run.recording(planned):
         try:
             res = replay(turns, methods, Verifier(lm), mode=mode, tree=tree, trace=args.traces or args.diagnose,
-                         recorded_by=recorded_by, on_request=on_request, progress=bar.update)
+                         recorded_by=recorded_by, on_request=on_request, progress=bar.update, teacher_sink=keep)
         finally:
             bar.close()
         save(res, complete=True)
@@ -273,7 +275,7 @@ def _replay(args) -> int:
         from .evaluation.replay import diagnose_turns
         context = int(lm.model.config.max_position_embeddings)
         with run.recording(planned):
-            report = build_report(diagnose_turns(lm, [t for t in turns if fits(t, context)]), {
+            report = build_report(diagnose_turns(lm, [t for t in turns if fits(t, context)], rows=teacher_rows), {
                 "data": str(args.data), "model": lm.name, "recorded_by": recorded_by, "replay": True,
                 "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX,
                              "state_layer": lm.state_layer, "num_layers": lm.num_layers}})

@@ -226,3 +226,19 @@ def test_diagnose_counts_the_funnel_of_a_trace_file_by_its_labels(tmp_path, caps
     assert main(["diagnose", "--data", str(data), "--traces", str(tmp_path / "bad.jsonl"),
                  "--out", str(tmp_path / "d2")]) == 2
     assert "bad.jsonl" in capsys.readouterr().err
+
+
+def test_diagnose_turns_reusing_the_replays_teacher_rows_labels_the_same(tiny_lm):
+    from oilbird.decoding import autoregressive
+    from oilbird.evaluation.replay import RecordedTurn, diagnose_turns, replay
+    from oilbird.verifier import Verifier
+    from test_decoding import _prompts
+    v = Verifier(tiny_lm)
+    convs = [[RecordedTurn(f"c{i}/0", f"c{i}", 0, ids, autoregressive(v, ids, 16).output_ids)]
+             for i, ids in enumerate(_prompts(3))]
+    rows = {}
+    replay(convs, ["goose"], v, teacher_sink=lambda t, r: rows.__setitem__(t.id, r))
+    assert set(rows) == {c[0].id for c in convs}
+    fresh, reused = diagnose_turns(tiny_lm, convs, progress=False), diagnose_turns(tiny_lm, convs, False, rows=rows)
+    assert [d.labels for d in fresh["diags"]["generated"]] == [d.labels for d in reused["diags"]["generated"]]
+    assert fresh["teacher_forced_agreement"] == reused["teacher_forced_agreement"]

@@ -41,7 +41,8 @@ it; ``gap_missed``).
 held (capped at the tree's draft nodes) against the tokens the cycle accepted; a cycle where
 the prefix was longer is ``short``, and says why by its longest-right record: it got no node
 (``no_node``), its copy depth cut the right run (``copy_depth``), or its chain got nodes, too
-few (``budget``; the copy depth would have allowed more).
+few (``budget``; the copy depth would have allowed more). ``short_tokens`` sums, per cause, the
+tokens the right prefix held past what the cycle accepted.
 
 What it does not know: records beyond the top-k (never looked up), and anything in a trace
 written before ``withheld`` was recorded (then the record's continuation is what it proposed,
@@ -178,6 +179,7 @@ def count(facts: Iterable[CycleFacts]) -> dict:
     st = Counter()
     lost = Counter()
     short = Counter()
+    short_tokens = Counter()
     by_label: dict[str, Counter] = {}
     reach = accepted_right = 0
     retrieval = Counter()
@@ -202,6 +204,7 @@ def count(facts: Iterable[CycleFacts]) -> dict:
             accepted_right += f.accepted
             if f.short:
                 short[f.short] += 1
+                short_tokens[f.short] += f.reach - f.accepted
         if f.label is not None:
             labelled = True
             b = by_label.setdefault(f.label, Counter())
@@ -211,7 +214,8 @@ def count(facts: Iterable[CycleFacts]) -> dict:
     out = {"stages": {k: st[k] for k, _ in STAGES}, "side": {k: st[k] for k, _ in SIDE},
            "lost": {k: lost[k] for k in REACHED[:-1]}, "retrieval": dict(retrieval),
            "tokens": {"cycles": st["right_any"], "reach": reach, "accepted": accepted_right,
-                      "short": {k: short[k] for k in SHORT}}}
+                      "short": {k: short[k] for k in SHORT},
+                      "short_tokens": {k: short_tokens[k] for k in SHORT}}}
     if labelled:
         out["by_label"] = {lab: {k: by_label.get(lab, Counter())[k] for k in LABEL_COUNTS} for lab in LABELS}
     return out
@@ -296,9 +300,12 @@ def format_funnel(fun: dict) -> str:
     rows.append("| right cycles: right-prefix tokens / accepted tokens | " + " | ".join(
         f"{fun[m]['tokens']['reach']} / {fun[m]['tokens']['accepted']}" for m in methods) + " |")
     for k in SHORT:
-        rows.append(f"| short of the right prefix, by: {k.replace('_', ' ')} | " + " | ".join(
-            f"{fun[m]['tokens']['short'].get(k, 0)} ({_pct(fun[m]['tokens']['short'].get(k, 0), fun[m]['tokens']['cycles'])} of right)"
-            for m in methods) + " |")
+        def cell(m):
+            tok = fun[m]["tokens"]
+            n = tok["short"].get(k, 0)
+            lost = tok.get("short_tokens", {}).get(k)
+            return f"{n} ({_pct(n, tok['cycles'])} of right)" + (f", {lost} tokens" if lost is not None else "")
+        rows.append(f"| short of the right prefix, by: {k.replace('_', ' ')} | " + " | ".join(map(cell, methods)) + " |")
     if any("by_label" in fun[m] for m in methods):
         for lab in LABELS:
             cells = []

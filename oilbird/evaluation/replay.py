@@ -120,7 +120,8 @@ def teacher_forced(verifier: Verifier, turns: Sequence[Turn]) -> Iterator[NodeOu
 def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method], verifier: Verifier,
            mode: str = "fast", tree: TreeConfig | None = None, trace: bool = True,
            recorded_by: str | None = None, on_request: Callable[[list[RequestTrace], dict], None] | None = None,
-           progress: Callable[[int], None] | None = None, store_kwargs: dict | None = None) -> dict:
+           progress: Callable[[int], None] | None = None, store_kwargs: dict | None = None,
+           teacher_sink: Callable[[Turn, NodeOutputs], None] | None = None) -> dict:
     """Replay ``conversations`` (each a list of turns, in order) with every method.
 
     Returns the results dict (``oilbird.evaluation.results`` shape: tau, mean nodes, source shares, per
@@ -128,6 +129,8 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     outputs). ``on_request(traces, results)`` is called after every turn with that turn's traces
     (one per method) and the results so far, so a caller can write as it goes. Conversations
     that do not fit the model's context are skipped and counted, never truncated.
+    ``teacher_sink(turn, rows)`` (fast mode) gets each turn's teacher-forced rows, so a caller
+    can reuse them (:func:`diagnose_turns`' ``rows``) instead of forcing the turn again.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -157,6 +160,8 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
             t0 = time.perf_counter()
             teacher = next(teachers)
             teacher_seconds += time.perf_counter() - t0
+            if teacher is not None and teacher_sink is not None:
+                teacher_sink(t, teacher)
             rec = list(t.recording_ids)
             req_traces = []
             for n in names:
@@ -204,14 +209,16 @@ def _results(stats, methods, lm, mode, tree, recorded_by, n_conv, n_turns, skipp
             "n_requests": n_turns, "tree": asdict(tree or TreeConfig())}
 
 
-def diagnose_turns(lm, conversations, progress: bool = True) -> dict:
+def diagnose_turns(lm, conversations, progress: bool = True, rows: dict | None = None) -> dict:
     """The labels of :func:`oilbird.evaluation.diagnose.diagnose_requests` on recorded outputs (``replay --diagnose``): each
     turn's recording is its output, served conversation by conversation, the pool holding the
     earlier recordings ("generated" pool). States come from one teacher-forced forward per turn
     that reuses the conversation's cache (:func:`teacher_forced`), so only the
     recorded positions (and the last prompt token, the first query) get one.
     ``teacher_forced_agreement`` is here how often the local model's argmax is the recorded
-    token: how far the recording is from what the local model would write."""
+    token: how far the recording is from what the local model would write. ``rows`` (turn id
+    -> those rows, e.g. kept by a fast :func:`replay`'s ``teacher_sink``) spares the forward of
+    a conversation whose turns it all holds."""
     from tqdm import tqdm
 
     from .diagnose import Pool, RequestDiagnosis, static_embeddings
@@ -226,12 +233,13 @@ def diagnose_turns(lm, conversations, progress: bool = True) -> dict:
     bar = tqdm(total=sum(len(c) for c in conversations), desc="diagnose", unit="turn", disable=not progress,
                file=sys.stderr)
     for turns in conversations:
-        for t, rows in zip(turns, teacher_forced(verifier, turns)):
+        known = rows is not None and all(t.id in rows for t in turns)
+        for t, rows_t in zip(turns, (rows[t.id] for t in turns) if known else teacher_forced(verifier, turns)):
             ids, out = list(t.prompt_ids), list(t.recording_ids)
             P, n = len(ids), len(out)
             states = np.zeros((P + n, dim), dtype=np.float32)      # only rows P - 1 on are read
-            states[P - 1:] = rows.states.numpy()[: n + 1]
-            agree.append(float(np.mean(rows.argmax.numpy()[:n] == np.asarray(out))))
+            states[P - 1:] = rows_t.states.numpy()[: n + 1]
+            agree.append(float(np.mean(rows_t.argmax.numpy()[:n] == np.asarray(out))))
             texts[t.id] = [lm.tokenizer.decode([tok]) for tok in out]
             pairs.append((ids, out))
             diags.append(pool.label(t.id, ids, out, states))
