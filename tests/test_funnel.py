@@ -187,10 +187,10 @@ def test_funnel_figure_one_funnel_and_one_loss_bar_per_method():
     assert [t.name for t in funnels] == ["oilbird", "goose"] == [t.name for t in bars]
     assert all(list(t.y) == [name for _, name in STAGES] for t in funnels)
     assert all(list(t.y) == list(F.LOSSES) for t in bars)
-    # oilbird: 2 drafting cycles (t = 1, 4); its one record (hand-built, old: no outcome recorded)
-    # continues right and got its nodes, but pld had the token too
+    # oilbird: 2 drafting cycles (t = 1, 4), the gate open in both; cycle 1's one record continues
+    # right and got its nodes, but pld had the token too
     oil = dict(zip([k for k, _ in STAGES], funnels[0].x))
-    assert (oil["cycles"], oil["gate_open"], oil["right_any"], oil["right_accepted"], oil["semantic_own"]) == (2, 1, 1, 1, 0)
+    assert (oil["cycles"], oil["gate_open"], oil["right_any"], oil["right_accepted"], oil["semantic_own"]) == (2, 2, 1, 1, 0)
     assert funnels[1].x[0] == 4 and funnels[1].x[1] == 0            # goose: 4 drafting cycles, no key
     assert funnels[0].marker.color != funnels[1].marker.color and bars[0].marker.color == funnels[0].marker.color
     assert {t.name for t in fig.data if t.showlegend is not False} == {"oilbird", "goose"}

@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     if whose(res):
         print(f"({whose(res)})")
     if kind == "diagnosis":
-        from .diagnose import format_table as diagnosis_table
+        from .diagnose import format_gap_table as diagnosis_table
         print(diagnosis_table(res, res.get("pool_full")))
         if res.get("funnel"):
             from .funnel import funnel_lines
