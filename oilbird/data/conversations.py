@@ -62,7 +62,7 @@ from ..jsonio import json_lines, loads, read_text
 from .requests import DataError, Request, data_root, encode, has_text
 
 ROLES = ("system", "user", "assistant", "tool")
-NAMED = ("agent-transcripts", "agent-builtin")
+NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long")
 TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
 BUILTIN_DEFAULT_N = 24
 # end-of-turn tokens of common chat templates, looked up besides the tokenizer's EOS
@@ -275,15 +275,17 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
     ``"agent-transcripts"``: the recorded gpt-4o airline conversations in the shared data
     (``data_root()/agent-transcripts/tau-airline.jsonl``; never copied into this repository).
     ``"agent-builtin"``: the scripted agent of :mod:`oilbird.data.agent_workload` (``limit``
-    conversations, default 24; the first n are the same whatever the limit). Anything else: a
+    conversations, default 24; the first n are the same whatever the limit);
+    ``"agent-builtin-long"`` the same agent with a ~6,000-token policy prompt and several
+    customers per conversation (7,100-12,700 tokens each). Anything else: a
     path to a ``.jsonl`` / ``.jsonl.gz`` file. A file is validated whole, whatever the limit."""
     if limit is not None and limit < 1:
         raise DataError("--limit must be >= 1")
     name = str(data)
-    if name == "agent-builtin":
+    if name in ("agent-builtin", "agent-builtin-long"):
         from .agent_workload import generate_conversations
-        objs = generate_conversations(n=limit or BUILTIN_DEFAULT_N)
-        convs = [conversation_from_obj(d, f"agent-builtin conversation {k}", f"agent-builtin-{k}")
+        objs = generate_conversations(n=limit or BUILTIN_DEFAULT_N, long=name == "agent-builtin-long")
+        convs = [conversation_from_obj(d, f"{name} conversation {k}", f"{name}-{k}")
                  for k, d in enumerate(objs)]
     elif name == "agent-transcripts":
         p = data_root() / TRANSCRIPTS_FILE
