@@ -248,11 +248,11 @@ def time_lines(t: dict, teacher: dict | None) -> str:
     parts.append("drafting " + ", ".join(f"{m} {s:.1f} s" for m, s in t["drafting_seconds"].items()))
     line = "time: " + "; ".join(parts)
     f = t.get("floor")
-    if f and f.get("seconds") is not None:
-        line += (f"\nfloor of the teacher forcing: {f['flops'] / 1e12:.2f} TFLOP at the measured "
-                 f"{t['matmul']['gflops']:.0f} GFLOP/s (fp32 matmul {'x'.join(map(str, t['matmul']['shape']))}, "
+    if f and f.get("seconds"):
+        line += (f"\nfloor of the teacher forcing: {f['flops'] / 1e12:.3g} TFLOP at the measured "
+                 f"{t['matmul']['gflops']:.3g} GFLOP/s (fp32 matmul {'x'.join(map(str, t['matmul']['shape']))}, "
                  f"best of {t['matmul']['repetitions']}) = {f['seconds']:.1f} s; teacher forcing took "
-                 f"{f.get('teacher_over_floor', float('nan')):.2f}x that")
+                 f"{f['teacher_over_floor']:.2f}x that")
     return line
 
 
