@@ -208,7 +208,7 @@ def _replay(args) -> int:
     from .data.conversations import encode_conversation, load_conversations
     from .methods import parse_methods
     from .model import load_model
-    from .evaluation.replay import check_method, fits, replay, time_lines
+    from .evaluation.replay import check_method, replay, time_lines
     from .evaluation.results import format_table
     from .verifier import Verifier
     methods = parse_methods(args.methods)
@@ -267,9 +267,8 @@ def _replay(args) -> int:
     if args.diagnose:
         from .evaluation.diagnose import K, MAX_SUFFIX, MIN_SUFFIX, build_report, summary_lines
         from .evaluation.replay import diagnose_turns
-        context = int(lm.model.config.max_position_embeddings)
-        with run.recording(planned):
-            report = build_report(diagnose_turns(lm, [t for t in turns if fits(t, context)]), {
+        with run.recording(planned):     # past the context, the diagnosis reads windowed states as replay does
+            report = build_report(diagnose_turns(lm, turns), {
                 "data": str(args.data), "model": lm.name, "recorded_by": recorded_by, "replay": True,
                 "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX,
                              "state_layer": lm.state_layer, "num_layers": lm.num_layers}})
