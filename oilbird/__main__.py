@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from .errors import InputError
@@ -218,7 +219,7 @@ def _replay(args) -> int:
     from .data.conversations import encode_conversation, load_conversations
     from .methods import parse_methods
     from .model import load_model
-    from .evaluation.replay import check_method, fits, replay
+    from .evaluation.replay import check_method, replay, time_lines
     from .evaluation.results import format_table
     from .verifier import Verifier
     methods = parse_methods(args.methods)
@@ -227,13 +228,20 @@ def _replay(args) -> int:
     tree = _tree(args)
     writes = ("results.json",) + (("traces.jsonl",) if args.traces else ()) + (
         ("diagnosis.json",) if args.diagnose else ())
+    if args.exact and (args.cache or args.window):
+        raise ValueError("--cache and --window are for fast mode's teacher forcing; --exact runs every forward")
+    from .evaluation.teacher import TeacherCache, TeacherForcer, matmul_gflops
+    disk = TeacherCache(args.cache, max_bytes=int(args.cache_max_gb * 2 ** 30)) if args.cache else None
     run = Run(args.out or fresh_out("replay", args.data), args.force, writes)
     run.check()
     convs = load_conversations(args.data, args.limit)   # every line checked before the model loads
     lm = load_model(args.model)
+    t0 = time.perf_counter()
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]
+    timing = {"encode_seconds": time.perf_counter() - t0, "matmul": matmul_gflops(lm)}
     recorded_by = ", ".join(sorted({c.model or "unknown" for c in convs}))
     mode = "exact" if args.exact else "fast"
+    teacher = TeacherForcer(Verifier(lm), window=args.window, cache=disk) if mode == "fast" else None
     planned = sum(len(t) for t in turns)
 
     def save(res: dict, complete: bool = False) -> None:
@@ -254,7 +262,8 @@ def _replay(args) -> int:
     with run.recording(planned):
         try:
             res = replay(turns, methods, Verifier(lm), mode=mode, tree=tree, trace=args.traces or args.diagnose,
-                         recorded_by=recorded_by, on_request=on_request, progress=bar.update, teacher_sink=keep)
+                         recorded_by=recorded_by, on_request=on_request, progress=bar.update,
+                         teacher=teacher, timing=timing, teacher_sink=keep)
         finally:
             bar.close()
         save(res, complete=True)
@@ -268,14 +277,18 @@ def _replay(args) -> int:
           + ("tokens/s and speedup are the local model's cost of these outputs" if mode == "exact"
              else "fast mode times nothing (--exact does)"))
     print(f"note: {r['note']}")
+    if r["windowed_turns"]:
+        print(f"{r['windowed_turns']} turns past the model's context read windowed states (the last "
+              f"{r['teacher']['window']}-{r['teacher']['context']} tokens; see docs/replay.md)")
+    print(time_lines(r["time"], r.get("teacher")))
     if not args.diagnose and args.traces:
         print("\n".join(funnel_lines(funnel.result())))
     if args.diagnose:
         from .evaluation.diagnose import K, MAX_SUFFIX, MIN_SUFFIX, build_report, summary_lines
         from .evaluation.replay import diagnose_turns
-        context = int(lm.model.config.max_position_embeddings)
+        # fast mode: the replay's own teacher rows (windowed past the context, as replay read them)
         with run.recording(planned):
-            report = build_report(diagnose_turns(lm, [t for t in turns if fits(t, context)], rows=teacher_rows), {
+            report = build_report(diagnose_turns(lm, turns, rows=teacher_rows), {
                 "data": str(args.data), "model": lm.name, "recorded_by": recorded_by, "replay": True,
                 "settings": {"k": K, "max_suffix": MAX_SUFFIX, "min_suffix": MIN_SUFFIX,
                              "state_layer": lm.state_layer, "num_layers": lm.num_layers}})
@@ -357,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("replay", help="replay recorded conversations through every drafter (what each would buy)")
     p.add_argument("--data", default="agent-builtin",
-                   help="agent-builtin (generated here) | agent-transcripts (../shared/data) | a JSONL file of "
+                   help="agent-builtin (generated here) | agent-builtin-long (the same, ~6k-token system prompt) | "
+                        "agent-transcripts (../shared/data) | a JSONL file of "
                         "conversations (one per line, OpenAI-style messages with tool calls)")
     p.add_argument("--methods", default="ar,goose,oilbird",
                    help="comma-separated methods, each once: ar, suffix-arctic and the presets (hf-pld cannot replay)")
@@ -368,6 +382,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl (one trace per turn and method)")
     p.add_argument("--diagnose", action="store_true",
                    help="also write diagnosis.json: the identifiability-gap table and copy-oracle tau on the recordings")
+    p.add_argument("--cache", default=None, metavar="DIR",
+                   help="keep fast mode's teacher-forced outputs in DIR (one file per conversation, keyed by model "
+                        "and tokens): a later replay of the same data with other methods or settings costs drafting only")
+    p.add_argument("--cache-max-gb", type=float, default=4.0, help="bound on --cache's folder (default 4 GiB)")
+    p.add_argument("--window", type=_at_least(1), default=None,
+                   help="fast mode past the model's context: restart the teacher forcing on the last N tokens "
+                        "(default: half the context)")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/replay-DATA-TIME-PID)")
     p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
     _force(p)

@@ -40,6 +40,9 @@ class Verifier:
         self.model = lm.model
         self.topk = topk
         self.device = lm.device
+        # transformers 5 keeps only the selected hidden states (the others are None), instead
+        # of every layer's [n, d] output to read one of them
+        self._state_layers = [lm.state_layer]
 
     def _outputs(self, out, keep_states: bool = True) -> NodeOutputs:
         logits = out.logits[0].float()                       # [n, V]
@@ -68,7 +71,7 @@ class Verifier:
             start = len(ids) - keep
         x = torch.tensor([ids[start:]], device=self.device)
         out = self.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=keep,
-                         output_hidden_states=True)
+                         output_hidden_states=self._state_layers)
         res = self._outputs(out, keep_states=False)
         res.states = out.hidden_states[self.lm.state_layer][0, -keep:].float().cpu()
         return cache, res
@@ -91,7 +94,7 @@ class Verifier:
         mask, pos = tree_attention(tree.parents, prefix_len, self.device)
         x = torch.tensor([tree.tokens], device=self.device)
         out = self.model(input_ids=x, attention_mask=mask, position_ids=pos, cache=cache,
-                         use_cache=True, output_hidden_states=True)
+                         use_cache=True, output_hidden_states=self._state_layers)
         return self._outputs(out)
 
     @staticmethod

@@ -79,3 +79,15 @@ def test_builtin_prompts_fit_a_quick_cpu_replay(real_lm):
     turns = [t for c in convs for t in encode_conversation(real_lm.tokenizer, c)]
     longest = max(t.length for t in turns)
     assert 1000 < longest < 2500, longest
+
+
+def test_the_long_variant_has_a_long_policy_prompt_and_several_customers_per_conversation():
+    from oilbird.data.agent_workload import generate_conversations, long_policy
+    from oilbird.data.conversations import load_conversations
+    short, long = generate_conversations(8), generate_conversations(8, long=True)
+    assert long == generate_conversations(8, long=True)                   # deterministic
+    assert long[0]["messages"][0]["content"].endswith(long_policy()) and 15_000 < len(long_policy()) < 18_000
+    assert long[0]["messages"][1:] == short[0]["messages"][1:]           # task 0: one customer
+    assert len(long[4]["messages"]) > len(short[4]["messages"])          # task 1: two customers
+    convs = load_conversations("agent-builtin-long", limit=5)
+    assert [c.id for c in convs][-1] == "agent-builtin-long-task1-trial0" and len(convs) == 5

@@ -8,8 +8,9 @@ import statistics
 
 import pytest
 
-from oilbird.data.conversations import (ConversationError, ToolCall, copied_arguments, encode_conversation,
-                                   load_conversations, read_jsonl, render_messages)
+from oilbird.data.conversations import (ConversationError, ToolCall, conversation_from_obj, copied_arguments,
+                                        encode_conversation, encode_conversation_per_turn, load_conversations,
+                                        read_jsonl, render_messages)
 from oilbird.data.requests import DataError, Request, data_root, encode
 
 GOOD = ('{"id": "c0", "messages": [{"role": "user", "content": "hi"}, '
@@ -240,6 +241,85 @@ def test_copied_arguments_counts_values_seen_before():
     assert copied_arguments(_conv()) == (1, 2)        # "A1" was said; 2 was not
 
 
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+          "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def bpe_chatml():
+    """A real fast Hugging Face tokenizer (byte-level BPE trained in-process on the built-in agent's
+    text) with a ChatML template: what encode_conversation's piece-by-piece path runs on."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from oilbird.data.agent_workload import generate_conversations
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator([json.dumps(c) for c in generate_conversations(n=4)], trainers.BpeTrainer(
+        vocab_size=700, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", chat_template=CHATML)
+
+
+EDGES = {
+    "special tokens written as text": [{"role": "user", "content": "say <|im_end|> then <|im_start|>x"},
+                                       {"role": "assistant", "content": "<|im_end|> ok <|im_start|>"}],
+    "newlines and spaces at the edges": [{"role": "system", "content": "\n\n  S \n"},
+                                         {"role": "user", "content": "  \n"},
+                                         {"role": "assistant", "content": "\n\nA  \n\n"},
+                                         {"role": "user", "content": "\t"},
+                                         {"role": "assistant", "content": " b"}],
+    "unicode": [{"role": "user", "content": "Zürich → 東京 🚄?"}, {"role": "assistant", "content": "🚄 ünd 東"}],
+    "empty and tool-only turns": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": {"a": "<|im_end|>"}}]},
+        {"role": "tool", "content": ""}, {"role": "assistant", "content": ""},
+        {"role": "user", "content": "again"}, {"role": "assistant", "content": None}],
+    "repeated messages": [{"role": "user", "content": "same"}, {"role": "assistant", "content": "same"}] * 4,
+}
+
+
+def test_encoding_piece_by_piece_equals_the_per_turn_encoding(bpe_chatml):
+    """The linear encoding gives exactly the ids of tokenizing every turn's whole prefix, on
+    the built-in agent and on edge cases, through the piece path (not the fallback)."""
+    from oilbird.data import conversations as cv
+    tok = bpe_chatml
+    assert cv._PieceTokenizer.usable(tok)
+    convs = load_conversations("agent-builtin", limit=6) + [
+        conversation_from_obj({"id": name, "messages": msgs}, "edge", name) for name, msgs in EDGES.items()]
+    calls = []
+    real = cv.encode_conversation_per_turn
+    try:
+        cv.encode_conversation_per_turn = lambda *a, **k: calls.append(a) or real(*a, **k)
+        new = [encode_conversation(tok, c) for c in convs]
+    finally:
+        cv.encode_conversation_per_turn = real
+    assert not calls                                   # every conversation took the piece path
+    old = [encode_conversation_per_turn(tok, c) for c in convs]
+    assert new == old
+    assert sum(len(t) for t in new) > 40 and all(t.recording_ids[-1] == tok.eos_token_id for ts in new for t in ts)
+
+
+def test_piece_encoding_falls_back_when_the_pieces_disagree(bpe_chatml, monkeypatch):
+    """If tokenizing by pieces would give other ids than the tokenizer itself, the per-turn
+    encoding is used: the result is never the pieces' guess."""
+    from oilbird.data import conversations as cv
+    conv = load_conversations("agent-builtin", limit=1)[0]
+    want = encode_conversation_per_turn(bpe_chatml, conv)
+    monkeypatch.setattr(cv._PieceTokenizer, "__call__", lambda self, text: [7] * len(text))
+    assert encode_conversation(bpe_chatml, conv) == want
+
+
+def test_piece_encoding_names_a_rewriting_template_as_before(bpe_chatml):
+    tok = bpe_chatml.__class__(tokenizer_object=bpe_chatml.backend_tokenizer, eos_token="<|im_end|>",
+                               chat_template=CHATML.replace("message['content']",
+                                                           "(message['content'][:3] if not loop.last "
+                                                           "and message['role'] == 'assistant' else message['content'])"))
+    with pytest.raises(ConversationError, match=r"message 5 \(assistant turn 2\).*not a prefix"):
+        encode_conversation(tok, _conv())
+
+
 @pytest.mark.model
 def test_real_tokenizer_on_the_builtin_agent(real_lm):
     tok = real_lm.tokenizer
@@ -247,6 +327,7 @@ def test_real_tokenizer_on_the_builtin_agent(real_lm):
     assert len(convs) == 24
     for c in convs:
         turns = encode_conversation(tok, c)
+        assert turns == encode_conversation_per_turn(tok, c)
         rendered = render_messages(c.messages)
         assert len(turns) == len(c.assistant_indices) > 0
         for t in turns:

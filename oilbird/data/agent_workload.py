@@ -158,8 +158,8 @@ def _task(seed: int, t: int) -> dict:
 class _Script:
     """Builds one conversation's messages; ``say`` picks one phrasing with the trial's rng."""
 
-    def __init__(self, rng: random.Random):
-        self.rng, self.messages = rng, [{"role": "system", "content": SYSTEM}]
+    def __init__(self, rng: random.Random, system: str = SYSTEM):
+        self.rng, self.messages = rng, [{"role": "system", "content": system}]
 
     def say(self, role: str, options: list[str], **values) -> None:
         self.messages.append({"role": role, "content": self.rng.choice(options).format(**values)})
@@ -354,19 +354,69 @@ def _book(s: _Script, task: dict) -> None:
 _FLOWS = {"cancel": _cancel, "change": _change, "add_passenger": _add_passenger, "status": _status, "book": _book}
 
 
-def generate_conversations(n: int = 24, seed: int = 0) -> list[dict]:
+def generate_conversations(n: int = 24, seed: int = 0, long: bool = False) -> list[dict]:
     """``n`` conversations as JSON-ready dicts (``id``, ``model``, ``messages``): conversation
-    ``i`` is trial ``i % 4`` of task ``i // 4``; tasks cycle through the five kinds of request."""
+    ``i`` is trial ``i % 4`` of task ``i // 4``; tasks cycle through the five kinds of request.
+
+    ``long``: the long-context variant (``--data agent-builtin-long``): the system prompt adds
+    the operator's full policy (:func:`long_policy`, with the short prompt about 6,000 SmolLM2 tokens), and conversation
+    ``i`` serves ``1 + (i // 4) % 6`` customers one after another (tasks ``t``, ``t + 1``, ...,
+    each its own customer, all with trial ``i % 4``'s phrasing), so conversations run from about
+    7,100 to 12,700 tokens: most are longer than SmolLM2's 8,192-token context."""
     if n < 1:
         raise ValueError("n must be >= 1")
+    system = SYSTEM + "\n\n" + long_policy(seed) if long else SYSTEM
     out = []
     for i in range(n):
         t, trial = divmod(i, TRIALS)
-        task = _task(seed, t)
-        s = _Script(random.Random(f"oilbird-agent-{seed}-task-{t}-trial-{trial}"))
-        _FLOWS[task["kind"]](s, task)
-        out.append({"id": f"agent-builtin-task{t}-trial{trial}", "model": MODEL, "messages": s.messages})
+        s = _Script(random.Random(f"oilbird-agent-{seed}-task-{t}-trial-{trial}"), system)
+        for extra in range(1 + t % 6 if long else 1):
+            task = _task(seed, t + extra)
+            _FLOWS[task["kind"]](s, task)
+        name = "agent-builtin-long" if long else "agent-builtin"
+        out.append({"id": f"{name}-task{t}-trial{trial}", "model": MODEL, "messages": s.messages})
     return out
+
+
+def long_policy(seed: int = 0) -> str:
+    """The long system prompt's policy: station notes, a fare table for every pair of stations
+    and numbered service rules, all made up from ``seed`` (about 16,000 characters, 6,000 SmolLM2 tokens)."""
+    rng = random.Random(f"oilbird-agent-{seed}-policy")
+    lines = ["Northline Rail passenger policy (full text; quote it exactly when a customer asks).", "",
+             "Part A. Stations"]
+    for k, st in enumerate(STATIONS):
+        h1, h2 = rng.randint(5, 7), rng.randint(20, 23)
+        lines.append(f"A.{k + 1} {st}: ticket office staffed {h1:02d}:00-{h2:02d}:00; step-free access to platforms "
+                     f"{', '.join(str(x) for x in sorted(rng.sample(range(1, 13), 3)))}; {rng.randint(20, 90)} "
+                     f"lockers ({rng.choice(['coins', 'cards', 'app only'])}); assistance must be booked "
+                     f"{rng.choice([12, 24, 36, 48])} hours ahead; connecting buses "
+                     f"{', '.join(str(rng.randint(10, 99)) for _ in range(3))}.")
+    lines += ["", "Part B. Fares (second class; first class adds the supplement; prices in EUR)"]
+    for a in range(len(STATIONS)):
+        for b in range(a + 1, min(a + 5, len(STATIONS))):
+            saver = rng.randint(19, 89)
+            lines.append(f"B.{STATIONS[a]}-{STATIONS[b]}: saver {saver}.00, flex {saver + rng.randint(15, 60)}.00, "
+                         f"first-class supplement {rng.randint(12, 45)}.00, fastest journey "
+                         f"{rng.randint(1, 6)}h{rng.randint(0, 59):02d}.")
+    topics = ["refunds", "changes", "extra passengers", "children", "pets", "bicycles", "luggage", "delays",
+              "cancellations by the operator", "assistance", "group bookings", "identity checks", "privacy",
+              "payments", "complaints", "night trains", "seat reservations", "season passes"]
+    lines += ["", "Part C. Service rules"]
+    for k, topic in enumerate(topics):
+        for j in range(rng.randint(2, 4)):
+            pct, hours, amount = rng.choice([10, 25, 50, 75, 100]), rng.choice([2, 6, 24, 48, 72]), rng.randint(5, 80)
+            lines.append(f"C.{k + 1}.{j + 1} ({topic}) " + rng.choice([
+                f"A request about {topic} made more than {hours} hours before departure is handled by the "
+                f"assistant; later requests go to station staff, who may charge {amount}.00 EUR.",
+                f"For {topic}, {pct}% of the affected fare is refunded to the payment method that paid, "
+                f"within {hours} hours, unless the booking is a saver fare bought with a voucher.",
+                f"Never promise anything about {topic} that this policy does not state; quote rule numbers, "
+                f"and log the customer ID and booking ID exactly as the tools return them.",
+                f"When {topic} affect more than one passenger, confirm each passenger's name and birth date "
+                f"before acting; a fee of {amount}.00 EUR applies per passenger after {hours} hours.",
+                f"Customers holding a season pass pay no fee for {topic}; others pay {amount}.00 EUR, or "
+                f"{pct}% of the fare if that is lower."]))
+    return "\n".join(lines)
 
 
 def write_jsonl(path: str | Path, n: int = 24, seed: int = 0) -> Path:

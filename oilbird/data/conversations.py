@@ -54,14 +54,15 @@ EOS, so such turns never extend the previous one.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..jsonio import json_lines, loads, read_text
-from .requests import DataError, Request, data_root, encode
+from .requests import DataError, Request, data_root, encode, has_text
 
 ROLES = ("system", "user", "assistant", "tool")
-NAMED = ("agent-transcripts", "agent-builtin")
+NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long")
 TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
 BUILTIN_DEFAULT_N = 24
 # end-of-turn tokens of common chat templates, looked up besides the tokenizer's EOS
@@ -274,15 +275,17 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
     ``"agent-transcripts"``: the recorded gpt-4o airline conversations in the shared data
     (``data_root()/agent-transcripts/tau-airline.jsonl``; never copied into this repository).
     ``"agent-builtin"``: the scripted agent of :mod:`oilbird.data.agent_workload` (``limit``
-    conversations, default 24; the first n are the same whatever the limit). Anything else: a
+    conversations, default 24; the first n are the same whatever the limit);
+    ``"agent-builtin-long"`` the same agent with a ~6,000-token policy prompt and several
+    customers per conversation (7,100-12,700 tokens each). Anything else: a
     path to a ``.jsonl`` / ``.jsonl.gz`` file. A file is validated whole, whatever the limit."""
     if limit is not None and limit < 1:
         raise DataError("--limit must be >= 1")
     name = str(data)
-    if name == "agent-builtin":
+    if name in ("agent-builtin", "agent-builtin-long"):
         from .agent_workload import generate_conversations
-        objs = generate_conversations(n=limit or BUILTIN_DEFAULT_N)
-        convs = [conversation_from_obj(d, f"agent-builtin conversation {k}", f"agent-builtin-{k}")
+        objs = generate_conversations(n=limit or BUILTIN_DEFAULT_N, long=name == "agent-builtin-long")
+        convs = [conversation_from_obj(d, f"{name} conversation {k}", f"{name}-{k}")
                  for k, d in enumerate(objs)]
     elif name == "agent-transcripts":
         p = data_root() / TRANSCRIPTS_FILE
@@ -333,6 +336,10 @@ def end_of_turn_ids(tokenizer) -> set[int]:
     eos = getattr(tokenizer, "eos_token_id", None)
     if eos is not None:
         ids |= set(eos) if isinstance(eos, (list, tuple)) else {int(eos)}
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and callable(getattr(backend, "token_to_id", None)):     # no whole-vocab copy
+        found = (backend.token_to_id(t) for t in _END_OF_TURN)
+        return ids | {int(i) for i in found if i is not None}
     vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
     ids |= {vocab[t] for t in _END_OF_TURN if t in vocab}
     return ids
@@ -361,45 +368,143 @@ def _render_for(tokenizer, conv: Conversation) -> list[dict]:
         return fallback
 
 
+class _PieceTokenizer:
+    """A fast Hugging Face tokenizer applied piece by piece, each distinct piece tokenized once.
+
+    Such a tokenizer first cuts a text at its added tokens (``<|im_start|>``, ``<|im_end|>``, ...)
+    and tokenizes the text between them independently; so the ids of a text are the ids of its
+    pieces, and a conversation's pieces (about one per message) are tokenized once however many
+    turns repeat them. Used only when no added token strips whitespace or matches whole words;
+    :func:`encode_conversation` also checks it against the tokenizer itself before trusting it."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.added = {str(t): int(i) for t, i in tokenizer.get_added_vocab().items()}
+        pattern = "|".join(re.escape(t) for t in sorted(self.added, key=len, reverse=True))
+        self.split = re.compile(f"({pattern})").split if pattern else (lambda text: [text])
+        self.memo: dict[str, list[int]] = {}
+
+    @staticmethod
+    def usable(tokenizer) -> bool:
+        if not (getattr(tokenizer, "is_fast", False) is True and getattr(tokenizer, "chat_template", None)
+                and callable(getattr(tokenizer, "get_added_vocab", None))):
+            return False
+        decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
+        return not any(getattr(t, a, False) for t in decoder.values() for a in ("lstrip", "rstrip", "single_word"))
+
+    def learn(self, texts: list[str], whole: list[str] = ()) -> list[list[int]]:
+        """Tokenize every piece of ``texts`` not seen yet, and the ``whole`` texts directly, in
+        one batch call; returns the ids of the ``whole`` texts."""
+        new = list(dict.fromkeys(p for t in texts for p in self.split(t)
+                                 if p and p not in self.added and p not in self.memo))
+        batch = new + list(whole)
+        ids = [_ids(x) for x in self.tokenizer(batch, add_special_tokens=False)["input_ids"]] if batch else []
+        self.memo.update(zip(new, ids))
+        return ids[len(new):]
+
+    def __call__(self, text: str) -> list[int]:
+        out: list[int] = []
+        for piece in self.split(text):
+            if piece in self.added:
+                out.append(self.added[piece])
+            elif piece:
+                ids = self.memo.get(piece)
+                if ids is None:
+                    self.learn([piece])
+                    ids = self.memo[piece]
+                out.extend(ids)
+        return out
+
+
 def encode_conversation(tokenizer, conv: Conversation, end_ids: set[int] | None = None) -> list[ReplayTurn]:
     """One :class:`ReplayTurn` per assistant message, in order (see the module docstring).
 
-    ``end_ids``: the end-of-turn token ids (default :func:`end_of_turn_ids`)."""
+    ``end_ids``: the end-of-turn token ids (default :func:`end_of_turn_ids`).
+
+    Linear in the conversation's tokens for a fast Hugging Face tokenizer with a chat template:
+    each turn's template is rendered as text, and texts are tokenized piece by piece between
+    added tokens, each distinct piece once (:class:`_PieceTokenizer`), instead of re-tokenizing
+    the whole prefix for every message. The text up to the last turn is also tokenized
+    directly (once) and must give the same ids as its pieces; if not (and for any other
+    tokenizer), every turn is tokenized whole as before (:func:`encode_conversation_per_turn`,
+    the reference this function is tested against). Either way each prompt is checked to be a
+    token prefix of the rendering with its turn added."""
+    if not _PieceTokenizer.usable(tokenizer):
+        return encode_conversation_per_turn(tokenizer, conv, end_ids)
+    rendered = _render_for(tokenizer, conv)
+    texts = []
+    try:
+        for i in conv.assistant_indices:
+            if not has_text(rendered[:i]):
+                raise ValueError("a prompt without text")
+            texts.append((tokenizer.apply_chat_template(rendered[:i], add_generation_prompt=True, tokenize=False),
+                          tokenizer.apply_chat_template(rendered[:i + 1], tokenize=False)))
+    except Exception:                       # the template's own error type varies
+        return encode_conversation_per_turn(tokenizer, conv, end_ids)      # it names the turn and the error
+    if not all(isinstance(x, str) for pair in texts for x in pair):
+        return encode_conversation_per_turn(tokenizer, conv, end_ids)
+    pieces = _PieceTokenizer(tokenizer)
+    whole = texts[-1][1]                   # the last turn's rendering holds every earlier text but prompts' ends
+    if pieces.learn([x for pair in texts for x in pair], whole=[whole]) != [pieces(whole)]:
+        return encode_conversation_per_turn(tokenizer, conv, end_ids)
+    ends = set(end_ids) if end_ids is not None else end_of_turn_ids(tokenizer)
+    turns: list[ReplayTurn] = []
+    for k, (i, (prompt, full)) in enumerate(zip(conv.assistant_indices, texts)):
+        turns.append(_turn(conv, k, i, pieces(prompt), pieces(full), ends, True, turns, tokenizer))
+    return turns
+
+
+def encode_conversation_per_turn(tokenizer, conv: Conversation, end_ids: set[int] | None = None
+                                 ) -> list[ReplayTurn]:
+    """:func:`encode_conversation` by tokenizing every turn's whole prefix (quadratic in the
+    conversation's length): any tokenizer, with or without a chat template."""
     rendered = _render_for(tokenizer, conv)
     templated = bool(getattr(tokenizer, "chat_template", None))
     ends = set(end_ids) if end_ids is not None else end_of_turn_ids(tokenizer)
     turns: list[ReplayTurn] = []
     for k, i in enumerate(conv.assistant_indices):
-        where = f"{_where(conv.source or 'conversation', conv.id, i)} (assistant turn {k})"
         try:
             prompt = encode(tokenizer, Request(id=f"{conv.id}#{k}", messages=rendered[:i]))
         except Exception as exc:
-            raise ConversationError(f"{where}: cannot encode the prompt ({exc})") from None
+            raise ConversationError(f"{_turn_where(conv, k, i)}: cannot encode the prompt ({exc})") from None
         if templated:
             full = _template_ids(tokenizer, rendered[:i + 1], False)
         else:                                         # as oilbird.data.requests.encode, without the last "\n"
             full = _ids(tokenizer("\n".join(m["content"] for m in rendered[:i + 1])))
-        if full[:len(prompt)] != prompt:
-            at = next((j for j, (a, b) in enumerate(zip(prompt, full)) if a != b), min(len(prompt), len(full)))
-            raise ConversationError(
-                f"{where}: the prompt's tokens are not a prefix of the tokens with the turn added "
-                f"(they differ at token {at} of {len(prompt)}); this chat template or tokenizer "
-                "renders earlier messages differently once a reply follows, so the turn cannot be replayed")
-        added = full[len(prompt):]
-        if templated:
-            last = max((j for j, t in enumerate(added) if t in ends), default=None)
-            if last is None:
-                raise ConversationError(f"{where}: the chat template adds no end-of-turn token after the "
-                                        f"turn (looked for ids {sorted(ends)}); give end_ids")
-            recording = added[:last + 1]
-        else:
-            eos = getattr(tokenizer, "eos_token_id", None)
-            if eos is None:
-                raise ConversationError(f"{where}: the tokenizer has no EOS token to end the recording")
-            recording = added + [int(eos[0] if isinstance(eos, (list, tuple)) else eos)]
-        extends = bool(turns) and prompt[:turns[-1].length] == turns[-1].prompt_ids + turns[-1].recording_ids
-        turns.append(ReplayTurn(conv.id, k, i, prompt, recording, extends))
+        turns.append(_turn(conv, k, i, prompt, full, ends, templated, turns, tokenizer))
     return turns
+
+
+def _turn_where(conv: Conversation, k: int, i: int) -> str:
+    return f"{_where(conv.source or 'conversation', conv.id, i)} (assistant turn {k})"
+
+
+def _turn(conv: Conversation, k: int, i: int, prompt: list[int], full: list[int], ends: set[int],
+          templated: bool, turns: list[ReplayTurn], tokenizer) -> ReplayTurn:
+    """Turn k (message i) from its prompt ids and the ids with the turn added: the prefix
+    property checked, the recording cut after its end-of-turn token."""
+    where = _turn_where(conv, k, i)
+    if full[:len(prompt)] != prompt:
+        at = next((j for j, (a, b) in enumerate(zip(prompt, full)) if a != b), min(len(prompt), len(full)))
+        raise ConversationError(
+            f"{where}: the prompt's tokens are not a prefix of the tokens with the turn added "
+            f"(they differ at token {at} of {len(prompt)}); this chat template or tokenizer "
+            "renders earlier messages differently once a reply follows, so the turn cannot be replayed")
+    added = full[len(prompt):]
+    if templated:
+        last = max((j for j, t in enumerate(added) if t in ends), default=None)
+        if last is None:
+            raise ConversationError(f"{where}: the chat template adds no end-of-turn token after the "
+                                    f"turn (looked for ids {sorted(ends)}); give end_ids")
+        recording = added[:last + 1]
+    else:
+        eos = getattr(tokenizer, "eos_token_id", None)
+        if eos is None:
+            raise ConversationError(f"{where}: the tokenizer has no EOS token to end the recording")
+        recording = added + [int(eos[0] if isinstance(eos, (list, tuple)) else eos)]
+    prev = turns[-1] if turns else None
+    extends = prev is not None and prompt[:prev.length] == prev.prompt_ids + prev.recording_ids
+    return ReplayTurn(conv.id, k, i, prompt, recording, extends)
 
 
 # ---------------------------------------------------------------- how much the agent copies

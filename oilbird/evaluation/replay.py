@@ -18,7 +18,9 @@ Two modes, one code path for drafting and acceptance:
   are prefilled.
 * **fast** (default): one teacher-forced forward per turn, shared by every method, gives the
   hidden states and outputs at the recorded positions; drafting and acceptance then cost no
-  forward. What fast mode cannot see: the outputs at rejected nodes. So the adjacency table
+  forward. Teacher forcing (``oilbird.evaluation.teacher``) reuses the conversation's cache and
+  a shared system prompt's, windows the states past the model's context (so no conversation is
+  skipped) and can keep its rows on disk (``--cache``). What fast mode cannot see: the outputs at rejected nodes. So the adjacency table
   learns only from the recorded path's top-k, and the rejected-branch pool learns nothing
   (docs/replay.md has the measured difference from exact mode).
 
@@ -43,6 +45,7 @@ from ..presets import make_decoder
 from .results import MethodStats, with_speedups
 from ..trace import RequestTrace
 from ..verifier import NodeOutputs, Verifier
+from .teacher import TeacherForcer, floor_seconds, flops_per_token, model_context
 
 MODES = ("fast", "exact")
 LIMIT_NOTE = ("replay under-states the sources that replay the local model's own predictions (the "
@@ -96,16 +99,9 @@ def fits(turns: Sequence[Turn], context: int) -> bool:
 def teacher_forced(verifier: Verifier, turns: Sequence[Turn]) -> Iterator[NodeOutputs]:
     """Fast mode: per turn, the outputs at the last prompt token and at every recorded token
     (the rows :class:`~oilbird.decoding.Replay` reads), from one forward with the recording
-    teacher-forced; each turn feeds only what the conversation's cache does not hold."""
-    cache = None
-    held: list[int] = []
-    for t in turns:
-        rec = list(t.recording_ids)
-        ids = list(t.prompt_ids) + rec
-        if held and ids[: len(held)] != held:
-            cache, held = None, []                    # not a continuation: start afresh
-        cache, out = verifier.prefill(ids, cache, keep=len(rec) + 1)
-        held = ids
+    teacher-forced; each turn feeds only what the conversation's cache does not hold (past the
+    model's context, from a window: :mod:`oilbird.evaluation.teacher`)."""
+    for out, _ in TeacherForcer(verifier, shared_prefix=False).conversation(turns):
         yield out
 
 
@@ -113,14 +109,21 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
            mode: str = "fast", tree: TreeConfig | None = None, trace: bool = True,
            recorded_by: str | None = None, on_request: Callable[[list[RequestTrace], dict], None] | None = None,
            progress: Callable[[int], None] | None = None, store_kwargs: dict | None = None,
+           teacher: TeacherForcer | None = None, timing: dict | None = None,
            teacher_sink: Callable[[Turn, NodeOutputs], None] | None = None) -> dict:
     """Replay ``conversations`` (each a list of turns, in order) with every method.
 
     Returns the results dict (``oilbird.evaluation.results`` shape: tau, mean nodes, source shares, per
     request rows; in exact mode tokens/s and speedup over ``ar``, the local model's cost of these
     outputs). ``on_request(traces, results)`` is called after every turn with that turn's traces
-    (one per method) and the results so far, so a caller can write as it goes. Conversations
-    that do not fit the model's context are skipped and counted, never truncated.
+    (one per method) and the results so far, so a caller can write as it goes.
+
+    Fast mode replays every conversation: past the model's context the teacher rows are
+    windowed (``teacher``: a :class:`~oilbird.evaluation.teacher.TeacherForcer`, default one with
+    the default window and no disk cache), and ``results["replay"]`` counts the windowed turns.
+    Exact mode runs the model on the whole conversation, so a conversation longer than the
+    context is skipped and counted there, never truncated. ``timing`` (optional) holds the
+    run's ``encode_seconds`` and ``matmul`` measurement for the time split.
     ``teacher_sink(turn, rows)`` (fast mode) gets each turn's teacher-forced rows, so a caller
     can reuse them (:func:`diagnose_turns`' ``rows``) instead of forcing the turn again.
     """
@@ -131,36 +134,42 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     for m in methods:
         check_method(m)
     lm = verifier.lm
-    context = int(getattr(lm.model.config, "max_position_embeddings", 0) or 0) or 10 ** 9
+    context = model_context(lm)
+    if mode == "fast" and teacher is None:
+        teacher = TeacherForcer(verifier)
     decoders = {m.name: make_replay_decoder(m, verifier, tree, trace, store_kwargs) for m in methods}
     stats = {n: MethodStats() for n in names}
+    drafting = {n: 0.0 for n in names}
     skipped = {"conversations": 0, "turns": 0}
-    n_conv = n_turns = 0
-    teacher_seconds = 0.0
+    run = {"conversations": 0, "turns": 0, "windowed_turns": 0}
+
+    def results() -> dict:
+        return _results(stats, methods, lm, mode, tree, recorded_by, run, skipped, teacher, drafting, timing)
+
     for turns in conversations:
         turns = list(turns)
-        if not fits(turns, context):
+        if mode == "exact" and not fits(turns, context):
             skipped["conversations"] += 1
             skipped["turns"] += len(turns)
             continue
-        n_conv += 1
-        teachers: Iterator[NodeOutputs | None] = (teacher_forced(verifier, turns) if mode == "fast"
-                                                  else iter([None] * len(turns)))
+        run["conversations"] += 1
+        teachers: Iterator[tuple[NodeOutputs, bool]] = (teacher.conversation(turns) if mode == "fast"
+                                                        else iter([(None, False)] * len(turns)))
         for t in turns:
-            t0 = time.perf_counter()
-            teacher = next(teachers)
-            teacher_seconds += time.perf_counter() - t0
-            if teacher is not None and teacher_sink is not None:
-                teacher_sink(t, teacher)
+            rows, windowed = next(teachers)
+            run["windowed_turns"] += windowed
+            if rows is not None and teacher_sink is not None:
+                teacher_sink(t, rows)
             rec = list(t.recording_ids)
             req_traces = []
             for n in names:
                 t1 = time.perf_counter()
-                tr = decoders[n].run(t.id, list(t.prompt_ids), len(rec), judge=Replay(rec, teacher))
+                tr = decoders[n].run(t.id, list(t.prompt_ids), len(rec), judge=Replay(rec, rows))
                 secs = time.perf_counter() - t1
+                drafting[n] += secs
                 tr.lossless = tr.output_ids == rec          # replay's own check: it followed the recording
                 tr.meta["replay"] = {"mode": mode, "recorded_by": recorded_by, "conversation": t.conversation,
-                                     "turn": t.index}
+                                     "turn": t.index, "windowed": windowed}
                 st = stats[n]
                 st.add_request(t.id, len(tr.output_ids), tr.forwards, secs if mode == "exact" else 0.0,
                                tr.cycles[0].timings.get("verify", 0.0) if mode == "exact" else 0.0)
@@ -169,16 +178,15 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
                     st.lossless = False
                     st.first_failure = st.first_failure or f"{t.id}: replay left the recording"
                 req_traces.append(tr)
-            n_turns += 1
+            run["turns"] += 1
             if progress is not None:
                 progress(1)
             if on_request is not None:
-                on_request(req_traces, _results(stats, methods, lm, mode, tree, recorded_by, n_conv, n_turns,
-                                                skipped, teacher_seconds))
-    return _results(stats, methods, lm, mode, tree, recorded_by, n_conv, n_turns, skipped, teacher_seconds)
+                on_request(req_traces, results())
+    return results()
 
 
-def _results(stats, methods, lm, mode, tree, recorded_by, n_conv, n_turns, skipped, teacher_seconds) -> dict:
+def _results(stats, methods, lm, mode, tree, recorded_by, run, skipped, teacher, drafting, timing) -> dict:
     from dataclasses import asdict
     res = {m.name: stats[m.name].summary() for m in methods}
     for m in methods:
@@ -192,11 +200,55 @@ def _results(stats, methods, lm, mode, tree, recorded_by, n_conv, n_turns, skipp
     else:
         for r in res.values():
             r["speedup"] = r["decode_speedup"] = None
+    t = teacher.stats if teacher is not None else None
     return {"methods": res, "model": lm.name, "replay": {
-                "mode": mode, "recorded_by": recorded_by, "conversations": n_conv, "turns": n_turns,
-                "skipped_over_context": skipped, "teacher_forcing_seconds": teacher_seconds,
+                "mode": mode, "recorded_by": recorded_by, "conversations": run["conversations"],
+                "turns": run["turns"], "windowed_turns": run["windowed_turns"],
+                "teacher": None if teacher is None else {**teacher.settings(), **t.as_dict()},
+                "skipped_over_context": skipped, "teacher_forcing_seconds": t.seconds if t else 0.0,
+                "time": time_split(teacher, drafting, lm, timing),
                 "note": LIMIT_NOTE},
-            "n_requests": n_turns, "tree": asdict(tree or TreeConfig())}
+            "n_requests": run["turns"], "tree": asdict(tree or TreeConfig())}
+
+
+def time_split(teacher: TeacherForcer | None, drafting: dict, lm, timing: dict | None) -> dict:
+    """Where a run's time went: encoding, teacher forcing, drafting per method (in exact mode the
+    drafting seconds include each method's own verify forwards), and the teacher forcing's floor:
+    the FLOPs it ran (:func:`~oilbird.evaluation.teacher.flops_per_token` x what it forwarded)
+    over the measured matmul throughput (``timing["matmul"]``, :func:`~oilbird.evaluation.teacher.matmul_gflops`)."""
+    timing = timing or {}
+    out = {"encode_seconds": timing.get("encode_seconds"),
+           "teacher_forcing_seconds": teacher.stats.seconds if teacher is not None else 0.0,
+           "drafting_seconds": dict(drafting), "matmul": timing.get("matmul"), "floor": None}
+    if teacher is not None and timing.get("matmul"):
+        flops = flops_per_token(lm)
+        floor = floor_seconds(teacher.stats, flops, timing["matmul"]["gflops"])
+        out["floor"] = {**floor, "flops_per_token": flops, "tokens_forwarded": teacher.stats.tokens_forwarded,
+                        "rows_kept": teacher.stats.rows_kept, "attention_pairs": teacher.stats.attention_pairs}
+        if floor["seconds"]:
+            out["floor"]["teacher_over_floor"] = teacher.stats.seconds / floor["seconds"]
+    return out
+
+
+def time_lines(t: dict, teacher: dict | None) -> str:
+    """The time split of :func:`time_split`, as printed after a replay."""
+    parts = []
+    if t.get("encode_seconds") is not None:
+        parts.append(f"encoding {t['encode_seconds']:.1f} s")
+    if teacher is not None:
+        cache = (f", disk cache {teacher['cache_hits']} of {teacher['cache_hits'] + teacher['cache_misses']} "
+                 f"conversations" if teacher["cache_hits"] + teacher["cache_misses"] else "")
+        parts.append(f"teacher forcing {t['teacher_forcing_seconds']:.1f} s ({teacher['tokens_forwarded']:,} tokens "
+                     f"forwarded, {teacher['shared_prefix_tokens']:,} taken from a shared prefix{cache})")
+    parts.append("drafting " + ", ".join(f"{m} {s:.1f} s" for m, s in t["drafting_seconds"].items()))
+    line = "time: " + "; ".join(parts)
+    f = t.get("floor")
+    if f and f.get("seconds"):
+        line += (f"\nfloor of the teacher forcing: {f['flops'] / 1e12:.3g} TFLOP at the measured "
+                 f"{t['matmul']['gflops']:.3g} GFLOP/s (fp32 matmul {'x'.join(map(str, t['matmul']['shape']))}, "
+                 f"best of {t['matmul']['repetitions']}) = {f['seconds']:.1f} s; teacher forcing took "
+                 f"{f['teacher_over_floor']:.2f}x that")
+    return line
 
 
 def diagnose_turns(lm, conversations, progress: bool = True, rows: dict | None = None) -> dict:
