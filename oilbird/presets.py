@@ -16,12 +16,23 @@ the life of the decoder, so serve one data set through one decoder per method.
 | oilbird-no-recycling   | suffix + pld    | semantic + rejected  | -          |
 | oilbird-no-rejected    | suffix + pld    | semantic             | adjacency  |
 | oilbird-ungated        | suffix + pld    | semantic* + rejected | adjacency  |
+| oilbird-state          | suffix' + pld   | semantic + rejected  | adjacency  |
+| oilbird-agree          | suffix + pld    | semantic+ + rejected | adjacency  |
+| oilbird-state-agree    | suffix' + pld   | semantic+ + rejected | adjacency  |
 | pld+sem                | prompt lookup   | semantic             | -          |
 | recycling+sem          | -               | semantic             | adjacency  |
 
 ``semantic*``: the semantic key without its gate (``SemanticConfig(require_lexical=False)``): it
 also fires where no lexical key matched, i.e. on root tokens the suffix index, prompt lookup and
 the adjacency table have never seen, which is where the identifiability gap is.
+
+``semantic+``: the semantic key claiming ``AGREE_CLAIM`` nodes beyond its reserve, out of the
+adjacency branches' share, when two of its neighbours agree on their first tokens
+(``SemanticConfig(agree_claim=...)``).
+
+``suffix'``: the suffix source weighing each pool occurrence of the context by how close its
+stored state is to the query state (``SuffixConfig(state_temp=STATE_TEMP)``,
+:mod:`oilbird.sources._states`): the state chooses among the lexical match's occurrences.
 """
 from __future__ import annotations
 
@@ -32,9 +43,15 @@ from .sources.prompt_lookup import PromptLookupSource
 from .sources.recycling import RecyclingSource
 from .sources.rejected import RejectedPoolSource
 from .sources.semantic import SemanticConfig, SemanticSource
-from .sources.suffix import SuffixSource
+from .sources.suffix import SuffixConfig, SuffixSource
 from .store import Store
 from .verifier import Verifier
+
+# suffix': how fast an occurrence's evidence fades with its state's distance from the best one
+# (docs/results.md, "State-ranked occurrences", for how it was chosen)
+STATE_TEMP = 0.05
+# semantic+: nodes the semantic key may claim beyond the reserve when two neighbours agree
+AGREE_CLAIM = 4
 
 
 def make_decoder(method: str | Method, verifier: Verifier, store: Store | None = None,
@@ -56,9 +73,11 @@ def make_decoder(method: str | Method, verifier: Verifier, store: Store | None =
     make = {
         "pld": lambda: PromptLookupSource(),
         "suffix": lambda: SuffixSource(store),
+        "suffix-state": lambda: SuffixSource(store, SuffixConfig(state_temp=STATE_TEMP)),
         "recycling": lambda: RecyclingSource(int(lm.model.config.vocab_size)),
         "semantic": lambda: SemanticSource(store),
         "semantic-ungated": lambda: SemanticSource(store, SemanticConfig(require_lexical=False)),
+        "semantic-agree": lambda: SemanticSource(store, SemanticConfig(agree_claim=AGREE_CLAIM)),
         "rejected": lambda: RejectedPoolSource(dim),
     }
     sources = [make[p]() for p in m.sources]
