@@ -83,7 +83,6 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "oilbird-ungated": ("suffix", "pld", "recycling", "semantic-ungated", "rejected"),
     "oilbird-state": ("suffix-state", "pld", "recycling", "semantic", "rejected"),
     "oilbird-agree": ("suffix", "pld", "recycling", "semantic-agree", "rejected"),
-    "oilbird-state-agree": ("suffix-state", "pld", "recycling", "semantic-agree", "rejected"),
     "pld+sem": ("pld", "semantic"),
     "recycling+sem": ("recycling", "semantic"),
 }

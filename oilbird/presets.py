@@ -20,7 +20,6 @@ the life of the decoder, so serve one data set through one decoder per method.
 | oilbird-ungated        | suffix + pld    | semantic* + rejected | adjacency  |
 | oilbird-state          | suffix' + pld   | semantic + rejected  | adjacency  |
 | oilbird-agree          | suffix + pld    | semantic+ + rejected | adjacency  |
-| oilbird-state-agree    | suffix' + pld   | semantic+ + rejected | adjacency  |
 | pld+sem                | prompt lookup   | semantic             | -          |
 | recycling+sem          | -               | semantic             | adjacency  |
 
