@@ -212,11 +212,11 @@ class Drafter:
             info.lexical_match_len = 1     # a Token Recycling host: the table is its only key
         ctx = replace(ctx, lexical_match_len=max(info.lexical_match_len, int(info.adjacency_row)))
         room = cfg.budget - len(tree)
-        semantic = self._chain_pass(ctx, info, room if cfg.fill == "expected" else min(reserved, room))
+        semantic, claim = self._chain_pass(ctx, info, room if cfg.fill == "expected" else min(reserved, room))
         if cfg.fill == "expected":
             merged = self._fill_expected(ctx, semantic)
         else:
-            merged = self._fill_reserved(ctx, semantic, min(reserved, room))
+            merged = self._fill_reserved(ctx, semantic, min(reserved + claim, room))
         for (source, c), (walked, paid) in zip(semantic, merged):
             if source.retrieves:
                 why = "" if walked else ("no-tokens" if not c.tokens else "budget")
@@ -239,18 +239,20 @@ class Drafter:
             if i == 0:
                 info.spine = walked
 
-    def _chain_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> list[tuple[DraftSource, Chain]]:
-        """2) the semantic key and the rejected pool: their chains, best first per source. A
-        muted retrieving source's looked-up records go to the trace with no node."""
-        out = []
+    def _chain_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> tuple[list[tuple[DraftSource, Chain]], int]:
+        """2) the semantic key and the rejected pool: their chains, best first per source, and the
+        nodes they claim beyond the reserve. A muted retrieving source's looked-up records go to
+        the trace with no node."""
+        out, claim = [], 0
         for s in self.semantic_sources:
             p = self._ask(s, ctx, budget, info)
+            claim += p.claim
             out += [(s, c) for c in sorted(p.chains, key=lambda c: -c.score)]
             if s.retrieves:
                 why = "below-floor" if p.retrieval == "below-floor" else "muted"     # looked up, not drafted
                 info.neighbours += [{**c.meta, "walked": [], "paid": [], "why_no_node": why}
                                     for c in p.looked_up]
-        return out
+        return out, claim
 
     def _fill_reserved(self, ctx: DraftContext, semantic, reserved: int) -> list[tuple[list[int], list[int]]]:
         """2) semantic chains out of the reserve, each paying only after it diverges; then

@@ -81,6 +81,8 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "oilbird-no-recycling": ("suffix", "pld", "semantic", "rejected"),
     "oilbird-no-rejected": ("suffix", "pld", "recycling", "semantic"),
     "oilbird-ungated": ("suffix", "pld", "recycling", "semantic-ungated", "rejected"),
+    "oilbird-state": ("suffix-state", "pld", "recycling", "semantic", "rejected"),
+    "oilbird-agree": ("suffix", "pld", "recycling", "semantic-agree", "rejected"),
     "pld+sem": ("pld", "semantic"),
     "recycling+sem": ("recycling", "semantic"),
 }
@@ -89,7 +91,7 @@ PEERS: dict[str, tuple[str, ...]] = {"hf-pld": (), "suffix-arctic": ("arctic",)}
 # the one peer that drafts inside our verifier (oilbird.evaluation.peers); it has no semantic key
 PEER_TREE_METHODS = tuple(p for p, s in PEERS.items() if s)
 # sources that pay from the semantic pass ("chains"): without one, a tree reserves nothing
-CHAIN_SOURCES = ("semantic", "semantic-ungated", "rejected")
+CHAIN_SOURCES = ("semantic", "semantic-ungated", "semantic-agree", "rejected")
 
 
 def known_methods() -> list[str]:

@@ -51,6 +51,30 @@ def test_drafter_semantic_chain_rewalks_spine_and_respects_budgets():
     assert tree.sources[1] == {"suffix", "semantic"}
 
 
+def test_a_claim_takes_nodes_from_the_branches_never_from_the_spine():
+    from oilbird.sources.base import Chain
+
+    class _Claiming(_Fixed):
+        def propose(self, ctx, budget):
+            return Proposal(self._chains, retrieval="retrieved", claim=self.claim)
+
+    meta = {"record": 0, "request_id": "p", "position": 0, "similarity": 0.95, "proposed": []}
+    trees = {}
+    for claim in (0, 2):
+        spine = _Fixed("suffix", [Chain([5, 6, 7], 0.9)], match_len=4)
+        sem = _Claiming("semantic", [Chain([5, 6, 8, 9, 10, 11], 0.95, meta=meta)])
+        sem.claim = claim
+        branches = _Fixed("recycling", [Chain([30, 31, 32, 33, 34], 0.5)])
+        d = Drafter([spine, sem, branches], TreeConfig(budget=10, semantic_budget=2))
+        tree, info = d.draft([1, 2], "r", np.ones(D, dtype=np.float32))
+        trees[claim] = tree
+        assert len(tree) == 10 and tree.tokens[1:4] == [5, 6, 7]      # the spine is untouched
+    # without a claim the chain pays 2 nodes (8, 9), with one 2 more (10, 11), out of the branch
+    assert [t for t in trees[0].tokens if t >= 8 and t < 30] == [8, 9]
+    assert [t for t in trees[2].tokens if t >= 8 and t < 30] == [8, 9, 10, 11]
+    assert sum(t >= 30 for t in trees[2].tokens) == sum(t >= 30 for t in trees[0].tokens) - 2
+
+
 def test_drafter_gives_suffix_the_lexical_budget_and_keeps_source_order():
     """The suffix source sizes its subtree to the lexical budget it is told; its first path is
     the spine even when a prompt-lookup chain scores higher, and that chain pays only where

@@ -137,6 +137,35 @@ def test_suffix_source_weights_occurrences_by_match_length_and_fits_the_budget()
     assert chains[0].score >= chains[-1].score
 
 
+def test_suffix_state_temp_lets_the_state_choose_among_equal_occurrences():
+    from oilbird.sources._states import states_before
+    from oilbird.sources.suffix import SuffixConfig
+    store = Store(dim=D)
+    # three pool occurrences of [1, 2, 3]: two continue with 5, one with 4. By evidence 5 wins
+    # (2 to 1); the state before the matched root (token 2's) says the 4 one is this one
+    near, far = unit(1, 0, 0, 0), unit(0, 1, 0, 0)
+    fill(store, "a", [1, 2, 3, 4], [far, near, far, far])
+    fill(store, "b", [1, 2, 3, 5], [far, far, far, far])
+    fill(store, "c", [9, 1, 2, 3, 5], [far, far, far, far, far])
+    ctx = [7, 1, 2, 3]
+    query = unit(1, 0.1, 0, 0)
+    plain = SuffixSource(store, SuffixConfig(min_prob=0.0))
+    ranked = SuffixSource(store, SuffixConfig(min_prob=0.0, state_temp=0.05))
+    for src in (plain, ranked):
+        src.start_request(ctx, "d")
+    first = [src.propose(DraftContext(tokens=ctx, request_id="d", query_state=query), 2).chains[0].tokens
+             for src in (plain, ranked)]
+    assert first == [[5], [4]]
+    # without a query state the ranked source is the plain one
+    assert ranked.propose(DraftContext(tokens=ctx, request_id="d"), 2).chains[0].tokens == [5]
+    # the state read back is the record's before the match end (a request's first token has none)
+    ends = [p for p, _ in store.suffix.match([1, 2, 3])]
+    got = {tuple(np.round(s, 3)) if s is not None else None for s in states_before(store, ends)}
+    assert got == {tuple(np.round(near, 3)), tuple(np.round(far, 3))}
+    first_tok = [p for p, _ in store.suffix.match([9])]
+    assert states_before(store, first_tok) == [None]
+
+
 # -- token adjacency ------------------------------------------------------------------------------
 def test_recycling_refreshes_from_every_node_and_proposes():
     src = RecyclingSource(vocab_size=20)
@@ -211,6 +240,21 @@ def test_ungated_semantic_fires_without_a_lexical_match():
     assert chains and [c.tokens for c in chains] == [c.tokens for c in gated]
     assert src.propose(DraftContext(tokens=[1], request_id="n",
                                     query_state=unit(1, -1, 1, 1), lexical_match_len=0), 0).chains == []
+
+
+def test_semantic_agreement_claims_nodes_only_when_two_neighbours_agree():
+    store = Store(dim=D)
+    s = unit(1, 0, 0, 0)
+    other = unit(0, 0, 0, 1)
+    # two past requests whose record 0 has the query's state and continue alike from record 2
+    fill(store, "a", [10, 11, 12, 13, 14], [s, other, other, other, other])
+    fill(store, "b", [20, 21, 12, 13, 15], [s, other, other, other, other])
+    ctx = DraftContext(tokens=[1], request_id="n", query_state=s, lexical_match_len=2)
+    top2 = SemanticConfig(top_k=2, agree_claim=3)
+    assert SemanticSource(store, top2).propose(ctx, 0).claim == 3
+    assert SemanticSource(store, SemanticConfig(top_k=2)).propose(ctx, 0).claim == 0   # off by default
+    # they disagree on the second token: no claim
+    assert SemanticSource(store, SemanticConfig(top_k=2, agree_claim=3, agree_len=3)).propose(ctx, 0).claim == 0
 
 
 def test_semantic_self_calibration_mutes_and_recovers():

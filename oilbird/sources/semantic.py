@@ -32,6 +32,10 @@ class SemanticConfig:
     calib_alpha: float = 0.2         # EMA weight of the newest outcome
     mute_below: float = 0.15
     unmute_above: float = 0.30
+    # agreement: when >= 2 neighbours propose the same first ``agree_len`` tokens, ask the
+    # drafter for ``agree_claim`` nodes beyond the reserve (0: never)
+    agree_claim: int = 0
+    agree_len: int = 2
 
 
 # tokens of a retrieved record's continuation the trace keeps past its copy depth ("withheld")
@@ -93,7 +97,17 @@ class SemanticSource(DraftSource):
             return Proposal(retrieval="below-floor", **said)
         if self.muted:                 # looked up in shadow: the trace shows it, the tree does not
             return Proposal(looked_up=chains, retrieval="muted", **said)
-        return Proposal(chains, retrieval="retrieved", **said)
+        return Proposal(chains, retrieval="retrieved", claim=self._claim(chains), **said)
+
+    def _claim(self, chains: list[Chain]) -> int:
+        """``agree_claim`` when two or more neighbours agree on their first ``agree_len`` tokens."""
+        n = self.cfg.agree_len
+        heads = [tuple(c.tokens[:n]) for c in chains if len(c.tokens) >= n]
+        if not self.cfg.agree_claim or not heads:
+            return 0
+        top = max(set(heads), key=heads.count)
+        return self.cfg.agree_claim if heads.count(top) >= 2 else 0
+
     def update(self, verdict: Verdict) -> None:
         live = [c for c in self.last_chains if c.tokens]
         if not live:

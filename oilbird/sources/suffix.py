@@ -22,8 +22,11 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..store import Store
 from ._lexical import RequestIndex, confidence
+from ._states import occurrence_weights, states_before
 from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 
@@ -35,6 +38,9 @@ class SuffixConfig:
     spec_factor: float = 8.0  # continuation <= spec_factor * match length
     min_prob: float = 0.05    # leave out nodes whose share falls below this
     max_nodes: int = 11       # subtree size when the builder gives no budget
+    # weigh each pool occurrence by how close its stored state is to the query state
+    # (oilbird.sources._states): None = by match length alone (SuffixDecoding, GOOSE)
+    state_temp: float | None = None
 
 
 class _Node:
@@ -115,8 +121,12 @@ class SuffixSource(DraftSource):
         # weighted trie over the continuations of the matched occurrences, longest match first
         root = _Node()
         firsts: dict[int, int] = {}          # occurrences per first continuation token
+        weights = [1.0] * len(occ)
+        if self.cfg.state_temp:           # the candidates the trie can take (a few are empty)
+            head = occ[: 2 * self.cfg.max_candidates]
+            weights[: len(head)] = self._state_weights(head, ctx)
         used = 0
-        for index, p, L in occ:
+        for (index, p, L), f in zip(occ, weights):
             if used >= self.cfg.max_candidates:
                 break
             cont = index.continuation(p, depth)
@@ -125,16 +135,29 @@ class SuffixSource(DraftSource):
             used += 1
             firsts[cont[0]] = firsts.get(cont[0], 0) + 1
             node = root
-            node.w += L
+            node.w += L * f
             for t in cont:
                 node = node.kids.setdefault(t, _Node())
-                node.w += L
+                node.w += L * f
         paths = best_first(root, budget or self.cfg.max_nodes, self.cfg.min_prob)
         chains = [Chain(tokens, share) for tokens, share in paths]
         if chains:   # the spine's score follows GOOSE's confidence rule
             agree = firsts[chains[0].tokens[0]]
             chains[0].score = max(chains[0].score, confidence(agree, len(chains[0].tokens)) * min(1.0, best / 4))
         return Proposal(chains, match_len=best if chains else 0)
+
+    def _state_weights(self, occ, ctx: DraftContext) -> list[float]:
+        """Each occurrence's evidence multiplier from its stored state's similarity to the query
+        (1 for the request's own occurrences and where there is no query state)."""
+        pool = [k for k, o in enumerate(occ) if o[0] is not self.req.index]
+        if ctx.query_state is None or not pool:
+            return [1.0] * len(occ)
+        states = states_before(self.store, [occ[k][1] for k in pool])
+        sims: list[float | None] = [None] * len(occ)
+        for k, st in zip(pool, states):
+            if st is not None:
+                sims[k] = float(np.dot(st, ctx.query_state))
+        return occurrence_weights(sims, self.cfg.state_temp)
 
     def update(self, verdict: Verdict) -> None:
         self.req.sync(verdict.tokens)
