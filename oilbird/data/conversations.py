@@ -61,7 +61,7 @@ from ..jsonio import json_lines, loads, read_text
 from .requests import DataError, Request, data_root, encode
 
 ROLES = ("system", "user", "assistant", "tool")
-NAMED = ("agent-transcripts", "agent-builtin")
+NAMED = ("agent-transcripts", "agent-builtin", "api-bank-dialogues")
 TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
 BUILTIN_DEFAULT_N = 24
 # end-of-turn tokens of common chat templates, looked up besides the tokenizer's EOS
@@ -273,6 +273,8 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
 
     ``"agent-transcripts"``: the recorded gpt-4o airline conversations in the shared data
     (``data_root()/agent-transcripts/tau-airline.jsonl``; never copied into this repository).
+    ``"api-bank-dialogues"``: API-Bank's 214 recorded level-1 dialogues, one conversation each
+    (:mod:`oilbird.data.api_bank_dialogues`; a folder path reads that folder's dialogues alike).
     ``"agent-builtin"``: the scripted agent of :mod:`oilbird.data.agent_workload` (``limit``
     conversations, default 24; the first n are the same whatever the limit). Anything else: a
     path to a ``.jsonl`` / ``.jsonl.gz`` file. A file is validated whole, whatever the limit."""
@@ -290,6 +292,9 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
             raise DataError(f"'{p}': the recorded agent transcripts are not there (set $OILBIRD_DATA "
                             "to the folder that holds agent-transcripts/, or use --data agent-builtin)")
         convs = read_jsonl(p)
+    elif name == "api-bank-dialogues" or Path(name).expanduser().is_dir():
+        from .api_bank_dialogues import load_dialogues
+        convs = load_dialogues(None if name == "api-bank-dialogues" else Path(name).expanduser())
     else:
         p = Path(name).expanduser()
         if not p.is_file():
