@@ -10,7 +10,8 @@ import pytest
 from test_conversations import ChatMLBytes
 
 from oilbird.data import api_bank_dialogues as ab
-from oilbird.data.conversations import ConversationError, encode_conversation, load_conversations, render_messages
+from oilbird.data.conversations import (ConversationError, conversation_from_obj, encode_conversation,
+                                        load_conversations, render_messages)
 from oilbird.data.requests import DataError
 
 LOGIN = {"role": "API", "api_name": "Login", "param_dict": {"user": "kim", "pin": "4417"},
@@ -32,13 +33,18 @@ DESCRIPTIONS = {"Login": {"name": "Login", "description": "Log a user in."},
                 "Unused": {"name": "Unused", "description": "Never called."}}
 
 
+def read(path, descriptions):
+    """One dialogue file, validated as load_conversations validates it."""
+    return conversation_from_obj(ab.read_dialogue(path, descriptions), f"'{path}'", path.stem)
+
+
 def write(path, records):
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
     return path
 
 
 def test_a_dialogue_becomes_one_conversation_in_the_one_rendered_form(tmp_path):
-    conv = ab.read_dialogue(write(tmp_path / "BookParking-level-2-7.jsonl", DIALOGUE), DESCRIPTIONS)
+    conv = read(write(tmp_path / "BookParking-level-2-7.jsonl", DIALOGUE), DESCRIPTIONS)
     assert conv.id == "BookParking-level-2-7" and conv.model == ab.RECORDED_BY
     assert [m["role"] for m in conv.messages] == ["system", "user", "assistant", "user", "assistant", "tool",
                                                   "assistant", "assistant", "tool", "assistant"]
@@ -105,7 +111,7 @@ def test_a_folder_skips_empty_files_and_refuses_a_bad_one(tmp_path, monkeypatch)
     (d / "C-level-1-1.jsonl").write_text("")
     (d / "notes.txt").write_text("not a dialogue")
     convs, empty = ab.read_dialogues(d, {})
-    assert [c.id for c in convs] == ["A-level-1-1", "B-level-1-1"] and empty == ["C-level-1-1.jsonl"]
+    assert [c["id"] for c, _ in convs] == ["A-level-1-1", "B-level-1-1"] and empty == ["C-level-1-1.jsonl"]
     # a folder path works as --data, and so does the named set under $OILBIRD_DATA
     monkeypatch.setenv("OILBIRD_DATA", str(tmp_path / "root"))
     assert [c.id for c in load_conversations(d)] == ["A-level-1-1", "B-level-1-1"]

@@ -81,3 +81,17 @@ def test_the_session_opens_a_replayed_turn_at_its_clearest_moment(tmp_path):
     assert cat.error == ""
     st = new_session(cat, Data("builtin"))
     assert (st.request, st.cycle) == ("g#0", 1)        # the real model's turn, at its recovered token 3
+
+
+def test_a_recovery_is_contested_where_a_lexical_source_proposed_another_token_in_the_same_place():
+    from dataclasses import replace
+    r = request_oilbird(gap_labels=["absent", "gap_recovered", "lexical_hit", "absent", "absent"])
+    c = r.cycles[1]
+    alone = [[], ["semantic"], ["pld"], ["recycling"], ["semantic"]]    # token 1: the semantic source alone
+    for sibling, contested in ((["recycling"], 0), (["pld"], 1), (["suffix", "semantic"], 1)):
+        cyc = replace(c, sources=alone[:3] + [sibling] + alone[4:],
+                      committed_sources=[["semantic"], ["pld"], ["bonus"]])
+        [m] = F.gap_moments(replace(r, cycles=[r.cycles[0], cyc, r.cycles[2]]), ("gap_recovered",))
+        assert (m.semantic, m.contested) == (1, contested), sibling
+    # the bonus token was not drafted: never contested
+    assert not F.lexical_proposed_other(c, 2)

@@ -181,7 +181,8 @@ def opening_rank(tr: RequestTrace | None) -> tuple:
     by_model = isinstance(replay, dict) and replay.get("recorded_by") not in (None, SCRIPTED)
     best = clearest_moment(tr)
     return (replay is not None, by_model,
-            (best.label == "gap_recovered", best.semantic, best.end - best.start) if best else (False, 0, 0),
+            (best.label == "gap_recovered", best.contested, best.semantic, best.end - best.start) if best
+            else (False, 0, 0, 0),
             sum(s == ["semantic"] for c in tr.cycles for s in c.committed_sources),
             any(c.neighbours for c in tr.cycles))
 

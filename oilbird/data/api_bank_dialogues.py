@@ -10,10 +10,11 @@ repository), one dialogue per file, one record per line::
     {"role": "API", "api_name": "GetUserToken", "param_dict": {"username": "foo", ...},
      "result": {"api_name": "GetUserToken", "input": {...}, "output": {"token": "..."}, "exception": null}}
 
-This module turns each file into one :class:`~oilbird.data.conversations.Conversation` (id: the
-file's name without ``.jsonl``; ``model``: :data:`RECORDED_BY`), so a replay renders and
-tokenizes it exactly as any other recorded conversation (the one text form of
-:mod:`oilbird.data.conversations`):
+This module turns each file into one conversation object in the input form of
+:mod:`oilbird.data.conversations` (id: the file's name without ``.jsonl``; ``model``:
+:data:`RECORDED_BY`), which :func:`~oilbird.data.conversations.load_conversations` validates
+into a :class:`~oilbird.data.conversations.Conversation`, so a replay renders and tokenizes it
+exactly as any other recorded conversation (the one text form of that module):
 
 * ``User`` -> a ``user`` message with its text;
 * ``AI`` -> an ``assistant`` message with its text (a recorded turn to replay);
@@ -45,8 +46,7 @@ import json
 from pathlib import Path
 
 from ..jsonio import json_lines, read_text
-from .conversations import Conversation, ConversationError, conversation_from_obj
-from .requests import DataError, data_root
+from .requests import ConversationError, DataError, data_root
 
 NAME = "api-bank-dialogues"
 DIALOGUES_DIR = Path("api-bank") / "lv1-lv2-samples" / "level-1-given-desc"
@@ -113,9 +113,10 @@ def system_message(api_names: list[str], descriptions: dict[str, dict]) -> str:
     return SYSTEM_PROMPT + "\nAPI descriptions:\n" + "\n".join(json.dumps(d, ensure_ascii=False) for d in known)
 
 
-def read_dialogue(path: str | Path, descriptions: dict[str, dict] | None = None) -> Conversation | None:
-    """One dialogue file as a validated :class:`Conversation`; None for an empty file (no records).
-    ``descriptions``: from :func:`read_descriptions` (default: the shared data's, if there)."""
+def read_dialogue(path: str | Path, descriptions: dict[str, dict] | None = None) -> dict | None:
+    """One dialogue file as a conversation object (``{"id", "model", "messages"}``); None for an
+    empty file (no records). ``descriptions``: from :func:`read_descriptions` (default: the
+    shared data's, if there)."""
     p = Path(path)
     where = f"'{p}'"
     records = list(json_lines(read_text(p, ConversationError), ConversationError, p))
@@ -129,15 +130,14 @@ def read_dialogue(path: str | Path, descriptions: dict[str, dict] | None = None)
                                 "an AI or API record; its first turn has no user request before it")
     descriptions = read_descriptions() if descriptions is None else descriptions
     calls = [c["name"] for m in msgs for c in m.get("tool_calls", ())]
-    obj = {"id": p.stem, "model": RECORDED_BY,
-           "messages": [{"role": "system", "content": system_message(calls, descriptions)}] + msgs}
-    return conversation_from_obj(obj, where, p.stem)
+    return {"id": p.stem, "model": RECORDED_BY,
+            "messages": [{"role": "system", "content": system_message(calls, descriptions)}] + msgs}
 
 
 def read_dialogues(folder: str | Path, descriptions: dict[str, dict] | None = None
-                   ) -> tuple[list[Conversation], list[str]]:
-    """Every ``*.jsonl`` dialogue of ``folder`` in name order, validated, and the names of the
-    empty files skipped. A folder without dialogues is refused."""
+                   ) -> tuple[list[tuple[dict, str]], list[str]]:
+    """Every ``*.jsonl`` dialogue of ``folder`` in name order as ``(conversation object, where it
+    was read)``, and the names of the empty files skipped. A folder without dialogues is refused."""
     d = Path(folder)
     if not d.is_dir():
         raise DataError(f"'{d}': no such folder of API-Bank dialogues")
@@ -145,21 +145,22 @@ def read_dialogues(folder: str | Path, descriptions: dict[str, dict] | None = No
     if not files:
         raise ConversationError(f"'{d}': no dialogue files (*.jsonl) in the folder")
     descriptions = read_descriptions() if descriptions is None else descriptions
-    convs, empty = [], []
+    out, empty = [], []
     for f in files:
-        conv = read_dialogue(f, descriptions)
-        if conv is None:
+        obj = read_dialogue(f, descriptions)
+        if obj is None:
             empty.append(f.name)
         else:
-            convs.append(conv)
-    if not convs:
+            out.append((obj, f"'{f}'"))
+    if not out:
         raise ConversationError(f"'{d}': every dialogue file is empty")
-    return convs, empty
+    return out, empty
 
 
-def load_dialogues(folder: str | Path | None = None) -> list[Conversation]:
+def load_dialogues(folder: str | Path | None = None) -> list[tuple[dict, str]]:
     """The named set (``--data api-bank-dialogues``): the level-1 dialogues of the shared data,
-    or those of ``folder``; refused with one line when the data is not there."""
+    or those of ``folder``, as :func:`read_dialogues` gives them; refused with one line when the
+    data is not there."""
     d = Path(folder) if folder is not None else data_root() / DIALOGUES_DIR
     if folder is None and not d.is_dir():
         raise DataError(f"'{d}': API-Bank's recorded dialogues are not there (set $OILBIRD_DATA to the folder "

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..jsonio import json_lines, loads, read_text
-from .requests import DataError, Request, data_root, encode
+from .requests import ConversationError, DataError, Request, data_root, encode
 
 ROLES = ("system", "user", "assistant", "tool")
 NAMED = ("agent-transcripts", "agent-builtin", "api-bank-dialogues")
@@ -66,11 +66,6 @@ TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
 BUILTIN_DEFAULT_N = 24
 # end-of-turn tokens of common chat templates, looked up besides the tokenizer's EOS
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|eot|>")
-
-
-class ConversationError(DataError):
-    """A conversation could not be read or encoded. The message names the file and line (when
-    known), the conversation id (when known) and the message index."""
 
 
 @dataclass(frozen=True)
@@ -294,7 +289,8 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
         convs = read_jsonl(p)
     elif name == "api-bank-dialogues" or Path(name).expanduser().is_dir():
         from .api_bank_dialogues import load_dialogues
-        convs = load_dialogues(None if name == "api-bank-dialogues" else Path(name).expanduser())
+        convs = [conversation_from_obj(obj, source, obj["id"]) for obj, source in
+                 load_dialogues(None if name == "api-bank-dialogues" else Path(name).expanduser())]
     else:
         p = Path(name).expanduser()
         if not p.is_file():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oilbird.trace import RequestTrace
+from oilbird.trace import CycleTrace, RequestTrace
 
 from ..palette import GAP_DESCRIPTIONS
 from .base import visible
@@ -23,6 +23,7 @@ from .provenance import token_cycles
 
 MOMENT_LABELS = ("gap_recovered", "gap_missed", "absent")
 SHOWN = MOMENT_LABELS        # what a menu lists by default
+LEXICAL = ("pld", "suffix")  # the exact-match (lexical) sources
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class GapMoment:
     text: str            # the run's tokens, whitespace made visible
     cycle: int | None    # index into request.cycles of the cycle that committed token ``start``
     semantic: int        # tokens of the run the semantic source alone delivered in this trace
+    contested: int = 0   # of those, tokens where a lexical source proposed a different token at the
+                         # same place of the tree: the exact-match key wrong, the hidden-state key right
 
     @property
     def key(self) -> str:
@@ -55,6 +58,7 @@ def gap_moments(request: RequestTrace, labels: tuple[str, ...] = MOMENT_LABELS) 
         return []
     where = token_cycles(request)
     sources = [s for c in request.cycles for s in c.committed_sources]
+    offset = [p - sum(len(c.committed) for c in request.cycles[:k]) for p, k in enumerate(where)]
     out: list[GapMoment] = []
     k = 0
     while k < n:
@@ -63,10 +67,22 @@ def gap_moments(request: RequestTrace, labels: tuple[str, ...] = MOMENT_LABELS) 
             j += 1
         if lab[k] in labels:
             text = "".join(visible(request.output_text[i]) for i in range(k, j) if i < len(request.output_text))
-            sem = sum(1 for i in range(k, j) if i < len(sources) and sources[i] == ["semantic"])
-            out.append(GapMoment(lab[k], k, j, text, where[k] if k < len(where) else None, sem))
+            sem = [i for i in range(k, j) if i < len(sources) and sources[i] == ["semantic"]]
+            contested = sum(lexical_proposed_other(request.cycles[where[i]], offset[i]) for i in sem)
+            out.append(GapMoment(lab[k], k, j, text, where[k] if k < len(where) else None, len(sem), contested))
         k = j
     return out
+
+
+def lexical_proposed_other(c: CycleTrace, j: int) -> bool:
+    """Did a lexical source (:data:`LEXICAL`: the exact-match keys) propose, in cycle ``c``'s
+    tree, a token other than the one committed ``j``-th in that cycle, at the same place (a
+    sibling of the accepted node)? False for the bonus token (it was not drafted)."""
+    if j + 1 >= len(c.accepted):
+        return False
+    node, parent = c.accepted[j + 1], c.accepted[j]
+    return any(c.parents[n] == parent and n != node and c.tokens[n] != c.tokens[node]
+               and any(src in LEXICAL for src in c.sources[n]) for n in range(1, len(c.tokens)))
 
 
 def moment_choices(request: RequestTrace | None, labels: tuple[str, ...] = SHOWN) -> list[tuple[str, str]]:
@@ -87,13 +103,14 @@ def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | N
 
 
 def clearest_moment(request: RequestTrace) -> GapMoment | None:
-    """The moment that shows the gap best in this trace: a ``gap_recovered`` run whose tokens
-    the semantic source alone delivered (most such tokens, then the longest run, then the
-    earliest), else the longest ``gap_recovered`` run, else the longest ``gap_missed`` one."""
+    """The moment that shows the gap best in this trace: a ``gap_recovered`` run where the
+    exact-match key proposed a wrong token and the semantic source alone the right one (most
+    such tokens), then most tokens the semantic source alone delivered, then the longest run,
+    then the earliest; else the longest ``gap_missed`` one."""
     ms = [m for m in gap_moments(request, ("gap_recovered", "gap_missed")) if m.cycle is not None]
     if not ms:
         return None
-    return max(ms, key=lambda m: (m.label == "gap_recovered", m.semantic, m.end - m.start, -m.start))
+    return max(ms, key=lambda m: (m.label == "gap_recovered", m.contested, m.semantic, m.end - m.start, -m.start))
 
 
 def moment_summary(request: RequestTrace | None) -> str:
