@@ -419,7 +419,8 @@ class GapMomentsMenu:
         def jump(st, key):
             k = F.moment_cycle(find(st, self.cat, st.request, st.method), key)
             return goto(st, st.cycle if k is None else k)
-        self.menu.input(jump, [state, self.menu], step_outputs, api_name="gap_moment", **fast)
+        # unchecked (preprocess=False): a value the menu no longer lists leaves the cycle as it is
+        self.menu.input(jump, [state, self.menu], step_outputs, api_name="gap_moment", preprocess=False, **fast)
         for dep in selections:
             dep.then(self.update, state, self.menu, **fast)
 
