@@ -4,11 +4,14 @@ few turns that show the identifiability gap best.
     python scripts/make_real_traffic_trace.py                      # replays, selects, writes
     python scripts/make_real_traffic_trace.py --run runs/tau-replay   # selects from an earlier replay
 
-Step 1 (unless ``--run`` names a folder it already wrote): ``python -m oilbird replay --data
-agent-transcripts --limit N --methods goose,oilbird --budget 24 --semantic-budget 8 --traces
---diagnose --out RUN`` (:data:`REPLAY_ARGS`), the first N conversations of
-``../shared/data/agent-transcripts/tau-airline.jsonl`` replayed in fast mode on the local model,
-every turn with the gap labels of ``--diagnose``.
+Step 1 (unless ``--run`` names a folder it already wrote): the conversations named by
+``--conversations`` (default :data:`CONVERSATIONS`: three trials each of two tasks, so that later
+trials find earlier ones' values in the store, as in production where many users ask alike) are
+copied, their lines unchanged and in that order, from ``../shared/data/agent-transcripts/
+tau-airline.jsonl`` to ``RUN/conversations.jsonl`` (``runs/`` is never committed) and replayed:
+``python -m oilbird replay --data RUN/conversations.jsonl --methods goose,oilbird --budget 24
+--semantic-budget 8 --traces --diagnose --out RUN`` (:data:`REPLAY_ARGS`): fast mode on the local
+model, every turn with the gap labels of ``--diagnose``.
 
 Step 2: every replayed turn is scored on its ``oilbird`` trace by its gap moments
 (:mod:`workbench.panels.gap_moments`) and the cycles that committed them:
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import shutil
 import subprocess
 import sys
@@ -44,8 +48,10 @@ from oilbird.data.requests import data_root  # noqa: E402
 from oilbird.trace import RequestTrace, load_traces, request_to_lines  # noqa: E402
 from workbench.panels.gap_moments import GapMoment, gap_moments  # noqa: E402
 
-REPLAY_ARGS = ["--data", "agent-transcripts", "--methods", "goose,oilbird", "--budget", "24",
-               "--semantic-budget", "8", "--traces", "--diagnose"]
+REPLAY_ARGS = ["--methods", "goose,oilbird", "--budget", "24", "--semantic-budget", "8", "--traces", "--diagnose"]
+CONVERSATIONS = ("tau-airline-task0-trial0", "tau-airline-task0-trial1", "tau-airline-task0-trial2",
+                 "tau-airline-task12-trial0", "tau-airline-task12-trial1", "tau-airline-task12-trial2")
+TRANSCRIPTS = Path("agent-transcripts") / "tau-airline.jsonl"
 DEFAULT_OUT = ROOT / "assets" / "traces" / "real-traffic.jsonl.gz"
 
 
@@ -95,7 +101,7 @@ def provenance(keep: list[str], scored: dict, traces: list[RequestTrace], replay
              "from the repository) |",
              "| model that wrote the replayed turns | gpt-4o (the user turns come from tau-bench's simulated user) |",
              f"| local model | {traces[0].model} |", "",
-             "## Commands", "", "```bash", replay_cmd, select_cmd, "```", "",
+             "## Commands", "", "```bash", select_cmd, replay_cmd, "```", "",
              "## What was taken", "",
              "Only the turns below (each with goose and oilbird; a trace holds the turn's prompt, i.e. the "
              "conversation before it, its recorded output, and the text of the store records its cycles "
@@ -118,16 +124,29 @@ def provenance(keep: list[str], scored: dict, traces: list[RequestTrace], replay
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", default=None, help="a replay folder already written by step 1 (skips the replay)")
-    ap.add_argument("--limit", type=int, default=6, help="conversations to replay in step 1 (default 6)")
+    ap.add_argument("--conversations", default=",".join(CONVERSATIONS),
+                    help="comma-separated conversation ids of tau-airline.jsonl to replay in step 1")
     ap.add_argument("--recovered", type=int, default=3, help="turns with recoveries to keep (default 3)")
     ap.add_argument("--missed", type=int, default=1, help="further turns with misses to keep (default 1)")
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     args = ap.parse_args(argv)
     run = Path(args.run or ROOT / "runs" / "real-traffic-replay")
-    replay_cmd = ("python -m oilbird replay " + " ".join(REPLAY_ARGS[:2]) + f" --limit {args.limit} "
-                  + " ".join(REPLAY_ARGS[2:]) + f" --out {Path(args.run).as_posix() if args.run else 'runs/real-traffic-replay'}")
+    shown_run = Path(args.run).as_posix() if args.run else "runs/real-traffic-replay"
+    replay_cmd = (f"python -m oilbird replay --data {shown_run}/conversations.jsonl " + " ".join(REPLAY_ARGS)
+                  + f" --out {shown_run}")
     if args.run is None:
-        cmd = [sys.executable, "-m", "oilbird", "replay", *REPLAY_ARGS, "--limit", str(args.limit),
+        ids = [x.strip() for x in args.conversations.split(",") if x.strip()]
+        by_id = {}
+        for line in (data_root() / TRANSCRIPTS).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                by_id[json.loads(line)["id"]] = line
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            print(f"make_real_traffic_trace: no conversation {missing[0]!r} in {TRANSCRIPTS}", file=sys.stderr)
+            return 2
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "conversations.jsonl").write_text("".join(by_id[i] + "\n" for i in ids), encoding="utf-8")
+        cmd = [sys.executable, "-m", "oilbird", "replay", "--data", str(run / "conversations.jsonl"), *REPLAY_ARGS,
                "--out", str(run), "--force"]
         if subprocess.call(cmd, cwd=ROOT) not in (0, 1):
             print("make_real_traffic_trace: the replay failed", file=sys.stderr)
@@ -144,9 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     with gzip.GzipFile(out, "wb", compresslevel=9, mtime=0) as f:
         f.write("".join(line + "\n" for t in kept for line in request_to_lines(t)).encode())
     shutil.copyfile(data_root() / "agent-transcripts" / "LICENSE-tau-bench", out.parent / "LICENSE-tau-bench")
-    select_cmd = ("python scripts/make_real_traffic_trace.py" + (f" --run {replay_cmd.split('--out ')[1]}")
-                  + f" --recovered {args.recovered} --missed {args.missed}"
-                  + (f" --out {out.relative_to(ROOT).as_posix()}" if out.is_relative_to(ROOT) else ""))
+    replayed = list(dict.fromkeys(t.meta.get("replay", {}).get("conversation", "?") for t in traces))
+    select_cmd = (f"python scripts/make_real_traffic_trace.py --conversations {','.join(replayed)} "
+                  f"--recovered {args.recovered} --missed {args.missed}"
+                  + (f" --out {out.relative_to(ROOT).as_posix()}" if out.is_relative_to(ROOT) else "")
+                  + f"   # copies those lines of tau-airline.jsonl to {shown_run}/conversations.jsonl, runs:")
     note = out.with_name(out.name.replace(".jsonl.gz", "") + ".md")
     note.write_text(provenance(keep, scored, kept, replay_cmd, select_cmd, out))
     for r in keep:
