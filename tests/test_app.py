@@ -692,6 +692,7 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
             # the gap moment is on screen: this cycle's cells in the strip include the recovered token
             now = page.locator("#wb-gap .gap-cell[style*='outline']")
             assert "gap_recovered" in [now.nth(i).get_attribute("data-label") for i in range(now.count())]
+            page.screenshot(path=str(ARTIFACTS / "real-traffic-opening.png"), full_page=True)
             page.locator("#wb-moments input").click()
             page.get_by_role("option", name=other.describe(), exact=True).click()
             _until(lambda: measure.current_cycle(page) == other.cycle, f"cycle {other.cycle} after picking a moment")
