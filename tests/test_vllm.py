@@ -238,7 +238,7 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
 
 
 def test_summary_flags_a_differing_output_and_computes_speedups():
-    from oilbird.serving.serve_bench import check_methods, format_table, summarize
+    from oilbird.serving.serve_bench import check_methods, format_serve_table, summarize
 
     def run(tps, outputs, spec=None, proposer=None):
         return {"passes": {"1": {"outputs": outputs, "seconds": 1.0, "tokens": 6, "tokens_per_s": tps,
@@ -256,7 +256,7 @@ def test_summary_flags_a_differing_output_and_computes_speedups():
     assert rows["ngram"]["mean_acceptance_length"] == pytest.approx(1.5)
     assert not rows["oilbird"]["lossless"] and rows["oilbird"]["differing_requests"] == ["b"]
     assert rows["oilbird"]["proposer_failures"] == 1 and not res["lossless"]
-    assert "| 1 | oilbird | 15.00 | 1.50x | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_table(res)
+    assert "| 1 | oilbird | 15.00 | 1.50x | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_serve_table(res)
     assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
     with pytest.raises(ValueError, match="eagle"):
         check_methods("ngram,eagle")

@@ -181,7 +181,7 @@ def summarize(runs: dict, spec: dict, k: int) -> dict:
             "engine": {m: r.get("engine", {}) for m, r in runs.items()}}
 
 
-def format_table(res: dict) -> str:
+def format_serve_table(res: dict) -> str:
     rows = ["| batch | method | tokens/s | speedup | tokens/step | mean acc. len | accepted / drafted | draft % of step "
             "| failures | lossless |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for b, methods in res["batch_sizes"].items():
