@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("replay", help="replay recorded conversations through every drafter (what each would buy)")
     p.add_argument("--data", default="agent-builtin",
                    help="agent-builtin (generated here) | agent-builtin-long (the same, ~6k-token system prompt) | "
-                        "agent-transcripts (../shared/data) | a JSONL file of "
+                        "agent-transcripts, api-bank-dialogues (../shared/data) | a JSONL file of "
                         "conversations (one per line, OpenAI-style messages with tool calls)")
     p.add_argument("--methods", default="ar,goose,oilbird",
                    help="comma-separated methods, each once: ar, suffix-arctic and the presets (hf-pld cannot replay)")

@@ -76,7 +76,7 @@ def named(kind: str, out):
 
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
-    assert {"/select", "/prev", "/next", "/goto", "/play", "/tick", "/load_traces", "/run_live",
+    assert {"/select", "/prev", "/next", "/goto", "/gap_moment", "/play", "/tick", "/load_traces", "/run_live",
             "/export_figures", "/export_trace", "/funnel"} <= names
 
 
@@ -98,6 +98,16 @@ def test_next_prev_goto_change_cycle_and_tree(client):
     assert cycle_of(counter) == 0
     counter, *_ = client.predict(api_name="/prev")                          # clamps at 0
     assert cycle_of(counter) == 0
+
+
+def test_a_gap_moment_jumps_to_its_cycle(client):
+    # r1 · oilbird: tokens 0 | 1 2 3 | 4 by cycle, labelled absent, lexical hit, recovered, missed, absent
+    out = named("Step", client.predict("4", api_name="/gap_moment"))
+    assert cycle_of(out.counter) == 2 and "r1 · oilbird" in out.counter
+    out = named("Step", client.predict("2", api_name="/gap_moment"))
+    assert cycle_of(out.counter) == 1
+    out = named("Step", client.predict("99", api_name="/gap_moment"))      # no such moment: stays
+    assert cycle_of(out.counter) == 1 and out.error == ""
 
 
 def test_unknown_request_shows_error_and_keeps_session(client):
@@ -644,3 +654,66 @@ def test_browser_preview_draws_the_tree_then_turns_into_the_app():
             app.shutdown()
             app.server_close()
     assert external == [], f"the preview fetched from outside: {external}"
+
+
+# -- the shipped traces: the app opens on a real model's recorded turn ---------------------------
+PANELS = ("wb-moments", "cycle-counter", "wb-text", "wb-tree", "wb-gap", "wb-neighbours", "wb-metrics",
+          "wb-compare-plot")
+
+
+@pytest.mark.browser
+def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
+    """The default start (no --traces): gpt-4o's replayed turn at its clearest gap moment, the
+    moments menu jumps, every panel renders (screenshots in test-artifacts/real-traffic-*.png).
+    Launch -> first figure and a step are printed, never asserted."""
+    if measure.chromium_path() is None:
+        pytest.skip("Debian chromium not installed (apt-get install chromium); browsers are never downloaded")
+    import time
+
+    from workbench import figures as F
+    from workbench.app import DEFAULT_TRACES
+    from workbench.session import Catalogue, Data, find, new_session
+    cat = Catalogue.load(list(DEFAULT_TRACES))
+    assert cat.error == "", cat.error
+    st = new_session(cat, Data("builtin"))
+    tr = find(st, cat, st.request, st.method)
+    best = F.clearest_moment(tr)
+    assert tr.meta["replay"]["recorded_by"] == "gpt-4o" and best.label == "gap_recovered" and best.contested
+    assert st.cycle == best.cycle
+    other = next(m for m in F.gap_moments(tr) if m.cycle not in (None, best.cycle))
+    ARTIFACTS.mkdir(exist_ok=True)
+    external = []
+    with measure.browser_page() as page:
+        page.on("request", lambda r: external.append(r.url)
+                if not r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else None)
+        t0 = time.perf_counter()
+        proc, url = measure.start_app(["--model", str(tmp_path / "no-such-model.gguf")], tmp_path / "app.log")
+        try:
+            measure.wait_until_up(url, proc)
+            measure.first_figure(page, url, selector=measure.ANY_TREE)
+            first = time.perf_counter() - t0
+            measure.wait_for_app(url, proc)
+            measure.app_ready(page)
+            counter = page.inner_text("#cycle-counter")
+            assert f"cycle {best.cycle} /" in counter and st.request in counter
+            assert "replay of gpt-4o's recorded turn" in counter
+            # the gap moment is on screen: this cycle's cells in the strip include the recovered token
+            now = page.locator("#wb-gap .gap-cell[style*='outline']")
+            assert "gap_recovered" in [now.nth(i).get_attribute("data-label") for i in range(now.count())]
+            page.screenshot(path=str(ARTIFACTS / "real-traffic-opening.png"), full_page=True)
+            page.locator("#wb-moments input").click()
+            page.get_by_role("option", name=other.describe(), exact=True).click()
+            _until(lambda: measure.current_cycle(page) == other.cycle, f"cycle {other.cycle} after picking a moment")
+            ms = measure.step_ms(page, forward=other.cycle == 0 or other.cycle < measure.last_cycle(page))
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(ARTIFACTS / "real-traffic.png"), full_page=True)
+            for name in PANELS:
+                box = page.locator(f"#{name}")
+                assert box.bounding_box()["height"] > 20, name
+                box.screenshot(path=str(ARTIFACTS / f"real-traffic-{name}.png"))
+            for plot in ("wb-tree", "wb-metrics", "wb-compare-plot"):
+                assert page.locator(f"#{plot} .main-svg").count() > 0, plot
+        finally:
+            measure.stop_app(proc)
+    print(f"\nlaunch -> first figure {first:.2f} s; a step {ms:.0f} ms (load average {measure.load_average()})")
+    assert external == [], f"the page fetched from outside: {external}"

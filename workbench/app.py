@@ -5,8 +5,10 @@
     python -m workbench.app --data api-bank --model path/to/model.gguf
     OILBIRD_AUTH=user:password python -m workbench.app --host 0.0.0.0   # on a network: ask for a login
 
-It opens on precomputed traces (``assets/traces/builtin.jsonl``, see the README for the
-command that regenerates them), so the first figures show before any model exists; while
+It opens on precomputed traces (``assets/traces/``: a replay of gpt-4o's recorded airline turns,
+at its clearest gap moment; a replay of the scripted agent; SmolLM2 on the built-in workload;
+the README has the commands that regenerate them), so the first figures show before any model
+exists; while
 gradio itself loads, the port already serves a static preview of the opening cycle
 (:mod:`workbench.preview`), which turns into the app when it is ready. The model loads only
 when someone presses "Run live", once, shared by every session behind a lock.
@@ -39,8 +41,11 @@ from .session import LIVE_MAX_NEW_TOKENS, TITLE, Catalogue, Data, ModelHolder, f
 AUTH_ENV = "OILBIRD_AUTH"      # USER:PASSWORD, read where --auth is not given (kept out of `ps`)
 
 ROOT = Path(__file__).resolve().parents[1]
-# the shipped traces: SmolLM2 decoding the built-in workload live, and replaying the built-in agent
-DEFAULT_TRACES = (ROOT / "assets" / "traces" / "builtin.jsonl", ROOT / "assets" / "traces" / "agent-replay.jsonl.gz")
+# the shipped traces: a replay of gpt-4o's recorded tau-bench airline turns (real traffic, where the
+# app opens), a replay of the built-in scripted agent, and SmolLM2 decoding the built-in workload live
+TRACES_DIR = ROOT / "assets" / "traces"
+DEFAULT_TRACES = (TRACES_DIR / "real-traffic.jsonl.gz", TRACES_DIR / "agent-replay.jsonl.gz",
+                  TRACES_DIR / "builtin.jsonl")
 
 
 def load(traces: str | Path | list | None, data: str) -> tuple[Catalogue, Data]:

@@ -30,7 +30,8 @@ a source the palette does not know gets a grey entry of its own where it appears
 Tokens are shown with whitespace made visible (:func:`visible`).
 
 This module is the facade: each panel lives in its own module under :mod:`workbench.panels`
-(``tree``, ``text``, ``neighbours``, ``gap``, ``metrics``, ``compare``, ``funnel``; the counter and a whole
+(``tree``, ``text``, ``neighbours``, ``gap``, ``gap_moments``, ``metrics``, ``compare``, ``funnel``; the counter
+and a whole
 cycle at once in ``cycle``; what each token's provenance is in ``provenance``), and every
 public name is re-exported here, so ``from workbench import figures as F`` reaches them all.
 Where a panel is drawn both as a figure and as HTML (text, neighbours, gap strip), both
@@ -48,6 +49,9 @@ from .panels.cycle import counter_html, cycle_at, cycle_figures, cycle_specs, fi
 from .panels.funnel import FUNNEL_TITLE, LOSSES, as_funnel, funnel_figure, funnel_spec
 from .panels.gap import (GAP_BORDERS, GAP_SCOPE, GapCell, GapStrip, gap_cells, gap_strip_figure, gap_strip_html,
                          gap_strip_spec)
+from .panels.gap_moments import (MOMENT_LABELS, GapMoment, clearest_moment, gap_moments, lexical_proposed_other,
+                                 moment_choices,
+                                 moment_cycle, moment_summary)
 from .panels.metrics import metrics_figure, metrics_spec
 from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_PX, NB_HEADER,
                                 NOT_IN_TREE, SIMILARITY_FLOOR, NeighbourResult, NeighbourRow, NeighbourTable,
@@ -81,6 +85,9 @@ __all__ = [
     "neighbour_table", "neighbours_figure", "neighbours_html", "neighbours_spec", "semantic_outcome",
     "GAP_BORDERS", "GAP_SCOPE", "GapCell", "GapStrip", "gap_cells", "gap_strip_figure", "gap_strip_html",
     "gap_strip_spec",
+    "MOMENT_LABELS", "GapMoment", "clearest_moment", "gap_moments", "lexical_proposed_other", "moment_choices",
+    "moment_cycle",
+    "moment_summary",
     "metrics_figure", "metrics_spec",
     "compare_figure", "compare_spec", "first_difference",
     "FUNNEL_TITLE", "LOSSES", "as_funnel", "funnel_figure", "funnel_spec",

@@ -486,3 +486,45 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
     report = build_report(res, {"data": "live", "model": lm.name, "max_new_tokens": max_new_tokens,
                                 "limit": len(requests)})
     return traces, report
+
+
+# --------------------------------------------------------------------------- recorded dialogues, replayed
+
+def resolve_dialogues(root: Path) -> tuple[str | Path, str]:
+    """What to replay when notebook 02 replays (its default): API-Bank's recorded dialogues
+    (``api-bank/lv1-lv2-samples/level-1-given-desc`` in the first of :func:`api_bank_candidates`
+    that holds them), else the built-in scripted agent's conversations (``"agent-builtin"``,
+    generated here); and a sentence saying which (and, on the fallback, where it looked)."""
+    from oilbird.data.api_bank_dialogues import DIALOGUES_DIR
+    for p in api_bank_candidates(root):
+        d = p.parent / DIALOGUES_DIR
+        if d.is_dir():
+            return d, (f"API-Bank's recorded dialogues (replayed: each AI turn and API call is a recorded turn, "
+                       f"the verdict is the recording) from {_shown(d, root)}")
+    looked = " and ".join(_shown(p.parent / DIALOGUES_DIR, root) for p in api_bank_candidates(root))
+    return "agent-builtin", (f"API-Bank's dialogues not found (looked in {looked}): falling back to replaying "
+                             "the built-in scripted agent's conversations (oilbird.data.agent_workload)")
+
+
+def replay_conversations(lm, conversations, methods: Sequence[str]) -> list[RequestTrace]:
+    """Replay recorded ``conversations`` (:mod:`oilbird.data.conversations`) with each preset in
+    ``methods`` as ``python -m oilbird replay --traces --diagnose`` does (fast mode: one
+    teacher-forced forward per turn; one decoder, so one store, per method), and return one
+    trace per turn and method with the turn's ``gap_labels``. Conversations longer than the
+    model's context are left out (as replay skips them)."""
+    from oilbird.data.conversations import encode_conversation
+    from oilbird.evaluation.diagnose import build_report
+    from oilbird.evaluation.replay import diagnose_turns, fits, replay
+    from oilbird.verifier import Verifier
+
+    context = int(getattr(lm.model.config, "max_position_embeddings", 0) or 0) or 10 ** 9
+    turns = [t for t in (encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in conversations)
+             if fits(t, context)]
+    recorded_by = ", ".join(sorted({c.model or "unknown" for c in conversations}))
+    traces: list[RequestTrace] = []
+    replay(turns, list(methods), Verifier(lm), mode="fast", trace=True, recorded_by=recorded_by,
+           on_request=lambda trs, _res: traces.extend(trs))
+    labels = build_report(diagnose_turns(lm, turns, progress=False), {"data": "notebook", "model": lm.name})["labels"]
+    for tr in traces:
+        tr.gap_labels = labels.get(tr.request_id)
+    return traces

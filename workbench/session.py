@@ -22,6 +22,7 @@ from oilbird.methods import PRESETS
 from oilbird.trace import RequestTrace, TraceError, load_traces
 
 from .panels.cycle import first_cycle
+from .panels.gap_moments import clearest_moment
 
 TITLE = "Oilbird workbench"
 LIVE_MAX_NEW_TOKENS = 48   # new tokens per live run (the app's --max-new-tokens default)
@@ -160,20 +161,36 @@ def new_session(cat: Catalogue, data: Data) -> Session:
     methods = cat.methods() or ["oilbird"]
     method = "oilbird" if "oilbird" in methods else methods[0]
     # open where the semantic key shows best (the point of the workbench): a replay of recorded
-    # agent traffic (the traffic it was designed for) over a live run of the small model, then the
-    # request with the most tokens that it alone proposed, else the first where it retrieved
-    # anything (the very first request of a run has an empty store)
-    def shows(r):
-        tr = cat.traces.get((r, method))
-        cycles = getattr(tr, "cycles", [])
-        return ("replay" in getattr(tr, "meta", {}),
-                sum(s == ["semantic"] for c in cycles for s in c.committed_sources),
-                any(c.neighbours for c in cycles))
-    rid = max(rids, key=shows, default="")
+    # agent traffic (the traffic it was designed for) over a live run of the small model, a real
+    # language model's recording over the scripted agent's, then the request with the clearest gap
+    # moment (panels.gap_moments), then the most tokens that the semantic key alone proposed, else
+    # the first where it retrieved anything (the very first request of a run has an empty store)
+    rid = max(rids, key=lambda r: opening_rank(cat.traces.get((r, method))), default="")
     other = [m for m in methods if m != method]
     st = Session(rid, method, other[0] if other else method)
-    st.cycle = first_cycle(find(st, cat, rid, method))
+    st.cycle = opening_cycle(find(st, cat, rid, method))
     return st
+
+
+def opening_rank(tr: RequestTrace | None) -> tuple:
+    """How well a trace shows the semantic key at work, for :func:`new_session` (higher first)."""
+    if tr is None:
+        return (False,)
+    from oilbird.data.agent_workload import MODEL as SCRIPTED
+    replay = tr.meta.get("replay")
+    by_model = isinstance(replay, dict) and replay.get("recorded_by") not in (None, SCRIPTED)
+    best = clearest_moment(tr)
+    return (replay is not None, by_model,
+            (best.label == "gap_recovered", best.contested, best.semantic, best.end - best.start) if best
+            else (False, 0, 0, 0),
+            sum(s == ["semantic"] for c in tr.cycles for s in c.committed_sources),
+            any(c.neighbours for c in tr.cycles))
+
+
+def opening_cycle(tr: RequestTrace | None) -> int:
+    """The cycle a request opens on: its clearest gap moment's, else its first with a tree."""
+    best = clearest_moment(tr) if tr is not None else None
+    return best.cycle if best is not None and best.cycle is not None else first_cycle(tr)
 
 
 def find(st: Session, cat: Catalogue, rid: str, method: str) -> RequestTrace | None:

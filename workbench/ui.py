@@ -4,7 +4,7 @@
 :class:`~workbench.session.Data` a live run can decode and the shared
 :class:`~workbench.session.ModelHolder`; ``python -m workbench.app`` (:mod:`workbench.app`)
 launches it. Every event has a named API endpoint (``/select``, ``/prev``, ``/next``,
-``/goto``, ``/play``, ``/tick``, ``/load_traces``, ``/run_live``, ``/export_figures``,
+``/goto``, ``/gap_moment``, ``/play``, ``/tick``, ``/load_traces``, ``/run_live``, ``/export_figures``,
 ``/export_trace``, ``/funnel``) so ``gradio_client`` can drive the app the way the browser does. Bad input
 (an unknown request, a corrupt trace file, a model that fails to load) shows in the error banner
 (and a ``gr.Warning``) and leaves the session as it was. The panels are the pure figure
@@ -217,6 +217,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             slider = gr.Slider(minimum=0, maximum=first.slider.maximum, value=first.slider.value, step=1,
                                label="cycle", elem_id="wb-slider", scale=3)
             live_btn = gr.Button("Run live", elem_id="wb-live", scale=0, min_width=100)
+        moments = GapMomentsMenu(init, cat)
         counter = gr.HTML(first.counter, elem_id="cycle-counter")
         text = gr.HTML(first.text, label="generated text", elem_id="wb-text")
         tree = gr.Plot(first.tree, label="draft tree", show_label=False, elem_id="wb-tree")
@@ -318,8 +319,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             return played(st)
 
         fast = {"show_progress": "hidden", "queue": False}
-        gr.on([dd.input for dd in (request_dd, method_dd, compare_dd)], select,
-              [state, request_dd, method_dd, compare_dd], outputs(Selected), api_name="select", **fast)
+        selected = [gr.on([dd.input for dd in (request_dd, method_dd, compare_dd)], select,
+                          [state, request_dd, method_dd, compare_dd], outputs(Selected), api_name="select", **fast)]
         prev_btn.click(lambda st: step(st, -1), state, outputs(Step), api_name="prev", **fast)
         next_btn.click(lambda st: step(st, +1), state, outputs(Step), api_name="next", **fast)
         # the slider's value unchecked (preprocess=False): a typed 99 goes to the last cycle instead
@@ -349,7 +350,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn(f"Not a usable trace file: {name}: {exc}"))
             return Selected(*out, *menus_for(new))
 
-        upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces")
+        selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces"))
 
         def run_live(st, rid, method, progress=gr.Progress()):
             req = data.requests.get(rid)
@@ -371,8 +372,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
             return Selected(*full_view(st), *menus_for(st))
 
-        live_btn.click(run_live, [state, request_dd, method_dd], outputs(Selected), api_name="run_live",
-                       concurrency_limit=1)
+        selected.append(live_btn.click(run_live, [state, request_dd, method_dd], outputs(Selected),
+                                       api_name="run_live", concurrency_limit=1))
+        moments.wire(state, selected, outputs(Step), goto, fast)
 
         def export_figs(st, fmt_name, progress=gr.Progress()):
             tr = find(st, cat, st.request, st.method)
@@ -414,6 +416,38 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         trace_btn.click(export_trace, state, [files, error], api_name="export_trace")
     return demo
+
+
+class GapMomentsMenu:
+    """The gap moments of the selected request (:mod:`workbench.panels.gap_moments`) as a menu
+    above the cycle counter: picking one jumps to the cycle that committed it (endpoint
+    ``/gap_moment``); the menu follows every new selection (a ``.then`` after it)."""
+
+    def __init__(self, st: Session, cat: Catalogue):
+        self.cat = cat
+        tr = find(st, cat, st.request, st.method)
+        with gr.Row(equal_height=True):
+            self.menu = gr.Dropdown(F.moment_choices(tr), value=self._at(tr, st.cycle), label="gap moments",
+                                    info=F.moment_summary(tr), elem_id="wb-moments", scale=3)
+
+    @staticmethod
+    def _at(tr, cycle) -> str | None:
+        """The menu value of the first listed moment committed in ``cycle``, if any."""
+        keys = {v for _, v in F.moment_choices(tr)}
+        return next((m.key for m in F.gap_moments(tr) if m.cycle == cycle and m.key in keys), None)
+
+    def update(self, st: Session):
+        tr = find(st, self.cat, st.request, st.method)
+        return gr.Dropdown(choices=F.moment_choices(tr), value=self._at(tr, st.cycle), info=F.moment_summary(tr))
+
+    def wire(self, state, selections, step_outputs, goto, fast: dict) -> None:
+        def jump(st, key):
+            k = F.moment_cycle(find(st, self.cat, st.request, st.method), key)
+            return goto(st, st.cycle if k is None else k)
+        # unchecked (preprocess=False): a value the menu no longer lists leaves the cycle as it is
+        self.menu.input(jump, [state, self.menu], step_outputs, api_name="gap_moment", preprocess=False, **fast)
+        for dep in selections:
+            dep.then(self.update, state, self.menu, **fast)
 
 
 def _not_written(exc: OSError) -> str:

@@ -6,8 +6,9 @@
     stepper.show("builtin/00-1", "oilbird", 3)   # what a callback does, callable directly
 
 Controls: a request dropdown, a method dropdown, a cycle slider linked in the browser to a
-Play widget (``widgets.jslink``, so playing needs no round trip through the kernel), and
-Prev / Next buttons. Every callback only calls :meth:`Stepper.show` (through
+Play widget (``widgets.jslink``, so playing needs no round trip through the kernel),
+Prev / Next buttons, and the request's gap moments (:meth:`Stepper.moments`; picking one jumps
+to its cycle, :meth:`Stepper.jump`). Every callback only calls :meth:`Stepper.show` (through
 :meth:`Stepper.select` or :meth:`Stepper.step`) and routes what it draws, or the error it
 raised, into the stepper's ``ipywidgets.Output``, so a failure shows there as a message instead
 of vanishing into the kernel log. Callbacks do not fire when a notebook runs headless, so the
@@ -136,6 +137,20 @@ class Stepper:
         top = last_cycle(self.trace(self.request, self.method))
         return self.show(cycle=max(0, min(top, self.cycle + delta)))
 
+    def moments(self) -> list[tuple[str, str]]:
+        """The selected request's gap moments as (label, key) pairs
+        (:func:`~workbench.figures.moment_choices`): where the lexical key failed and the
+        semantic key recovered, or missed, or the token was absent from the pool."""
+        return F.moment_choices(self.trace(self.request, self.method))
+
+    def jump(self, key: str | int) -> dict[str, go.Figure]:
+        """Go to the cycle that committed gap moment ``key`` (a value of :meth:`moments`)."""
+        k = F.moment_cycle(self.trace(self.request, self.method), key)
+        if k is None:
+            have = ", ".join(v for _, v in self.moments()) or "none"
+            raise StepperError(f"no gap moment {key!r} in request {self.request!r} ({self.method}); it has {have}")
+        return self.show(cycle=k)
+
     def describe(self) -> str:
         """One line about the current cycle (what the header shows)."""
         tr = self.trace(self.request, self.method)
@@ -164,6 +179,8 @@ class Stepper:
                                disabled=top == 0),
                 "prev": W.Button(description="◀ Prev", layout=W.Layout(width="90px")),
                 "next": W.Button(description="Next ▶", layout=W.Layout(width="90px")),
+                "moments": W.Dropdown(options=[("-", None)] + self.moments(), value=None,
+                                      description="gap moments", layout=W.Layout(width="60%")),
                 "out": W.Output(),
             }
             # Play drives the slider in the browser; the slider's change reaches the kernel
@@ -171,17 +188,22 @@ class Stepper:
             w["request"].observe(self._on_request, names="value")
             w["method"].observe(self._on_method, names="value")
             w["cycle"].observe(self._on_cycle, names="value")
+            w["moments"].observe(self._on_moment, names="value")
             w["prev"].on_click(lambda _b: self._guard(self.step, -1))
             w["next"].on_click(lambda _b: self._guard(self.step, 1))
             self._w = w
             self._w["box"] = W.VBox([W.HBox([w["request"], w["method"]]),
-                                     W.HBox([w["prev"], w["next"], w["play"], w["cycle"]]), w["out"]])
+                                     W.HBox([w["prev"], w["next"], w["play"], w["cycle"]]), w["moments"],
+                                     w["out"]])
             self._guard(self.show)
         return self._w["box"]
 
     def _w_header(self, tr: RequestTrace):
         from IPython.display import HTML
+        from .panels.provenance import replay_note
         live = " · live run" if tr.meta.get("live") else ""
+        if replay_note(tr):
+            live = f" · {html.escape(replay_note(tr))}"
         return HTML(f"<b>{html.escape(self.describe())}</b>{live}")
 
     def _sync_controls(self, tr: RequestTrace) -> None:
@@ -192,6 +214,9 @@ class Stepper:
             w["request"].value = self.request
             w["method"].options = self.methods_of(self.request)
             w["method"].value = self.method
+            options = [("-", None)] + self.moments()
+            if list(w["moments"].options) != options:       # a new request: its own moments
+                w["moments"].options, w["moments"].value = options, None
             top = last_cycle(tr)
             for key in ("cycle", "play"):     # a prefill-only request: nothing to step through
                 w[key].max, w[key].disabled = top, top == 0
@@ -231,6 +256,10 @@ class Stepper:
     def _on_method(self, change) -> None:
         if not self._syncing and change["new"] is not None:
             self._guard(self.select, self.request, change["new"])
+
+    def _on_moment(self, change) -> None:
+        if not self._syncing and change["new"] is not None:
+            self._guard(self.jump, change["new"])
 
     def _on_cycle(self, change) -> None:
         if not self._syncing:

@@ -59,19 +59,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..jsonio import json_lines, loads, read_text
-from .requests import DataError, Request, data_root, encode, has_text
+from .requests import ConversationError, DataError, Request, data_root, encode, has_text
 
 ROLES = ("system", "user", "assistant", "tool")
-NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long")
+NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
 TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
 BUILTIN_DEFAULT_N = 24
 # end-of-turn tokens of common chat templates, looked up besides the tokenizer's EOS
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|eot|>")
-
-
-class ConversationError(DataError):
-    """A conversation could not be read or encoded. The message names the file and line (when
-    known), the conversation id (when known) and the message index."""
 
 
 @dataclass(frozen=True)
@@ -274,6 +269,8 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
 
     ``"agent-transcripts"``: the recorded gpt-4o airline conversations in the shared data
     (``data_root()/agent-transcripts/tau-airline.jsonl``; never copied into this repository).
+    ``"api-bank-dialogues"``: API-Bank's 214 recorded level-1 dialogues, one conversation each
+    (:mod:`oilbird.data.api_bank_dialogues`; a folder path reads that folder's dialogues alike).
     ``"agent-builtin"``: the scripted agent of :mod:`oilbird.data.agent_workload` (``limit``
     conversations, default 24; the first n are the same whatever the limit);
     ``"agent-builtin-long"`` the same agent with a ~6,000-token policy prompt and several
@@ -293,6 +290,10 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
             raise DataError(f"'{p}': the recorded agent transcripts are not there (set $OILBIRD_DATA "
                             "to the folder that holds agent-transcripts/, or use --data agent-builtin)")
         convs = read_jsonl(p)
+    elif name == "api-bank-dialogues" or Path(name).expanduser().is_dir():
+        from .api_bank_dialogues import load_dialogues
+        convs = [conversation_from_obj(obj, source, obj["id"]) for obj, source in
+                 load_dialogues(None if name == "api-bank-dialogues" else Path(name).expanduser())]
     else:
         p = Path(name).expanduser()
         if not p.is_file():

@@ -24,6 +24,13 @@ class DataError(InputError):
     """A data set could not be read. The message names the path (and line) and the problem."""
 
 
+class ConversationError(DataError):
+    """A conversation could not be read or encoded. The message names the file and line (when
+    known), the conversation id (when known) and the message index. (Raised by
+    :mod:`oilbird.data.conversations` and its readers; defined here so that a reader need not
+    import that module.)"""
+
+
 @dataclass
 class Request:
     """One chat request. ``reference`` is the data set's gold answer when it has one."""

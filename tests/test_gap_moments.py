@@ -1,0 +1,97 @@
+"""Gap moments: the runs of a request's output where the lexical key failed, each with the cycle
+that committed it; the list the app and the notebook stepper jump from."""
+from __future__ import annotations
+
+import pytest
+from wb_traces import relabel, request_oilbird
+
+from workbench import figures as F
+from workbench.widgets import Stepper, StepperError
+
+# cycles commit tokens [0], [1, 2, 3], [4]
+LABELS = ["absent", "gap_recovered", "gap_recovered", "lexical_hit", "gap_missed"]
+
+
+def test_runs_of_one_label_are_one_moment_with_the_cycle_that_committed_its_first_token():
+    ms = F.gap_moments(request_oilbird(gap_labels=LABELS))
+    assert [(m.label, m.start, m.end, m.cycle) for m in ms] == [
+        ("absent", 0, 1, 0), ("gap_recovered", 1, 3, 1), ("gap_missed", 4, 5, 2)]
+    assert ms[1].text == "·there⏎" and "tokens 1-2" in ms[1].describe() and "cycle 1" in ms[1].describe()
+    assert "token 4 " in ms[2].describe() and "gap missed" in ms[2].describe()
+    assert [m.label for m in F.gap_moments(request_oilbird(gap_labels=LABELS), ("gap_missed",))] == ["gap_missed"]
+
+
+def test_without_labels_or_with_inconsistent_ones_there_are_none():
+    assert F.gap_moments(request_oilbird()) == [] and F.moment_choices(request_oilbird()) == []
+    assert F.gap_moments(request_oilbird(gap_labels=LABELS[:3])) == []
+    assert "no gap labels" in F.moment_summary(request_oilbird())
+    assert F.moment_summary(request_oilbird(gap_labels=LABELS)) == (
+        "1 recovered by the semantic key · 1 missed by both · 1 absent from the pool")
+    assert F.clearest_moment(request_oilbird()) is None and F.moment_cycle(None, "1") is None
+
+
+def test_menu_values_jump_to_their_cycle():
+    r = request_oilbird(gap_labels=LABELS)
+    assert [v for _, v in F.moment_choices(r)] == ["0", "1", "4"]
+    assert [F.moment_cycle(r, v) for v in ("0", "1", 4, "3")] == [0, 1, 2, None]
+
+
+def test_the_clearest_moment_is_a_recovery_the_semantic_key_alone_delivered():
+    # token 1 was proposed by pld and semantic: not semantic alone
+    r = request_oilbird(gap_labels=["absent", "gap_missed", "gap_missed", "gap_recovered", "absent"])
+    assert (F.clearest_moment(r).label, F.clearest_moment(r).semantic) == ("gap_recovered", 0)
+    r2 = relabel(request_oilbird(gap_labels=["gap_recovered", "lexical_hit", "gap_recovered", "absent", "absent"]),
+                 {"pld": "semantic"})   # token 2: semantic alone; token 0 is the prefill's
+    best = F.clearest_moment(r2)
+    assert (best.start, best.semantic) == (2, 1)
+    missed_only = request_oilbird(gap_labels=["absent", "gap_missed", "gap_missed", "lexical_hit", "absent"])
+    assert F.clearest_moment(missed_only).label == "gap_missed"
+
+
+def test_the_stepper_lists_moments_and_jumps():
+    s = Stepper([request_oilbird(gap_labels=LABELS)])
+    assert [v for _, v in s.moments()] == ["0", "1", "4"]
+    s.jump("4")
+    assert s.cycle == 2
+    with pytest.raises(StepperError, match=r"no gap moment '3'.*it has 0, 1, 4"):
+        s.jump("3")
+    assert s.cycle == 2
+    box = s.widget()
+    menu = s._w["moments"]
+    assert menu in box.children and [v for _, v in menu.options] == [None, "0", "1", "4"]
+    menu.value = "1"                                   # what picking one in the notebook does
+    assert s.cycle == 1 and s.last_error is None
+
+
+def test_the_session_opens_a_replayed_turn_at_its_clearest_moment(tmp_path):
+    from oilbird.trace import save_traces
+    from workbench.session import Catalogue, Data, new_session
+    live = relabel(request_oilbird(gap_labels=["absent", "gap_recovered", "lexical_hit", "gap_recovered", "absent"]),
+                   {"pld": "semantic"})
+    scripted, real = (relabel(request_oilbird(gap_labels=["absent", "lexical_hit", "lexical_hit", "gap_recovered",
+                                                          "gap_missed"]), {}) for _ in range(2))
+    from dataclasses import replace
+    from oilbird.data.agent_workload import MODEL
+
+    def renamed(r, rid, by):
+        return replace(r, request_id=rid, cycles=[replace(c, request_id=rid) for c in r.cycles],
+                       meta={"replay": {"recorded_by": by, "mode": "fast"}})
+    scripted, real = renamed(scripted, "s#0", MODEL), renamed(real, "g#0", "gpt-4o")
+    cat = Catalogue.load(save_traces([live, scripted, real], tmp_path / "t.jsonl"))
+    assert cat.error == ""
+    st = new_session(cat, Data("builtin"))
+    assert (st.request, st.cycle) == ("g#0", 1)        # the real model's turn, at its recovered token 3
+
+
+def test_a_recovery_is_contested_where_a_lexical_source_proposed_another_token_in_the_same_place():
+    from dataclasses import replace
+    r = request_oilbird(gap_labels=["absent", "gap_recovered", "lexical_hit", "absent", "absent"])
+    c = r.cycles[1]
+    alone = [[], ["semantic"], ["pld"], ["recycling"], ["semantic"]]    # token 1: the semantic source alone
+    for sibling, contested in ((["recycling"], 0), (["pld"], 1), (["suffix", "semantic"], 1)):
+        cyc = replace(c, sources=alone[:3] + [sibling] + alone[4:],
+                      committed_sources=[["semantic"], ["pld"], ["bonus"]])
+        [m] = F.gap_moments(replace(r, cycles=[r.cycles[0], cyc, r.cycles[2]]), ("gap_recovered",))
+        assert (m.semantic, m.contested) == (1, contested), sibling
+    # the bonus token was not drafted: never contested
+    assert not F.lexical_proposed_other(c, 2)

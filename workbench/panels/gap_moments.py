@@ -1,0 +1,125 @@
+"""Gap moments: where in a request the lexical key failed, as a list one can jump from.
+
+A *gap moment* is a run of consecutive output tokens with the same identifiability-gap label
+other than ``lexical_hit`` (``gap_recovered``: the exact-match key missed, the hidden-state key
+found the true next token; ``gap_missed``: both missed; ``absent``: the token's pair occurs
+nowhere in the pool), with the cycle that committed its first token, so a view can jump there.
+The labels are the request's ``gap_labels`` (``python -m oilbird trace|replay ... --diagnose``),
+one diagnosis of the output, the same for every method; the cycle is this method's.
+
+:func:`gap_moments` builds the list once; the app (a dropdown) and the notebook stepper (a
+select box) show :func:`moment_choices`, and :func:`clearest_moment` picks the one a class
+should see first. Knows the trace only: nothing here reads the model, the store or a widget.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oilbird.trace import CycleTrace, RequestTrace
+
+from ..palette import GAP_DESCRIPTIONS
+from .base import visible
+from .provenance import token_cycles
+
+MOMENT_LABELS = ("gap_recovered", "gap_missed", "absent")
+SHOWN = MOMENT_LABELS        # what a menu lists by default
+LEXICAL = ("pld", "suffix")  # the exact-match (lexical) sources
+
+
+@dataclass(frozen=True)
+class GapMoment:
+    label: str           # one of MOMENT_LABELS
+    start: int           # first output token of the run
+    end: int             # one past its last token
+    text: str            # the run's tokens, whitespace made visible
+    cycle: int | None    # index into request.cycles of the cycle that committed token ``start``
+    semantic: int        # tokens of the run the semantic source alone delivered in this trace
+    contested: int = 0   # of those, tokens where a lexical source proposed a different token at the
+                         # same place of the tree: the exact-match key wrong, the hidden-state key right
+
+    @property
+    def key(self) -> str:
+        """A stable value for a menu: the first token's position."""
+        return str(self.start)
+
+    def describe(self) -> str:
+        where = f"token {self.start}" if self.end - self.start == 1 else f"tokens {self.start}-{self.end - 1}"
+        text = self.text if len(self.text) <= 24 else self.text[:23] + "…"
+        at = f"cycle {self.cycle}" if self.cycle is not None else "no cycle"
+        return f"{where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)} · {at}"
+
+
+def gap_moments(request: RequestTrace, labels: tuple[str, ...] = MOMENT_LABELS) -> list[GapMoment]:
+    """The request's gap moments of the given kinds, in output order; [] without gap labels
+    (or labels that do not match the output's length)."""
+    lab = request.gap_labels
+    n = len(request.output_ids)
+    if lab is None or len(lab) != n:
+        return []
+    where = token_cycles(request)
+    sources = [s for c in request.cycles for s in c.committed_sources]
+    offset = [p - sum(len(c.committed) for c in request.cycles[:k]) for p, k in enumerate(where)]
+    out: list[GapMoment] = []
+    k = 0
+    while k < n:
+        j = k
+        while j < n and lab[j] == lab[k]:
+            j += 1
+        if lab[k] in labels:
+            text = "".join(visible(request.output_text[i]) for i in range(k, j) if i < len(request.output_text))
+            sem = [i for i in range(k, j) if i < len(sources) and sources[i] == ["semantic"]]
+            contested = sum(lexical_proposed_other(request.cycles[where[i]], offset[i]) for i in sem)
+            out.append(GapMoment(lab[k], k, j, text, where[k] if k < len(where) else None, len(sem), contested))
+        k = j
+    return out
+
+
+def lexical_proposed_other(c: CycleTrace, j: int) -> bool:
+    """Did a lexical source (:data:`LEXICAL`: the exact-match keys) propose, in cycle ``c``'s
+    tree, a token other than the one committed ``j``-th in that cycle, at the same place (a
+    sibling of the accepted node)? False for the bonus token (it was not drafted)."""
+    if j + 1 >= len(c.accepted):
+        return False
+    node, parent = c.accepted[j + 1], c.accepted[j]
+    return any(c.parents[n] == parent and n != node and c.tokens[n] != c.tokens[node]
+               and any(src in LEXICAL for src in c.sources[n]) for n in range(1, len(c.tokens)))
+
+
+def moment_choices(request: RequestTrace | None, labels: tuple[str, ...] = SHOWN) -> list[tuple[str, str]]:
+    """(label, value) pairs for a menu of the moments of ``request`` that have a cycle."""
+    if request is None:
+        return []
+    return [(m.describe(), m.key) for m in gap_moments(request, labels) if m.cycle is not None]
+
+
+def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | None:
+    """The cycle index a moment's menu value (:attr:`GapMoment.key`) jumps to; None if unknown."""
+    if request is None or key is None:
+        return None
+    for m in gap_moments(request):
+        if m.key == str(key):
+            return m.cycle
+    return None
+
+
+def clearest_moment(request: RequestTrace) -> GapMoment | None:
+    """The moment that shows the gap best in this trace: a ``gap_recovered`` run where the
+    exact-match key proposed a wrong token and the semantic source alone the right one (most
+    such tokens), then most tokens the semantic source alone delivered, then the longest run,
+    then the earliest; else the longest ``gap_missed`` one."""
+    ms = [m for m in gap_moments(request, ("gap_recovered", "gap_missed")) if m.cycle is not None]
+    if not ms:
+        return None
+    return max(ms, key=lambda m: (m.label == "gap_recovered", m.contested, m.semantic, m.end - m.start, -m.start))
+
+
+def moment_summary(request: RequestTrace | None) -> str:
+    """One line over the list: how many moments of each kind (or why there are none)."""
+    if request is None:
+        return "no trace selected"
+    if request.gap_labels is None:
+        return "no gap labels in this trace (they come from --diagnose; live runs have none)"
+    ms = gap_moments(request)
+    count = {lab: sum(m.label == lab for m in ms) for lab in MOMENT_LABELS}
+    return (f"{count['gap_recovered']} recovered by the semantic key · {count['gap_missed']} missed by both · "
+            f"{count['absent']} absent from the pool")
