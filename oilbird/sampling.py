@@ -240,3 +240,13 @@ def _root_path(parents, node: int) -> list[int]:
     while parents[path[-1]] >= 0:
         path.append(int(parents[path[-1]]))
     return path[::-1]
+
+
+def decisions_per_node(decisions: list[dict], n: int) -> tuple[list[float | None], list[float | None]]:
+    """Per tree node of a sampled verdict: the probability that decided it and the residual mass
+    when it was tried (None: never tried), for :class:`oilbird.trace.CycleTrace`."""
+    prob: list[float | None] = [None] * n
+    mass: list[float | None] = [None] * n
+    for d in decisions:
+        prob[d["node"]], mass[d["node"]] = round(float(d["prob"]), 6), round(float(d["residual_mass"]), 6)
+    return prob, mass
