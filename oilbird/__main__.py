@@ -251,7 +251,9 @@ def _diagnose(args) -> int:
 def _serve_bench(args) -> int:
     import json
     from .serving.serve_bench import check_methods, format_table, run_serve_bench
+    from .serving.serve_bench import check_temperature
     methods = check_methods(args.methods)
+    temperature = check_temperature(args.temperature)                       # before any engine starts
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]     # run_serve_bench checks them
     cfg = None
     if args.oilbird_config:
@@ -262,10 +264,10 @@ def _serve_bench(args) -> int:
     run.check()
     res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, sizes, run.out,
                           k=args.num_spec_tokens, model=args.model, skip=args.skip,
-                          kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg)
+                          kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg, temperature=temperature)
     print(format_table(res))
     print(f"wrote {run.path('results.json')}")
-    return 0 if res["lossless"] else 1
+    return 0 if res["lossless"] or res["lossless"] is None else 1
 
 
 def _replay(args) -> int:
@@ -397,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--oilbird-config", default=None,
                    help='JSON options of the Oilbird proposer, e.g. \'{"budget": 16, "sources": ["suffix", "pld"]}\'')
     p.add_argument("--kv-cache-gb", type=_at_least(1), default=1, help="VLLM_CPU_KVCACHE_SPACE unless already set")
+    p.add_argument("--temperature", default="0",
+                   help="vLLM's sampling temperature (0 = greedy, checked token for token); above 0 every "
+                        "proposer's drafts go through vLLM's rejection sampler and only acceptance and speed are reported")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/serve-bench-DATA-TIME-PID)")
     _force(p)
 
