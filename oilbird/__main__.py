@@ -220,7 +220,7 @@ def _trace(args) -> int:
                 print(f"{m}: tau {r['tau']:.2f}, sampled ({sampling.describe()}): seed reproduced "
                       f"{r['reproducible']}, tokens valid {r['valid']}")
         if args.diagnose:
-            from .evaluation.diagnose import attach_labels
+            from .evaluation.labels import attach_labels
             attach_labels(args.out, requests, lm, max_new_tokens=args.max_new_tokens)
     print(f"wrote {args.out}")
     return 0
@@ -250,8 +250,7 @@ def _diagnose(args) -> int:
 
 def _serve_bench(args) -> int:
     import json
-    from .serving.serve_bench import check_methods, format_table, run_serve_bench
-    from .serving.serve_bench import check_temperature
+    from .serving.serve_bench import check_methods, check_temperature, format_serve_table, run_serve_bench
     methods = check_methods(args.methods)
     temperature = check_temperature(args.temperature)                       # before any engine starts
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]     # run_serve_bench checks them
@@ -265,7 +264,7 @@ def _serve_bench(args) -> int:
     res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, sizes, run.out,
                           k=args.num_spec_tokens, model=args.model, skip=args.skip,
                           kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg, temperature=temperature)
-    print(format_table(res))
+    print(format_serve_table(res))
     print(f"wrote {run.path('results.json')}")
     return 0 if res["lossless"] or res["lossless"] is None else 1
 

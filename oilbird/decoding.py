@@ -17,10 +17,11 @@ Two decoders share the verifier:
   is truncated there, so the output is exactly greedy decoding's). Every cycle yields one
   :class:`~oilbird.trace.CycleTrace`.
 
-  **Replay** (:class:`Replay`) is the same cycle with one rule changed in step 3: it accepts
-  the longest root path that a recorded output holds, then the recorded next token as the
-  bonus. Exact mode still runs every verify forward; fast mode reads the outputs of one
-  teacher-forced forward per turn instead (``oilbird.evaluation.replay``).
+  Step 3 asks one object, the **judge**, for the verdict on the tree (a
+  :class:`~oilbird.verdict.TreeVerdict`): :class:`Greedy` (live, the default) runs the forward
+  and walks the argmax; :class:`Replay` accepts the longest root path that a recorded output
+  holds, then the recorded next token as the bonus (exact mode still runs every verify forward;
+  fast mode reads the outputs of one teacher-forced forward per turn, ``oilbird.evaluation.replay``).
 
 tau = generated tokens / target forwards, the prefill forward included (AR is exactly 1).
 """
@@ -30,12 +31,16 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import numpy as np
+
 from .drafter import Drafter
-from .model import LoadedModel
 from .errors import PromptError
+from .model import LoadedModel
+from .sampling import decisions_per_node
 from .store import Store
 from .trace import BONUS, CycleTrace, Neighbour, RequestTrace
 from .tree import DraftTree, greedy_accept
+from .verdict import TreeVerdict
 from .verifier import NodeOutputs, Verifier
 
 
@@ -82,6 +87,11 @@ def _finish(tokens: list[int], new: list[int], eos: set[int], max_new: int) -> t
     return appended, len(tokens) >= max_new
 
 
+def _stop(generated: list[int], eos: set[int]) -> str:
+    """Why a finished output ended (:data:`oilbird.trace.STOP_REASONS`): EOS, or the token limit."""
+    return "eos" if generated and generated[-1] in eos else "limit"
+
+
 def autoregressive(verifier: Verifier, ids: list[int], max_new_tokens: int) -> DecodeResult:
     """Plain greedy decoding with the KV cache: one forward per token."""
     check_prompt(verifier.lm, ids, max_new_tokens)
@@ -99,18 +109,69 @@ def autoregressive(verifier: Verifier, ids: list[int], max_new_tokens: int) -> D
     return DecodeResult(tokens, forwards, time.perf_counter() - t0, t_prefill)
 
 
+class Greedy:
+    """The live judge: the verifier's argmax decides (greedy decoding, lossless).
+
+    Every judge answers the same three questions for the cycle (:meth:`SpeculativeDecoder.cycles`):
+    ``limit`` (how many tokens the request may produce), ``start`` (the prefill: the cache, the
+    first token and the query state for the first draft) and ``verdict`` (one tree's outcome,
+    with the KV cache left holding the prefix and the accepted nodes).
+    """
+
+    def limit(self, max_new_tokens: int) -> int:
+        return max_new_tokens
+
+    def start(self, v: Verifier, ids: list[int], cache) -> tuple[object, int, np.ndarray]:
+        cache, pre = v.prefill(ids, cache)
+        return cache, int(pre.argmax[-1]), pre.states[-1].numpy()
+
+    def verdict(self, v: Verifier, cache, prefix_len: int, tree: DraftTree, before: int) -> TreeVerdict:
+        res = v.verify(cache, prefix_len, tree)                  # one forward over the whole tree
+        targets = res.argmax.tolist()
+        accepted, bonus = greedy_accept(tree.tokens, tree.parents, targets)
+        Verifier.commit(cache, prefix_len, accepted)             # keep only the accepted nodes
+        return outputs_verdict(accepted, bonus, targets, res)
+
+
+def outputs_verdict(accepted: list[int], bonus: int, targets: list[int], res: NodeOutputs,
+                    seen: list[int] | None = None) -> TreeVerdict:
+    """A :class:`~oilbird.verdict.TreeVerdict` over the verifier's outputs (rows of ``seen``)."""
+    return TreeVerdict(accepted, bonus, targets, seen, res.argmax.numpy(), res.topk_ids.numpy(),
+                       res.topk_probs.numpy(), res.states.numpy())
+
+
 @dataclass
 class Replay:
-    """What a replayed request follows instead of the model (``python -m oilbird replay``).
+    """The replay judge (``python -m oilbird replay``): the recording decides, not the model.
 
     recording: the recorded output (a conversation's turn, ending with its end-of-turn token).
     teacher: fast mode: the model's outputs with the recording teacher-forced, one row per
         generated position p from -1 (the last prompt token, row 0) to ``len(recording) - 1``
-        (row p + 1), from one forward per turn shared by every method; None: exact mode, where
-        every cycle runs its real verify forward.
+        (row p + 1), from one forward per turn shared by every method; the cycle then runs no
+        forward and knows the outputs on the recorded path alone. None: exact mode, where every
+        cycle runs its real verify forward.
     """
     recording: list[int]
     teacher: NodeOutputs | None = None
+
+    def limit(self, max_new_tokens: int) -> int:
+        return min(max_new_tokens, len(self.recording))
+
+    def start(self, v: Verifier, ids: list[int], cache) -> tuple[object, int, np.ndarray]:
+        if self.teacher is not None:
+            return None, self.recording[0], self.teacher.states[0].numpy()
+        cache, pre = v.prefill(ids, cache)
+        return cache, self.recording[0], pre.states[-1].numpy()
+
+    def verdict(self, v: Verifier, cache, prefix_len: int, tree: DraftTree, before: int) -> TreeVerdict:
+        targets = recorded_targets(tree, self.recording, before)
+        accepted, bonus = greedy_accept(tree.tokens, tree.parents, targets)
+        if self.teacher is None:
+            res = v.verify(cache, prefix_len, tree)
+            Verifier.commit(cache, prefix_len, accepted)
+            return outputs_verdict(accepted, bonus, targets, res)
+        return outputs_verdict(accepted, bonus, targets, _teacher_rows(self.teacher, before, len(accepted)),
+                               seen=accepted)
 
 
 def recorded_targets(tree: DraftTree, recording: list[int], before: int) -> list[int]:
@@ -164,123 +225,109 @@ class SpeculativeDecoder:
         return None
 
     def cycles(self, request_id: str, ids: list[int], max_new_tokens: int,
-               out: RequestTrace | None = None, replay: Replay | None = None) -> Iterator[CycleTrace]:
+               out: RequestTrace | None = None, judge=None) -> Iterator[CycleTrace]:
         """Decode one request, yielding a trace per cycle; fills ``out`` when given.
 
-        ``replay``: the same cycle with one rule changed: the commit accepts the longest root
-        path whose tokens the recording holds, and the recorded next token as the bonus (see
-        :class:`Replay`; fast mode runs no forward). ``max_new_tokens`` is then the recording's
-        length at most.
-
-        A caller may stop early (``break``, or closing the generator): the request then ends
-        there, with what it committed so far stored, as if it had stopped at that length."""
-        if replay is not None:
-            max_new_tokens = min(max_new_tokens, len(replay.recording))
+        ``judge`` gives the verdict on each tree: :class:`Greedy` (the default: live, lossless)
+        or :class:`Replay` (a recording decides; fast mode runs no forward). A caller may stop
+        early (``break``, or closing the generator): the request then ends there, with what it
+        committed so far stored, as if it had stopped at that length."""
+        judge = judge or Greedy()
+        max_new_tokens = judge.limit(max_new_tokens)
         check_prompt(self.verifier.lm, ids, max_new_tokens)
-        v, drafter, store, tr = self.verifier, self.drafter, self.store, self.trace
-        fast = replay is not None and replay.teacher is not None
-        eos = v.lm.eos_token_ids
+        v, drafter = self.verifier, self.drafter
         generated: list[int] = []
         t0 = time.perf_counter()
-
         # 1) prefill: one forward over the prompt gives the first token (cycle 0)
-        if fast:
-            cache, pre = None, _teacher_rows(replay.teacher, 0, 1)
-        else:
-            cache, pre = v.prefill(ids, self._cache_for(ids) if self.reuse_prefix else None)
-        first = int(pre.argmax[-1]) if replay is None else replay.recording[0]
+        cache, first, query_state = judge.start(v, ids, self._cache_for(ids) if self.reuse_prefix else None)
+        eos = v.lm.eos_token_ids
         _, done = _finish(generated, [first], eos, max_new_tokens)
-        query_state = pre.states[-1].numpy()
         drafter.start_request(list(ids), request_id)
         # whatever ends the request (its last token, an error, or a caller that stops iterating:
         # the generator is closed), the store and the sources are told, so the next one starts clean
-        n_stored = 0   # generated tokens already handed to the store
+        self._n_stored = 0   # generated tokens already handed to the store
         try:
-            prefix_len = len(ids)
-            c0 = CycleTrace(request_id=request_id, method=self.method, cycle=0, prefix_len=0,
-                            generated_before=0, bonus=first, committed=[first],
-                            committed_text=self._pieces([first]) if tr else [],
-                            committed_sources=[[BONUS]],
-                            timings={"verify": time.perf_counter() - t0})
-            if out is not None:
-                out.cycles.append(c0)
-            yield c0
-
-            cycle = 0
+            yield self._record(out, CycleTrace(
+                request_id=request_id, method=self.method, cycle=0, prefix_len=0, generated_before=0,
+                bonus=first, committed=[first], committed_text=self._pieces([first]) if self.trace else [],
+                committed_sources=[[BONUS]], timings={"verify": time.perf_counter() - t0},
+                stop=_stop(generated, eos) if done else None))
+            prefix_len, cycle = len(ids), 0
             while not done:
-                cycle += 1
-                context = list(ids) + generated
-                before = len(generated)
-                # 2) draft: a tree rooted at the newest committed token
+                cycle, before = cycle + 1, len(generated)
                 t_a = time.perf_counter()
-                tree, info = drafter.draft(context, request_id, query_state)
+                # 2) draft: a tree rooted at the newest committed token
+                tree, info = drafter.draft(list(ids) + generated, request_id, query_state)
                 t_b = time.perf_counter()
-                # 3) verify: one forward over the whole tree (fast replay: none)
-                res = None if fast else v.verify(cache, prefix_len, tree)
+                # 3) verify: the judge's verdict on the whole tree (live: one forward; the cache
+                #    keeps only the accepted nodes)
+                verdict = judge.verdict(v, cache, prefix_len, tree, before)
                 t_c = time.perf_counter()
-                # 4) commit: the longest root path whose tokens equal their parent's argmax (replay:
-                #    that the recording holds), plus the bonus; the cache keeps only those nodes
-                targets = (res.argmax.tolist() if replay is None
-                           else recorded_targets(tree, replay.recording, before))
-                accepted, bonus = greedy_accept(tree.tokens, tree.parents, targets)
-                if fast:      # what the model says is known on the recorded path alone
-                    res = _teacher_rows(replay.teacher, before, len(accepted))
-                    path_states = res.states.numpy()
-                    argmax = [-1] * len(tree)
-                    for j, node in enumerate(accepted):
-                        argmax[node] = int(res.argmax[j])
-                else:
-                    Verifier.commit(cache, prefix_len, accepted)
-                    path_states = res.states.numpy()[accepted]
-                    argmax = res.argmax.tolist()
-                new = [tree.tokens[i] for i in accepted[1:]] + [bonus]
+                # 4) commit: the accepted path and the bonus, cut at EOS or max_new_tokens
+                new = [tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus]
                 appended, done = _finish(generated, new, eos, max_new_tokens)
-                prefix_len += len(accepted)
                 t_d = time.perf_counter()
-                # 5) record: store the states of the tokens this forward committed; sources learn
-                if store is not None:
-                    # the root is generated token (before - 1); accepted node j is token before-1+j
-                    for j, node in enumerate(accepted):
-                        pos = before - 1 + j
-                        if pos == n_stored and pos < len(generated):
-                            store.add(request_id, pos, tree.tokens[node], path_states[j])
-                            n_stored += 1
+                # 5) record: the store gets the states this forward computed; the sources learn
+                path_states = verdict.path_states()
+                self._store_path(request_id, tree, verdict.accepted, path_states, before, len(generated))
                 query_state = path_states[-1]
-                drafter.update(tree, res, accepted, list(ids) + generated, request_id, info,
-                               root_index=len(ids) + before - 1, targets=targets,
-                               verified=accepted if fast else None)
+                drafter.update(tree, verdict, info, list(ids) + generated, request_id,
+                               root_index=len(ids) + before - 1)
                 t_e = time.perf_counter()
-
-                c = CycleTrace(request_id=request_id, method=self.method, cycle=cycle,
-                               prefix_len=prefix_len - len(accepted), generated_before=before,
-                               bonus=bonus, accepted=accepted, committed=appended,
-                               lexical_match_len=info.lexical_match_len, adjacency_row=info.adjacency_row,
-                               store_records=len(store) if store is not None else None,
-                               semantic_muted=info.semantic_muted, retrieval=info.retrieval,
-                               retrieval_floor=info.retrieval_floor,
-                               timings={"draft": t_b - t_a, "verify": t_c - t_b,
-                                        "commit": t_d - t_c, "update": t_e - t_d})
-                node_sources = [sorted(s) for s in tree.sources]
-                c.committed_sources = ([node_sources[i] for i in accepted[1:]] + [[BONUS]])[:len(appended)]
-                # the tree itself is cheap to keep; text, scores and neighbours only when tracing
-                c.tokens = list(tree.tokens)
-                c.parents = list(tree.parents)
-                c.sources = node_sources
-                c.argmax = argmax
-                if tr:
-                    c.depths = tree.depths()
-                    c.scores = [dict(s) for s in tree.scores]
-                    c.token_text = self._pieces(tree.tokens)
-                    c.argmax_text = [self.tok.decode([a]) if a >= 0 else "" for a in argmax]
-                    c.committed_text = self._pieces(appended)
-                    c.neighbours = self._neighbours(info, tree, accepted)
-                if out is not None:
-                    out.cycles.append(c)
-                yield c
+                timings = {"draft": t_b - t_a, "verify": t_c - t_b, "commit": t_d - t_c, "update": t_e - t_d}
+                c = self._cycle_trace(request_id, cycle, prefix_len, before, tree, info, verdict, appended, timings)
+                c.stop = _stop(generated, eos) if done else None
+                yield self._record(out, c)
+                prefix_len += len(verdict.accepted)
         finally:
-            self._end_request(request_id, generated, n_stored, out, t0)
+            if out is not None:
+                out.stop = _stop(generated, eos) if done else "stopped"
+            self._end_request(request_id, generated, self._n_stored, out, t0)
             if cache is not None and self.reuse_prefix:
                 self._keep(cache, list(ids) + generated)
+
+    @staticmethod
+    def _record(out: RequestTrace | None, c: CycleTrace) -> CycleTrace:
+        if out is not None:
+            out.cycles.append(c)
+        return c
+
+    def _store_path(self, request_id: str, tree: DraftTree, accepted: list[int], path_states: np.ndarray,
+                    before: int, n_generated: int) -> None:
+        """Hand the store the committed tokens of the accepted path with their states: the root
+        is generated token ``before - 1``, accepted node j is token ``before - 1 + j``."""
+        if self.store is None:
+            return
+        for j, node in enumerate(accepted):
+            pos = before - 1 + j
+            if pos == self._n_stored and pos < n_generated:
+                self.store.add(request_id, pos, tree.tokens[node], path_states[j])
+                self._n_stored += 1
+
+    def _cycle_trace(self, request_id: str, cycle: int, prefix_len: int, before: int, tree: DraftTree,
+                     info, verdict: TreeVerdict, appended: list[int], timings: dict) -> CycleTrace:
+        """The cycle's trace: the tree is cheap to keep; text, scores and neighbours only when tracing."""
+        accepted, node_sources = verdict.accepted, [sorted(s) for s in tree.sources]
+        argmax = verdict.node_argmax(len(tree))
+        c = CycleTrace(request_id=request_id, method=self.method, cycle=cycle, prefix_len=prefix_len,
+                       generated_before=before, bonus=verdict.bonus, accepted=accepted, committed=appended,
+                       lexical_match_len=info.lexical_match_len, adjacency_row=info.adjacency_row,
+                       store_records=len(self.store) if self.store is not None else None,
+                       semantic_muted=info.semantic_muted, retrieval=info.retrieval,
+                       retrieval_floor=info.retrieval_floor, timings=timings,
+                       committed_sources=([node_sources[i] for i in accepted[1:]] + [[BONUS]])[:len(appended)],
+                       tokens=list(tree.tokens), parents=list(tree.parents), sources=node_sources,
+                       argmax=argmax)
+        if verdict.decisions:         # a sampled verdict: what decided each tried node (oilbird.sampling)
+            c.decided_prob, c.residual_mass = decisions_per_node(verdict.decisions, len(tree))
+        if self.trace:
+            c.depths = tree.depths()
+            c.scores = [dict(s) for s in tree.scores]
+            c.token_text = self._pieces(tree.tokens)
+            c.argmax_text = [self.tok.decode([a]) if a >= 0 else "" for a in argmax]
+            c.committed_text = self._pieces(appended)
+            c.neighbours = self._neighbours(info, tree, accepted)
+        return c
 
     def _keep(self, cache, tokens: list[int]) -> None:
         """Keep ``cache`` for the next request, cropped to the committed ``tokens`` it holds (a
@@ -327,15 +374,15 @@ class SpeculativeDecoder:
         return out
 
     def run(self, request_id: str, ids: list[int], max_new_tokens: int,
-            on_cycle: Callable[[CycleTrace], None] | None = None, replay: Replay | None = None) -> RequestTrace:
-        """Decode (or, with ``replay``, replay) one request to the end and return its full trace.
+            on_cycle: Callable[[CycleTrace], None] | None = None, judge=None) -> RequestTrace:
+        """Decode one request to the end (``judge``: see :meth:`cycles`) and return its full trace.
 
         ``on_cycle`` (optional) is called with every cycle's trace as it is produced
         (e.g. to report progress).
         """
         out = RequestTrace(request_id=request_id, method=self.method, model=self.verifier.lm.name,
                            prompt_ids=list(ids), prompt_text=self.tok.decode(ids) if self.trace else "")
-        for c in self.cycles(request_id, ids, max_new_tokens, out, replay=replay):
+        for c in self.cycles(request_id, ids, max_new_tokens, out, judge=judge):
             if on_cycle is not None:
                 on_cycle(c)
         return out

@@ -30,17 +30,9 @@ import numpy as np
 
 from .acceptance import AcceptanceRates
 from .methods import FILLS, TreeConfig  # noqa: F401  (importable here, where they are used)
-from .sources.base import Chain, DraftContext, DraftSource, Proposal, Verdict
+from .sources.base import Chain, DraftContext, DraftSource, Proposal
 from .tree import DraftTree
-
-
-# why a retrieved neighbour got no node in the tree (DraftInfo.neighbours' "why_no_node")
-NO_NODE_REASONS = {
-    "no-tokens": "its similarity allowed it no tokens (below the copy-depth floor)",
-    "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
-    "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
-              "expected fill, other candidates were worth more)",
-}
+from .verdict import TreeVerdict
 
 
 @dataclass
@@ -49,13 +41,12 @@ class DraftInfo:
     views only read it)."""
     lexical_match_len: int = 0
     adjacency_row: bool = False   # the adjacency table had a row for the root: the semantic gate opens too
-    # the semantic key's outcome: "no-source" (the method has none) or one of
-    # oilbird.sources.base.RETRIEVAL_OUTCOMES; and the similarity floor it applied
+    # the semantic key's outcome (a key of oilbird.trace.RETRIEVAL_OUTCOMES) and the floor it applied
     retrieval: str = "no-source"
     retrieval_floor: float | None = None
     semantic_muted: bool = False  # self-calibration had muted the retrieving source
     # each retrieved record: its chain's meta, the tree nodes it walked and paid for, and why it
-    # got no node ("" when it got one; else a key of NO_NODE_REASONS)
+    # got no node ("" when it got one; else a key of oilbird.trace.NO_NODE_REASONS)
     neighbours: list[dict] = field(default_factory=list)
     spine: list[int] = field(default_factory=list)
 
@@ -166,7 +157,10 @@ def _unit(state: np.ndarray | None) -> np.ndarray | None:
 class Drafter:
     """Builds one merged tree per cycle from its sources and feeds them the verdict."""
 
-    def __init__(self, sources: list[DraftSource], config: TreeConfig | None = None):
+    def __init__(self, sources: list[DraftSource], config: TreeConfig | None = None,
+                 rates: AcceptanceRates | None = None):
+        """``rates``: learned acceptance rates to share with other drafters (an engine's requests
+        learn together); by default the ``expected`` fill keeps its own, the reserved fill none."""
         self.cfg = config or TreeConfig()       # validated by TreeConfig itself
         self.sources = sources
         names = [s.name for s in sources]
@@ -186,7 +180,9 @@ class Drafter:
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
         # what a node is worth (fill="expected"), learned from every verdict
-        self.rates = AcceptanceRates(score_bins=SCORE_BINS) if self.cfg.fill == "expected" else None
+        if rates is None and self.cfg.fill == "expected":
+            rates = AcceptanceRates(score_bins=SCORE_BINS)
+        self.rates = rates
 
     def start_request(self, tokens: list[int], request_id: str) -> None:
         for s in self.sources:
@@ -293,28 +289,20 @@ class Drafter:
         return p
 
     # ---------------------------------------------------------------- learning
-    def update(self, tree: DraftTree, res, accepted: list[int], tokens: list[int],
-               request_id: str, info: DraftInfo, root_index: int, targets: list[int] | None = None,
-               verified: list[int] | None = None) -> None:
-        """Feed one verdict to every source, the acceptance rates and the spine share.
+    def update(self, tree: DraftTree, verdict: TreeVerdict, info: DraftInfo, tokens: list[int],
+               request_id: str, root_index: int) -> None:
+        """Feed one tree's verdict to every source, the acceptance rates and the spine share.
 
-        ``res``: the verifier's outputs for every node, or, with ``verified``, for those nodes
-        alone (fast replay sees the recorded path only: the sources then learn from that path
-        as the verified tree). ``targets``: what each node's child had to be to be accepted
-        (the argmax; in replay, the recording), for the acceptance rates.
+        ``tokens``: the context after the commit; ``root_index``: the tree root's index in it.
+        The sources see the nodes whose outputs the judge knows (:meth:`TreeVerdict.for_sources`);
+        the rates learn from ``verdict.targets`` over the whole tree.
         """
-        vtree, vaccepted = tree, accepted
-        if verified is not None:
-            vtree = DraftTree([tree.tokens[i] for i in verified], [-1] + list(range(len(verified) - 1)),
-                              [set(tree.sources[i]) for i in verified], [dict(tree.scores[i]) for i in verified])
-            vaccepted = list(range(len(verified)))
-        verdict = Verdict(tree=vtree, argmax=res.argmax.numpy(), topk_ids=res.topk_ids.numpy(),
-                          topk_probs=res.topk_probs.numpy(), states=res.states.numpy(),
-                          accepted=vaccepted, tokens=tokens, request_id=request_id, root_index=root_index)
+        accepted = verdict.accepted
+        seen = verdict.for_sources(tree, tokens, request_id, root_index)
         for s in self.sources:
-            s.update(verdict)
+            s.update(seen)
         if self.rates is not None:
-            self.rates.observe(tree, accepted, verdict.argmax if targets is None else targets)
+            self.rates.observe(tree, accepted, verdict.targets)
         # GOOSE anisotropy: the lexical share follows how much of the spine was accepted
         if len(info.spine) > 0:
             acc = len(set(info.spine) & set(accepted)) / len(info.spine)

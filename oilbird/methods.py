@@ -167,16 +167,24 @@ def parse_methods(text: str, traced: bool = False) -> list[Method]:
     names = [m.strip() for m in text.split(",") if m.strip()]
     if not names:
         raise ValueError(f"no method given; choose from {', '.join(known_methods())}")
-    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if twice:
-        raise ValueError(f"method '{twice}' is named twice; name each method once")
-    methods = [parse_method(n) for n in names]
+    methods = as_methods(names)
     for m in methods:
         if traced and not m.drafts_tree:
             tree_names = [*PRESETS, *PEER_TREE_METHODS]
             raise ValueError(f"'{m.name}' drafts no tree, so it has no cycles to trace; trace one of "
                              f"{', '.join(tree_names)}")
     return methods
+
+
+def as_methods(methods) -> list[Method]:
+    """Names or parsed methods -> methods, each named once: a run serves them side by side,
+    one decoder each (two passes through one decoder would pool a warmed store into one row)."""
+    out = [parse_method(m) if isinstance(m, str) else m for m in methods]
+    names = [m.name for m in out]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice:
+        raise ValueError(f"method '{twice}' is named twice; name each method once")
+    return out
 
 
 def has_semantic(method: str) -> bool:

@@ -1,6 +1,8 @@
 """Named methods: which sources feed the tree, at one shared node budget.
 
-``make_decoder(method, verifier, store)`` returns a ready :class:`SpeculativeDecoder`. Sources
+``make_decoder(method, verifier, store)`` returns a ready :class:`SpeculativeDecoder`: the one
+builder from a :class:`~oilbird.methods.Method` to a decoder (bench, replay, trace, the app; the
+vLLM chains build their drafter's sources with :func:`make_sources`). Sources
 that keep state across requests (the store, the adjacency table, the rejected pool) persist for
 the life of the decoder, so serve one data set through one decoder per method.
 
@@ -25,9 +27,12 @@ the adjacency table have never seen, which is where the identifiability gap is.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .decoding import SpeculativeDecoder
 from .drafter import Drafter
 from .methods import PRESETS, Method, TreeConfig, parse_method  # noqa: F401  (PRESETS importable here)
+from .sources.base import DraftSource
 from .sources.prompt_lookup import PromptLookupSource
 from .sources.recycling import RecyclingSource
 from .sources.rejected import RejectedPoolSource
@@ -36,30 +41,57 @@ from .sources.suffix import SuffixSource
 from .store import Store
 from .verifier import Verifier
 
+SOURCE_NAMES = ("pld", "suffix", "recycling", "semantic", "semantic-ungated", "rejected")
 
-def make_decoder(method: str | Method, verifier: Verifier, store: Store | None = None,
-                 tree: TreeConfig | None = None, trace: bool = True, tenant: str = "default",
-                 store_kwargs: dict | None = None) -> SpeculativeDecoder:
-    """Build the decoder of a preset, by name (``"oilbird"``, ``"oilbird:expected"``) or as a
-    parsed :class:`~oilbird.methods.Method`; its tree is ``method.tree(tree)``.
 
-    A fresh store for ``tenant`` is made if none is given, with ``store_kwargs`` (e.g.
-    ``max_records``, ``state_dtype``; see :class:`~oilbird.store.Store`).
-    """
-    m = parse_method(method) if isinstance(method, str) else method
-    if m.kind != "tree":
-        raise ValueError(f"'{m.name}' is not a preset; choose from {', '.join(PRESETS)}")
-    lm = verifier.lm
-    dim = int(lm.model.config.hidden_size)
-    if store is None:
-        store = Store(dim=dim, tenant=tenant, **(store_kwargs or {}))
+def make_sources(names, store: Store, dim: int, vocab_size: int, shared: dict | None = None) -> list[DraftSource]:
+    """The draft sources named ``names`` (see :data:`SOURCE_NAMES`), in that order, over
+    ``store``; ``shared`` maps a name to an instance to reuse instead (an engine's requests share
+    one adjacency table)."""
     make = {
         "pld": lambda: PromptLookupSource(),
         "suffix": lambda: SuffixSource(store),
-        "recycling": lambda: RecyclingSource(int(lm.model.config.vocab_size)),
+        "recycling": lambda: RecyclingSource(vocab_size),
         "semantic": lambda: SemanticSource(store),
         "semantic-ungated": lambda: SemanticSource(store, SemanticConfig(require_lexical=False)),
         "rejected": lambda: RejectedPoolSource(dim),
     }
-    sources = [make[p]() for p in m.sources]
-    return SpeculativeDecoder(verifier, Drafter(sources, m.tree(tree)), store=store, method=m.name, trace=trace)
+    bad = [n for n in names if n not in make]
+    if bad:
+        raise ValueError(f"unknown draft source {bad[0]!r}; choose from {', '.join(SOURCE_NAMES)}")
+    return [(shared or {}).get(n) or make[n]() for n in names]
+
+
+def make_decoder(method: str | Method, verifier: Verifier, store: Store | None = None,
+                 tree: TreeConfig | None = None, trace: bool = True, tenant: str = "default",
+                 store_kwargs: dict | None = None) -> SpeculativeDecoder:
+    """The one builder: a method, by name (``"oilbird"``, ``"oilbird:expected"``) or as a parsed
+    :class:`~oilbird.methods.Method`, to its :class:`SpeculativeDecoder`; its tree is
+    ``method.tree(tree)``, resolved here once.
+
+    Every method that drafts inside our verifier is built here: the presets, ``suffix-arctic``
+    (the published SuffixDecoding as a source; needs ``requirements-peers.txt``) and ``ar`` (the
+    same cycle with a root-only tree: one token per forward, as replay uses it; the bench times
+    the plain loop :func:`oilbird.decoding.autoregressive` instead). A fresh store for ``tenant`` is
+    made if none is given, with ``store_kwargs`` (e.g. ``max_records``, ``state_dtype``; see
+    :class:`~oilbird.store.Store`).
+    """
+    m = parse_method(method) if isinstance(method, str) else method
+    if m.base == "ar":
+        drafter, store = Drafter([], TreeConfig(budget=1, semantic_budget=0)), None
+    elif m.base == "suffix-arctic":
+        from .sources.arctic import ArcticConfig, ArcticSuffixSource
+        cfg = replace(m.tree(tree), semantic_budget=0)
+        src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=max(1, cfg.budget - 1)))   # budget 1: AR
+        drafter, store = Drafter([src], cfg), None
+    elif m.kind == "tree":
+        lm = verifier.lm
+        dim = int(lm.model.config.hidden_size)
+        if store is None:
+            store = Store(dim=dim, tenant=tenant, **(store_kwargs or {}))
+        sources = make_sources(m.sources, store, dim, int(lm.model.config.vocab_size))
+        drafter = Drafter(sources, m.tree(tree))
+    else:
+        raise ValueError(f"'{m.name}' decodes inside transformers' generate, not in our cycle; choose ar, "
+                         f"suffix-arctic or a preset ({', '.join(PRESETS)})")
+    return SpeculativeDecoder(verifier, drafter, store=store, method=m.name, trace=trace)

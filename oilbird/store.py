@@ -39,11 +39,11 @@ import faiss
 import numpy as np
 
 from .errors import InputError
+from .state_index import INT8_RANGE, STATE_DTYPES, default_pq_m, index_kind, ivf_rows, new_state_index
 from .suffix_index import SEP, Column, PoolSuffixIndex, SuffixIndex
 
 __all__ = ["SEP", "STATE_DTYPES", "PoolSuffixIndex", "Record", "Snapshot", "Store", "StoreError", "SuffixIndex"]
 
-STATE_DTYPES = ("fp16", "int8", "pq")
 
 
 class StoreError(InputError):
@@ -76,84 +76,6 @@ class Snapshot:
     arrays: dict
     request_ids: list
     index: object
-
-
-def _default_pq_m(dim: int) -> int:
-    """The largest divisor of ``dim`` that is <= dim / 8 (72 sub-quantizers at d = 576)."""
-    target = max(1, dim // 8)
-    return max(m for m in range(1, target + 1) if dim % m == 0)
-
-
-_INT8_RANGE = np.array([-1.0, 2.0], dtype=np.float32)   # (vmin, vdiff): the grid on [-1, 1]
-
-
-def _new_state_index(dim: int, kind: str, pq_m: int = 0, pq_nbits: int = 8,
-                     index_type: str = "flat", nlist: int = 256, nprobe: int = 16):
-    """An empty faiss inner-product index for one state representation.
-
-    ``flat`` scans every code (exact up to the codes); ``ivf`` scans the ``nprobe`` of
-    ``nlist`` clusters nearest to the query (needs training; codes are not residuals, so an
-    int8 code is the same on either index)."""
-    SQ = faiss.ScalarQuantizer
-    IP = faiss.METRIC_INNER_PRODUCT
-    if kind not in STATE_DTYPES:
-        raise ValueError(f"state_dtype must be one of {STATE_DTYPES}, not {kind!r}")
-    if index_type == "flat":
-        if kind == "fp16":
-            return faiss.IndexScalarQuantizer(dim, SQ.QT_fp16, IP)
-        if kind == "int8":
-            ix = faiss.IndexScalarQuantizer(dim, SQ.QT_8bit_uniform, IP)
-            # a fixed grid on [-1, 1]: a unit vector's components never leave it: no training
-            faiss.copy_array_to_vector(_INT8_RANGE, ix.sq.trained)
-            ix.is_trained = True
-            return ix
-        # PQ codes in a one-list IVF: the same exhaustive ADC scan as IndexPQ (same results,
-        # as fast), but it takes a search-time id selector, so eviction can stay lazy
-        # (IndexPQ would need an O(N) remove_ids at every eviction), for 8 B of id per code
-        return _new_state_index(dim, kind, pq_m, pq_nbits, "ivf", 1, 1)
-    if index_type == "ivf":
-        quantizer = faiss.IndexFlatIP(dim)
-        if kind == "pq":
-            ix = faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, pq_nbits, IP)
-            ix.by_residual = False
-            ix.pq.cp.niter = 12
-        else:
-            qt = SQ.QT_fp16 if kind == "fp16" else SQ.QT_8bit_uniform
-            ix = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qt, IP, False)
-        ix.cp.niter = 12
-        ix.nprobe = nprobe
-        return ix
-    raise ValueError(f"index_type must be 'flat' or 'ivf', not {index_type!r}")
-
-
-def _index_kind(ix) -> str:
-    """Which representation a (deserialised) faiss index holds: fp16 / int8 / pq, ivf-...
-    (a one-list IVF scans everything: it is the flat kind)."""
-    pre = "ivf-" if isinstance(ix, faiss.IndexIVF) and ix.nlist > 1 else ""
-    if isinstance(ix, (faiss.IndexPQ, faiss.IndexIVFPQ)):
-        return pre + "pq"
-    if isinstance(ix, (faiss.IndexScalarQuantizer, faiss.IndexIVFScalarQuantizer)):
-        qt = ix.sq.qtype
-        if qt == faiss.ScalarQuantizer.QT_fp16:
-            return pre + "fp16"
-        if qt == faiss.ScalarQuantizer.QT_8bit_uniform:
-            return pre + "int8"
-    return type(ix).__name__
-
-
-def _ivf_rows(ix) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, decoded vectors) of everything in an IVF index, list by list."""
-    il = ix.invlists
-    ids, codes = [np.zeros(0, np.int64)], [np.zeros((0, il.code_size), np.uint8)]
-    for lst in range(ix.nlist):
-        n = il.list_size(lst)
-        if n:
-            ids.append(faiss.rev_swig_ptr(il.get_ids(lst), n).copy())
-            codes.append(faiss.rev_swig_ptr(il.get_codes(lst), n * il.code_size).copy()
-                         .reshape(n, il.code_size))
-    c = np.concatenate(codes)
-    dec = ix.pq.decode(c) if isinstance(ix, faiss.IndexIVFPQ) else ix.sq.decode(c)
-    return np.concatenate(ids), dec.reshape(len(c), ix.d)
 
 
 def check_bounds(**bounds) -> None:
@@ -206,7 +128,7 @@ class Store:
         self.max_requests = max_requests
         self.max_age_s = max_age_s
         self.compact_slack = float(compact_slack)
-        self.pq_m = int(pq_m or _default_pq_m(self.dim)) if state_dtype == "pq" else 0
+        self.pq_m = int(pq_m or default_pq_m(self.dim)) if state_dtype == "pq" else 0
         if self.pq_m and self.dim % self.pq_m:
             raise ValueError(f"pq_m={self.pq_m} must divide dim={self.dim}")
         self.pq_nbits = int(pq_nbits)
@@ -235,7 +157,7 @@ class Store:
         # states: rows of codes in faiss; row j holds record _rbase + _row_rec[j]; rows below
         # _row_live are dead. A flat index numbers its rows 0.., an IVF one _row_base + j.
         self.trained = state_dtype != "pq" and index_type == "flat"
-        self.index = _new_state_index(self.dim, "fp16" if state_dtype == "pq" else state_dtype,
+        self.index = new_state_index(self.dim, "fp16" if state_dtype == "pq" else state_dtype,
                                       self.pq_m, self.pq_nbits)
         self._row_rec = Column(np.int32)
         self._row_live = 0
@@ -438,11 +360,11 @@ class Store:
         t0 = time.perf_counter()
         self.compact()
         x = self.index.reconstruct_n(0, self.index.ntotal)
-        ix = _new_state_index(self.dim, self.state_dtype, self.pq_m, self.pq_nbits,
+        ix = new_state_index(self.dim, self.state_dtype, self.pq_m, self.pq_nbits,
                               self.index_type, self.ivf_nlist, self.ivf_nprobe)
         ix.train(x)
         if self.index_type == "ivf" and self.state_dtype == "int8":
-            faiss.copy_array_to_vector(_INT8_RANGE, ix.sq.trained)   # the fixed grid, as flat
+            faiss.copy_array_to_vector(INT8_RANGE, ix.sq.trained)   # the fixed grid, as flat
         if isinstance(ix, faiss.IndexIVF):
             ix.add_with_ids(x, np.arange(self._row_base, self._row_base + len(x), dtype=np.int64))
         else:
@@ -516,7 +438,7 @@ class Store:
         out = np.zeros((len(self), self.dim), dtype=np.float16)
         live = self.index.ntotal - self._row_live
         if live > 0 and self._is_ivf():
-            ids, x = _ivf_rows(self.index)
+            ids, x = ivf_rows(self.index)
             local = ids - self._row_base
             keep = local >= self._row_live
             out[self._row_rec.a[local[keep]] + self._rbase - self.first_record] = x[keep]
@@ -538,7 +460,7 @@ class Store:
                    "stream_start": self.suffix.start, "stream_end": self.suffix.end,
                    "trained": self.trained, "row_base": self._row_base,
                    "requests_seen": self.requests_seen, "evicted_records": self.evicted_records,
-                   "index_kind": _index_kind(self.index), "ntotal": int(self.index.ntotal)},
+                   "index_kind": index_kind(self.index), "ntotal": int(self.index.ntotal)},
             arrays={"positions": self._posn.view(), "row_rec": self._row_rec.view()[:self.index.ntotal],
                     "tokens": self.suffix.live_tokens(),
                     "q_first": np.asarray(self._q_first, dtype=np.int64),
@@ -555,7 +477,7 @@ class Store:
         the suffix index is rebuilt from the tokens rather than trusted."""
         cfg, st, arr, q_id, index = snap.config, snap.state, snap.arrays, snap.request_ids, snap.index
         store = cls(clock=clock, **cfg)
-        kind = _index_kind(index)
+        kind = index_kind(index)
         if st["trained"]:
             want = ("ivf-" if cfg["index_type"] == "ivf" else "") + cfg["state_dtype"]
         else:
@@ -589,7 +511,7 @@ class Store:
             raise ValueError("state rows do not map onto the records")
         row_base = int(st["row_base"])
         if isinstance(index, faiss.IndexIVF) and not np.array_equal(
-                np.sort(_ivf_rows(index)[0]), np.arange(row_base, row_base + len(rows))):
+                np.sort(ivf_rows(index)[0]), np.arange(row_base, row_base + len(rows))):
             raise ValueError("state index ids do not match the rows")
         # everything verified: fill the new object
         store.index = index

@@ -23,11 +23,44 @@ from typing import Iterable
 from .errors import InputError
 from .jsonio import loads, read_text
 
-TRACE_VERSION = 1
+# 2: provenance recorded when the cycle runs (CycleTrace.retrieval on every drafting cycle,
+# Neighbour.why_no_node on every neighbour) and the stop reason (RequestTrace.stop,
+# CycleTrace.stop). A version-1 file that recorded the provenance is converted on load (its stop
+# reason stays unknown: None); one written before that is refused with one line saying how to
+# write it again, so a view never derives provenance.
+TRACE_VERSION = 2
 
 # Canonical source names. "bonus" is the verifier's own token at the end of each cycle.
 SOURCES = ("pld", "suffix", "recycling", "semantic", "rejected")
 BONUS = "bonus"
+
+# --------------------------------------------------------------------------- provenance vocabulary
+# The one place its words are defined: the drafter and the sources record them, the views say them.
+
+# what the semantic key did in one cycle (CycleTrace.retrieval), in the order the source checks
+RETRIEVAL_OUTCOMES = {
+    "no-source": "the method drafts without the semantic key",
+    "gate-closed": "its gate was closed: no lexical match and no token-adjacency row for the root token; "
+                   "the semantic key looks up only after one of them",
+    "no-query": "no hidden state to look up with this cycle",
+    "empty-store": "an empty store: no earlier request had finished, so there was nothing to retrieve",
+    "below-floor": "the best matches were below the similarity floor",
+    "muted": "the semantic source was muted by self-calibration: it looked up, but drafted nothing",
+    "retrieved": "found matches and proposed them",
+}
+# why a retrieved neighbour's chain got no tree node (Neighbour.why_no_node; "" when it got one)
+NO_NODE_REASONS = {
+    "no-tokens": "below the depth floor: its similarity allowed it no tokens",
+    "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
+    "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
+              "expected fill, other candidates were worth more)",
+}
+# why a request's output ended (RequestTrace.stop)
+STOP_REASONS = {
+    "eos": "an end-of-sequence token was committed",
+    "limit": "the token limit (max_new_tokens; in replay, the recording's length) was reached",
+    "stopped": "the caller stopped decoding early",
+}
 
 
 class TraceError(InputError):
@@ -50,8 +83,8 @@ class Neighbour:
     accepted: int = 0           # how many of its proposed tokens the verifier accepted
     lexical_reachable: bool = False  # was the same first token proposed by a lexical source?
     # why its chain got no tree node, as the drafter recorded it: "" (it got one), or a key of
-    # oilbird.drafter.NO_NODE_REASONS ("no-tokens", "muted", "budget"); None in older traces
-    why_no_node: str | None = None
+    # NO_NODE_REASONS ("no-tokens", "muted", "budget")
+    why_no_node: str = ""
 
 
 @dataclass
@@ -86,12 +119,11 @@ class CycleTrace:
     # a decoder without a store, or a trace written before it was recorded
     store_records: int | None = None
     semantic_muted: bool = False      # self-calibration had muted the semantic source
-    # the semantic key's outcome as the drafter recorded it: "no-source" (the method has none) or
-    # one of oilbird.sources.base.RETRIEVAL_OUTCOMES ("gate-closed", "no-query", "empty-store",
-    # "below-floor", "muted", "retrieved"), and the similarity floor it applied; None on the
-    # prefill cycle (nothing is drafted) and in traces written before it was recorded
+    # the semantic key's outcome as the drafter recorded it (a key of RETRIEVAL_OUTCOMES) and the
+    # similarity floor it applied; None on the prefill cycle (nothing is drafted)
     retrieval: str | None = None
     retrieval_floor: float | None = None
+    stop: str | None = None           # the output ended in this cycle: a key of STOP_REASONS
     timings: dict[str, float] = field(default_factory=dict)  # seconds: draft, verify, commit, update
     # a sampled cycle (oilbird.sampling): per tree node, the probability that decided it (its
     # acceptance probability under the residual) and the residual's mass when it was tried
@@ -119,6 +151,7 @@ class RequestTrace:
     # optional per-position diagnosis labels (see oilbird.evaluation.diagnose): one per output token
     gap_labels: list[str] | None = None
     meta: dict = field(default_factory=dict)
+    stop: str | None = None           # why the output ended: a key of STOP_REASONS (None: not finished)
 
     @property
     def forwards(self) -> int:
@@ -251,6 +284,7 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
     """Parse JSONL trace lines; raise TraceError naming ``origin`` and the first bad line."""
     out: list[RequestTrace] = []
     starts: list[int] = []          # the line of each request
+    versions: list[int] = []        # the format each request was written in
     for no, line in enumerate(lines, start=1):
         if not line.strip(" \t\r\n"):
             continue
@@ -259,8 +293,9 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
             if not isinstance(d, dict) or d.get("kind") not in ("request", "cycle"):
                 raise TraceError("expected an object with kind 'request' or 'cycle'")
             if d["kind"] == "request":
-                if d.get("version") != TRACE_VERSION:
+                if d.get("version") not in (1, TRACE_VERSION):
                     raise TraceError(f"trace version {_short(d.get('version'))}, expected {TRACE_VERSION}")
+                versions.append(d["version"])
                 d = {k: v for k, v in d.items() if k not in ("kind", "version")}
                 out.append(RequestTrace(**d))
                 starts.append(no)
@@ -270,6 +305,9 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
                     raise TraceError("cycle line before any request line")
                 c = _cycle_from_dict(d)
                 _check_cycle(c)
+                if versions[-1] == 1 and not _provenance_recorded(c):
+                    raise TraceError("a trace of format 1 written before the semantic key's outcome was recorded; "
+                                     "write it again with this version (python -m oilbird trace / replay --traces)")
                 if c.request_id != out[-1].request_id:
                     raise TraceError(f"cycle of request {_short(c.request_id)} under {_short(out[-1].request_id)}")
                 out[-1].cycles.append(c)
@@ -287,6 +325,11 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
                              f"{sum(len(c.committed) for c in r.cycles)} tokens, not its "
                              f"{len(r.output_ids)} output tokens", origin, no)
     return out
+
+
+def _provenance_recorded(c: CycleTrace) -> bool:
+    """Does a version-1 cycle hold what version 2 records (then it converts as it is)?"""
+    return (c.cycle == 0 or c.retrieval is not None) and all(n.why_no_node is not None for n in c.neighbours)
 
 
 def _short(value, n: int = 60) -> str:

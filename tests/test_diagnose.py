@@ -5,8 +5,9 @@ import random
 import numpy as np
 import pytest
 
-from oilbird.evaluation.diagnose import (LABELS, ContinuationTable, Pool, attach_labels, copy_oracle_tau,
-                              diagnose_sequences, summarise)
+from oilbird.evaluation.diagnose import (LABELS, ContinuationTable, Pool, copy_oracle_tau, diagnose_sequences,
+                                        summarise)
+from oilbird.evaluation.labels import attach_labels
 from oilbird.store import SEP, SuffixIndex
 
 # Two requests of the same "frame A value close" call. Tokens: 1 bos, 5/6 prompt words,

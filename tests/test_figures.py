@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from wb_traces import cycle1, cycle_neighbours, relabel, request_goose, request_oilbird, request_truncated
 
-from oilbird.trace import CycleTrace
+from oilbird.trace import NO_NODE_REASONS, CycleTrace
 from workbench import figures as F
 from workbench.panels.neighbours import _cell_chars as cell_chars
 from workbench.palette import (ALL_SOURCES, DRAFT_SOURCES, GAP_COLOURS, PEER_SOURCES, PRECEDENCE, SOURCE_COLOURS,
@@ -298,60 +298,43 @@ def test_a_chain_that_never_entered_the_tree_is_not_counted_as_rejected():
     page = F.neighbours_html(c)
     assert page.count(">not in the tree*<") == 2 and "0 / 16" not in page and "0 / 17" not in page
     assert "title='no node was left for it" in page and "* not in the tree: no node was left" in page
-    muted = replace(c, semantic_muted=True)
+    muted = replace(c, semantic_muted=True, neighbours=[replace(n, walked_nodes=[], why_no_node="muted")
+                                                        for n in c.neighbours])
     assert "muted by self-calibration: looked up, not drafted" in F.neighbours_html(muted)
     assert "not in the tree" not in F.neighbours_html(cycle1())
 
 
-def test_no_neighbours_reason_agrees_with_the_cycle_record():
-    """Only the reasons that can hold: a cycle with a lexical match did not miss the gate."""
+def test_no_neighbours_reason_is_the_cycle_record():
+    """Where nothing was retrieved the panel says the one outcome the drafter recorded, in the
+    trace's words, and the store's size where recorded."""
+    from oilbird.trace import RETRIEVAL_OUTCOMES
+
     def why(c):
         title = F.neighbours_figure(c).layout.title.text
         page = F.neighbours_html(c)
         assert "no neighbours" in page
-        return title + page
+        return (title + page).replace("<br>", " ")
     base = replace(cycle1(), neighbours=[], lexical_match_len=15)
-    text = why(base)
-    assert "no lexical match" not in text and "no semantic source" not in text
-    assert "below the similarity floor" in text and "empty store" in text
-    text = why(replace(base, semantic_muted=True))
-    assert "muted" in text and "below the similarity floor" in text and "empty store" not in text
-    text = why(replace(base, lexical_match_len=0))
-    assert "no lexical match" in text and "empty store" in text
-    assert "no lexical match" not in why(replace(base, lexical_match_len=0, method="oilbird-ungated"))
-    # the trace records whether the adjacency table opened the gate: then the reason is certain
-    closed = why(replace(base, lexical_match_len=0, adjacency_row=False))
-    assert "its gate was closed: no lexical match and no token-adjacency row" in closed
-    assert "empty store" not in closed and "similarity floor" not in closed       # no lookup ran
-    opened = why(replace(base, lexical_match_len=0, adjacency_row=True))
-    assert "gate was closed" not in opened and "empty store" in opened and "similarity floor" in opened
-    # ... and how many records the store held: an empty store, or matches below the floor
-    empty = why(replace(base, adjacency_row=True, store_records=0))
-    assert "an empty store" in empty and "similarity floor" not in empty
-    held = why(replace(base, adjacency_row=True, store_records=40))
-    assert "empty store" not in held and "below the similarity floor" in held
-    assert "0 retrieved from 40 records in the store" in held and "records in the store" not in why(base)
-    text = why(request_goose().cycles[2])
-    assert "goose drafts without the semantic key" in text and "empty store" not in text
-    assert "no semantic source in mine" in why(replace(base, method="mine", sources=[[]] * 5))
-
+    for outcome in ("gate-closed", "no-query", "empty-store", "muted"):
+        text = why(replace(base, retrieval=outcome))
+        assert RETRIEVAL_OUTCOMES[outcome] in text
+        assert all(RETRIEVAL_OUTCOMES[o] not in text for o in ("gate-closed", "empty-store") if o != outcome)
+    held = why(replace(base, retrieval="below-floor", store_records=40))
+    assert "below the similarity floor (0.80)" in held and "0 retrieved from 40 records in the store" in held
+    assert "records in the store" not in why(replace(base, store_records=None))
+    assert "goose drafts without the semantic key" in why(request_goose().cycles[2])
 
 
 def test_what_the_semantic_key_did_is_one_function():
-    """semantic_outcome is the one place the views learn what the key did (the drafter will
-    record it; then only that function changes): one outcome where the record says, the
-    possible ones where an older trace does not, and the floor it used."""
+    """semantic_outcome is the one place the views learn what the key did: the drafter's record,
+    never derived from other fields (a cycle whose other fields say otherwise keeps the record)."""
     from workbench.panels import neighbours as N
     base = replace(cycle1(), neighbours=[], lexical_match_len=15)
     assert F.semantic_outcome(cycle1()).outcome == N.RETRIEVED
     assert F.semantic_outcome(request_oilbird().cycles[0]).outcome == N.PREFILL
     assert F.semantic_outcome(request_goose().cycles[2]).outcome == N.NO_SOURCE
-    assert F.semantic_outcome(replace(base, lexical_match_len=0, adjacency_row=False)).outcome == N.GATE_CLOSED
-    assert F.semantic_outcome(replace(base, adjacency_row=True, store_records=0)).outcome == N.EMPTY_STORE
-    held = F.semantic_outcome(replace(base, adjacency_row=True, store_records=40))
-    assert held.outcome == N.BELOW_FLOOR and held.floor == F.SIMILARITY_FLOOR
-    older = F.semantic_outcome(base)                                   # the store's size not recorded
-    assert older.outcome is None and older.possible == (N.EMPTY_STORE, N.BELOW_FLOOR)
+    held = F.semantic_outcome(replace(base, retrieval="below-floor", store_records=0, lexical_match_len=0))
+    assert held.outcome == N.BELOW_FLOOR and held.floor == 0.8
     assert F.neighbour_result(cycle1(), cycle1().neighbours[0]) == ("1 / 2", "")
 
 
@@ -372,7 +355,7 @@ def test_the_views_read_what_the_drafter_recorded():
     nb = cycle1().neighbours[0]                                            # walked 2 nodes, accepted 1
     assert F.neighbour_result(cycle1(), nb) == ("1 / 2", "")
     assert F.neighbour_result(cycle1(), replace(nb, why_no_node="budget")) == \
-        (F.NOT_IN_TREE, F.NO_NODE_WHY["budget"])
+        (F.NOT_IN_TREE, NO_NODE_REASONS["budget"])
     assert F.neighbour_result(cycle1(), replace(nb, why_no_node="no-tokens"))[0] == "—"
     page = F.neighbours_html(replace(cycle1(), neighbours=[replace(nb, walked_nodes=[], why_no_node="muted")]))
     assert "* not in the tree: the semantic source was muted" in page

@@ -185,7 +185,7 @@ def test_exact_replay_of_greedy_output_is_the_live_run_on_the_real_model(real_lm
     for i, ids in enumerate(builtin_ids[:3]):
         live = live_dec.run(f"r{i}", ids, 24)
         greedy = autoregressive(v, ids, 40).output_ids     # goes on past the cut at 24
-        tr = rep.run(f"r{i}", ids, 24, replay=Replay(greedy))
+        tr = rep.run(f"r{i}", ids, 24, judge=Replay(greedy))
         assert tr.output_ids == live.output_ids == greedy[:len(live.output_ids)]
         for a, b in zip(tr.cycles, live.cycles, strict=True):
             assert (a.tokens, a.parents, a.sources, a.accepted, a.committed, a.retrieval) == \

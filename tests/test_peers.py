@@ -14,6 +14,7 @@ import pytest
 from oilbird.evaluation import peers
 from oilbird.audit import compare, hf_greedy
 from oilbird.drafter import Drafter, TreeConfig
+from oilbird.presets import make_decoder
 from oilbird.data.requests import Request, encode, load_requests
 from oilbird.sources.arctic import ArcticUnavailable, arctic_available, draft_to_chains
 from oilbird.sources.base import DraftContext
@@ -69,7 +70,7 @@ def test_arctic_source_history_and_tree():
 
 @needs_arctic
 def test_arctic_node_budget_is_respected(tiny_lm):
-    dec = peers.make_arctic_decoder(Verifier(tiny_lm), TreeConfig(budget=5), trace=True)
+    dec = make_decoder("suffix-arctic", Verifier(tiny_lm), tree=TreeConfig(budget=5), trace=True)
     ids = tiny_lm.tokenizer("abcabcabcabcabcabc abcabcabc")["input_ids"]
     for rid in ("r0", "r1"):
         tr = dec.run(rid, ids, 24)
@@ -81,7 +82,7 @@ def test_arctic_node_budget_is_respected(tiny_lm):
 def test_missing_arctic_gives_one_clear_error(tiny_lm, monkeypatch):
     monkeypatch.setitem(sys.modules, "arctic_inference.suffix_decoding", None)   # import fails
     with pytest.raises(ArcticUnavailable, match="requirements-peers.txt"):
-        peers.make_arctic_decoder(Verifier(tiny_lm))
+        make_decoder("suffix-arctic", Verifier(tiny_lm))
 
 
 def test_forward_counter_counts_target_forwards(tiny_lm):
@@ -124,7 +125,7 @@ def test_hf_pld_lossless(real_lm, two_requests):
 @needs_arctic
 def test_suffix_arctic_lossless(real_lm, two_requests):
     from oilbird.evaluation.bench import decoder_runner
-    tr = _check_lossless(decoder_runner(peers.make_arctic_decoder(Verifier(real_lm)), MAX_NEW), two_requests)
+    tr = _check_lossless(decoder_runner(make_decoder("suffix-arctic", Verifier(real_lm)), MAX_NEW), two_requests)
     assert tr is not None and tr.method == "suffix-arctic" and tr.forwards == len(tr.cycles)
     drafted = {s for c in tr.cycles for srcs in c.committed_sources for s in srcs}
     assert drafted <= {"suffix-arctic", "bonus"}

@@ -59,8 +59,8 @@ def _valid_traces(traces) -> None:
 def _valid_report(kind_res) -> None:
     kind, res = kind_res
     if kind == "diagnosis":
-        from oilbird.evaluation.diagnose import format_table
-        format_table(res, res.get("pool_full"))
+        from oilbird.evaluation.diagnose import format_gap_table
+        format_gap_table(res, res.get("pool_full"))
     elif kind == "traces":
         source_table(res["methods"])
         paired_table(res)
@@ -429,3 +429,30 @@ def test_bench_refuses_a_bad_data_file_in_one_line_before_the_model(tmp_path, ca
     p = _truncated_gz(tmp_path, "cut.jsonl.gz", REQUESTS * 20)
     assert main(["bench", "--data", str(p), "--methods", "ar", "--out", str(tmp_path / "run")]) == 2
     assert "damaged or truncated gzip" in capsys.readouterr().err
+
+
+def test_a_version_1_trace_converts_when_it_recorded_the_provenance_and_is_refused_when_not(tmp_path):
+    """Trace format 2 records the semantic key's outcome on every drafting cycle, each
+    neighbour's why_no_node and the stop reason. A format-1 file that recorded the first two
+    converts on load (its stop reason unknown); one written before them is refused in one line,
+    so no view derives provenance."""
+    from oilbird.trace import TRACE_VERSION, TraceError, load_traces, request_to_lines
+    assert TRACE_VERSION == 2
+    lines = [json.loads(x) for r in all_requests() for x in request_to_lines(r)]
+    for d in lines:
+        if d["kind"] == "request":
+            d["version"] = 1
+            d.pop("stop")
+        else:
+            d.pop("stop")
+    path = tmp_path / "v1.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in lines))
+    loaded = load_traces(path)
+    assert [r.request_id for r in loaded] == [r.request_id for r in all_requests()]
+    assert all(r.stop is None for r in loaded) and loaded[0].cycles[1].retrieval == "retrieved"
+    older = [dict(d) for d in lines]
+    at = next(i for i, d in enumerate(older) if d["kind"] == "cycle" and d["cycle"] == 1)
+    older[at]["retrieval"] = None
+    path.write_text("\n".join(json.dumps(d) for d in older))
+    with pytest.raises(TraceError, match=rf"v1.jsonl:{at + 1}: a trace of format 1 written before"):
+        load_traces(path)

@@ -40,7 +40,7 @@ def test_exact_replay_of_greedy_output_is_the_live_run(tiny_lm, method):
         live = [autoregressive(v, ids, MAX_NEW) for ids in prompts]
         rep = make_replay_decoder(m, v, None, trace=True)
         for i, (ids, ref) in enumerate(zip(prompts, live)):
-            tr = rep.run(f"r{i}", ids, MAX_NEW, replay=Replay(ref.output_ids))
+            tr = rep.run(f"r{i}", ids, MAX_NEW, judge=Replay(ref.output_ids))
             assert tr.output_ids == ref.output_ids and tr.forwards == ref.forwards
         return
     live_dec = make_decoder(m, v)
@@ -49,7 +49,7 @@ def test_exact_replay_of_greedy_output_is_the_live_run(tiny_lm, method):
         live = live_dec.run(f"r{i}", ids, MAX_NEW)
         # the greedy output goes on past the cut at MAX_NEW: a last cycle may accept drafts there
         greedy = autoregressive(v, ids, MAX_NEW + 16).output_ids
-        tr = rep.run(f"r{i}", ids, MAX_NEW, replay=Replay(greedy))
+        tr = rep.run(f"r{i}", ids, MAX_NEW, judge=Replay(greedy))
         assert tr.output_ids == live.output_ids
         assert _cycle_record(tr) == _cycle_record(live), (method, i)
         assert tr.tau == live.tau
@@ -62,7 +62,7 @@ def test_a_recording_the_model_would_not_write_is_followed_exactly(tiny_lm):
     ids = _prompts(1)[0]
     rec = ids[1:13] + [2]                      # copies the prompt, then EOS: a copy drafter's dream
     dec = make_replay_decoder(parse_method("pld"), v, None, trace=True)
-    tr = dec.run("r", ids, 64, replay=Replay(rec))
+    tr = dec.run("r", ids, 64, judge=Replay(rec))
     assert tr.output_ids == rec and tr.forwards < len(rec)
 
 

@@ -238,7 +238,7 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
 
 
 def test_summary_flags_a_differing_output_and_computes_speedups():
-    from oilbird.serving.serve_bench import check_methods, format_table, summarize
+    from oilbird.serving.serve_bench import check_methods, format_serve_table, summarize
 
     def run(tps, outputs, spec=None, proposer=None):
         return {"passes": {"1": {"outputs": outputs, "seconds": 1.0, "tokens": 6, "tokens_per_s": tps,
@@ -256,7 +256,7 @@ def test_summary_flags_a_differing_output_and_computes_speedups():
     assert rows["ngram"]["mean_acceptance_length"] == pytest.approx(1.5)
     assert not rows["oilbird"]["lossless"] and rows["oilbird"]["differing_requests"] == ["b"]
     assert rows["oilbird"]["proposer_failures"] == 1 and not res["lossless"]
-    assert "| 1 | oilbird | 15.00 | 1.50x | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_table(res)
+    assert "| 1 | oilbird | 15.00 | 1.50x | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_serve_table(res)
     assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
     with pytest.raises(ValueError, match="eagle"):
         check_methods("ngram,eagle")
@@ -265,7 +265,7 @@ def test_summary_flags_a_differing_output_and_computes_speedups():
 def test_sampled_serve_bench_reports_acceptance_and_speed_never_lossless():
     """--temperature reaches vLLM's SamplingParams; a sampled run's outputs differ by nature, so
     no row is called lossless or not: acceptance and speed only (no vLLM needed here)."""
-    from oilbird.serving.serve_bench import check_temperature, format_table, sampling_kwargs, summarize
+    from oilbird.serving.serve_bench import check_temperature, format_serve_table, sampling_kwargs, summarize
     assert sampling_kwargs(16) == {"temperature": 0.0, "max_tokens": 16, "ignore_eos": False}
     assert sampling_kwargs(16, 0.7) == {"temperature": 0.7, "max_tokens": 16, "ignore_eos": False, "seed": 0}
 
@@ -277,7 +277,7 @@ def test_sampled_serve_bench_reports_acceptance_and_speed_never_lossless():
     res = summarize(runs, {"model": "m", "data": "builtin", "prompts": [1], "max_new_tokens": 3}, k=2, temperature=0.7)
     assert res["lossless"] is None and res["batch_sizes"]["1"]["ngram"]["lossless"] is None
     assert res["batch_sizes"]["1"]["ngram"]["mean_acceptance_length"] == pytest.approx(2.0)
-    table = format_table(res)
+    table = format_serve_table(res)
     assert "| sampled |" in table and "| NO |" not in table and "rejection sampler" in table
     for bad in (-1, "warm"):
         with pytest.raises(ValueError, match="--temperature"):

@@ -32,7 +32,8 @@ def cycle1() -> CycleTrace:
                               proposed_text=[" there", "\n"], context_text=["Hello", " there", "\n"],
                               context_index=1, paid_nodes=[4], walked_nodes=[1, 4], accepted=1,
                               lexical_reachable=False)],
-        lexical_match_len=2, timings={"draft": 0.001, "verify": 0.02, "commit": 0.0005, "update": 0.002})
+        lexical_match_len=2, adjacency_row=True, store_records=40, retrieval="retrieved", retrieval_floor=0.8,
+        timings={"draft": 0.001, "verify": 0.02, "commit": 0.0005, "update": 0.002})
 
 
 def request_oilbird(gap_labels=None) -> RequestTrace:
@@ -43,12 +44,13 @@ def request_oilbird(gap_labels=None) -> RequestTrace:
                     tokens=[99, 50], token_text=["!!", "ok"], parents=[-1, 0], depths=[0, 1],
                     sources=[[], ["suffix"]], scores=[{}, {"suffix": 0.3}], argmax=[2, 7],
                     argmax_text=["", "x"], accepted=[0], bonus=2, committed=[2], committed_text=[""],
-                    committed_sources=[["bonus"]],
+                    committed_sources=[["bonus"]], adjacency_row=True, store_records=0, retrieval="empty-store",
+                    retrieval_floor=0.8, stop="eos",
                     timings={"draft": 0.001, "verify": 0.02, "commit": 0.0005, "update": 0.002})
     return RequestTrace(request_id="r1", method="oilbird", model="tiny", prompt_ids=[1, 2, 3],
                         prompt_text="say hi", output_ids=[10, 11, 12, 99, 2],
                         output_text=["Hi", " there", "\n", "!!", ""], cycles=[c0, cycle1(), c2],
-                        lossless=True, gap_labels=gap_labels)
+                        lossless=True, gap_labels=gap_labels, stop="eos")
 
 
 def request_goose() -> RequestTrace:
@@ -62,18 +64,19 @@ def request_goose() -> RequestTrace:
                                  sources=[] if k == 0 else [[]], scores=[] if k == 0 else [{}],
                                  argmax=[] if k == 0 else [t], argmax_text=[] if k == 0 else [x],
                                  accepted=[] if k == 0 else [0], bonus=t, committed=[t], committed_text=[x],
-                                 committed_sources=[["bonus"]], timings={"verify": 0.02}))
+                                 committed_sources=[["bonus"]], timings={"verify": 0.02},
+                                 retrieval=None if k == 0 else "no-source", stop="eos" if k == len(out) - 1 else None))
     return RequestTrace(request_id="r1", method="goose", model="tiny", prompt_ids=[1, 2, 3], prompt_text="say hi",
-                        output_ids=out, output_text=text, cycles=cycles, lossless=True)
+                        output_ids=out, output_text=text, cycles=cycles, lossless=True, stop="eos")
 
 
 def request_other(request_id: str = "r2") -> RequestTrace:
     """A one-token request under another id (for navigation tests)."""
     c0 = CycleTrace(request_id=request_id, method="oilbird", cycle=0, prefix_len=0, generated_before=0,
                     bonus=2, committed=[2], committed_text=[""], committed_sources=[["bonus"]],
-                    timings={"verify": 0.05})
+                    timings={"verify": 0.05}, stop="eos")
     return RequestTrace(request_id=request_id, method="oilbird", model="tiny", prompt_ids=[1], prompt_text="x",
-                        output_ids=[2], output_text=[""], cycles=[c0], lossless=True)
+                        output_ids=[2], output_text=[""], cycles=[c0], lossless=True, stop="eos")
 
 
 def all_requests() -> list[RequestTrace]:
@@ -114,11 +117,12 @@ def request_truncated(committed: int = 2) -> RequestTrace:
         scores=[{}, {"pld": 1.0}, {"pld": 1.0}, {"semantic": 0.93}, {"suffix": 0.4}],
         argmax=[21, 22, 23, 25, 0], argmax_text=["B", "C", "D", "E", ""],
         accepted=[0, 1, 2, 3], bonus=25, committed=new[:committed], committed_text=text[:committed],
-        committed_sources=srcs[:committed], lexical_match_len=3,
+        committed_sources=srcs[:committed], lexical_match_len=3, adjacency_row=True, store_records=12,
+        retrieval="below-floor", retrieval_floor=0.8, stop="limit",
         timings={"draft": 0.001, "verify": 0.02, "commit": 0.0005, "update": 0.002})
     return RequestTrace(request_id="r3", method="oilbird", model="tiny", prompt_ids=[1, 2], prompt_text="abc",
                         output_ids=[20] + new[:committed], output_text=["A"] + text[:committed],
-                        cycles=[c0, c1], lossless=True)
+                        cycles=[c0, c1], lossless=True, stop="limit")
 
 
 def cycle_neighbours(n: int = 8) -> CycleTrace:
@@ -135,5 +139,6 @@ def cycle_neighbours(n: int = 8) -> CycleTrace:
         nbs.append(Neighbour(record=k, request_id=f"api-bank-{k:04d}", position=100 + k, similarity=0.99 - 0.02 * k,
                              proposed=list(range(len(prop))), proposed_text=prop, context_text=ctx,
                              context_index=2, paid_nodes=[], walked_nodes=walked, accepted=min(len(walked), k // 2),
-                             lexical_reachable=k % 2 == 0))
+                             lexical_reachable=k % 2 == 0,
+                             why_no_node="no-tokens" if k == 1 else "budget" if k >= n - 2 else ""))
     return replace(cycle1(), neighbours=nbs)

@@ -48,7 +48,7 @@ from .panels.cycle import counter_html, cycle_at, cycle_figures, cycle_specs, fi
 from .panels.gap import (GAP_BORDERS, GAP_SCOPE, GapCell, GapStrip, gap_cells, gap_strip_figure, gap_strip_html,
                          gap_strip_spec)
 from .panels.metrics import metrics_figure, metrics_spec
-from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_PX, NB_HEADER, NO_NODE_WHY,
+from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_PX, NB_HEADER,
                                 NOT_IN_TREE, SIMILARITY_FLOOR, NeighbourResult, NeighbourRow, NeighbourTable,
                                 SemanticOutcome, neighbour_result, neighbour_table, neighbours_figure,
                                 neighbours_html, neighbours_spec, semantic_outcome)
@@ -75,7 +75,7 @@ __all__ = [
     # the panels
     "tree_figure", "tree_layout", "tree_spec",
     "TEXT_BORDERS", "TokenCell", "text_cells", "text_figure", "text_html", "text_spec",
-    "CELL_HEIGHT", "CELL_PAD", "NB_COLUMN_PCT", "NB_COLUMN_PX", "NB_HEADER", "NO_NODE_WHY", "NOT_IN_TREE", "SIMILARITY_FLOOR",
+    "CELL_HEIGHT", "CELL_PAD", "NB_COLUMN_PCT", "NB_COLUMN_PX", "NB_HEADER", "NOT_IN_TREE", "SIMILARITY_FLOOR",
     "NeighbourResult", "NeighbourRow", "NeighbourTable", "SemanticOutcome", "chain_result", "neighbour_result",
     "neighbour_table", "neighbours_figure", "neighbours_html", "neighbours_spec", "semantic_outcome",
     "GAP_BORDERS", "GAP_SCOPE", "GapCell", "GapStrip", "gap_cells", "gap_strip_figure", "gap_strip_html",

@@ -324,7 +324,7 @@ def _shown(p: Path, root: Path) -> str:
 # --------------------------------------------------------------------------- diagnosis tables
 
 def diagnosis_rows(summary: dict, full: dict | None = None) -> list[dict]:
-    """The diagnosis table of :func:`oilbird.evaluation.diagnose.format_table` as rows of dicts
+    """The diagnosis table of :func:`oilbird.evaluation.diagnose.format_gap_table` as rows of dicts
     (``measure``, ``ours``, optionally ``full pool``, ``paper (API-Bank)``), values formatted."""
     from oilbird.evaluation.diagnose import PAPER_API_BANK, ROWS
 
@@ -448,9 +448,9 @@ def source_share_figure(results: dict, style: Style | None = None) -> go.Figure:
 
 def greedy_outputs(traces: Iterable[RequestTrace], max_new_tokens: int, eos_ids: Iterable[int]
                    ) -> dict[str, list[int]]:
-    """The greedy outputs the traces settle: :func:`oilbird.evaluation.diagnose.known_outputs`, the rule
+    """The greedy outputs the traces settle: :func:`oilbird.evaluation.labels.known_outputs`, the rule
     every label attachment uses (imported here lazily: it loads faiss)."""
-    from oilbird.evaluation.diagnose import known_outputs
+    from oilbird.evaluation.labels import known_outputs
     return known_outputs(traces, max_new_tokens, eos_ids)
 
 
@@ -460,7 +460,7 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
     per method, as in serving) and return ``(traces, diagnosis)``.
 
     With ``diagnose``, every trace gets the ``gap_labels`` of its greedy output by the rule a
-    trace file gets them (:func:`oilbird.evaluation.diagnose.label_traces`: on the outputs just decoded,
+    trace file gets them (:func:`oilbird.evaluation.labels.label_traces`: on the outputs just decoded,
     one teacher-forced forward each); ``diagnosis`` is then the report of
     :func:`oilbird.evaluation.diagnose.build_report`, else None. Decoding is not audited here
     (``python -m oilbird bench`` audits every output against ``transformers``).
@@ -480,7 +480,8 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
             traces.append(tr)
     if not diagnose:
         return traces, None
-    from oilbird.evaluation.diagnose import build_report, label_traces
+    from oilbird.evaluation.diagnose import build_report
+    from oilbird.evaluation.labels import label_traces
     res = label_traces(traces, requests, lm, max_new_tokens, progress=progress)
     report = build_report(res, {"data": "live", "model": lm.name, "max_new_tokens": max_new_tokens,
                                 "limit": len(requests)})

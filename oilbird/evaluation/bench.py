@@ -24,7 +24,7 @@ from tqdm import tqdm
 from ..audit import compare, hf_greedy
 from ..data.requests import encode_requests
 from ..decoding import DecodeResult, autoregressive
-from ..methods import Method, TreeConfig, parse_method
+from ..methods import Method, TreeConfig, as_methods
 from ..presets import make_decoder
 from ..data.requests import Request
 from .results import MethodStats, with_speedups
@@ -47,12 +47,8 @@ def _runner(m: Method, verifier: Verifier, max_new: int, keep_traces: bool,
     if m.base == "hf-pld":
         from .peers import hf_pld_runner
         return hf_pld_runner(verifier, max_new)
-    if m.base == "suffix-arctic":
-        from .peers import make_arctic_decoder
-        dec = make_arctic_decoder(verifier, m.tree(tree), trace=keep_traces, method=m.name)
-    else:
-        dec = make_decoder(m, verifier, trace=keep_traces, tree=tree, store_kwargs=store_kwargs)
-    return decoder_runner(dec, max_new)
+    return decoder_runner(make_decoder(m, verifier, trace=keep_traces, tree=tree, store_kwargs=store_kwargs),
+                          max_new)
 
 
 def decoder_runner(dec, max_new: int) -> Callable:
@@ -81,10 +77,8 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
     :class:`~oilbird.sampling.SamplingParams` with temperature > 0 samples instead of greedy;
     the audit is then replaced by the checks of :mod:`oilbird.evaluation.sampled_bench`.
     """
-    methods = [parse_method(m) if isinstance(m, str) else m for m in methods]
+    methods = as_methods(methods)
     names = [m.name for m in methods]
-    if len(set(names)) < len(names):
-        raise ValueError(f"a method is named twice in {names}; name each method once")
     lm = verifier.lm
     keep_traces = trace_out is not None or trace_sink is not None
     checks = None

@@ -525,7 +525,7 @@ ROWS = [("present_2", "present (next 2)", "%"), ("present_4", "present (next 4)"
         ("match_len_gap_median", "longest match at gap (median)", "n")]
 
 
-def format_table(summary: dict, full: dict | None = None) -> str:
+def format_gap_table(summary: dict, full: dict | None = None) -> str:
     def f(v, kind):
         if v is None:
             return "-"
@@ -575,61 +575,10 @@ def diagnose_run(requests, lm, max_new_tokens: int, meta: dict | None = None,
 
 def summary_lines(report: dict) -> list[str]:
     """What the ``diagnose`` command prints: the gap table, copy-oracle tau, the agreement."""
-    lines = [format_table(report, report.get("pool_full"))]
+    lines = [format_gap_table(report, report.get("pool_full"))]
     if report.get("copy_oracle_tau"):
         lines.append("tau of a perfect verbatim-copy drafter on these outputs, by tree budget (copy_oracle_tau): "
                      + ", ".join(f"{b} nodes {v:.2f}" for b, v in report["copy_oracle_tau"].items() if v))
     lines.append(f"teacher-forced argmax agrees with greedy at {100 * report['teacher_forced_agreement']:.2f}% "
                  f"of positions")
     return lines
-
-
-def known_outputs(traces, max_new_tokens: int, eos_ids) -> dict[str, list[int]]:
-    """The greedy output under ``max_new_tokens`` of every request that some trace settles.
-
-    A trace that is not known to be lossy (``lossless`` True, or None for an unaudited run of
-    the library's own decoders) holds the greedy output under the unknown limit it was decoded
-    with. Greedy outputs are prefixes of one another, so it settles the output under
-    ``max_new_tokens`` if it is at least that long (cut to length) or ends in EOS before it;
-    the first trace of a request that settles it counts. (:func:`diagnose_requests` checks
-    each against the teacher-forced argmax and decodes any other itself.)
-    """
-    eos = set(eos_ids)
-    out: dict[str, list[int]] = {}
-    for t in traces:
-        if t.lossless is False or t.request_id in out:
-            continue
-        ids = list(t.output_ids)
-        if len(ids) >= max_new_tokens:
-            out[t.request_id] = ids[:max_new_tokens]
-        elif ids and ids[-1] in eos:
-            out[t.request_id] = ids
-    return out
-
-
-def label_traces(traces, requests, lm, max_new_tokens: int, progress: bool = False) -> dict:
-    """Give every trace the per-position gap labels of its request's greedy output; the one
-    rule for a trace file (:func:`attach_labels`) and a live run (``workbench.lesson``).
-
-    The labels belong to the greedy output, so they are computed once per request, in
-    ``requests`` order (the pool holds the requests before it), from the output a trace settles
-    (:func:`known_outputs`) or else by decoding, and attached to each trace whose output equals
-    it; a trace with another output (lossy, or cut at another length) gets None. Returns the
-    result of :func:`diagnose_requests` (for :func:`build_report`).
-    """
-    res = diagnose_requests(requests, lm, max_new_tokens,
-                            outputs=known_outputs(traces, max_new_tokens, lm.eos_token_ids), progress=progress)
-    by_id = {d.request_id: d for d in res["diags"]["generated"]}
-    for tr in traces:
-        d = by_id.get(tr.request_id)
-        tr.gap_labels = d.labels if d is not None and list(tr.output_ids) == d.output else None
-    return res
-
-
-def attach_labels(trace_path, requests, lm, max_new_tokens: int) -> None:
-    """Write per-position gap labels into every RequestTrace of ``trace_path``
-    (:func:`label_traces`)."""
-    from ..trace import load_traces, save_traces
-    traces = load_traces(trace_path)
-    label_traces(traces, requests, lm, max_new_tokens)
-    save_traces(traces, trace_path)

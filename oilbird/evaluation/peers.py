@@ -11,7 +11,7 @@
   ``SuffixDecodingCache``) as a draft source (:mod:`oilbird.sources.arctic`) inside our
   :class:`~oilbird.decoding.SpeculativeDecoder`, at the same node budget as the presets, fed the
   same cross-request history (every earlier request's response, plus this request's prompt and
-  response), and audited like every other method. Needs the optional
+  response), and audited like every other method (built by :func:`oilbird.presets.make_decoder`). Needs the optional
   ``requirements-peers.txt``; without it, asking for this peer raises one clear error.
 
 The names are registered in :mod:`oilbird.methods`; :mod:`oilbird.evaluation.bench` runs them.
@@ -19,14 +19,11 @@ The names are registered in :mod:`oilbird.methods`; :mod:`oilbird.evaluation.ben
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Callable
 
 import torch
 
-from ..decoding import DecodeResult, SpeculativeDecoder
-from ..drafter import Drafter
-from ..methods import TreeConfig
+from ..decoding import DecodeResult
 from ..verifier import Verifier
 
 HF_PLD_NUM_TOKENS = 10     # prompt_lookup_num_tokens
@@ -81,19 +78,6 @@ def hf_prompt_lookup(lm, ids: list[int], max_new_tokens: int) -> tuple[list[int]
                                 eos_token_id=sorted(lm.eos_token_ids) or None,
                                 pad_token_id=lm.model.generation_config.pad_token_id)
     return out[0, len(ids):].tolist(), fc.calls, fc.first_seconds
-
-
-def make_arctic_decoder(verifier: Verifier, tree: TreeConfig | None = None, trace: bool = False,
-                        method: str = "suffix-arctic", **arctic_kw) -> SpeculativeDecoder:
-    """The ``suffix-arctic`` decoder: arctic's drafts under our tree budget (no store needed).
-
-    Raises :class:`~oilbird.sources.arctic.ArcticUnavailable` (an ImportError) with the install
-    hint when ``arctic-inference`` is missing.
-    """
-    from ..sources.arctic import ArcticConfig, ArcticSuffixSource
-    cfg = replace(tree or TreeConfig(), semantic_budget=0)
-    src = ArcticSuffixSource(ArcticConfig(max_spec_tokens=max(1, cfg.budget - 1), **arctic_kw))   # budget 1: AR
-    return SpeculativeDecoder(verifier, Drafter([src], cfg), store=None, method=method, trace=trace)
 
 
 def hf_pld_runner(verifier: Verifier, max_new: int) -> Callable:

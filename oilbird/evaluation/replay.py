@@ -38,8 +38,8 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence
 import numpy as np
 
 from ..decoding import Replay, SpeculativeDecoder
-from ..drafter import Drafter
-from ..methods import Method, TreeConfig, parse_method
+from ..methods import Method, TreeConfig, as_methods
+from ..presets import make_decoder
 from .results import MethodStats, with_speedups
 from ..trace import RequestTrace
 from ..verifier import NodeOutputs, Verifier
@@ -80,18 +80,10 @@ def check_method(m: Method) -> None:
 
 def make_replay_decoder(m: Method, verifier: Verifier, tree: TreeConfig | None, trace: bool,
                         store_kwargs: dict | None = None) -> SpeculativeDecoder:
-    """The decoder that replays method ``m``: ``ar`` is the same cycle with a root-only tree (one
-    token per forward); every decoder keeps the conversation's KV cache between turns."""
+    """The decoder that replays method ``m`` (:func:`oilbird.presets.make_decoder`; ``ar`` is the
+    same cycle with a root-only tree); it keeps the conversation's KV cache between turns."""
     check_method(m)
-    if m.base == "ar":
-        dec = SpeculativeDecoder(verifier, Drafter([], TreeConfig(budget=1, semantic_budget=0)),
-                                 store=None, method=m.name, trace=trace)
-    elif m.base == "suffix-arctic":
-        from .peers import make_arctic_decoder
-        dec = make_arctic_decoder(verifier, m.tree(tree), trace=trace, method=m.name)
-    else:
-        from ..presets import make_decoder
-        dec = make_decoder(m, verifier, tree=tree, trace=trace, store_kwargs=store_kwargs)
+    dec = make_decoder(m, verifier, tree=tree, trace=trace, store_kwargs=store_kwargs)
     dec.reuse_prefix = True
     return dec
 
@@ -131,10 +123,8 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    methods = [parse_method(m) if isinstance(m, str) else m for m in methods]
+    methods = as_methods(methods)
     names = [m.name for m in methods]
-    if len(set(names)) < len(names):
-        raise ValueError(f"a method is named twice in {names}; name each method once")
     for m in methods:
         check_method(m)
     lm = verifier.lm
@@ -161,7 +151,7 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
             req_traces = []
             for n in names:
                 t1 = time.perf_counter()
-                tr = decoders[n].run(t.id, list(t.prompt_ids), len(rec), replay=Replay(rec, teacher))
+                tr = decoders[n].run(t.id, list(t.prompt_ids), len(rec), judge=Replay(rec, teacher))
                 secs = time.perf_counter() - t1
                 tr.lossless = tr.output_ids == rec          # replay's own check: it followed the recording
                 tr.meta["replay"] = {"mode": mode, "recorded_by": recorded_by, "conversation": t.conversation,

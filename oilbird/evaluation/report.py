@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     if whose(res):
         print(f"({whose(res)})")
     if kind == "diagnosis":
-        from .diagnose import format_table as diagnosis_table
+        from .diagnose import format_gap_table as diagnosis_table
         print(diagnosis_table(res, res.get("pool_full")))
         return 0
     extra = tuple(tuple(p.split(",")) for p in args.pair)

@@ -289,7 +289,8 @@ def compaction(args) -> int:
     """What one evicted request costs under each strategy, at ``--records`` records."""
     import faiss
 
-    from ..store import Store, _new_state_index
+    from ..state_index import new_state_index
+    from ..store import Store
     faiss.omp_set_num_threads(1)
     n, m = args.records, REQ_LEN
     slack = int(0.25 * n)
@@ -307,11 +308,11 @@ def compaction(args) -> int:
 
     for kind in ("fp16", "int8"):
         r = {}
-        ix = _new_state_index(DIM, kind)
+        ix = new_state_index(DIM, kind)
         ix.add(x[:n])
         reps = 10
         r["eager_remove_ids_ms_per_request"] = cpu(lambda: ix.remove_ids(faiss.IDSelectorRange(0, m)), reps)
-        ix2 = faiss.IndexIDMap2(_new_state_index(DIM, kind))
+        ix2 = faiss.IndexIDMap2(new_state_index(DIM, kind))
         ix2.add_with_ids(x[:n], np.arange(n, dtype=np.int64))
         lo = [0]
 
@@ -319,28 +320,28 @@ def compaction(args) -> int:
             ix2.remove_ids(faiss.IDSelectorRange(lo[0], lo[0] + m))
             lo[0] += m
         r["idmap2_remove_ids_ms_per_request"] = cpu(idmap_remove, reps)
-        ix = _new_state_index(DIM, kind)
+        ix = new_state_index(DIM, kind)
         ix.add(x[:n + slack])
         r["lazy_remove_ids_ms_per_compaction"] = cpu(lambda: ix.remove_ids(faiss.IDSelectorRange(0, slack)))
-        ix = _new_state_index(DIM, kind)
+        ix = new_state_index(DIM, kind)
         ix.add(x[:n + slack])
 
         def rebuild():
             codes = faiss.vector_to_array(ix.codes).reshape(-1, ix.code_size)[slack:]
-            new = _new_state_index(DIM, kind)
+            new = new_state_index(DIM, kind)
             new.add_sa_codes(codes)
             return new
         r["lazy_rebuild_ms_per_compaction"] = cpu(rebuild)
         per = slack / m
         r["lazy_remove_ids_ms_per_request"] = r["lazy_remove_ids_ms_per_compaction"] / per
         r["lazy_rebuild_ms_per_request"] = r["lazy_rebuild_ms_per_compaction"] / per
-        ix = _new_state_index(DIM, kind)
+        ix = new_state_index(DIM, kind)
         ix.add(x[:n + slack])
         sel = faiss.SearchParameters(sel=faiss.IDSelectorRange(slack, n + slack))
         ix.search(q, 8)
         r["search_ms_all_rows"] = cpu(lambda: ix.search(q, 8), 20)
         r["search_ms_selector_dead_25pct"] = cpu(lambda: ix.search(q, 8, params=sel), 20)
-        ix = _new_state_index(DIM, kind)
+        ix = new_state_index(DIM, kind)
         ix.add(x[:n])
         r["search_ms_compacted"] = cpu(lambda: ix.search(q, 8), 20)
         res[kind] = r
@@ -477,7 +478,7 @@ def _fidelity(x: np.ndarray, dtypes: list[str]) -> dict:
     Queries are the stored states themselves (leave-one-out, top-8 among the others); a
     decision is (best record, copy-depth tier of the best: 0 / 8 / 48)."""
     from ..sources.semantic import SemanticConfig, copy_depth
-    from ..store import _new_state_index
+    from ..state_index import new_state_index
     x = x[np.linalg.norm(x, axis=1) > 0]
     x = x / np.linalg.norm(x, axis=1, keepdims=True)
     n = len(x)
@@ -492,7 +493,7 @@ def _fidelity(x: np.ndarray, dtypes: list[str]) -> dict:
             out.append((best_r, best_s if best_s >= floor else 0.0))
         return out
 
-    exact = _new_state_index(x.shape[1], "fp16")
+    exact = new_state_index(x.shape[1], "fp16")
     exact.add(x)
     ref = decisions(exact)
     res = {"states": n}
@@ -500,11 +501,11 @@ def _fidelity(x: np.ndarray, dtypes: list[str]) -> dict:
         if dt == "fp16":
             continue
         if dt == "pq":
-            from ..store import _default_pq_m
-            ix = _new_state_index(x.shape[1], "pq", _default_pq_m(x.shape[1]), 8)
+            from ..state_index import default_pq_m
+            ix = new_state_index(x.shape[1], "pq", default_pq_m(x.shape[1]), 8)
             ix.train(x)
         else:
-            ix = _new_state_index(x.shape[1], dt)
+            ix = new_state_index(x.shape[1], dt)
         ix.add(x)
         got = decisions(ix)
         same_best = np.mean([a[0] == b[0] for a, b in zip(ref, got)])

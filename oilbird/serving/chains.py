@@ -1,7 +1,7 @@
 """Oilbird's merged draft tree, reduced to the one chain an engine verifies per request.
 
 This is the only module of the vLLM integration that talks to Oilbird's drafter and sources
-(:class:`oilbird.drafter.Drafter`, :mod:`oilbird.sources`, :class:`oilbird.sizing.AcceptanceRates`,
+(:class:`oilbird.drafter.Drafter`, :mod:`oilbird.sources`, :class:`oilbird.acceptance.AcceptanceRates`,
 :class:`oilbird.store.Store`), so a change of their interface is absorbed here.
 
 What it knows: per request, the context (prompt + generated tokens), which of them are prompt,
@@ -27,19 +27,16 @@ Per step and request:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import numpy as np
-import torch
 
 from ..acceptance import AcceptanceRates
 from ..drafter import SCORE_BINS, Drafter, TreeConfig
-from ..sources.prompt_lookup import PromptLookupSource
+from ..presets import make_sources
 from ..sources.recycling import RecyclingSource
-from ..sources.semantic import SemanticSource
-from ..sources.suffix import SuffixSource
 from ..store import Store
 from ..tree import DraftTree
+from ..verdict import TreeVerdict
 
 SOURCES = ("suffix", "pld", "recycling", "semantic")
 
@@ -129,18 +126,10 @@ class RequestDrafter:
 
     def __post_init__(self):
         sh, cfg = self.shared, self.shared.cfg
-        sources = []
-        for name in cfg.sources:
-            if name == "suffix":
-                sources.append(SuffixSource(sh.store))
-            elif name == "pld":
-                sources.append(PromptLookupSource())
-            elif name == "recycling":
-                sources.append(sh.recycling)
-            elif name == "semantic":
-                sources.append(SemanticSource(sh.store))
-        self.drafter = Drafter(sources, TreeConfig(budget=cfg.budget, semantic_budget=0, fill="expected"))
-        self.drafter.rates = sh.rates            # learned across requests
+        sources = make_sources(cfg.sources, sh.store, sh.store.dim, 0, shared={"recycling": sh.recycling})
+        # the acceptance rates are learned across requests
+        self.drafter = Drafter(sources, TreeConfig(budget=cfg.budget, semantic_budget=0, fill="expected"),
+                               rates=sh.rates)
         self.drafter.start_request(list(self.prompt), self.request_id)
 
     def propose(self, context: list[int], query_state: np.ndarray | None, max_len: int) -> list[int]:
@@ -170,16 +159,17 @@ class RequestDrafter:
         # the verifier's argmax is known at every accepted node: the token committed after it.
         # The rates learn from the whole tree (every node whose parent was accepted is tested);
         # the sources see the accepted path as the verified tree, with that one successor per node
-        targets = np.full(len(tree), -1, dtype=np.int64)
-        targets[accepted] = committed[:a + 1]
-        succ = torch.tensor(committed[:a + 1], dtype=torch.long)
+        targets = [-1] * len(tree)
+        for node, tok in zip(accepted, committed):
+            targets[node] = int(tok)
+        succ = np.asarray(committed[:a + 1], dtype=np.int64)
         st = states if states is not None and len(states) == a + 1 else np.zeros((a + 1, 1), np.float32)
-        res = SimpleNamespace(argmax=succ, topk_ids=succ[:, None], topk_probs=torch.ones(a + 1, 1),
-                              states=torch.from_numpy(np.ascontiguousarray(st, dtype=np.float32)))
+        verdict = TreeVerdict(accepted, int(committed[a]), targets, seen=accepted, argmax=succ,
+                              topk_ids=succ[:, None], topk_probs=np.ones((a + 1, 1), np.float32),
+                              states=np.ascontiguousarray(st, dtype=np.float32))
         rates = self.shared.rates
         rates.warm = self.warm
-        self.drafter.update(tree, res, accepted, list(context), self.request_id, pend.info,
-                            root_index=n_before - 1, targets=targets, verified=accepted)
+        self.drafter.update(tree, verdict, pend.info, list(context), self.request_id, root_index=n_before - 1)
         self.warm = rates.warm
         self._record(n_before, committed, states if states is not None and len(states) == a + 1 else None,
                      context)

@@ -209,7 +209,7 @@ def summarize(runs: dict, spec: dict, k: int, temperature: float = 0.0) -> dict:
     return res
 
 
-def format_table(res: dict) -> str:
+def format_serve_table(res: dict) -> str:
     rows = ["| batch | method | tokens/s | speedup | tokens/step | mean acc. len | accepted / drafted | draft % of step "
             "| failures | lossless |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for b, methods in res["batch_sizes"].items():

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..trace import RETRIEVAL_OUTCOMES as TRACE_RETRIEVAL_OUTCOMES
 from ..tree import DraftTree
 
 
@@ -63,15 +64,9 @@ class Chain:
     meta: dict = field(default_factory=dict)
 
 
-# how a retrieving source's lookup went this cycle (Proposal.retrieval), in the order checked
-RETRIEVAL_OUTCOMES = (
-    "gate-closed",     # gated, and no lexical key matched: no lookup ran
-    "no-query",        # no hidden state to look up with
-    "empty-store",     # nothing to search yet: no earlier request had finished
-    "below-floor",     # the best match was below the similarity floor
-    "muted",           # found matches, but self-calibration muted the source: looked up, not drafted
-    "retrieved",       # found matches and proposed them
-)
+# how a retrieving source's lookup went this cycle (Proposal.retrieval): the words are defined,
+# with what each means, in oilbird.trace.RETRIEVAL_OUTCOMES ("no-source" is the drafter's own)
+RETRIEVAL_OUTCOMES = tuple(k for k in TRACE_RETRIEVAL_OUTCOMES if k != "no-source")
 
 
 @dataclass

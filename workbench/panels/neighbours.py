@@ -9,11 +9,8 @@ guess twice:
   nodes the verifier accepted, or why it got no node).
 
 Both read what the drafter recorded (``CycleTrace.retrieval`` / ``retrieval_floor``,
-``Neighbour.why_no_node``). A trace written before those were recorded gets the answer derived
-from what it does hold (the method's name, the lexical match, the adjacency row, the store's
-size, the muted flag, the walked nodes, and this module's copy of the similarity floor,
-:data:`SIMILARITY_FLOOR`, checked equal to the source's by a test); where that cannot decide,
-the outcomes that may have held.
+``Neighbour.why_no_node``), in the words of :mod:`oilbird.trace`'s provenance vocabulary; a
+view never derives them (traces written before they were recorded are refused on load).
 
 One row list (:func:`neighbour_table`) is formatted by two renderers: :func:`neighbours_spec`
 (a plotly table, for notebooks and exports: plain text broken to fit its columns, a height
@@ -28,8 +25,7 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from oilbird.methods import PEER_TREE_METHODS, PRESETS, has_semantic, semantic_gated
-from oilbird.trace import CycleTrace, Neighbour
+from oilbird.trace import NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace, Neighbour
 
 from ..palette import Style
 from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, style_or_default, visible
@@ -42,8 +38,8 @@ NOT_IN_TREE = "not in the tree"
 
 # --------------------------------------------------------------------------- provenance
 
-# what the semantic key did in one cycle (SemanticOutcome.outcome): the drafter's record
-# (oilbird.sources.base.RETRIEVAL_OUTCOMES and "no-source"), and the prefill, where none runs
+# what the semantic key did in one cycle (SemanticOutcome.outcome): the drafter's record, a key of
+# oilbird.trace.RETRIEVAL_OUTCOMES, and the prefill, where none runs
 PREFILL = "prefill"            # cycle 0: nothing is drafted, so no lookup runs
 NO_SOURCE = "no-source"        # the method has no semantic source
 GATE_CLOSED = "gate-closed"    # no lexical match (and no adjacency row for the root): no lookup ran
@@ -53,22 +49,12 @@ BELOW_FLOOR = "below-floor"    # the best match was below the similarity floor
 MUTED = "muted"                # found matches, but self-calibration muted the source
 RETRIEVED = "retrieved"        # found matches and proposed them: the table lists them
 
-# why it held, when the record says so ...
-_HELD = {PREFILL: "cycle 0 is the prefill: nothing is drafted, so nothing is retrieved",
+# how the panel says each (the trace's words, with what this panel knows filled in)
+_HELD = {**RETRIEVAL_OUTCOMES,
+         PREFILL: "cycle 0 is the prefill: nothing is drafted, so nothing is retrieved",
          NO_SOURCE: "{method} drafts without the semantic key",
-         GATE_CLOSED: "its gate was closed: no lexical match and no token-adjacency row for the root token; "
-                      "the semantic key looks up only after one of them",
-         NO_QUERY: "no hidden state to look up with this cycle",
-         EMPTY_STORE: "an empty store: no earlier request had finished, so there was nothing to retrieve",
          BELOW_FLOOR: "the best matches were below the similarity floor ({floor:.2f})",
-         MUTED: "the semantic source was muted by self-calibration: it looked up, but drafted nothing",
          RETRIEVED: "{n} retrieved"}
-# ... and as one of several that may have held (an older record that does not say)
-_MAY_HAVE = {**_HELD,
-             NO_SOURCE: "no semantic source in {method}",
-             GATE_CLOSED: "its gate was closed: no lexical match (recorded) and no token-adjacency row for the "
-                          "root (not recorded); the semantic key looks up only after one of them",
-             EMPTY_STORE: "an empty store: no earlier request had finished"}
 MUTED_BY = "semantic source muted by self-calibration"
 
 
@@ -76,14 +62,11 @@ MUTED_BY = "semantic source muted by self-calibration"
 class SemanticOutcome:
     """What the semantic key did in one cycle.
 
-    ``outcome``: the one that held (one of :data:`PREFILL`, :data:`NO_SOURCE`,
-    :data:`GATE_CLOSED`, :data:`NO_QUERY`, :data:`EMPTY_STORE`, :data:`BELOW_FLOOR`,
-    :data:`MUTED`, :data:`RETRIEVED`), or None where an older record does not say; then
-    ``possible`` lists those that may have held, in the order they are told. ``muted``:
-    self-calibration had muted the source. ``floor``: the similarity floor the lookup used.
+    ``outcome``: one of :data:`PREFILL`, :data:`NO_SOURCE`, :data:`GATE_CLOSED`,
+    :data:`NO_QUERY`, :data:`EMPTY_STORE`, :data:`BELOW_FLOOR`, :data:`MUTED`, :data:`RETRIEVED`.
+    ``muted``: self-calibration had muted the source. ``floor``: the similarity floor the lookup used.
     """
-    outcome: str | None
-    possible: tuple[str, ...] = ()
+    outcome: str
     muted: bool = False
     floor: float = SIMILARITY_FLOOR
     method: str = ""
@@ -92,52 +75,18 @@ class SemanticOutcome:
     def why(self) -> str:
         """The outcome in words, as the panel says it where nothing was retrieved."""
         fill = {"method": self.method, "floor": self.floor, "n": self.retrieved}
-        if self.outcome is not None:
-            text = _HELD.get(self.outcome, f"the semantic key's outcome: {self.outcome}").format(**fill)
-            return f"{MUTED_BY}; {text}" if self.muted and self.outcome == BELOW_FLOOR else text
-        text = "; or ".join(_MAY_HAVE[p].format(**fill) for p in self.possible)
-        return f"{MUTED_BY}; {text}" if self.muted else text
+        text = _HELD.get(self.outcome, f"the semantic key's outcome: {self.outcome}").format(**fill)
+        return f"{MUTED_BY}; {text}" if self.muted and self.outcome == BELOW_FLOOR else text
 
 
 def semantic_outcome(cycle: CycleTrace) -> SemanticOutcome:
-    """What the semantic key did in ``cycle``: the drafter's record (``cycle.retrieval``, with
-    the floor it applied), else, for a trace written before it was recorded, only the outcomes
-    that can hold.
-
-    The derivation: the key looks up only after a lexical match or with an adjacency row for
-    the root (gated methods, :func:`oilbird.methods.semantic_gated`), finds only finished
-    earlier requests in the store, and uses its hits only if the best reaches the similarity
-    floor (``oilbird.sources.semantic``); a muted source still looks up, and its hits are
-    listed, so a muted source with none found none above the floor. On the prefill no lookup
-    runs at all. Where the cycle records the adjacency row and the store's size
-    (``adjacency_row``, ``store_records``), one outcome held; else the possible ones.
-    """
-    n = len(cycle.neighbours)
-    if cycle.retrieval is not None:
-        floor = SIMILARITY_FLOOR if cycle.retrieval_floor is None else cycle.retrieval_floor
-        return SemanticOutcome(cycle.retrieval, muted=cycle.semantic_muted, floor=floor, method=cycle.method,
-                               retrieved=n)
-    if n:
-        return SemanticOutcome(MUTED if cycle.semantic_muted else RETRIEVED, muted=cycle.semantic_muted, retrieved=n)
-    if cycle.cycle == 0 and not cycle.tokens:
+    """What the semantic key did in ``cycle``, as the drafter recorded it (``cycle.retrieval``,
+    with the floor it applied); the prefill drafts nothing, so no lookup runs there."""
+    if cycle.retrieval is None:
         return SemanticOutcome(PREFILL)
-    base = cycle.method.split(":")[0]
-    semantic = has_semantic(base) or any("semantic" in x for x in cycle.sources)
-    if (base in PRESETS or base in PEER_TREE_METHODS) and not semantic:
-        return SemanticOutcome(NO_SOURCE, method=cycle.method)
-    possible = [] if semantic else [NO_SOURCE]
-    gated = not cycle.lexical_match_len and semantic_gated(base)
-    if gated and cycle.adjacency_row is False:        # recorded: the gate was closed, no lookup ran
-        return SemanticOutcome(GATE_CLOSED, muted=cycle.semantic_muted)
-    if gated and cycle.adjacency_row is None:         # older still: the adjacency part is unknown
-        possible.append(GATE_CLOSED)
-    if cycle.store_records == 0:                      # recorded: nothing to search yet
-        return SemanticOutcome(EMPTY_STORE, muted=cycle.semantic_muted)
-    if not cycle.semantic_muted and cycle.store_records is None:
-        possible.append(EMPTY_STORE)
-    if not possible:
-        return SemanticOutcome(BELOW_FLOOR, muted=cycle.semantic_muted)
-    return SemanticOutcome(None, (*possible, BELOW_FLOOR), muted=cycle.semantic_muted, method=cycle.method)
+    floor = SIMILARITY_FLOOR if cycle.retrieval_floor is None else cycle.retrieval_floor
+    return SemanticOutcome(cycle.retrieval, muted=cycle.semantic_muted, floor=floor, method=cycle.method,
+                           retrieved=len(cycle.neighbours))
 
 
 class NeighbourResult(NamedTuple):
@@ -146,30 +95,19 @@ class NeighbourResult(NamedTuple):
     why: str
 
 
-# why a neighbour got no node (Neighbour.why_no_node, oilbird.drafter.NO_NODE_REASONS' keys)
-NO_NODE_WHY = {"no-tokens": "below the depth floor: its similarity allowed it no tokens",
-               "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
-               "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
-                         "expected fill, other branches were worth more)"}
-
-
 def neighbour_result(cycle: CycleTrace, nb: Neighbour) -> NeighbourResult:
     """What became of neighbour ``nb``'s chain in ``cycle``.
 
     ``accepted / walked``: of the chain's nodes in the tree, how many the verifier accepted.
     A chain with no node in the tree was never verified, so it is "not in the tree", not
-    "0 / its length", with the reason the drafter recorded (``nb.why_no_node``): the semantic
-    node budget was spent before its turn (the drafter gives the most similar neighbours the
-    budget first), or the muted source only looked it up; one whose similarity allowed it no
-    tokens is a dash. A trace written before the reason was recorded gets it derived from
-    ``nb.proposed``, ``nb.walked_nodes`` and the muted flag."""
+    "0 / its length", with the reason the drafter recorded (``nb.why_no_node``, a key of
+    :data:`oilbird.trace.NO_NODE_REASONS`): the semantic node budget was spent before its turn
+    (the drafter gives the most similar neighbours the budget first), or the muted source only
+    looked it up; one whose similarity allowed it no tokens is a dash."""
     why = nb.why_no_node
-    if why is None:
-        why = ("no-tokens" if not nb.proposed else "" if nb.walked_nodes
-               else "muted" if cycle.semantic_muted else "budget")
     if not why:
         return NeighbourResult(f"{nb.accepted} / {len(nb.walked_nodes)}", "")
-    return NeighbourResult("—" if why == "no-tokens" else NOT_IN_TREE, NO_NODE_WHY.get(why, why))
+    return NeighbourResult("—" if why == "no-tokens" else NOT_IN_TREE, NO_NODE_REASONS.get(why, why))
 
 
 # --------------------------------------------------------------------------- the rows

@@ -93,8 +93,8 @@ def bonus_committed(cycle: CycleTrace) -> bool:
 
 
 def output_stops(cycle: CycleTrace) -> bool:
-    """Did the output end inside this cycle's verdict (accepted drafts or bonus cut)? The trace
-    cannot tell whether the token limit or EOS cut it: one cycle does not know the limit."""
+    """Did the output end inside this cycle's verdict (accepted drafts or bonus cut)? Why it
+    ended (EOS or the token limit) is recorded in ``cycle.stop``."""
     return not bonus_committed(cycle) and (cycle.bonus >= 0 or bool(cycle.accepted))
 
 
@@ -105,12 +105,12 @@ def verdict_parts(cycle: CycleTrace) -> tuple[str, str]:
     of = f"{max(0, len(cycle.accepted) - 1)} of {max(0, cycle.n_nodes - 1)} drafts accepted"
     if not output_stops(cycle):
         return f"{of} + bonus", ""
-    return (f"{of}, {len(cycle.committed)} committed",
-            "no bonus: the output stops here (token limit or EOS)")
+    why = {"eos": "at an end-of-sequence token", "limit": "at the token limit"}.get(cycle.stop or "", "")
+    return (f"{of}, {len(cycle.committed)} committed", f"no bonus: the output stops here {why}".rstrip())
 
 
 def verdict_text(cycle: CycleTrace) -> str:
     """The verdict in words, agreeing with ``committed``: "2 of 4 drafts accepted + bonus", or
     on a cut last cycle "12 of 23 drafts accepted, 5 committed, no bonus: the output stops
-    here (token limit or EOS)"."""
+    here at the token limit" (the reason the decoder recorded, ``cycle.stop``)."""
     return ", ".join(x for x in verdict_parts(cycle) if x)
