@@ -158,3 +158,16 @@ def test_request_generators_depend_on_seed_and_id_only():
     assert request_rng(p, "a").random() == request_rng(p, "a").random()
     assert request_rng(p, "a").random() != request_rng(p, "b").random()
     assert np.isfinite(request_rng(SamplingParams(1.0, 1.0, -3), "a").random())
+
+
+@pytest.mark.parametrize("method", ["goose", "oilbird"])
+def test_sampling_near_temperature_zero_is_greedy_through_the_whole_decoder(tiny_lm, method):
+    """At T = 1e-4 every node's p is one-hot on its argmax for all practical purposes: the sampled
+    decoder must then commit greedy's output, which it can only do if each node's distribution
+    is read from that node's own row of the verify forward (and the prefill's last row)."""
+    v = Verifier(tiny_lm)
+    ref = autoregressive(v, PROMPT, 32).output_ids
+    dec = make_decoder(method, v)
+    tr = dec.run("r", PROMPT, 32, judge=Sampled(SamplingParams(1e-4, 1.0, 0), "r"))
+    assert tr.output_ids == ref
+    assert any(len(c.accepted) > 1 for c in tr.cycles)          # drafts were accepted along the way
