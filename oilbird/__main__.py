@@ -67,6 +67,29 @@ def _tree_options(p: argparse.ArgumentParser) -> None:
                    help="nodes reserved for semantic chains, below --budget (default 2)")
 
 
+def _sampling_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--temperature", default="0",
+                   help="sampling temperature; 0 (the default) is greedy decoding, audited token for token")
+    p.add_argument("--top-p", default="1", help="nucleus sampling: keep the smallest set of tokens holding this "
+                                                 "much probability, in (0, 1] (with --temperature > 0)")
+    p.add_argument("--seed", default="0", help="the sampling seed, a whole number: the same seed reproduces "
+                                                "the same outputs (with --temperature > 0)")
+
+
+def _sampling(args):
+    """The run's :class:`~oilbird.sampling.SamplingParams`, or None for greedy; bad values are
+    a :class:`~oilbird.sampling.SamplingError` (one line, exit 2) before any model loads."""
+    from .sampling import SamplingError, SamplingParams, parse_seed
+    values = []
+    for flag, text in (("--temperature", args.temperature), ("--top-p", args.top_p)):
+        try:
+            values.append(float(text))
+        except ValueError:
+            raise SamplingError(f"{flag} must be a number, not {text!r}") from None
+    params = SamplingParams(values[0], values[1], parse_seed(args.seed))
+    return None if params.greedy else params
+
+
 def _tree(args):
     from .methods import TreeConfig
     return TreeConfig.sized(args.budget, args.semantic_budget)
@@ -85,9 +108,12 @@ def _decode(args) -> int:
                          f"(oilbird, goose, pld, ...), optionally with a fill, e.g. oilbird:expected")
     if not args.prompt.strip():
         raise PromptError("the prompt is empty: give some text to answer.")
+    sampling = _sampling(args)
     lm = load_model(args.model)
     req = Request("prompt", [{"role": "user", "content": args.prompt}])
     ids = encode(lm.tokenizer, req)
+    if sampling is not None:
+        return _decode_sampled(args, method, lm, ids, sampling)
     dec = make_decoder(method, Verifier(lm))
     tr = dec.run("prompt", ids, args.max_new_tokens)
     print(lm.tokenizer.decode(tr.output_ids))
@@ -95,6 +121,28 @@ def _decode(args) -> int:
     print(f"\n[{args.method}] {len(tr.output_ids)} tokens in {tr.forwards} forwards "
           f"(tau {tr.tau:.2f}); {res.message()}", file=sys.stderr)
     return 0 if res.lossless else 1
+
+
+def _decode_sampled(args, method, lm, ids, sampling) -> int:
+    """decode with --temperature > 0: no greedy audit is possible; the same seed must reproduce
+    the same output (a second, fresh decoder decodes again) and every token must be valid."""
+    from .presets import make_decoder
+    from .sampled import Sampled, check_sampled_output
+    from .verifier import Verifier
+    outs = []
+    for _ in range(2):
+        dec = make_decoder(method, Verifier(lm))
+        outs.append(dec.run("prompt", ids, args.max_new_tokens, judge=Sampled(sampling, "prompt")))
+    tr = outs[0]
+    print(lm.tokenizer.decode(tr.output_ids))
+    invalid = check_sampled_output(tr.output_ids, int(lm.model.config.vocab_size), lm.eos_token_ids,
+                                   args.max_new_tokens)
+    same = outs[1].output_ids == tr.output_ids
+    print(f"\n[{args.method}] sampled ({sampling.describe()}): {len(tr.output_ids)} tokens in {tr.forwards} "
+          f"forwards (tau {tr.tau:.2f}); not comparable token for token with greedy; checked instead: "
+          f"{'the same seed reproduced the same output' if same else 'the same seed gave a DIFFERENT output'}, "
+          f"{'every token valid' if invalid is None else 'INVALID: ' + invalid}", file=sys.stderr)
+    return 0 if same and invalid is None else 1
 
 
 def _bench(args) -> int:
@@ -107,6 +155,10 @@ def _bench(args) -> int:
     from .verifier import Verifier
     methods = parse_methods(args.methods)
     tree = _tree(args)
+    sampling = _sampling(args)
+    if sampling is not None:
+        from .evaluation.sampled_bench import check_sampled_methods
+        check_sampled_methods(methods)
     run = Run(args.out or fresh_out("bench", args.data), args.force,
               ("results.json", "traces.jsonl") if args.traces else ("results.json",))
     run.check()
@@ -122,7 +174,7 @@ def _bench(args) -> int:
 
     with run.recording(len(requests)):
         res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, tree=tree,
-                        store_kwargs=store_kwargs, checkpoint=save,
+                        store_kwargs=store_kwargs, checkpoint=save, sampling=sampling,
                         trace_sink=(lambda t: run.append_traces(t, "traces.jsonl")) if args.traces else None)
         save(res, complete=True)
     print(format_table(res))
@@ -134,7 +186,14 @@ def _bench(args) -> int:
         print(f"cannot write the CSV and figures ({exc.strerror or exc}); {run.path('results.json')} is "
               f"complete: python -m oilbird.evaluation.report {run.out} reads it", file=sys.stderr)
         return 1
-    return 0 if all(r["lossless"] for r in res["methods"].values()) else 1
+    return 0 if all(_passed(r) for r in res["methods"].values()) else 1
+
+
+def _passed(r: dict) -> bool:
+    """A method's check passed: lossless (greedy), or seed-reproducible with valid tokens (sampled)."""
+    if r.get("lossless") is None:
+        return bool(r.get("reproducible")) and bool(r.get("valid"))
+    return bool(r["lossless"])
 
 
 def _trace(args) -> int:
@@ -145,15 +204,22 @@ def _trace(args) -> int:
     from .verifier import Verifier
     methods = parse_methods(args.methods, traced=True)
     tree = _tree(args)
+    sampling = _sampling(args)
+    if sampling is not None and args.diagnose:
+        raise ValueError("--diagnose labels greedy outputs; leave it out with --temperature > 0")
     run = Run(args.out, args.force)
     run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
     lm = load_model(args.model)
     with run.recording(len(requests)):
         res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, tree=tree,
-                        trace_sink=run.append_traces)
+                        trace_sink=run.append_traces, sampling=sampling)
         for m, r in res["methods"].items():
-            print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
+            if sampling is None:
+                print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
+            else:
+                print(f"{m}: tau {r['tau']:.2f}, sampled ({sampling.describe()}): seed reproduced "
+                      f"{r['reproducible']}, tokens valid {r['valid']}")
         if args.diagnose:
             from .evaluation.labels import attach_labels
             attach_labels(args.out, requests, lm, max_new_tokens=args.max_new_tokens)
@@ -196,8 +262,9 @@ def _diagnose(args) -> int:
 
 def _serve_bench(args) -> int:
     import json
-    from .serving.serve_bench import check_methods, format_serve_table, run_serve_bench
+    from .serving.serve_bench import check_methods, check_temperature, format_serve_table, run_serve_bench
     methods = check_methods(args.methods)
+    temperature = check_temperature(args.temperature)                       # before any engine starts
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]     # run_serve_bench checks them
     cfg = None
     if args.oilbird_config:
@@ -208,10 +275,10 @@ def _serve_bench(args) -> int:
     run.check()
     res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, sizes, run.out,
                           k=args.num_spec_tokens, model=args.model, skip=args.skip,
-                          kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg)
+                          kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg, temperature=temperature)
     print(format_serve_table(res))
     print(f"wrote {run.path('results.json')}")
-    return 0 if res["lossless"] else 1
+    return 0 if res["lossless"] or res["lossless"] is None else 1
 
 
 def _replay(args) -> int:
@@ -321,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
     _force(p)
     _tree_options(p)
+    _sampling_options(p)
     p.add_argument("--store-capacity", type=_at_least(1), default=None,
                    help="cap the cross-request store at N records (oldest requests evicted)")
     p.add_argument("--state-dtype", choices=("fp16", "int8", "pq"), default="fp16",
@@ -337,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--diagnose", action="store_true", help="attach per-position gap labels")
     _force(p)
     _tree_options(p)
+    _sampling_options(p)
 
     p = sub.add_parser("decode", help="decode one prompt and audit it against greedy")
     p.add_argument("prompt")
@@ -345,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
                         "with a fill after a colon, e.g. oilbird:expected")
     p.add_argument("--max-new-tokens", type=_at_least(1), default=64)
     p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
+    _sampling_options(p)
 
     p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
     _common(p)
@@ -365,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--oilbird-config", default=None,
                    help='JSON options of the Oilbird proposer, e.g. \'{"budget": 16, "sources": ["suffix", "pld"]}\'')
     p.add_argument("--kv-cache-gb", type=_at_least(1), default=1, help="VLLM_CPU_KVCACHE_SPACE unless already set")
+    p.add_argument("--temperature", default="0",
+                   help="vLLM's sampling temperature (0 = greedy, checked token for token); above 0 every "
+                        "proposer's drafts go through vLLM's rejection sampler and only acceptance and speed are reported")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/serve-bench-DATA-TIME-PID)")
     _force(p)
 

@@ -36,6 +36,7 @@ import numpy as np
 from .drafter import Drafter
 from .errors import PromptError
 from .model import LoadedModel
+from .sampling import decisions_per_node
 from .store import Store
 from .trace import BONUS, CycleTrace, Neighbour, RequestTrace
 from .tree import DraftTree, greedy_accept
@@ -319,6 +320,8 @@ class SpeculativeDecoder:
                        committed_sources=([node_sources[i] for i in accepted[1:]] + [[BONUS]])[:len(appended)],
                        tokens=list(tree.tokens), parents=list(tree.parents), sources=node_sources,
                        argmax=argmax)
+        if verdict.decisions:         # a sampled verdict: what decided each tried node (oilbird.sampling)
+            c.decided_prob, c.residual_mass = decisions_per_node(verdict.decisions, len(tree))
         if self.trace:
             c.depths = tree.depths()
             c.scores = [dict(s) for s in tree.scores]

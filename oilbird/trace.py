@@ -130,6 +130,11 @@ class CycleTrace:
     retrieval_floor: float | None = None
     stop: str | None = None           # the output ended in this cycle: a key of STOP_REASONS
     timings: dict[str, float] = field(default_factory=dict)  # seconds: draft, verify, commit, update
+    # a sampled cycle (oilbird.sampling): per tree node, the probability that decided it (its
+    # acceptance probability under the residual) and the residual's mass when it was tried
+    # (1.0: no sibling rejected before it); None where never tried; empty when greedy or older
+    decided_prob: list[float | None] = field(default_factory=list)
+    residual_mass: list[float | None] = field(default_factory=list)
 
     @property
     def n_nodes(self) -> int:
@@ -235,7 +240,8 @@ def _check_cycle(c: CycleTrace) -> None:
     n = len(c.tokens)
     # a decoder with trace=False keeps the tree and verdict but leaves text, depths and scores empty
     short = [k for k in ("parents", "sources", "argmax") if len(getattr(c, k)) != n]
-    short += [k for k in ("token_text", "depths", "scores", "argmax_text") if len(getattr(c, k)) not in (0, n)]
+    short += [k for k in ("token_text", "depths", "scores", "argmax_text", "decided_prob", "residual_mass")
+              if len(getattr(c, k)) not in (0, n)]
     if short:
         raise TraceError(f"cycle {c.cycle}: {', '.join(short)} not one entry per tree node ({n})")
     if n and c.parents[0] != -1:

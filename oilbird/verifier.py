@@ -23,11 +23,14 @@ class NodeOutputs:
 
     argmax: long [n]; topk_ids: long [n, k]; topk_probs: float [n, k];
     states: float32 [n, d], hidden state at the key layer (not normalised).
+    logits: float32 [n, V] on the CPU, only when asked for (``keep_logits``: sampling needs the
+    full next-token distribution; greedy never pays for the copy).
     """
     argmax: torch.Tensor
     topk_ids: torch.Tensor
     topk_probs: torch.Tensor
     states: torch.Tensor
+    logits: torch.Tensor | None = None
 
 
 class Verifier:
@@ -44,17 +47,18 @@ class Verifier:
         # of every layer's [n, d] output to read one of them
         self._state_layers = [lm.state_layer]
 
-    def _outputs(self, out, keep_states: bool = True) -> NodeOutputs:
+    def _outputs(self, out, keep_states: bool = True, keep_logits: bool = False) -> NodeOutputs:
         logits = out.logits[0].float()                       # [n, V]
         probs = torch.softmax(logits, dim=-1)
         top_p, top_i = probs.topk(self.topk, dim=-1)
         states = out.hidden_states[self.lm.state_layer][0].float() if keep_states else None
         return NodeOutputs(argmax=logits.argmax(-1).cpu(), topk_ids=top_i.cpu(),
-                           topk_probs=top_p.cpu(), states=None if states is None else states.cpu())
+                           topk_probs=top_p.cpu(), states=None if states is None else states.cpu(),
+                           logits=logits.cpu() if keep_logits else None)
 
     @torch.inference_mode()
-    def prefill(self, ids: list[int], cache: DynamicCache | None = None, keep: int = 1
-                ) -> tuple[DynamicCache, NodeOutputs]:
+    def prefill(self, ids: list[int], cache: DynamicCache | None = None, keep: int = 1,
+                keep_logits: bool = False) -> tuple[DynamicCache, NodeOutputs]:
         """Run the prompt; return the cache and the outputs at its last ``keep`` positions.
 
         ``cache`` (optional) already holds the first ``cache.get_seq_length()`` tokens of
@@ -72,7 +76,7 @@ class Verifier:
         x = torch.tensor([ids[start:]], device=self.device)
         out = self.model(input_ids=x, cache=cache, use_cache=True, logits_to_keep=keep,
                          output_hidden_states=self._state_layers)
-        res = self._outputs(out, keep_states=False)
+        res = self._outputs(out, keep_states=False, keep_logits=keep_logits)
         res.states = out.hidden_states[self.lm.state_layer][0, -keep:].float().cpu()
         return cache, res
 
@@ -84,8 +88,17 @@ class Verifier:
         return int(out.logits[0, -1].argmax())
 
     @torch.inference_mode()
-    def verify(self, cache: DynamicCache, prefix_len: int, tree: DraftTree) -> NodeOutputs:
-        """One forward over the whole tree on top of ``prefix_len`` cached tokens.
+    def step_logits(self, cache: DynamicCache, token: int) -> torch.Tensor:
+        """Plain autoregressive step that returns the next-token logits ([V], float32, CPU):
+        the sampled AR baseline."""
+        x = torch.tensor([[token]], device=self.device)
+        return self.model(input_ids=x, cache=cache, use_cache=True).logits[0, -1].float().cpu()
+
+    @torch.inference_mode()
+    def verify(self, cache: DynamicCache, prefix_len: int, tree: DraftTree,
+               keep_logits: bool = False) -> NodeOutputs:
+        """One forward over the whole tree on top of ``prefix_len`` cached tokens
+        (``keep_logits``: also return every node's logits, for sampling).
 
         Afterwards the cache holds prefix + all n tree nodes; call :meth:`commit` next.
         """
@@ -95,7 +108,7 @@ class Verifier:
         x = torch.tensor([tree.tokens], device=self.device)
         out = self.model(input_ids=x, attention_mask=mask, position_ids=pos, cache=cache,
                          use_cache=True, output_hidden_states=self._state_layers)
-        return self._outputs(out)
+        return self._outputs(out, keep_logits=keep_logits)
 
     @staticmethod
     @torch.inference_mode()

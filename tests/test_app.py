@@ -717,3 +717,30 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
             measure.stop_app(proc)
     print(f"\nlaunch -> first figure {first:.2f} s; a step {ms:.0f} ms (load average {measure.load_average()})")
     assert external == [], f"the page fetched from outside: {external}"
+
+
+@pytest.mark.parametrize("t, p, seed, message", [(-1, 1, "0", "temperature"), (0.7, 0, "0", "top-p"),
+                                                  (0.7, 1.2, "0", "top-p"), (0.7, 1, "2.5", "seed")])
+def test_live_run_refuses_bad_sampling_settings_before_the_model_loads(app_fns, session, monkeypatch, t, p, seed,
+                                                                       message):
+    from workbench import ui
+    monkeypatch.setattr(ui, "_decode_live", lambda *a, **k: pytest.fail("decoded"))
+    with pytest.warns(UserWarning, match="Not run"):
+        out = app_fns[2]["run_live"](session, "r1", "oilbird", t, p, seed, progress=lambda *a, **k: None)
+    assert message in out.error and "\n" not in out.error.strip() and out.state.extra == {}
+
+
+def test_live_run_passes_sampling_settings(app_fns, session, monkeypatch):
+    from workbench import ui
+    seen = {}
+
+    def decode(st, models, lm, req, method, max_new, progress, sampling=None):
+        seen["sampling"] = sampling
+        raise ui.PromptError("stop here")
+    monkeypatch.setattr(ui, "_decode_live", decode)
+    with pytest.warns(UserWarning):
+        app_fns[2]["run_live"](session, "r1", "oilbird", 0.7, 0.9, "11", progress=lambda *a, **k: None)
+    assert (seen["sampling"].temperature, seen["sampling"].top_p, seen["sampling"].seed) == (0.7, 0.9, 11)
+    with pytest.warns(UserWarning):
+        app_fns[2]["run_live"](session, "r1", "oilbird", 0, 1, "0", progress=lambda *a, **k: None)
+    assert seen["sampling"] is None                     # temperature 0: the greedy path

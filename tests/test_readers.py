@@ -391,7 +391,7 @@ def _results_with(method_row) -> dict:
 @pytest.mark.parametrize("doc, message", [
     ({"methods": {"x": 1}}, "method 'x' is 1, not an object"),
     (_results_with({**_method_row(2.0), "tau": "1.45"}), "'tau' of method 'x' is '1.45', not a number"),
-    (_results_with({**_method_row(2.0), "lossless": "yes"}), "'lossless' of method 'x' is 'yes', not true or false"),
+    (_results_with({**_method_row(2.0), "lossless": "yes"}), "'lossless' of method 'x' is 'yes', not true, false or null"),
     (_results_with({k: v for k, v in _method_row(2.0).items() if k != "tokens_per_s"}),
      "method 'x' has no 'tokens_per_s'"),
     (_results_with({**_method_row(2.0), "sole_share": {"semantic": "a lot"}}), "'sole_share' of method 'x'"),

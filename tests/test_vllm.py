@@ -260,3 +260,34 @@ def test_summary_flags_a_differing_output_and_computes_speedups():
     assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
     with pytest.raises(ValueError, match="eagle"):
         check_methods("ngram,eagle")
+
+
+def test_sampled_serve_bench_reports_acceptance_and_speed_never_lossless():
+    """--temperature reaches vLLM's SamplingParams; a sampled run's outputs differ by nature, so
+    no row is called lossless or not: acceptance and speed only (no vLLM needed here)."""
+    from oilbird.serving.serve_bench import check_temperature, format_serve_table, sampling_kwargs, summarize
+    assert sampling_kwargs(16) == {"temperature": 0.0, "max_tokens": 16, "ignore_eos": False}
+    assert sampling_kwargs(16, 0.7) == {"temperature": 0.7, "max_tokens": 16, "ignore_eos": False, "seed": 0}
+
+    def run(outputs, spec=None):
+        return {"passes": {"1": {"outputs": outputs, "seconds": 1.0, "tokens": 6, "tokens_per_s": 10.0,
+                                 "spec": spec, "proposer": None}}, "load_before": [1.0], "load_after": [1.0]}
+    runs = {"nospec": run({"a": [1, 2, 3]}),
+            "ngram": run({"a": [1, 9, 3]}, {"drafts": 2, "draft_tokens": 4, "accepted_tokens": 2})}
+    res = summarize(runs, {"model": "m", "data": "builtin", "prompts": [1], "max_new_tokens": 3}, k=2, temperature=0.7)
+    assert res["lossless"] is None and res["batch_sizes"]["1"]["ngram"]["lossless"] is None
+    assert res["batch_sizes"]["1"]["ngram"]["mean_acceptance_length"] == pytest.approx(2.0)
+    table = format_serve_table(res)
+    assert "| sampled |" in table and "| NO |" not in table and "rejection sampler" in table
+    for bad in (-1, "warm"):
+        with pytest.raises(ValueError, match="--temperature"):
+            check_temperature(bad)
+
+
+def test_serve_bench_refuses_a_bad_temperature_before_any_engine(capsys, monkeypatch):
+    import oilbird.serving.serve_bench as sb
+    from oilbird.__main__ import main
+    monkeypatch.setattr(sb, "run_serve_bench", lambda *a, **k: pytest.fail("engine started"))
+    assert main(["serve-bench", "--temperature", "-0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "--temperature must be a number >= 0" in err and len(err.strip().splitlines()) == 1

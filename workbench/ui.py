@@ -234,7 +234,13 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
                         f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
                         "new tokens; the model loads on first use. Each session keeps its own "
-                        "cross-request store.")
+                        "cross-request store. A temperature above 0 samples (with top-p and the seed): "
+                        "the tree is then decided by the lossless sampling rule, and the tree's hover shows, "
+                        "per tried node, the probability that decided it and the residual's mass.")
+            with gr.Row():
+                live_t = gr.Number(0, label="temperature (0 = greedy)", elem_id="wb-temperature", minimum=None)
+                live_p = gr.Number(1, label="top-p, in (0, 1]", elem_id="wb-top-p")
+                live_seed = gr.Textbox("0", label="seed (a whole number)", elem_id="wb-seed", max_lines=1)
             upload = gr.File(label="load a trace file (JSONL from `python -m oilbird trace`)",
                              file_types=[".jsonl", ".json", ".txt"], type="filepath", elem_id="wb-upload")
             with gr.Row():
@@ -352,7 +358,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces"))
 
-        def run_live(st, rid, method, progress=gr.Progress()):
+        def run_live(st, rid, method, temperature=0, top_p=1, seed="0", progress=gr.Progress()):
+            try:
+                sampling = live_sampling(temperature, top_p, seed)     # checked before the model loads
+            except ValueError as exc:
+                return unchanged(st, _warn(f"Not run: {exc}."))
             req = data.requests.get(rid)
             if req is None:
                 return unchanged(st, _warn(f"Request '{rid}' has no prompt in --data {data.name}; "
@@ -365,15 +375,15 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
                 return unchanged(st, _warn(f"The model failed to load: {exc}"))
             try:
-                tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress)
+                tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling)
             except PromptError as exc:   # empty, or too long for the model
                 return unchanged(st, _warn(f"Request '{rid}' cannot be decoded: {exc}"))
             st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
             return Selected(*full_view(st), *menus_for(st))
 
-        selected.append(live_btn.click(run_live, [state, request_dd, method_dd], outputs(Selected),
-                                       api_name="run_live", concurrency_limit=1))
+        selected.append(live_btn.click(run_live, [state, request_dd, method_dd, live_t, live_p, live_seed],
+                                       outputs(Selected), api_name="run_live", concurrency_limit=1))
         moments.wire(state, selected, outputs(Step), goto, fast)
 
         def export_figs(st, fmt_name, progress=gr.Progress()):
@@ -455,9 +465,22 @@ def _not_written(exc: OSError) -> str:
     return f"Nothing exported: the file could not be written on the server ({exc.strerror or type(exc).__name__})."
 
 
-def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress) -> RequestTrace:
+def live_sampling(temperature, top_p, seed):
+    """The live run's sampling settings from the UI (None: greedy); ValueError, one line, when bad."""
+    from oilbird.sampling import SamplingParams, parse_seed
+    try:
+        t, p = float(0 if temperature is None else temperature), float(1 if top_p is None else top_p)
+    except (TypeError, ValueError):
+        raise ValueError("temperature and top-p must be numbers") from None
+    params = SamplingParams(t, p, parse_seed("0" if seed is None or str(seed).strip() == "" else seed))
+    return None if params.greedy else params
+
+
+def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress,
+                 sampling=None) -> RequestTrace:
     """Decode one request with this session's decoder for ``method`` (made on first use, so
-    the session's store grows over its live runs), reporting progress per cycle."""
+    the session's store grows over its live runs), reporting progress per cycle; ``sampling``
+    (a :class:`~oilbird.sampling.SamplingParams`, None = greedy) samples instead."""
     from oilbird.presets import make_decoder
     from oilbird.data.requests import encode
     from oilbird.verifier import Verifier
@@ -472,6 +495,12 @@ def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new
         def report(c):
             done[0] += len(c.committed)
             progress(min(1.0, done[0] / max_new_tokens), desc=f"cycle {c.cycle}: {done[0]} tokens")
-        out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
+        if sampling is None:
+            out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
+        else:
+            from dataclasses import asdict
+            from oilbird.sampled import Sampled
+            out = dec.run(req.id, ids, max_new_tokens, on_cycle=report, judge=Sampled(sampling, req.id))
+            out.meta["sampling"] = asdict(sampling)
         out.meta["live"] = True
     return out

@@ -64,7 +64,8 @@ def decoder_runner(dec, max_new: int) -> Callable:
 def run_bench(requests: list[Request], methods: list[str | Method], verifier: Verifier, max_new_tokens: int = 128,
               trace_out: Path | None = None, progress: bool = True, tree: TreeConfig | None = None,
               store_kwargs: dict | None = None, checkpoint: Callable[[dict], None] | None = None,
-              trace_sink: Callable[[list[RequestTrace]], None] | None = None) -> dict:
+              trace_sink: Callable[[list[RequestTrace]], None] | None = None,
+              sampling=None) -> dict:
     """Decode ``requests`` with every method; return the results dict (see module doc).
 
     ``methods``: names or parsed :class:`~oilbird.methods.Method`; ``tree``: the run's tree,
@@ -72,14 +73,26 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
     ``trace_sink`` (optional) receives that request's traces (every method's) and then
     ``checkpoint`` (optional) the results so far, so an interrupted long run still leaves
     what it did behind (:class:`oilbird.evaluation.runs.Run` writes both). ``trace_out``: a trace file
-    written at the end instead, for a caller without a sink.
+    written at the end instead, for a caller without a sink. ``sampling``: a
+    :class:`~oilbird.sampling.SamplingParams` with temperature > 0 samples instead of greedy;
+    the audit is then replaced by the checks of :mod:`oilbird.evaluation.sampled_bench`.
     """
     methods = as_methods(methods)
     names = [m.name for m in methods]
     lm = verifier.lm
     keep_traces = trace_out is not None or trace_sink is not None
-    runners = {m.name: _runner(m, verifier, max_new_tokens, keep_traces=keep_traces, tree=tree,
-                               store_kwargs=store_kwargs) for m in methods}
+    checks = None
+    if sampling is None:
+        runners = {m.name: _runner(m, verifier, max_new_tokens, keep_traces=keep_traces, tree=tree,
+                                   store_kwargs=store_kwargs) for m in methods}
+    else:
+        from .sampled_bench import SampledChecks, sampled_runner
+        by_name = {m.name: m for m in methods}
+
+        def fresh(name: str) -> Callable:
+            return sampled_runner(by_name[name], verifier, max_new_tokens, keep_traces, tree, store_kwargs, sampling)
+        runners = {n: fresh(n) for n in names}
+        checks = SampledChecks(names, fresh, lm, max_new_tokens, sampling)
     stats = {m.name: MethodStats() for m in methods}
     traces: list[RequestTrace] = []
     encoded = encode_requests(lm, requests, max_new_tokens)
@@ -97,26 +110,33 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
             if r.trace is not None:
                 st.add_trace(r.trace)
                 req_traces.append(r.trace)
-        # the audit: every output against an independent greedy run of the same request, on
-        # stock kernels (so not the timed hf-greedy, which runs on the decoders' kernels)
-        ref = hf_greedy(lm, ids, max_new_tokens)
-        for name in names:
-            res = compare(ref, outputs[name])
-            stats[name].per_request[-1]["lossless"] = res.lossless
-            if not res.lossless:
-                stats[name].lossless = False
-                stats[name].first_failure = stats[name].first_failure or f"{req.id}: {res.message()}"
-        for tr in req_traces:
-            tr.lossless = compare(ref, tr.output_ids).lossless
+        if checks is not None:      # sampled: seed reproducibility and valid tokens instead
+            checks.request(req, ids, outputs, stats)
+        else:
+            _audit(lm, req, ids, max_new_tokens, names, outputs, stats, req_traces)
         if trace_out is not None:
             traces.extend(req_traces)
         if trace_sink is not None:
             trace_sink(req_traces)
         if checkpoint is not None:
-            checkpoint(_results(stats, methods, lm, len(encoded), max_new_tokens, tree, store_kwargs))
+            checkpoint(_results(stats, methods, lm, len(encoded), max_new_tokens, tree, store_kwargs, checks))
     if trace_out is not None:
         save_traces(traces, trace_out)
-    return _results(stats, methods, lm, len(encoded), max_new_tokens, tree, store_kwargs)
+    return _results(stats, methods, lm, len(encoded), max_new_tokens, tree, store_kwargs, checks)
+
+
+def _audit(lm, req, ids, max_new_tokens, names, outputs, stats, req_traces) -> None:
+    """The audit: every output against an independent greedy run of the same request, on stock
+    kernels (so not the timed hf-greedy, which runs on the decoders' kernels)."""
+    ref = hf_greedy(lm, ids, max_new_tokens)
+    for name in names:
+        res = compare(ref, outputs[name])
+        stats[name].per_request[-1]["lossless"] = res.lossless
+        if not res.lossless:
+            stats[name].lossless = False
+            stats[name].first_failure = stats[name].first_failure or f"{req.id}: {res.message()}"
+    for tr in req_traces:
+        tr.lossless = compare(ref, tr.output_ids).lossless
 
 
 def warm_up(verifier: Verifier, ids: list[int], tree: TreeConfig | None = None) -> None:
@@ -130,16 +150,17 @@ def warm_up(verifier: Verifier, ids: list[int], tree: TreeConfig | None = None) 
 
 
 def _results(stats: dict, methods: list[Method], lm, n_requests: int, max_new_tokens: int, tree,
-             store_kwargs) -> dict:
+             store_kwargs, checks=None) -> dict:
     results = {m.name: stats[m.name].summary() for m in methods}
     for m in methods:   # the fill each tree method ran with
         if m.drafts_tree:
             results[m.name]["fill"] = m.tree(tree).fill
     with_speedups(results)
     done = min((s.n_requests for s in stats.values()), default=0)
-    return {"methods": results, "model": lm.name, "n_requests": done, "n_requests_planned": n_requests,
-            "max_new_tokens": max_new_tokens, "tree": asdict(tree or TreeConfig()),
-            "store": dict(store_kwargs or {}),
-            "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                        "device": str(lm.device), "dtype": str(lm.dtype),
-                        "gemm": lm.gemm, "threads": torch.get_num_threads()}}
+    out = {"methods": results, "model": lm.name, "n_requests": done, "n_requests_planned": n_requests,
+           "max_new_tokens": max_new_tokens, "tree": asdict(tree or TreeConfig()),
+           "store": dict(store_kwargs or {}),
+           "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                       "device": str(lm.device), "dtype": str(lm.dtype),
+                       "gemm": lm.gemm, "threads": torch.get_num_threads()}}
+    return out if checks is None else checks.annotate(out)

@@ -25,7 +25,7 @@ import plotly.io as pio
 
 from ..errors import InputError
 from ..jsonio import read_json
-from .results import MethodStats
+from .results import MethodStats, check_cell
 
 BASE_COLUMNS = ("method", "tau", "tokens_per_s", "speedup", "decode_speedup", "lossless",
                 "n_requests", "overhead_share")
@@ -78,9 +78,9 @@ def _bars(results: dict, key: str, title: str, ref: float | None) -> go.Figure:
     methods = results["methods"]
     names = list(methods)
     vals = [methods[m].get(key) for m in names]
-    colors = ["#2b6cb0" if methods[m].get("lossless", True) else "#c53030" for m in names]
-    text = [("-" if v is None else f"{v:.2f}") + ("" if methods[m].get("lossless", True) else " NOT lossless")
-            for m, v in zip(names, vals)]
+    failed = [methods[m].get("lossless", True) is False for m in names]    # null: sampled, not audited
+    colors = ["#c53030" if f else "#2b6cb0" for f in failed]
+    text = [("-" if v is None else f"{v:.2f}") + (" NOT lossless" if f else "") for f, v in zip(failed, vals)]
     fig = go.Figure(go.Bar(x=names, y=[v if v is not None else 0 for v in vals], text=text,
                            textposition="outside", marker_color=colors))
     if ref is not None:
@@ -139,7 +139,7 @@ def markdown_table(results: dict) -> str:
         rows.append(f"| {m} | {r['tau']:.2f} | {f(r.get('tokens_per_s'), '{:.2f}')} | {f(r.get('speedup'), '{:.2f}x')} | "
                     f"{f(r.get('decode_speedup'), '{:.2f}x')} | {f(100 * r['overhead_share'] if 'overhead_share' in r else None, '{:.1f}')} | "
                     f"{f(100 * sole if sole is not None else None, '{:.1f}')} | {f(r.get('mean_nodes'), '{:.1f}')} | "
-                    f"{'yes' if r['lossless'] else 'NO'} |")
+                    f"{check_cell(r)} |")
     return "\n".join(rows)
 
 
@@ -200,7 +200,9 @@ def trace_methods(traces) -> dict:
         st = stats.setdefault(tr.method, MethodStats())
         st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0)
         st.add_trace(tr)
-        if tr.lossless is False:
+        if tr.meta.get("sampling"):          # sampled: not comparable with greedy, never "lossless"
+            st.lossless = None
+        elif tr.lossless is False:
             st.lossless = False
             st.first_failure = st.first_failure or tr.request_id
     return {m: st.summary() for m, st in stats.items()}
@@ -218,7 +220,7 @@ def source_table(methods: dict) -> str:
     for m, r in methods.items():
         rows.append(f"| {m} | {r['n_requests']} | {r['tau']:.2f} | {r.get('mean_nodes', 0):.1f} | "
                     f"{counts(r.get('accepted_by_source', {}))} | {counts(r.get('sole_by_source', {}))} | "
-                    f"{'yes' if r['lossless'] else 'NO'} |")
+                    f"{'sampled, not audited' if r['lossless'] is None else 'yes' if r['lossless'] else 'NO'} |")
     return "\n".join(rows)
 
 
@@ -237,13 +239,15 @@ _KINDS = {
     "a count": lambda v: type(v) is int and v >= 0,
     "a count of at least 1": lambda v: type(v) is int and v >= 1,
     "true or false": lambda v: type(v) is bool,
+    "true, false or null": lambda v: v is None or type(v) is bool,
     "a string": lambda v: isinstance(v, str),
     "an object of numbers": lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
     "an object": lambda v: isinstance(v, dict),
 }
 # the fields of one method in results.json (MethodStats.summary): required, then optional
-_METHOD_REQUIRED = {"tau": "a number", "tokens_per_s": "a number", "lossless": "true or false"}
+_METHOD_REQUIRED = {"tau": "a number", "tokens_per_s": "a number", "lossless": "true, false or null"}
 _METHOD_OPTIONAL = {
+    "reproducible": "true or false", "valid": "true or false",       # sampled runs (lossless null)
     "speedup": "a number or null", "decode_speedup": "a number or null",
     "decode_tokens_per_s": "a number or null", "overhead_share": "a number", "mean_nodes": "a number",
     "n_requests": "a count", "tokens": "a count", "forwards": "a count", "seconds": "a number",

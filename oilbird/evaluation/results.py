@@ -105,13 +105,26 @@ def with_speedups(methods: dict[str, dict]) -> dict[str, dict]:
     return methods
 
 
+def check_cell(r: dict) -> str:
+    """A method's verdict for a table: lossless (greedy: audited against greedy), or, for a
+    sampled run (``lossless`` null), the checks it passed instead; a sampled run never says lossless."""
+    if r.get("lossless") is None:
+        ok = r.get("reproducible") and r.get("valid")
+        return "seed-reproducible, valid" if ok else "NOT reproducible or invalid"
+    return "yes" if r["lossless"] else "NO"
+
+
 def format_table(results: dict) -> str:
-    rows = [f"{'method':24s} {'tau':>6s} {'tok/s':>8s} {'speedup':>8s} {'dec.spd':>8s} {'ovh%':>6s} lossless"]
+    head = "checked (sampled)" if results.get("sampling") else "lossless"
+    rows = [f"{'method':24s} {'tau':>6s} {'tok/s':>8s} {'speedup':>8s} {'dec.spd':>8s} {'ovh%':>6s} {head}"]
     for m, r in results["methods"].items():
         spd = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
         dspd = f"{r['decode_speedup']:.2f}x" if r.get("decode_speedup") else "-"
         ovh = f"{100 * r['overhead_share']:.1f}" if "overhead_share" in r else "-"
         tps = f"{r['tokens_per_s']:8.2f}" if r.get("tokens_per_s") is not None else f"{'-':>8s}"
-        rows.append(f"{m:24s} {r['tau']:6.2f} {tps} {spd:>8s} {dspd:>8s} {ovh:>6s} "
-                    f"{'yes' if r['lossless'] else 'NO'}")
+        rows.append(f"{m:24s} {r['tau']:6.2f} {tps} {spd:>8s} {dspd:>8s} {ovh:>6s} {check_cell(r)}")
+    if results.get("sampling"):
+        s = results["sampling"]
+        rows.append(f"sampled: temperature {s['temperature']:g}, top-p {s['top_p']:g}, seed {s['seed']}; "
+                    f"checked: {s['checked']}")
     return "\n".join(rows)

@@ -22,6 +22,12 @@ draft tokens, accepted tokens, accepted per position; mean acceptance length = 1
 drafts, as vLLM logs it), whether every output equals the no-speculation engine's, and for
 Oilbird its drafting time per engine step and failure count. Nothing here imports vLLM at
 module level.
+
+``temperature`` > 0 (``--temperature``) samples: it goes to vLLM's ``SamplingParams`` (seed 0
+per request), and every proposer's drafts, Oilbird's chains as much as ``ngram``'s and
+``suffix``'s, then go through vLLM's own rejection sampler. Sampled outputs cannot be compared
+token for token (with no speculation or with each other), so a sampled run reports acceptance
+and speed only: ``lossless`` is null, never true.
 """
 from __future__ import annotations
 
@@ -113,10 +119,11 @@ def _load() -> list[float]:
 def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 16, max_new_tokens: int = 64,
                     batch_sizes=(1, 8), out="runs/serve-bench", k: int = 8, model=None, skip: int = 0,
                     python: str | None = None, kv_cache_gb: int = 1, dtype: str = "float32",
-                    oilbird_config: dict | None = None, timeout_s: int = 3600) -> dict:
+                    oilbird_config: dict | None = None, timeout_s: int = 3600, temperature: float = 0.0) -> dict:
     """Serve the workload through vLLM once per method (one engine each) and write
     ``out/results.json``; returns the results. See the module docstring."""
     methods = check_methods(methods)
+    temperature = check_temperature(temperature)
     batch_sizes = sorted({int(b) for b in batch_sizes})
     if not batch_sizes or batch_sizes[0] < 1:
         raise ValueError("batch sizes must be >= 1")
@@ -133,7 +140,7 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
         env["OILBIRD_VLLM_CONFIG"] = json.dumps(oilbird_config)
     runs = {}
     for m in methods:
-        job = {"method": m, "k": k, "batch_sizes": batch_sizes, "dtype": dtype}
+        job = {"method": m, "k": k, "batch_sizes": batch_sizes, "dtype": dtype, "temperature": temperature}
         (out / f"job-{m}.json").write_text(json.dumps(job))
         log = out / f"engine-{m}.log"
         load0 = _load()
@@ -148,13 +155,29 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
         runs[m] = json.loads((out / f"engine-{m}.json").read_text())
         runs[m]["load_before"], runs[m]["load_after"] = load0, _load()
         print(f"[serve-bench] {m}: done, load {load0} -> {runs[m]['load_after']}", file=sys.stderr, flush=True)
-    res = summarize(runs, spec, k)
+    res = summarize(runs, spec, k, temperature)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     return res
 
 
-def summarize(runs: dict, spec: dict, k: int) -> dict:
-    """Per method and batch size: tokens/s, speedup over nospec, acceptance, lossless."""
+def check_temperature(temperature) -> float:
+    """``temperature`` as a float >= 0, else ValueError (one line)."""
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError):
+        raise ValueError(f"--temperature must be a number >= 0, not {temperature!r}") from None
+    if not t >= 0:
+        raise ValueError(f"--temperature must be a number >= 0 (0 = greedy), not {temperature!r}")
+    return t
+
+
+SAMPLED_NOTE = ("sampled: every proposer's drafts go through vLLM's own rejection sampler; outputs cannot be "
+                "compared token for token, so acceptance and speed are reported, not losslessness")
+
+
+def summarize(runs: dict, spec: dict, k: int, temperature: float = 0.0) -> dict:
+    """Per method and batch size: tokens/s, speedup over nospec, acceptance, lossless (greedy
+    only: null when sampled)."""
     ref = runs["nospec"]["passes"]
     table: dict = {}
     for m, r in runs.items():
@@ -169,16 +192,21 @@ def summarize(runs: dict, spec: dict, k: int) -> dict:
                    # tokens per engine step (every step commits its accepted drafts + 1): load-free
                    "tokens_per_step": p["tokens"] / max(1, p["tokens"] - acc.get("accepted_tokens", 0)),
                    "spec": acc, "load_before": r["load_before"], "load_after": r["load_after"]}
+            if temperature > 0:          # not comparable token for token: never "lossless"
+                row["lossless"], row["differing_requests"] = None, None
             if p.get("proposer"):
                 pr = p["proposer"]
                 row.update(draft_share_of_step=pr.get("draft_share_of_step"),
                            draft_ms_per_step=pr.get("draft_ms_per_step"),
                            proposer_failures=pr.get("failures"), proposer=pr)
             table.setdefault(b, {})[m] = row
-    return {"batch_sizes": table, "model": spec["model"], "data": spec["data"], "n_requests": len(spec["prompts"]),
-            "max_new_tokens": spec["max_new_tokens"], "num_speculative_tokens": k,
-            "lossless": all(row["lossless"] for rows in table.values() for row in rows.values()),
-            "engine": {m: r.get("engine", {}) for m, r in runs.items()}}
+    res = {"batch_sizes": table, "model": spec["model"], "data": spec["data"], "n_requests": len(spec["prompts"]),
+           "max_new_tokens": spec["max_new_tokens"], "num_speculative_tokens": k,
+           "lossless": all(row["lossless"] for rows in table.values() for row in rows.values()),
+           "engine": {m: r.get("engine", {}) for m, r in runs.items()}}
+    if temperature > 0:
+        res.update(lossless=None, temperature=temperature, sampled=SAMPLED_NOTE)
+    return res
 
 
 def format_serve_table(res: dict) -> str:
@@ -193,7 +221,9 @@ def format_serve_table(res: dict) -> str:
             fails = str(r["proposer_failures"]) if r.get("proposer_failures") is not None else "-"
             rows.append(f"| {b} | {m} | {r['tokens_per_s']:.2f} | {r['speedup']:.2f}x | {r['tokens_per_step']:.2f} | "
                         f"{mal} | {acc} | {share} | "
-                        f"{fails} | {'yes' if r['lossless'] else 'NO'} |")
+                        f"{fails} | {'sampled' if r['lossless'] is None else 'yes' if r['lossless'] else 'NO'} |")
+    if res.get("sampled"):
+        rows.append(f"\ntemperature {res['temperature']:g}: {res['sampled']}")
     return "\n".join(rows)
 
 
@@ -268,9 +298,17 @@ def _make_llm(spec: dict, method: str, k: int, max_num_seqs: int, dtype: str = "
     return LLM(**kw)
 
 
-def _serve(llm, prompts: list[dict], max_new: int, batch: int) -> tuple[dict, float]:
+def sampling_kwargs(max_new: int, temperature: float = 0.0) -> dict:
+    """vLLM ``SamplingParams`` arguments: greedy at 0, else the temperature with a fixed seed."""
+    kw = {"temperature": float(temperature), "max_tokens": max_new, "ignore_eos": False}
+    if temperature > 0:
+        kw["seed"] = 0
+    return kw
+
+
+def _serve(llm, prompts: list[dict], max_new: int, batch: int, temperature: float = 0.0) -> tuple[dict, float]:
     from vllm import SamplingParams
-    sp = SamplingParams(temperature=0.0, max_tokens=max_new, ignore_eos=False)
+    sp = SamplingParams(**sampling_kwargs(max_new, temperature))
     outputs: dict = {}
     t0 = time.perf_counter()
     if batch == 1:
@@ -298,7 +336,7 @@ def engine_run(spec_path, job_path, result_path) -> None:
     for b in sizes:
         llm.collective_rpc(_reset_drafter)
         before = _spec_counters(llm)
-        outputs, secs = _serve(llm, prompts, max_new, b)
+        outputs, secs = _serve(llm, prompts, max_new, b, float(job.get("temperature", 0.0)))
         tokens = sum(len(v) for v in outputs.values())
         passes[str(b)] = {"outputs": outputs, "seconds": secs, "tokens": tokens, "tokens_per_s": tokens / secs,
                           "spec": _delta(_spec_counters(llm), before) if method != "nospec" else None,

@@ -61,13 +61,45 @@ def _node_hover(c: CycleTrace, i: int, status: str) -> str:
     if i < len(c.argmax):
         am = esc(c.argmax_text[i]) if i < len(c.argmax_text) else "?"
         lines.append(f"verifier argmax here: {am} (id {c.argmax[i]})")
+    sampled = sampled_decision(c, i)
+    if sampled:
+        lines.append(sampled)
     return "<br>".join(lines)
+
+
+def _sampled_bonus(c: CycleTrace) -> str:
+    """Where a sampled cycle's bonus came from: p at the last accepted node, or its residual
+    after the children tried there were rejected."""
+    last = c.accepted[-1] if c.accepted else 0
+    tried = [i for i in range(1, len(c.parents)) if c.parents[i] == last and i < len(c.decided_prob)
+             and c.decided_prob[i] is not None]
+    if not tried:
+        return "sampled from the model's distribution after the last accepted node (no child to try)"
+    return (f"sampled from the residual after the last accepted node: its {len(tried)} tried "
+            f"child{'ren' if len(tried) > 1 else ''} removed and p renormalised")
+
+
+def sampled_decision(c: CycleTrace, i: int) -> str:
+    """A sampled cycle's reason for node ``i`` (oilbird.sampling): the probability that decided
+    it under the residual, and the residual's mass then; "" for a greedy cycle or the root."""
+    if not c.decided_prob or i == 0 or i >= len(c.decided_prob):
+        return ""
+    q = c.decided_prob[i]
+    if q is None:
+        return "sampled: not tried (its parent was not accepted, or a sibling was accepted first)"
+    m = c.residual_mass[i] if i < len(c.residual_mass) and c.residual_mass[i] is not None else 1.0
+    verdict = "accepted" if i in c.accepted else "rejected"
+    rest = ("" if m >= 1.0 - 1e-9 else
+            f" (siblings tried before it were rejected: p renormalised over the remaining {m:.3f})")
+    return f"sampled: {verdict} with probability {q:.3f} under the residual of mass {m:.3f}{rest}"
 
 
 def _bonus_text(cycle: CycleTrace) -> str:
     """The bonus token's own text: the verifier's argmax at the last accepted node (the prefill
     has no node: its one committed token is the bonus)."""
     last = cycle.accepted[-1] if cycle.accepted else -1
+    if cycle.decided_prob:               # sampled: the bonus was drawn, it is not the argmax
+        return cycle.committed_text[-1] if cycle.committed_text and bonus_committed(cycle) else ""
     if 0 <= last < len(cycle.argmax_text):
         return cycle.argmax_text[last]
     return cycle.committed_text[-1] if cycle.committed_text and bonus_committed(cycle) else ""
@@ -164,8 +196,9 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "type": "scatter", "x": [bonus_xy[0]], "y": [bonus_xy[1]], "mode": mode,
             "text": [esc(tok, s.max_label_chars)], "textposition": "top center",
             "textfont": {"size": s.font_size - 1},
-            "hovertext": [f"<b>bonus token</b>: {esc(tok)} (id {cycle.bonus})<br>"
-                          "the verifier's own next token after the last accepted node"],
+            "hovertext": [f"<b>bonus token</b>: {esc(tok)} (id {cycle.bonus})<br>" + (
+                _sampled_bonus(cycle) if cycle.decided_prob else
+                "the verifier's own next token after the last accepted node")],
             "hoverinfo": "text", "name": source_label(BONUS), "legendgroup": BONUS, "showlegend": False,
             "marker": {"color": s.colour(BONUS), "symbol": source_symbol(BONUS), "size": s.node_size + 4,
                        "line": {"width": ls.marker_line, "color": "#111111"}},

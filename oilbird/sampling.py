@@ -1,0 +1,252 @@
+"""Sampling (temperature, top-p) and the lossless acceptance rule for a tree of deterministic drafts.
+
+What this module knows: a request's sampling settings (:class:`SamplingParams`), how they turn
+the verifier's logits into the target distribution p of every tree node (:func:`target_probs`),
+and how to decide a tree against those distributions so that the committed tokens are
+distributed exactly as plain sampling from p, token after token (:func:`sample_tree`). What it
+does not know: where drafts come from, the model, the KV cache. It needs numpy (the rule) and
+torch (only :func:`target_probs`, to read logits where the verifier left them).
+
+**The target distribution p** of a node (:func:`target_probs`), from its logits z:
+
+* temperature T = 0: greedy; p is one-hot on argmax(z) (the rule below then accepts exactly the
+  child that equals the argmax and its bonus is the argmax: greedy verification);
+* T > 0: p = softmax(z / T); then top-p (nucleus) with 0 < top_p <= 1: sort p descending
+  (ties keep the lower token id first), keep the smallest head whose cumulative mass reaches
+  top_p (the token that crosses top_p is kept), zero the rest and renormalise. top_p = 1 keeps
+  every token.
+
+**Why the textbook rule does not apply.** Speculative sampling accepts a draft x with
+probability min(1, p(x) / q(x)), where q is the distribution the drafter sampled x from. Here
+the drafts are deterministic (copied text, retrieved continuations, argmax rollouts): q is a
+point mass on x, so the ratio is p(x) / 1 = p(x), and on rejection the residual
+max(p - q, 0) is p with x removed.
+
+**The rule** (:func:`sample_tree`), at an accepted node with target distribution p and the
+residual r = p (unnormalised, mass m = 1):
+
+1. its children are taken in a fixed order (tree index order); siblings that carry the same
+   token are merged first into one candidate (their subtrees pooled), so no token is tried twice;
+2. for each candidate token x in turn: draw u ~ U[0, 1); accept x if u < r(x) / m. Accepted:
+   x is committed, and the walk continues at x with x's own p. Rejected: set r(x) = 0,
+   m = m - p(x) (renormalising r is dividing by m) and try the next candidate;
+3. when no candidate is accepted, or the node is a leaf, the bonus token is drawn from r / m
+   and the cycle ends.
+
+Why it is exact: the first candidate x1 is output with probability p(x1). Given its rejection,
+the residual is p conditioned on "not x1", so x2 is output with (1 - p(x1)) * p(x2) / (1 - p(x1))
+= p(x2), and so on; the bonus is drawn from p conditioned on "none of the tried tokens", which
+makes every token's total probability exactly p(token). After an accepted x the next token is
+decided with x's own p, the model's distribution given the committed prefix: by induction the
+whole committed sequence is distributed as plain sampling.
+
+**Worked example.** p = {a: 0.5, b: 0.3, c: 0.2}; the node has children b then a (in that order).
+
+* try b: accept with 0.3 / 1.0. Say u = 0.41: rejected; r = {a: 0.5, c: 0.2}, m = 0.7.
+* try a: accept with 0.5 / 0.7 = 0.714. Say u = 0.90: rejected; r = {c: 0.2}, m = 0.2.
+* bonus from r / m: c with probability 1.
+
+Over all draws: b with 0.3, a with 0.7 * 0.714 = 0.5, c with 0.7 * 0.286 = 0.2: exactly p.
+The per-try record (token, the probability that decided it, the residual mass before it, u) is
+what the views show: ``b: 0.300 of mass 1.000, drew 0.41 -> rejected``.
+
+Negative controls (tests/test_sampling.py): accepting a child only when it is the argmax of p,
+or accepting x with p(x) but then sampling the bonus from p instead of the residual, both
+change the distribution; the distribution test must and does reject them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class SamplingError(ValueError):
+    """Bad sampling settings (temperature, top-p, seed). The message is one line."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """A request's sampling settings. ``temperature == 0`` is greedy (the default)."""
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_sampling(self.temperature, self.top_p, self.seed)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def describe(self) -> str:
+        return "greedy" if self.greedy else f"T={self.temperature:g}, top-p={self.top_p:g}, seed={self.seed}"
+
+
+def check_sampling(temperature, top_p, seed) -> None:
+    """Raise :class:`SamplingError` (one line) unless T >= 0, 0 < top_p <= 1 and seed is an int."""
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError):
+        raise SamplingError(f"temperature must be a number >= 0, not {temperature!r}") from None
+    if not np.isfinite(t) or t < 0:
+        raise SamplingError(f"temperature must be a number >= 0 (0 = greedy), not {temperature!r}")
+    try:
+        q = float(top_p)
+    except (TypeError, ValueError):
+        raise SamplingError(f"top-p must be a number in (0, 1], not {top_p!r}") from None
+    if not (0 < q <= 1):
+        raise SamplingError(f"top-p must be in (0, 1] (1 keeps every token), not {top_p!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise SamplingError(f"seed must be a whole number, not {seed!r}")
+
+
+def parse_seed(text: str) -> int:
+    """A seed from the command line or a text box: a whole number, else :class:`SamplingError`."""
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise SamplingError(f"seed must be a whole number, not {text!r}") from None
+
+
+def request_rng(params: SamplingParams, request_id: str) -> np.random.Generator:
+    """The generator one request decodes with: seeded by (seed, request id), so a request's
+    output depends on the seed and its own id only, not on what was decoded before it."""
+    import zlib
+    return np.random.default_rng([int(params.seed) & 0xFFFFFFFF, zlib.crc32(str(request_id).encode())])
+
+
+def target_probs(logits, temperature: float, top_p: float = 1.0) -> np.ndarray:
+    """The target distribution p per row of ``logits`` ([..., V], torch tensor or array), as
+    float64 numpy (see the module doc: temperature 0 = one-hot argmax; else softmax(z / T)
+    then top-p). Every row sums to 1."""
+    import torch
+    z = torch.as_tensor(logits).detach().to("cpu", torch.float64)
+    if temperature == 0:
+        p = torch.zeros_like(z)
+        p.scatter_(-1, z.argmax(-1, keepdim=True), 1.0)
+        return p.numpy()
+    p = torch.softmax(z / float(temperature), dim=-1)
+    if top_p < 1.0:
+        sp, order = torch.sort(p, dim=-1, descending=True, stable=True)
+        before = torch.cumsum(sp, dim=-1) - sp          # mass of the tokens ranked above
+        keep = before < top_p                           # the token crossing top_p is kept
+        sp = torch.where(keep, sp, torch.zeros_like(sp))
+        p = torch.zeros_like(p).scatter_(-1, order, sp)
+        p = p / p.sum(-1, keepdim=True)
+    return p.numpy()
+
+
+def sample_from(p: np.ndarray, rng: np.random.Generator, mass: float | None = None) -> int:
+    """One token from the (possibly unnormalised) weights ``p`` (inverse CDF, one uniform)."""
+    c = np.cumsum(p)
+    total = c[-1] if mass is None else min(float(mass), c[-1])
+    i = int(np.searchsorted(c, rng.random() * total, side="right"))
+    if i >= len(p) or p[i] <= 0:                     # float edge: the last token with weight
+        i = int(np.flatnonzero(p > 0)[-1])
+    return i
+
+
+@dataclass
+class Tried:
+    """One candidate the rule tried: what decided it (for the views)."""
+    node: int             # tree node (the first of merged twins)
+    token: int
+    prob: float           # r(x) / m: its acceptance probability under the residual
+    residual_mass: float  # m: the residual's mass when it was tried (1.0 = nothing rejected yet)
+    u: float              # the uniform draw it was compared with
+    accepted: bool
+
+
+@dataclass
+class SampleVerdict:
+    """What :func:`sample_tree` decided: the accepted root path (node indices, root first), the
+    bonus token, where the bonus came from, and every try in order."""
+    accepted: list[int]
+    bonus: int
+    tried: list[Tried] = field(default_factory=list)
+    bonus_mass: float = 1.0   # the residual's mass the bonus was drawn from (1.0: p itself)
+
+    def per_node(self, n: int) -> tuple[list[float | None], list[float | None]]:
+        """Per tree node: the probability that decided it and the residual mass when it was
+        tried (None: never tried). Merged twins share their first node's entry."""
+        prob: list[float | None] = [None] * n
+        mass: list[float | None] = [None] * n
+        for t in self.tried:
+            prob[t.node], mass[t.node] = t.prob, t.residual_mass
+        return prob, mass
+
+
+def _children(tokens, parents) -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for i in range(1, len(parents)):
+        kids.setdefault(int(parents[i]), []).append(i)
+    return kids
+
+
+def sample_tree(tokens, parents, probs, rng: np.random.Generator) -> SampleVerdict:
+    """Decide a draft tree under sampling (the rule of the module doc).
+
+    tokens, parents: the tree (node 0 = root, parents before children). probs: per node the
+    target distribution p of the token that follows it (``probs[i]``: a 1-D float array summing
+    to 1, e.g. a row of :func:`target_probs`; only rows of visited nodes are read). rng: the
+    request's numpy Generator (the only source of randomness).
+
+    >>> p = np.array([[0.0, 0.5, 0.3, 0.2], [0.1, 0.0, 0.9, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    >>> v = sample_tree([0, 2, 1], [-1, 0, 0], p, np.random.default_rng(0))
+    >>> [(t.token, round(t.prob, 3), t.residual_mass) for t in v.tried][:1]
+    [(2, 0.3, 1.0)]
+    """
+    kids = _children(tokens, parents)
+    group = [0]                  # the accepted node and its merged twins (same context)
+    tried: list[Tried] = []
+    while True:
+        p = np.asarray(probs[group[0]], dtype=np.float64)
+        # candidates: children of every twin, in index order, merged by token
+        order: list[int] = []
+        by_token: dict[int, list[int]] = {}
+        for g in group:
+            for c in kids.get(g, ()):
+                t = int(tokens[c])
+                if t not in by_token:
+                    by_token[t] = []
+                    order.append(t)
+                by_token[t].append(c)
+        r, mass = p, 1.0
+        nxt = None
+        for t in order:
+            q = float(r[t]) / mass if mass > 0 else 0.0
+            u = float(rng.random())
+            ok = u < q
+            tried.append(Tried(by_token[t][0], t, q, mass, u, ok))
+            if ok:
+                nxt = sorted(by_token[t])
+                break
+            if r is p:
+                r = p.copy()
+            r[t] = 0.0
+            mass = float(r.sum())
+        if nxt is None:
+            if mass <= 0:        # only reachable by float rounding: every token was rejected
+                r, mass = p, 1.0
+            bonus = sample_from(r, rng, None if r is p else mass)
+            path = _root_path(parents, group[0])
+            return SampleVerdict(path, bonus, tried, mass)
+        group = nxt
+
+
+def _root_path(parents, node: int) -> list[int]:
+    path = [node]
+    while parents[path[-1]] >= 0:
+        path.append(int(parents[path[-1]]))
+    return path[::-1]
+
+
+def decisions_per_node(decisions: list[dict], n: int) -> tuple[list[float | None], list[float | None]]:
+    """Per tree node of a sampled verdict: the probability that decided it and the residual mass
+    when it was tried (None: never tried), for :class:`oilbird.trace.CycleTrace`."""
+    prob: list[float | None] = [None] * n
+    mass: list[float | None] = [None] * n
+    for d in decisions:
+        prob[d["node"]], mass[d["node"]] = round(float(d["prob"]), 6), round(float(d["residual_mass"]), 6)
+    return prob, mass

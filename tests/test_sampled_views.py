@@ -1,0 +1,68 @@
+"""Views of a sampled cycle: the tree panel's hover says, per tried node, the probability that
+decided it and the residual's mass; the trace round-trips the new fields (oilbird.trace)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from wb_traces import cycle1
+
+from oilbird.trace import CycleTrace, RequestTrace, TraceError, load_traces, save_traces
+from workbench import figures as F
+
+
+def sampled_cycle() -> CycleTrace:
+    """cycle1's tree decided by sampling: node 1 (" there") rejected with 0.3 of mass 1, node 3
+    (" you") accepted with 0.5 / 0.7 of the residual, node 3 a leaf: the bonus "?" is drawn."""
+    return replace(cycle1(), accepted=[0, 3], bonus=77, committed=[13, 77], committed_text=[" you", "?"],
+                   committed_sources=[["recycling"], ["bonus"]],
+                   decided_prob=[None, 0.3, None, 0.5 / 0.7, None], residual_mass=[None, 1.0, None, 0.7, None])
+
+
+def _hover(fig, node):
+    for t in fig.data:
+        if t.customdata is not None and node in list(t.customdata):
+            return t.hovertext[list(t.customdata).index(node)]
+    raise AssertionError(f"node {node} has no marker")
+
+
+def test_tree_hover_says_what_decided_each_tried_node():
+    fig = F.tree_figure(sampled_cycle())
+    assert "sampled: rejected with probability 0.300 under the residual of mass 1.000" in _hover(fig, 1)
+    h3 = _hover(fig, 3)
+    assert "sampled: accepted with probability 0.714 under the residual of mass 0.700" in h3
+    assert "renormalised" in h3
+    assert "not tried" in _hover(fig, 2) and "not tried" in _hover(fig, 4)
+    assert "sampled:" not in _hover(fig, 0)                    # the root is never tried
+
+
+def test_sampled_bonus_is_labelled_with_the_drawn_token_and_where_it_came_from():
+    fig = F.tree_figure(sampled_cycle())
+    bonus = [t for t in fig.data if t.meta == "bonus"]
+    assert len(bonus) == 1 and list(bonus[0].text) == ["?"]
+    assert "sampled from the model's distribution after the last accepted node" in bonus[0].hovertext[0]
+    # a bonus drawn after rejected children says it came from the residual
+    c = replace(sampled_cycle(), accepted=[0], bonus=77, committed=[77], committed_text=["?"],
+                committed_sources=[["bonus"]], decided_prob=[None, 0.3, None, 0.2, None])
+    bonus = [t for t in F.tree_figure(c).data if t.meta == "bonus"][0]
+    assert "residual" in bonus.hovertext[0] and "2 tried children" in bonus.hovertext[0]
+
+
+def test_greedy_cycle_hover_is_unchanged():
+    fig = F.tree_figure(cycle1())
+    assert all("sampled" not in _hover(fig, i) for i in range(5))
+    bonus = [t for t in fig.data if t.meta == "bonus"][0]
+    assert "the verifier's own next token" in bonus.hovertext[0]
+
+
+def test_sampled_fields_round_trip_and_are_checked(tmp_path):
+    tr = RequestTrace(request_id="r1", method="goose", model="tiny", prompt_ids=[1], prompt_text="x",
+                      output_ids=[13, 77], output_text=[" you", "?"], cycles=[sampled_cycle()],
+                      meta={"sampling": {"temperature": 0.7, "top_p": 1.0, "seed": 0}})
+    save_traces([tr], tmp_path / "t.jsonl")
+    back = load_traces(tmp_path / "t.jsonl")[0].cycles[0]
+    assert back.decided_prob == sampled_cycle().decided_prob and back.residual_mass == [None, 1.0, None, 0.7, None]
+    bad = replace(tr, cycles=[replace(sampled_cycle(), decided_prob=[0.5])])
+    save_traces([bad], tmp_path / "bad.jsonl")
+    with pytest.raises(TraceError, match="decided_prob"):
+        load_traces(tmp_path / "bad.jsonl")
