@@ -14,7 +14,6 @@ from conftest import make_tiny_lm
 
 import oilbird.model
 from oilbird.__main__ import main
-from oilbird.data.requests import Request
 from oilbird.decoding import autoregressive
 from oilbird.presets import make_decoder
 from oilbird.sampled import Sampled, check_sampled_output, decisions_per_node, sampled_autoregressive
