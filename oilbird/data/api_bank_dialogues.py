@@ -7,8 +7,8 @@ repository), one dialogue per file, one record per line::
 
     {"role": "User", "text": "..."}
     {"role": "AI", "text": "..."}
-    {"role": "API", "api_name": "GetUserToken", "param_dict": {"username": "foo", ...},
-     "result": {"api_name": "GetUserToken", "input": {...}, "output": {"token": "..."}, "exception": null}}
+    {"role": "API", "api_name": "SomeApi", "param_dict": {"username": "foo", ...},
+     "result": {"api_name": "SomeApi", "input": {...}, "output": {"token": "..."}, "exception": null}}
 
 This module turns each file into one conversation object in the input form of
 :mod:`oilbird.data.conversations` (id: the file's name without ``.jsonl``; ``model``:
