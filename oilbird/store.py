@@ -449,6 +449,25 @@ class Store:
         return out
 
     # -- what a store file holds (oilbird.store_files writes and reads it) -----------------------
+    def states_before(self, stream_positions) -> list[np.ndarray | None]:
+        """For each match end position of ``self.suffix``, the stored (decoded, unit) state of the
+        record just before it; None where there is none (a request's first token, a record stored
+        without a state) or the index cannot hand states back (IVF and trained PQ codes)."""
+        out: list[np.ndarray | None] = [None] * len(stream_positions)
+        if self._is_ivf() or not len(stream_positions):
+            return out
+        rows = self._row_rec.a[:self.index.ntotal]
+        qs, lo = self._q_stream, self._q_live
+        for k, s in enumerate(stream_positions):
+            q = bisect.bisect_right(qs, s - 1, lo=lo) - 1
+            if q < lo or not qs[q] <= s - 1 < qs[q] + self._q_n[q]:
+                continue
+            local = self._q_first[q] + (s - 1 - qs[q]) - self._rbase
+            j = int(np.searchsorted(rows, np.int32(local)))
+            if self._row_live <= j < len(rows) and rows[j] == local:
+                out[k] = self.index.reconstruct(j)
+        return out
+
     def snapshot(self) -> Snapshot:
         """The committed records as a :class:`Snapshot`; the request being decoded (queued, not
         yet ended) is left out. Compacts first (invisible to readers). The arrays are views:

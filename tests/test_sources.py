@@ -138,7 +138,6 @@ def test_suffix_source_weights_occurrences_by_match_length_and_fits_the_budget()
 
 
 def test_suffix_state_temp_lets_the_state_choose_among_equal_occurrences():
-    from oilbird.sources._states import states_before
     from oilbird.sources.suffix import SuffixConfig
     store = Store(dim=D)
     # three pool occurrences of [1, 2, 3]: two continue with 5, one with 4. By evidence 5 wins
@@ -160,10 +159,10 @@ def test_suffix_state_temp_lets_the_state_choose_among_equal_occurrences():
     assert ranked.propose(DraftContext(tokens=ctx, request_id="d"), 2).chains[0].tokens == [5]
     # the state read back is the record's before the match end (a request's first token has none)
     ends = [p for p, _ in store.suffix.match([1, 2, 3])]
-    got = {tuple(np.round(s, 3)) if s is not None else None for s in states_before(store, ends)}
+    got = {tuple(np.round(s, 3)) if s is not None else None for s in store.states_before(ends)}
     assert got == {tuple(np.round(near, 3)), tuple(np.round(far, 3))}
     first_tok = [p for p, _ in store.suffix.match([9])]
-    assert states_before(store, first_tok) == [None]
+    assert store.states_before(first_tok) == [None]
 
 
 # -- token adjacency ------------------------------------------------------------------------------

@@ -5,36 +5,12 @@ with ``state_temp``).
 The store's suffix index says where the context's suffix recurs in the pool stream; the faiss
 index holds the state of every record. For a match ending at stream position p (the token that
 plays the root) the comparable state is that of the record at p - 1: the query state is the
-context's token before the root (``DraftContext.query_state``). Reads the store's request table
-and row map (:class:`~oilbird.store.Store`); knows nothing about sources or trees.
+context's token before the root (``DraftContext.query_state``); the store hands those states
+back (:meth:`oilbird.store.Store.states_before`). Knows nothing about sources or trees.
 """
 from __future__ import annotations
 
-import bisect
-
 import numpy as np
-
-from ..store import Store
-
-
-def states_before(store: Store, stream_positions) -> list[np.ndarray | None]:
-    """For each match end position of ``store.suffix``, the stored (decoded, unit) state of the
-    record just before it; None where there is none (a request's first token, a record stored
-    without a state) or the index cannot hand states back (IVF and trained PQ codes)."""
-    out: list[np.ndarray | None] = [None] * len(stream_positions)
-    if store._is_ivf() or not len(stream_positions):
-        return out
-    rows = store._row_rec.a[:store.index.ntotal]
-    qs, lo = store._q_stream, store._q_live
-    for k, s in enumerate(stream_positions):
-        q = bisect.bisect_right(qs, s - 1, lo=lo) - 1
-        if q < lo or not qs[q] <= s - 1 < qs[q] + store._q_n[q]:
-            continue
-        local = store._q_first[q] + (s - 1 - qs[q]) - store._rbase
-        j = int(np.searchsorted(rows, np.int32(local)))
-        if store._row_live <= j < len(rows) and rows[j] == local:
-            out[k] = store.index.reconstruct(j)
-    return out
 
 
 def occurrence_weights(sims: list[float | None], temp: float) -> list[float]:

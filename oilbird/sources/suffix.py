@@ -26,7 +26,7 @@ import numpy as np
 
 from ..store import Store
 from ._lexical import RequestIndex, confidence
-from ._states import occurrence_weights, states_before
+from ._states import occurrence_weights
 from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 
@@ -152,7 +152,7 @@ class SuffixSource(DraftSource):
         pool = [k for k, o in enumerate(occ) if o[0] is not self.req.index]
         if ctx.query_state is None or not pool:
             return [1.0] * len(occ)
-        states = states_before(self.store, [occ[k][1] for k in pool])
+        states = self.store.states_before([occ[k][1] for k in pool])
         sims: list[float | None] = [None] * len(occ)
         for k, st in zip(pool, states):
             if st is not None:
