@@ -105,6 +105,19 @@ def test_off_by_one_alignment():
     assert d.semantic_hit == [False, True, True]   # t=1: A's record is followed by B = out[1]
 
 
+def test_the_drafters_key_asks_one_position_earlier_and_checks_the_root():
+    # pool document [A, B, C]; prompt [7, 8], output [B, C]. The drafter drafting output[1]
+    # (root B) has the state at 8 (~ A's), keeps A's record (followed by B, the root) and is
+    # right when the token after that is C; the diagnosis' own key asks with B's state instead
+    A, B, C = 3, 4, 5
+    pool = Pool(3, k=1)
+    pool.add_document([A, B, C], np.eye(3, dtype=np.float32))
+    e0, e1, e2 = np.eye(3, dtype=np.float32)
+    d = pool.label("q", [7, 8], [B, C], np.stack([e2, e0, e2, e1]))
+    assert d.semantic_hit == [True, False]     # t=0: the state at 8 ~ A, followed by B = out[0]
+    assert d.drafter_hit == [False, True]      # t=0: nothing is followed by the root 8
+
+
 def test_full_pool_includes_earlier_prompts():
     # with the earlier prompt in the pool, r2's first token follows a recurring prompt tail
     s1, s2 = _states()

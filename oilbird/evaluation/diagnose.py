@@ -47,8 +47,11 @@ stream position i is a hit iff ``pool[i + 1] == output[t]``. Toy check: pool doc
 [A, B, C]; current output [X, B, C]; at t = 2 (true next C) the query is the state at B; the
 neighbour is the record of B (pool position 1); pool[2] = C is the hit. The static key uses the
 same positions with the token's input embedding instead of the state (key of ``context[-1]``).
-This is the diagnosis, queried at every position with no lag (the drafter's one-token lag of
-method-notes applies to drafting, not here).
+This is the diagnosis, queried at every position with no lag. **The drafter's key**
+(``semantic_reach_drafter``): at draft time the root's own state is not computed yet, so the
+drafter asks with the state one position earlier (input index ``len(prompt) - 2 + t``) and
+keeps the records followed by the root token (:class:`~oilbird.sources.semantic.SemanticConfig`
+``root_widen``); a record at i is a hit iff ``pool[i + 2] == output[t]``.
 
 **Copy oracle** (``copy_oracle_tau`` in diagnosis.json, by tree budget): the tau a perfect
 copy drafter would reach on these same outputs, each cycle drafting the longest true
@@ -74,6 +77,8 @@ from typing import Callable, Iterable, Sequence
 
 import faiss
 import numpy as np
+
+from ..sources.semantic import SemanticConfig
 
 SEP = -1
 LABELS = ("lexical_hit", "gap_recovered", "gap_missed", "absent")
@@ -186,6 +191,7 @@ class RequestDiagnosis:
     oracle_hit: list[bool] = field(default_factory=list)
     match_len: list[int] = field(default_factory=list)
     semantic_hit: list[bool] = field(default_factory=list)     # at every position
+    drafter_hit: list[bool] = field(default_factory=list)      # the drafter's key (module doc)
     static_hit: list[bool | None] = field(default_factory=list)  # at gap positions, else None
     run_behind: list[int | None] = field(default_factory=list)   # at recovered gap positions
     run_available: list[int | None] = field(default_factory=list)  # at gap positions
@@ -306,6 +312,9 @@ class Pool:
             _, rows = self.index.search(_normalise(states[P - 1:P - 1 + n]), k)
         else:
             rows = np.full((n, 0), -1)
+        # the drafter's key: the k * root_widen records nearest the state one position before the root
+        lag = (self.index.search(_normalise(states[P - 2:P - 2 + n]), min(self.k * SemanticConfig().root_widen, len(self)))[1]
+               if len(self) and n and P >= 2 else np.full((n, 0), -1))
         for t in range(n):
             ctx = context[:P + t]
             p2 = tuple(output[t:t + 2]) in self.table
@@ -321,6 +330,9 @@ class Pool:
             d.oracle_hit.append(hit)
             d.match_len.append(m)
             d.semantic_hit.append(bool(sem))
+            root = context[P - 1 + t]
+            lagged = [i for i in (self.record_pos[r] for r in lag[t] if r >= 0) if self.stream[i + 1] == root]
+            d.drafter_hit.append(any(self.stream[i + 2] == output[t] for i in lagged[:self.k]))
             gap = p2 and not hit
             if gap and self.static is not None and len(self):
                 st = self._static_top(ctx[-1])
@@ -371,6 +383,7 @@ def summarise(diags: Iterable[RequestDiagnosis]) -> dict:
         "static_reach": _frac(sum(ST), len(ST)),
         "run_behind": _frac(sum(RB), len(RB)), "run_available": _frac(sum(RA), len(RA)),
         "semantic_hit_all": _frac(sum(S), n),
+        "semantic_reach_drafter": _frac(sum(x for d in diags for x, g in zip(d.drafter_hit, d.gap) if g), sum(G)),
         "match_len_gap_median": median(ML_G) if ML_G else None,
         "match_len_hit_median": median(ML_H) if ML_H else None,
         "n_gap": sum(G), "n_gap_4": sum(G4), "n_recovered": len(RB),
@@ -520,6 +533,7 @@ ROWS = [("present_2", "present (next 2)", "%"), ("present_4", "present (next 4)"
         ("oracle_miss", "oracle misses", "%"), ("gap", "gap", "%"), ("gap_4", "gap (4 tokens)", "%"),
         ("semantic_reach", "semantic reach (of gap)", "%"),
         ("semantic_reach_4", "semantic reach (of gap_4)", "%"),
+        ("semantic_reach_drafter", "... by the drafter's key (of gap)", "%"),
         ("static_reach", "static reach (of gap)", "%"),
         ("run_available", "verbatim run behind", "n"), ("run_behind", "run matched by neighbour", "n"),
         ("match_len_gap_median", "longest match at gap (median)", "n")]

@@ -1,10 +1,12 @@
 """The semantic source (Oilbird): past positions retrieved by the verifier's hidden state.
 
 Query: the L2-normalised state of the newest position that has one (``ctx.query_state``,
-position t-1: the root x_t gets its state only in this cycle's forward). Retrieve the top-k
-store records by cosine; use them only if the best similarity reaches the entry floor. A
-neighbour at record i had state h_i ~ h_{t-1}, so its token i+1 plays the role of our root and
-it proposes the tokens from i+2 on, as many as its own similarity allows (copy depth).
+position t-1: the root x_t gets its state only in this cycle's forward). Retrieve the store
+records nearest by cosine and keep the top-k of them whose own next token is the root (the
+root check, ``root_widen``: a record at i with h_i ~ h_{t-1} whose token i+1 is not x_t
+answered another question); use them only if the best similarity reaches the entry floor. A
+kept neighbour's token i+1 is our root, and it proposes the tokens from i+2 on, as many as its
+own similarity allows (copy depth). Why the check: docs/results.md ("The whole recorded set").
 
 Fires only where the lexical match is non-empty (paper Fig. 2 (ii)). Self-calibration: an
 exponential average of whether the source's chains got their first token accepted (counted in
@@ -32,10 +34,11 @@ class SemanticConfig:
     calib_alpha: float = 0.2         # EMA weight of the newest outcome
     mute_below: float = 0.15
     unmute_above: float = 0.30
-    # agreement: when >= 2 neighbours propose the same first ``agree_len`` tokens, ask the
-    # drafter for ``agree_claim`` nodes beyond the reserve (0: never)
-    agree_claim: int = 0
-    agree_len: int = 2
+    # root agreement: the query is the state *before* the root (module doc), so a neighbour whose
+    # own next token is not the root token is answering another question; with ``root_widen`` > 1
+    # the key looks up ``top_k * root_widen`` records and keeps the ``top_k`` best whose next token
+    # is the root (1: no check)
+    root_widen: int = 8
 
 
 # tokens of a retrieved record's continuation the trace keeps past its copy depth ("withheld")
@@ -62,12 +65,23 @@ class SemanticSource(DraftSource):
         self.muted = False
         self.last_chains: list[Chain] = []     # chains computed this cycle (proposed or shadow)
 
-    def neighbours(self, query) -> list[tuple[int, float]]:
+    def neighbours(self, query, root: int | None = None) -> list[tuple[int, float]]:
         """Top-k (record, similarity) above nothing; empty if the best is below the floor."""
-        hits = self.store.search(query, self.cfg.top_k)
+        hits = self._search(query, root)
         if not hits or hits[0][1] < self.cfg.entry_floor:
             return []
         return hits
+
+    def _search(self, query, root: int | None) -> list[tuple[int, float]]:
+        """The top-k records by similarity; with ``root_widen`` > 1 and a root token, the top-k of
+        the ``top_k * root_widen`` nearest whose next token (the one before their continuation)
+        is the root."""
+        k, widen = self.cfg.top_k, self.cfg.root_widen
+        if widen <= 1 or root is None:
+            return self.store.search(query, k)
+        hits = self.store.search(query, k * widen)
+        step = self.cfg.lag - 1
+        return [(rec, sim) for rec, sim in hits if self.store.continuation(rec, step, 1) == [root]][:k]
 
     def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         self.last_chains = []
@@ -78,7 +92,9 @@ class SemanticSource(DraftSource):
             return Proposal(retrieval="no-query", **said)
         if len(self.store) == 0:
             return Proposal(retrieval="empty-store", **said)
-        hits = self.store.search(ctx.query_state, self.cfg.top_k)
+        hits = self._search(ctx.query_state, ctx.tokens[-1] if ctx.tokens else None)
+        if not hits and self.cfg.root_widen > 1:
+            return Proposal(retrieval="no-root-match", **said)
         below = bool(hits) and hits[0][1] < self.cfg.entry_floor
         chains = []
         for rec, sim in hits:
@@ -97,16 +113,7 @@ class SemanticSource(DraftSource):
             return Proposal(retrieval="below-floor", **said)
         if self.muted:                 # looked up in shadow: the trace shows it, the tree does not
             return Proposal(looked_up=chains, retrieval="muted", **said)
-        return Proposal(chains, retrieval="retrieved", claim=self._claim(chains), **said)
-
-    def _claim(self, chains: list[Chain]) -> int:
-        """``agree_claim`` when two or more neighbours agree on their first ``agree_len`` tokens."""
-        n = self.cfg.agree_len
-        heads = [tuple(c.tokens[:n]) for c in chains if len(c.tokens) >= n]
-        if not self.cfg.agree_claim or not heads:
-            return 0
-        top = max(set(heads), key=heads.count)
-        return self.cfg.agree_claim if heads.count(top) >= 2 else 0
+        return Proposal(chains, retrieval="retrieved", **said)
 
     def update(self, verdict: Verdict) -> None:
         live = [c for c in self.last_chains if c.tokens]
