@@ -25,6 +25,13 @@ class RequestIndex:
         self.index = SuffixIndex(gram=gram)
 
     def reset(self, tokens: list[int]) -> None:
+        """Index a new request's prompt. A prompt that begins with everything indexed so far
+        (the next turn of the same conversation: the last prompt, its answer, new messages)
+        indexes only what is new; the index is the same as one built afresh."""
+        old = self.index.tokens
+        if 0 < len(old) <= len(tokens) and [int(t) for t in tokens[:len(old)]] == old:
+            self.index.extend(tokens[len(old):])
+            return
         self.index = SuffixIndex(gram=self.gram)
         self.index.extend(tokens)
 
