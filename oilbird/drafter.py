@@ -15,9 +15,10 @@ then verified whole:
 3. **branches** (token adjacency): alternatives below the root and along the spine, until the
    budget is spent.
 
-   With ``fill="expected"`` passes 2 and 3 are one: nothing is reserved, and semantic chains
-   and adjacency branches compete for what the lexical subtree left, node by node, by the
-   estimated probability that the node is accepted (:func:`fill_by_value`).
+   With ``fill="expected"`` passes 2 and 3 are one: nothing is reserved, and semantic chains,
+   adjacency branches and the lexical chains' tails that pass 1's share cut off compete for
+   the nodes left, node by node, by the estimated probability that the node is accepted
+   (:func:`fill_by_value`). The Oilbird presets use it (:data:`oilbird.methods.PRESET_FILLS`).
 Every node records the set of sources that proposed it and each one's score. Which sources run
 is decided by the preset (see :mod:`oilbird.presets`).
 """
@@ -202,9 +203,10 @@ class Drafter:
         info = DraftInfo()
         ctx = DraftContext(tokens=context, request_id=request_id, query_state=_unit(query_state), tree=tree)
         left = cfg.budget - 1
-        reserved = min(cfg.semantic_budget, left) if self.semantic_sources and cfg.fill != "expected" else 0
+        valued = cfg.fill == "expected"
+        reserved = min(cfg.semantic_budget, left) if self.semantic_sources and not valued else 0
         lex_budget = round(self.spine_share * (left - reserved)) if self.branch_sources else left - reserved
-        self._spine_pass(ctx, info, lex_budget)
+        lexical_rest = self._spine_pass(ctx, info, lex_budget)
         # the gate of pass 2: the host's lexical key is the suffix index *and* the token-adjacency
         # table (paper Fig. 2 (i)), so a table row for the root token is a non-empty match too
         info.adjacency_row = any(s.knows(context[-1]) for s in self.branch_sources)
@@ -212,21 +214,23 @@ class Drafter:
             info.lexical_match_len = 1     # a Token Recycling host: the table is its only key
         ctx = replace(ctx, lexical_match_len=max(info.lexical_match_len, int(info.adjacency_row)))
         room = cfg.budget - len(tree)
-        semantic, claim = self._chain_pass(ctx, info, room if cfg.fill == "expected" else min(reserved, room))
-        if cfg.fill == "expected":
-            merged = self._fill_expected(ctx, semantic)
+        semantic = self._chain_pass(ctx, info, room if valued else min(reserved, room))
+        if valued:
+            merged = self._fill_expected(ctx, semantic, lexical_rest)
         else:
-            merged = self._fill_reserved(ctx, semantic, min(reserved + claim, room))
+            merged = self._fill_reserved(ctx, semantic, min(reserved, room))
         for (source, c), (walked, paid) in zip(semantic, merged):
             if source.retrieves:
                 why = "" if walked else ("no-tokens" if not c.tokens else "budget")
                 info.neighbours.append({**c.meta, "walked": walked, "paid": paid, "why_no_node": why})
         return tree, info
 
-    def _spine_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> None:
+    def _spine_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> list[tuple[str, Chain]]:
         """1) lexical chains in source order (suffix's best-first subtree, then prompt lookup),
-        each paying only after it leaves the tree; the first chain is the spine."""
-        lex = []
+        each paying only after it leaves the tree; the first chain is the spine. Returns what
+        the budget cut off each chain (a chain below the last node it reached): the ``expected``
+        fill lets it compete for the nodes left."""
+        lex, rest = [], []
         for s in self.spine_sources:
             p = self._ask(s, ctx, budget, info)
             lex += [(s.name, c) for c in p.chains]
@@ -238,21 +242,22 @@ class Drafter:
             budget -= len(paid)
             if i == 0:
                 info.spine = walked
+            if len(walked) < len(c.tokens):
+                rest.append((name, Chain(c.tokens[len(walked):], c.score, walked[-1] if walked else c.attach, c.meta)))
+        return rest
 
-    def _chain_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> tuple[list[tuple[DraftSource, Chain]], int]:
-        """2) the semantic key and the rejected pool: their chains, best first per source, and the
-        nodes they claim beyond the reserve. A muted retrieving source's looked-up records go to
-        the trace with no node."""
-        out, claim = [], 0
+    def _chain_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> list[tuple[DraftSource, Chain]]:
+        """2) the semantic key and the rejected pool: their chains, best first per source. A muted
+        retrieving source's looked-up records go to the trace with no node."""
+        out = []
         for s in self.semantic_sources:
             p = self._ask(s, ctx, budget, info)
-            claim += p.claim
             out += [(s, c) for c in sorted(p.chains, key=lambda c: -c.score)]
             if s.retrieves:
                 why = "below-floor" if p.retrieval == "below-floor" else "muted"     # looked up, not drafted
                 info.neighbours += [{**c.meta, "walked": [], "paid": [], "why_no_node": why}
                                     for c in p.looked_up]
-        return out, claim
+        return out
 
     def _fill_reserved(self, ctx: DraftContext, semantic, reserved: int) -> list[tuple[list[int], list[int]]]:
         """2) semantic chains out of the reserve, each paying only after it diverges; then
@@ -270,11 +275,11 @@ class Drafter:
                 add_chain(tree, c, name, room)
         return merged
 
-    def _fill_expected(self, ctx: DraftContext, semantic) -> list[tuple[list[int], list[int]]]:
-        """2+3) semantic chains and adjacency branches compete node by node (fill_by_value).
-        Returns (walked, paid) per semantic chain."""
+    def _fill_expected(self, ctx: DraftContext, semantic, lexical_rest=()) -> list[tuple[list[int], list[int]]]:
+        """2+3) semantic chains, what the spine pass cut off the lexical chains, and adjacency
+        branches compete node by node (fill_by_value). Returns (walked, paid) per semantic chain."""
         branches = [pair for b in self.branch_sources for pair in self._branches(b, ctx)]
-        pairs = [(s.name, c) for s, c in semantic] + branches
+        pairs = [(s.name, c) for s, c in semantic] + list(lexical_rest) + branches
         return fill_by_value(ctx.tree, pairs, self.cfg.budget - len(ctx.tree), self.rates)[: len(semantic)]
 
     def _branches(self, source: DraftSource, ctx: DraftContext) -> list[tuple[str, Chain]]:

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 # --------------------------------------------------------------------------- the tree
-# how the nodes the lexical subtree leaves are shared (TreeConfig.fill); why "reserved" is the
-# default: docs/results.md, "Fill"
+# how the nodes the lexical subtree leaves are shared (TreeConfig.fill): "reserved" is the paper's
+# and the hosts' rule, the Oilbird presets use "expected" (PRESET_FILLS; docs/results.md, "Fill")
 FILLS = ("reserved", "expected")
 
 
@@ -41,7 +41,8 @@ class TreeConfig:
     max_spine_share: float = 0.9
     max_spine_len: int = 20
     # "reserved" (the paper): semantic chains out of semantic_budget, then adjacency branches by
-    # score; "expected": both compete node by node by estimated P(accepted), nothing reserved
+    # score; "expected": they and the lexical chains' cut-off tails compete node by node by
+    # estimated P(accepted), nothing reserved (the Oilbird presets' own: PRESET_FILLS)
     fill: str = "reserved"
 
     def __post_init__(self):
@@ -82,16 +83,19 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "oilbird-no-rejected": ("suffix", "pld", "recycling", "semantic"),
     "oilbird-ungated": ("suffix", "pld", "recycling", "semantic-ungated", "rejected"),
     "oilbird-state": ("suffix-state", "pld", "recycling", "semantic", "rejected"),
-    "oilbird-agree": ("suffix", "pld", "recycling", "semantic-agree", "rejected"),
     "pld+sem": ("pld", "semantic"),
     "recycling+sem": ("recycling", "semantic"),
 }
+# the fill a preset's tree uses when its name asks for none (``oilbird:reserved`` asks for the
+# paper's): the Oilbird family and its ablations share "compete"; the hosts keep their own rule
+# (docs/results.md, "Fill (the default, and why)")
+PRESET_FILLS = {name: "expected" for name in PRESETS if name.startswith("oilbird")}
 BASELINES = ("ar", "hf-greedy")
 PEERS: dict[str, tuple[str, ...]] = {"hf-pld": (), "suffix-arctic": ("arctic",)}
 # the one peer that drafts inside our verifier (oilbird.evaluation.peers); it has no semantic key
 PEER_TREE_METHODS = tuple(p for p, s in PEERS.items() if s)
 # sources that pay from the semantic pass ("chains"): without one, a tree reserves nothing
-CHAIN_SOURCES = ("semantic", "semantic-ungated", "semantic-agree", "rejected")
+CHAIN_SOURCES = ("semantic", "semantic-ungated", "rejected")
 
 
 def known_methods() -> list[str]:
@@ -105,7 +109,8 @@ class Method:
     base: str                       # "oilbird"
     kind: str                       # "baseline" | "peer" | "tree"
     sources: tuple[str, ...] = ()   # the draft sources of its tree; () for methods without one
-    fill: str | None = None         # a fill asked for after the colon; None: the run's default
+    fill: str | None = None         # the fill asked for after the colon, else the preset's own
+                                    # (PRESET_FILLS); None: the run's default
 
     @property
     def drafts_tree(self) -> bool:
@@ -145,7 +150,7 @@ def parse_method(name: str) -> Method:
     """
     base, *variants = name.strip().split(":")
     if base in PRESETS:
-        m = Method(name.strip(), base, "tree", PRESETS[base])
+        m = Method(name.strip(), base, "tree", PRESETS[base], PRESET_FILLS.get(base))
     elif base in PEERS:
         m = Method(name.strip(), base, "peer", PEERS[base])
     elif base in BASELINES:

@@ -19,17 +19,12 @@ the life of the decoder, so serve one data set through one decoder per method.
 | oilbird-no-rejected    | suffix + pld    | semantic             | adjacency  |
 | oilbird-ungated        | suffix + pld    | semantic* + rejected | adjacency  |
 | oilbird-state          | suffix' + pld   | semantic + rejected  | adjacency  |
-| oilbird-agree          | suffix + pld    | semantic+ + rejected | adjacency  |
 | pld+sem                | prompt lookup   | semantic             | -          |
 | recycling+sem          | -               | semantic             | adjacency  |
 
 ``semantic*``: the semantic key without its gate (``SemanticConfig(require_lexical=False)``): it
 also fires where no lexical key matched, i.e. on root tokens the suffix index, prompt lookup and
 the adjacency table have never seen, which is where the identifiability gap is.
-
-``semantic+``: the semantic key claiming ``AGREE_CLAIM`` nodes beyond its reserve, out of the
-adjacency branches' share, when two of its neighbours agree on their first tokens
-(``SemanticConfig(agree_claim=...)``).
 
 ``suffix'``: the suffix source weighing each pool occurrence of the context by how close its
 stored state is to the query state (``SuffixConfig(state_temp=STATE_TEMP)``,
@@ -51,13 +46,10 @@ from .sources.suffix import SuffixConfig, SuffixSource
 from .store import Store
 from .verifier import Verifier
 
-SOURCE_NAMES = ("pld", "suffix", "suffix-state", "recycling", "semantic", "semantic-ungated", "semantic-agree",
-                "rejected")
+SOURCE_NAMES = ("pld", "suffix", "suffix-state", "recycling", "semantic", "semantic-ungated", "rejected")
 # suffix': how fast an occurrence's evidence fades with its state's distance from the best one
 # (docs/results.md, "Turning the key's reach into accepted tokens", for how it was chosen)
 STATE_TEMP = 0.05
-# semantic+: nodes the semantic key may claim beyond the reserve when two neighbours agree
-AGREE_CLAIM = 4
 
 
 def make_sources(names, store: Store, dim: int, vocab_size: int, shared: dict | None = None) -> list[DraftSource]:
@@ -71,7 +63,6 @@ def make_sources(names, store: Store, dim: int, vocab_size: int, shared: dict | 
         "recycling": lambda: RecyclingSource(vocab_size),
         "semantic": lambda: SemanticSource(store),
         "semantic-ungated": lambda: SemanticSource(store, SemanticConfig(require_lexical=False)),
-        "semantic-agree": lambda: SemanticSource(store, SemanticConfig(agree_claim=AGREE_CLAIM)),
         "rejected": lambda: RejectedPoolSource(dim),
     }
     bad = [n for n in names if n not in make]

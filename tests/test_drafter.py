@@ -51,30 +51,6 @@ def test_drafter_semantic_chain_rewalks_spine_and_respects_budgets():
     assert tree.sources[1] == {"suffix", "semantic"}
 
 
-def test_a_claim_takes_nodes_from_the_branches_never_from_the_spine():
-    from oilbird.sources.base import Chain
-
-    class _Claiming(_Fixed):
-        def propose(self, ctx, budget):
-            return Proposal(self._chains, retrieval="retrieved", claim=self.claim)
-
-    meta = {"record": 0, "request_id": "p", "position": 0, "similarity": 0.95, "proposed": []}
-    trees = {}
-    for claim in (0, 2):
-        spine = _Fixed("suffix", [Chain([5, 6, 7], 0.9)], match_len=4)
-        sem = _Claiming("semantic", [Chain([5, 6, 8, 9, 10, 11], 0.95, meta=meta)])
-        sem.claim = claim
-        branches = _Fixed("recycling", [Chain([30, 31, 32, 33, 34], 0.5)])
-        d = Drafter([spine, sem, branches], TreeConfig(budget=10, semantic_budget=2))
-        tree, info = d.draft([1, 2], "r", np.ones(D, dtype=np.float32))
-        trees[claim] = tree
-        assert len(tree) == 10 and tree.tokens[1:4] == [5, 6, 7]      # the spine is untouched
-    # without a claim the chain pays 2 nodes (8, 9), with one 2 more (10, 11), out of the branch
-    assert [t for t in trees[0].tokens if t >= 8 and t < 30] == [8, 9]
-    assert [t for t in trees[2].tokens if t >= 8 and t < 30] == [8, 9, 10, 11]
-    assert sum(t >= 30 for t in trees[2].tokens) == sum(t >= 30 for t in trees[0].tokens) - 2
-
-
 def test_drafter_gives_suffix_the_lexical_budget_and_keeps_source_order():
     """The suffix source sizes its subtree to the lexical budget it is told; its first path is
     the spine even when a prompt-lookup chain scores higher, and that chain pays only where
@@ -180,6 +156,28 @@ def test_expected_fill_lets_a_semantic_chain_take_more_than_the_reservation():
         trees[fill] = sum("semantic" in s for s in tree.sources)
         assert info.neighbours[0]["paid"] == [i for i, s in enumerate(tree.sources) if "semantic" in s]
     assert trees == {"reserved": 2, "expected": 4}
+
+
+def test_expected_fill_lets_the_spines_cut_off_tail_compete():
+    """Under fill="expected" the lexical share (GOOSE's) places the head of the spine; the tail
+    it cut off competes with the adjacency branches by learned worth instead of being dropped.
+    Where the spine's deep nodes were accepted and the branches never were, the tail wins."""
+    spine = _Fixed("suffix", [Chain([4, 5, 6, 7, 8, 9], 1.0)], match_len=6)
+    rec = _Fixed("recycling", [Chain([30 + k], 0.2, attach=0) for k in range(6)])
+    got = {}
+    for fill in ("reserved", "expected"):
+        d = Drafter([spine, rec], TreeConfig(budget=8, semantic_budget=0, fill=fill, spine_share=0.3,
+                                             min_spine_share=0.3))
+        if fill == "expected":
+            for _ in range(30):
+                t = DraftTree([3, 4, 5, 6, 30], [-1, 0, 1, 2, 0], [set(), {"suffix"}, {"suffix"}, {"suffix"},
+                                                                  {"recycling"}],
+                              [{}, {"suffix": 1.0}, {"suffix": 1.0}, {"suffix": 1.0}, {"recycling": 0.2}])
+                d.rates.observe(t, [0, 1, 2, 3], argmax=[4, 5, 6, 7, 0])
+        tree, info = d.draft([1, 3], "r", None)
+        assert len(tree) == 8 and len(info.spine) == 2          # round(0.3 * 7) placed by the share
+        got[fill] = sum("suffix" in s for s in tree.sources)
+    assert got == {"reserved": 2, "expected": 6}
 
 
 # -- a source of one's own: routed by its declared role, checked where it errs -----------------

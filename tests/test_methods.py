@@ -1,4 +1,5 @@
 """The method registry (oilbird.methods): one parser for every caller, trees resolved once."""
+from dataclasses import replace
 import subprocess
 import sys
 
@@ -36,8 +37,12 @@ def test_parse_methods_refuses_a_name_twice_and_untraceable_methods():
 
 def test_a_method_resolves_its_tree_once():
     base = TreeConfig(budget=16, semantic_budget=4)
-    assert parse_method("oilbird").tree(base) == base
-    assert parse_method("oilbird:expected").tree(base).fill == "expected"
+    assert parse_method("goose:reserved").tree(base) == replace(base, semantic_budget=0)
+    # the Oilbird presets fill by expected acceptance unless the name asks for the paper's fill
+    assert parse_method("oilbird").tree(base) == replace(base, fill="expected")
+    assert parse_method("oilbird-no-semantic").tree(base).fill == "expected"
+    assert parse_method("oilbird:reserved").tree(base) == base
+    assert parse_method("goose").tree(base).fill == parse_method("pld+sem").tree(base).fill == "reserved"
     # no source pays from the semantic pass: nothing is reserved for it
     assert parse_method("goose").tree(base).semantic_budget == 0
     assert parse_method("recycling+sem").tree(base).semantic_budget == 4

@@ -59,6 +59,26 @@ def test_continuation_stops_at_request_boundary():
 
 
 # -- prompt lookup ------------------------------------------------------------------------------
+def test_request_index_extends_for_the_next_turn_and_rebuilds_otherwise():
+    """The next turn of a conversation (a prompt that begins with all that was indexed) is
+    indexed incrementally, to the same index a fresh build gives; any other prompt rebuilds."""
+    from oilbird.sources._lexical import RequestIndex
+    from oilbird.suffix_index import SuffixIndex
+    rng = np.random.default_rng(0)
+    turn1 = [int(t) for t in rng.integers(0, 6, 300)]
+    turn2 = turn1 + [int(t) for t in rng.integers(0, 6, 200)]
+    idx = RequestIndex(gram=4)
+    idx.reset(turn1)
+    idx.sync(turn1 + [1, 2])                  # the answer of turn 1, then turn 2's prompt
+    before = idx.index
+    idx.reset(turn1 + [1, 2] + turn2[300:])
+    fresh = SuffixIndex(gram=4)
+    fresh.extend(turn1 + [1, 2] + turn2[300:])
+    assert idx.index is before and idx.index.tokens == fresh.tokens and idx.index._grams == fresh._grams
+    idx.reset([5, 4, 3])                        # another conversation
+    assert idx.index is not before and idx.index.tokens == [5, 4, 3]
+
+
 def test_prompt_lookup_docstring_example():
     src = PromptLookupSource()
     ctx = [4, 5, 6, 9, 4, 5]
@@ -202,8 +222,8 @@ def _semantic_store():
 def test_semantic_lag_neighbour_at_i_proposes_from_i_plus_2():
     store = _semantic_store()
     src = SemanticSource(store)
-    # query equals record 1's state: record 2 (token 12) plays our root; propose 13, 14, 15
-    chains = src.propose(DraftContext(tokens=[99, 98], request_id="now",
+    # query equals record 1's state: record 2 (token 12) is our root; propose 13, 14, 15
+    chains = src.propose(DraftContext(tokens=[99, 12], request_id="now",
                                       query_state=unit(0, 1, 0, 0), lexical_match_len=1), 0).chains
     best = max(chains, key=lambda c: c.score)
     assert best.meta["record"] == 1 and best.tokens == [13, 14, 15]
@@ -213,12 +233,12 @@ def test_semantic_needs_lexical_match_and_entry_floor_and_says_which_held():
     store = _semantic_store()
     src = SemanticSource(store)
     q = unit(0, 1, 0, 0)
-    gate = src.propose(DraftContext(tokens=[1], request_id="n", query_state=q, lexical_match_len=0), 0)
+    gate = src.propose(DraftContext(tokens=[12], request_id="n", query_state=q, lexical_match_len=0), 0)
     assert (gate.chains, gate.retrieval, gate.floor) == ([], "gate-closed", 0.80)
     far = unit(1, -1, 1, 1)   # best cosine 0.5 < floor 0.8
-    low = src.propose(DraftContext(tokens=[1], request_id="n", query_state=far, lexical_match_len=3), 0)
+    low = src.propose(DraftContext(tokens=[12], request_id="n", query_state=far, lexical_match_len=3), 0)
     assert (low.chains, low.retrieval) == ([], "below-floor")
-    hit = src.propose(DraftContext(tokens=[1], request_id="n", query_state=q, lexical_match_len=3), 0)
+    hit = src.propose(DraftContext(tokens=[12], request_id="n", query_state=q, lexical_match_len=3), 0)
     assert hit.chains and hit.retrieval == "retrieved" and not hit.muted
     empty = SemanticSource(Store(dim=D)).propose(
         DraftContext(tokens=[1], request_id="n", query_state=q, lexical_match_len=3), 0)
@@ -231,41 +251,45 @@ def test_ungated_semantic_fires_without_a_lexical_match():
     """``require_lexical=False`` (preset ``oilbird-ungated``) drops only the gate: the same
     chains as the gated source with a match, and still nothing below the entry floor."""
     store = _semantic_store()
-    gated = SemanticSource(store).propose(DraftContext(tokens=[1], request_id="n",
+    gated = SemanticSource(store).propose(DraftContext(tokens=[12], request_id="n",
                                                        query_state=unit(0, 1, 0, 0), lexical_match_len=1), 0).chains
     src = SemanticSource(store, SemanticConfig(require_lexical=False))
-    chains = src.propose(DraftContext(tokens=[1], request_id="n",
+    chains = src.propose(DraftContext(tokens=[12], request_id="n",
                                       query_state=unit(0, 1, 0, 0), lexical_match_len=0), 0).chains
     assert chains and [c.tokens for c in chains] == [c.tokens for c in gated]
-    assert src.propose(DraftContext(tokens=[1], request_id="n",
+    assert src.propose(DraftContext(tokens=[12], request_id="n",
                                     query_state=unit(1, -1, 1, 1), lexical_match_len=0), 0).chains == []
 
 
-def test_semantic_agreement_claims_nodes_only_when_two_neighbours_agree():
+def test_semantic_root_check_keeps_the_neighbours_whose_next_token_is_the_root():
+    """The query is the state before the root: the key keeps, of the ``top_k * root_widen``
+    nearest records, the ``top_k`` whose own next token is the root (``root_widen=1``: no check)."""
     store = Store(dim=D)
-    s = unit(1, 0, 0, 0)
-    other = unit(0, 0, 0, 1)
-    # two past requests whose record 0 has the query's state and continue alike from record 2
-    fill(store, "a", [10, 11, 12, 13, 14], [s, other, other, other, other])
-    fill(store, "b", [20, 21, 12, 13, 15], [s, other, other, other, other])
-    ctx = DraftContext(tokens=[1], request_id="n", query_state=s, lexical_match_len=2)
-    top2 = SemanticConfig(top_k=2, agree_claim=3)
-    assert SemanticSource(store, top2).propose(ctx, 0).claim == 3
-    assert SemanticSource(store, SemanticConfig(top_k=2)).propose(ctx, 0).claim == 0   # off by default
-    # they disagree on the second token: no claim
-    assert SemanticSource(store, SemanticConfig(top_k=2, agree_claim=3, agree_len=3)).propose(ctx, 0).claim == 0
+    s, near, other = unit(1, 0, 0, 0), unit(1, 0.2, 0, 0), unit(0, 0, 0, 1)
+    # "a": record 0 is the query's state, but 11 follows it; "b": a near state, then 12 (our root)
+    fill(store, "a", [10, 11, 13, 14], [s, other, other, other])
+    fill(store, "b", [20, 12, 15, 16], [near, other, other, other])
+    ctx = DraftContext(tokens=[5, 12], request_id="n", query_state=s, lexical_match_len=2)
+    plain = SemanticSource(store, SemanticConfig(top_k=1, root_widen=1)).propose(ctx, 0).chains
+    assert [c.tokens for c in plain] == [[13, 14]]            # the nearest, answering another root
+    root = SemanticSource(store, SemanticConfig(top_k=1)).propose(ctx, 0).chains     # the default
+    assert [c.tokens for c in root] == [[15, 16]] and root[0].meta["request_id"] == "b"
+    # no record continues with the root: nothing to propose, and the lookup says so
+    none = SemanticSource(store, SemanticConfig(top_k=1)).propose(
+        DraftContext(tokens=[5, 99], request_id="n", query_state=s, lexical_match_len=2), 0)
+    assert none.chains == [] and none.retrieval == "no-root-match"
 
 
 def test_semantic_self_calibration_mutes_and_recovers():
     store = _semantic_store()
     src = SemanticSource(store, SemanticConfig(calib_alpha=0.5, mute_below=0.3, unmute_above=0.6))
-    ctx = DraftContext(tokens=[99, 98], request_id="now", query_state=unit(0, 1, 0, 0),
+    ctx = DraftContext(tokens=[99, 12], request_id="now", query_state=unit(0, 1, 0, 0),
                        lexical_match_len=1)
-    tree = DraftTree.root(98)
+    tree = DraftTree.root(12)
 
     def step(next_token):
         src.propose(ctx, 0)
-        v = _verdict(tree, [next_token], [[next_token]], [[1.0]], tokens=[99, 98, next_token])
+        v = _verdict(tree, [next_token], [[next_token]], [[1.0]], tokens=[99, 12, next_token])
         v.root_index = 1
         src.update(v)
 

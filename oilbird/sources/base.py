@@ -81,8 +81,6 @@ class Proposal:
     retrieval / floor: a retrieving source's outcome (:data:`RETRIEVAL_OUTCOMES`) and the
         similarity floor it applied; None for other sources.
     muted: self-calibration has muted the source (it may still look up, in shadow).
-    claim: "chains" sources: nodes asked for beyond the reserve this cycle (the drafter takes
-        them from the branches' share, never from the spine's).
     """
     chains: list[Chain] = field(default_factory=list)
     match_len: int = 0
@@ -90,7 +88,6 @@ class Proposal:
     retrieval: str | None = None
     floor: float | None = None
     muted: bool = False
-    claim: int = 0
 
 
 @dataclass(frozen=True)
