@@ -315,7 +315,7 @@ def test_no_neighbours_reason_is_the_cycle_record():
         assert "no neighbours" in page
         return (title + page).replace("<br>", " ")
     base = replace(cycle1(), neighbours=[], lexical_match_len=15)
-    for outcome in ("gate-closed", "no-query", "empty-store", "muted"):
+    for outcome in ("gate-closed", "no-query", "empty-store", "no-root-match", "muted"):
         text = why(replace(base, retrieval=outcome))
         assert RETRIEVAL_OUTCOMES[outcome] in text
         assert all(RETRIEVAL_OUTCOMES[o] not in text for o in ("gate-closed", "empty-store") if o != outcome)

@@ -46,6 +46,7 @@ GATE_CLOSED = "gate-closed"    # no lexical match (and no adjacency row for the 
 NO_QUERY = "no-query"          # no hidden state to look up with
 EMPTY_STORE = "empty-store"    # looked up in a store that held no records yet
 BELOW_FLOOR = "below-floor"    # the best match was below the similarity floor
+NO_ROOT_MATCH = "no-root-match"  # none of the nearest records was followed by the root token
 MUTED = "muted"                # found matches, but self-calibration muted the source
 RETRIEVED = "retrieved"        # found matches and proposed them: the table lists them
 
@@ -63,7 +64,8 @@ class SemanticOutcome:
     """What the semantic key did in one cycle.
 
     ``outcome``: one of :data:`PREFILL`, :data:`NO_SOURCE`, :data:`GATE_CLOSED`,
-    :data:`NO_QUERY`, :data:`EMPTY_STORE`, :data:`BELOW_FLOOR`, :data:`MUTED`, :data:`RETRIEVED`.
+    :data:`NO_QUERY`, :data:`EMPTY_STORE`, :data:`BELOW_FLOOR`, :data:`NO_ROOT_MATCH`, :data:`MUTED`,
+    :data:`RETRIEVED`.
     ``muted``: self-calibration had muted the source. ``floor``: the similarity floor the lookup used.
     """
     outcome: str
