@@ -12,13 +12,13 @@ the life of the decoder, so serve one data set through one decoder per method.
 | suffix                 | suffix          | -                    | -          |
 | recycling              | -               | -                    | adjacency  |
 | goose                  | suffix + pld    | -                    | adjacency  |
-| oilbird                | suffix + pld    | semantic + rejected  | adjacency  |
+| oilbird                | suffix' + pld   | semantic + rejected  | adjacency  |
 | oilbird-no-semantic    | suffix + pld    | rejected             | adjacency  |
 | oilbird-no-suffix      | pld             | semantic + rejected  | adjacency  |
-| oilbird-no-recycling   | suffix + pld    | semantic + rejected  | -          |
-| oilbird-no-rejected    | suffix + pld    | semantic             | adjacency  |
-| oilbird-ungated        | suffix + pld    | semantic* + rejected | adjacency  |
-| oilbird-state          | suffix' + pld   | semantic + rejected  | adjacency  |
+| oilbird-no-recycling   | suffix' + pld   | semantic + rejected  | -          |
+| oilbird-no-rejected    | suffix' + pld   | semantic             | adjacency  |
+| oilbird-ungated        | suffix' + pld   | semantic* + rejected | adjacency  |
+| oilbird-plain-suffix   | suffix + pld    | semantic + rejected  | adjacency  |
 | pld+sem                | prompt lookup   | semantic             | -          |
 | recycling+sem          | -               | semantic             | adjacency  |
 
@@ -28,7 +28,13 @@ the adjacency table have never seen, which is where the identifiability gap is.
 
 ``suffix'``: the suffix source weighing each pool occurrence of the context by how close its
 stored state is to the query state (``SuffixConfig(state_temp=STATE_TEMP)``,
-:mod:`oilbird.sources._states`): the state chooses among the lexical match's occurrences.
+:mod:`oilbird.sources._states`): the state chooses among the lexical match's occurrences. It is
+the hidden state's second use in ``oilbird`` (since issue 25: +1.7% tau on the whole recorded
+agent set at 12 and 24 nodes, docs/results.md); ``oilbird-no-semantic`` uses no state at all,
+``oilbird-plain-suffix`` drops only this use.
+
+Every Oilbird preset fills its tree by expected acceptance unless its name asks for another
+fill (:data:`oilbird.methods.PRESET_FILLS`); the others keep the paper's reserved fill.
 """
 from __future__ import annotations
 

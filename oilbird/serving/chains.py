@@ -38,7 +38,9 @@ from ..store import Store
 from ..tree import DraftTree
 from ..verdict import TreeVerdict
 
-SOURCES = ("suffix", "pld", "recycling", "semantic")
+SOURCES = ("suffix-state", "pld", "recycling", "semantic")   # the default: the oilbird preset's, less
+# the rejected pool (which needs every tree node's outputs, vLLM's proposer sees one chain's)
+KNOWN_SOURCES = SOURCES + ("suffix",)                         # "suffix": its index without the state's weighting
 
 
 def best_chain(tree: DraftTree, probs: list[float], max_len: int, min_prob: float = 0.0) -> list[int]:
@@ -82,11 +84,11 @@ class ChainConfig:
     sources: tuple = SOURCES       # which Oilbird sources feed the tree
 
     def __post_init__(self):
-        bad = [s for s in self.sources if s not in SOURCES]
+        bad = [s for s in self.sources if s not in KNOWN_SOURCES]
         if bad:
-            raise ValueError(f"unknown source {bad[0]!r}; choose from {', '.join(SOURCES)}")
+            raise ValueError(f"unknown source {bad[0]!r}; choose from {', '.join(KNOWN_SOURCES)}")
         if not self.sources:
-            raise ValueError("sources is empty: name at least one of " + ", ".join(SOURCES))
+            raise ValueError("sources is empty: name at least one of " + ", ".join(KNOWN_SOURCES))
         TreeConfig(budget=self.budget, semantic_budget=0)   # validates the budget
         if not 0.0 <= self.min_prob <= 1.0:
             raise ValueError(f"min_prob must be in [0, 1], not {self.min_prob}")

@@ -58,7 +58,7 @@ _EDGE = 8            # context tokens compared at each end to recognise a reques
 class ProposerConfig:
     budget: int = 16                 # Oilbird tree nodes (root included) behind each chain
     min_prob: float = 0.1            # cut a chain's tail below this estimated P(accepted)
-    sources: tuple = SOURCES         # suffix, pld, recycling, semantic
+    sources: tuple = SOURCES         # suffix-state, pld, recycling, semantic
     state_layer: int | str | None = None   # semantic key: hidden_states index (None: round(0.85 L)), or "last"
     store_max_records: int | None = 500_000
     tenant: str = "default"
