@@ -83,7 +83,6 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "oilbird-no-rejected": ("suffix-state", "pld", "recycling", "semantic"),
     "oilbird-ungated": ("suffix-state", "pld", "recycling", "semantic-ungated", "rejected"),
     "oilbird-plain-suffix": ("suffix", "pld", "recycling", "semantic", "rejected"),
-    "oilbird-hop": ("suffix-state", "pld", "recycling", "semantic-hop", "rejected"),
     "pld+sem": ("pld", "semantic"),
     "recycling+sem": ("recycling", "semantic"),
 }
@@ -96,7 +95,7 @@ PEERS: dict[str, tuple[str, ...]] = {"hf-pld": (), "suffix-arctic": ("arctic",)}
 # the one peer that drafts inside our verifier (oilbird.evaluation.peers); it has no semantic key
 PEER_TREE_METHODS = tuple(p for p, s in PEERS.items() if s)
 # sources that pay from the semantic pass ("chains"): without one, a tree reserves nothing
-CHAIN_SOURCES = ("semantic", "semantic-ungated", "semantic-hop", "rejected")
+CHAIN_SOURCES = ("semantic", "semantic-ungated", "rejected")
 
 
 def known_methods() -> list[str]:

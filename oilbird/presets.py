@@ -52,7 +52,7 @@ from .sources.suffix import SuffixConfig, SuffixSource
 from .store import Store
 from .verifier import Verifier
 
-SOURCE_NAMES = ("pld", "suffix", "suffix-state", "recycling", "semantic", "semantic-ungated", "semantic-hop", "rejected")
+SOURCE_NAMES = ("pld", "suffix", "suffix-state", "recycling", "semantic", "semantic-ungated", "rejected")
 # suffix': how fast an occurrence's evidence fades with its state's distance from the best one
 # (docs/results.md, "Turning the key's reach into accepted tokens", for how it was chosen)
 STATE_TEMP = 0.05
@@ -69,7 +69,6 @@ def make_sources(names, store: Store, dim: int, vocab_size: int, shared: dict | 
         "recycling": lambda: RecyclingSource(vocab_size),
         "semantic": lambda: SemanticSource(store),
         "semantic-ungated": lambda: SemanticSource(store, SemanticConfig(require_lexical=False)),
-        "semantic-hop": lambda: SemanticSource(store, SemanticConfig(second_hop=True)),
         "rejected": lambda: RejectedPoolSource(dim),
     }
     bad = [n for n in names if n not in make]

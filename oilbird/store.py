@@ -448,11 +448,6 @@ class Store:
             out[recs] = x
         return out
 
-    def state(self, record: int) -> np.ndarray | None:
-        """The stored (decoded, unit) state of ``record``; None where it has none or the index
-        cannot hand states back (IVF and trained PQ codes)."""
-        return self.states_before([self._stream_pos(self._check(record)) + 1])[0]
-
     # -- what a store file holds (oilbird.store_files writes and reads it) -----------------------
     def states_before(self, stream_positions) -> list[np.ndarray | None]:
         """For each match end position of ``self.suffix``, the stored (decoded, unit) state of the

@@ -280,23 +280,6 @@ def test_semantic_root_check_keeps_the_neighbours_whose_next_token_is_the_root()
     assert none.chains == [] and none.retrieval == "no-root-match"
 
 
-def test_semantic_second_hop_asks_with_the_neighbours_state_at_the_root():
-    """The best root-checked neighbour's stored state at its next token (our root's token)
-    stands in for the root's state: the records nearest it propose from their next token."""
-    store = Store(dim=D)
-    s, at_root, other = unit(1, 0, 0, 0), unit(0, 1, 0, 0), unit(0, 0, 0, 1)
-    # "a": the query's state, then the root 12 (its state ~ at_root), then 13
-    fill(store, "a", [10, 12, 13], [s, at_root, other])
-    # "b": a record whose state is at_root, followed by 40 41: the second hop's proposal
-    fill(store, "b", [30, 40, 41], [at_root, other, other])
-    ctx = DraftContext(tokens=[5, 12], request_id="n", query_state=s, lexical_match_len=2)
-    one = SemanticSource(store, SemanticConfig(top_k=1)).propose(ctx, 0).chains
-    assert [c.tokens for c in one] == [[13]]
-    # the second hop's two nearest: "a"'s root record (followed by 13) and "b"'s (by 40 41)
-    two = SemanticSource(store, SemanticConfig(top_k=2, second_hop=True)).propose(ctx, 0).chains
-    assert sorted(c.tokens for c in two if c.meta.get("hop") == 2) == [[13], [40, 41]]
-
-
 def test_semantic_self_calibration_mutes_and_recovers():
     store = _semantic_store()
     src = SemanticSource(store, SemanticConfig(calib_alpha=0.5, mute_below=0.3, unmute_above=0.6))

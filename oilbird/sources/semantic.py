@@ -39,9 +39,6 @@ class SemanticConfig:
     # the key looks up ``top_k * root_widen`` records and keeps the ``top_k`` best whose next token
     # is the root (1: no check)
     root_widen: int = 8
-    # second hop: the best root-checked neighbour's own stored state at the root's token stands in
-    # for the root's state (not computed yet); its nearest records propose from their next token
-    second_hop: bool = False
 
 
 # tokens of a retrieved record's continuation the trace keeps past its copy depth ("withheld")
@@ -109,8 +106,6 @@ class SemanticSource(DraftSource):
             chains.append(Chain(cont[:depth], sim, meta={"record": rec, "request_id": r.request_id,
                                                          "position": r.position, "similarity": sim,
                                                          "proposed": cont[:depth], "withheld": cont[depth:]}))
-        if self.cfg.second_hop and hits and not below:
-            chains += self._second_hop(*hits[0])
         if below:                      # looked up, not drafted: the trace shows them, the tree does not
             return Proposal(looked_up=chains, retrieval="below-floor", **said)
         self.last_chains = chains
@@ -119,25 +114,6 @@ class SemanticSource(DraftSource):
         if self.muted:                 # looked up in shadow: the trace shows it, the tree does not
             return Proposal(looked_up=chains, retrieval="muted", **said)
         return Proposal(chains, retrieval="retrieved", **said)
-
-    def _second_hop(self, rec: int, sim: float) -> list[Chain]:
-        """Chains from the records nearest the state the neighbour ``rec`` stored at its next
-        token (our root's token): each proposes from the token after it, as deep as the lower
-        of the two similarities allows."""
-        proxy = self.store.state(rec + 1)
-        if proxy is None:
-            return []
-        out = []
-        for rec2, sim2 in self.store.search(proxy, self.cfg.top_k):
-            score = min(sim, sim2)
-            depth = copy_depth(score, self.cfg.depth_tiers)
-            cont = self.store.continuation(rec2, 1, max(depth, REACH))
-            r = self.store.record(rec2)
-            out.append(Chain(cont[:depth], score, meta={"record": rec2, "request_id": r.request_id,
-                                                       "position": r.position, "similarity": score,
-                                                       "proposed": cont[:depth], "withheld": cont[depth:],
-                                                       "hop": 2}))
-        return out
 
     def update(self, verdict: Verdict) -> None:
         live = [c for c in self.last_chains if c.tokens]
