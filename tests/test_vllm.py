@@ -291,3 +291,12 @@ def test_serve_bench_refuses_a_bad_temperature_before_any_engine(capsys, monkeyp
     assert main(["serve-bench", "--temperature", "-0.5"]) == 2
     err = capsys.readouterr().err
     assert "--temperature must be a number >= 0" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_engine_runs_with_this_checkout_on_its_path():
+    """The engine process imports oilbird from this checkout (PYTHONPATH's first entry holds the
+    package), whatever the vLLM environment has installed."""
+    import os
+    from oilbird.serving.serve_bench import ROOT, engine_env
+    first = engine_env()["PYTHONPATH"].split(os.pathsep)[0]
+    assert Path(first) == ROOT and (ROOT / "oilbird" / "serving" / "serve_bench.py").is_file()

@@ -41,7 +41,7 @@ from pathlib import Path
 METHODS = ("nospec", "ngram", "suffix", "oilbird")
 DEFAULT_VLLM_PYTHON = "~/.venvs/oilbird-vllm/bin/python"
 PROPOSER = "oilbird.serving.vllm.OilbirdProposer"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]     # the checkout: the folder that holds the oilbird package
 
 
 class ServeBenchError(RuntimeError):
@@ -70,7 +70,7 @@ def prepare(data: str, limit: int | None, max_new_tokens: int, out, model=None, 
     from ..data.requests import PromptError, encode, load_requests
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, not {max_new_tokens}")
-    out = Path(out)
+    out = Path(out).resolve()      # the engines run in ROOT: every path they get is absolute
     requests = load_requests(data, limit=limit, skip=skip)
     mdir = hf_model_dir(model)
     tok = AutoTokenizer.from_pretrained(str(mdir), local_files_only=True)
@@ -130,7 +130,7 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
     if oilbird_config is not None:
         from .vllm import ProposerConfig
         ProposerConfig.from_json(json.dumps(oilbird_config), "--oilbird-config")   # refused before any engine
-    out = Path(out)
+    out = Path(out).resolve()      # the engines run in ROOT: every path they get is absolute
     py = python or vllm_python()
     _check_python(py, methods)
     spec_path = prepare(data, limit, max_new_tokens, out, model, skip)
