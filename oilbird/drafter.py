@@ -228,8 +228,8 @@ class Drafter:
     def _spine_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> list[tuple[str, Chain]]:
         """1) lexical chains in source order (suffix's best-first subtree, then prompt lookup),
         each paying only after it leaves the tree; the first chain is the spine. Returns what
-        the budget cut off each chain (a chain below the last node it reached): the ``expected``
-        fill lets it compete for the nodes left."""
+        the budget cut off each chain (a chain below the last node it reached) under the
+        ``expected`` fill, which lets it compete for the nodes left; nothing under ``reserved``."""
         lex, rest = [], []
         for s in self.spine_sources:
             p = self._ask(s, ctx, budget, info)
@@ -242,7 +242,7 @@ class Drafter:
             budget -= len(paid)
             if i == 0:
                 info.spine = walked
-            if len(walked) < len(c.tokens):
+            if self.cfg.fill == "expected" and len(walked) < len(c.tokens):
                 rest.append((name, Chain(c.tokens[len(walked):], c.score, walked[-1] if walked else c.attach, c.meta)))
         return rest
 

@@ -158,34 +158,30 @@ def run_case(rule, model, prefix, tree, k, seed, n=N):
 
 # --- negative controls: two wrong rules ------------------------------------------------------
 
-def argmax_rule(tokens, parents, probs, rng) -> SampleVerdict:
-    """WRONG: accept a child iff it is the argmax of p (greedy verification), then sample the bonus."""
+def _walk(tokens, parents, probs, rng, accepts) -> SampleVerdict:
+    """Descend from the root into the first child ``accepts(token, p)`` takes; at the node where
+    none is taken, sample the bonus from p itself (what both wrong rules below do)."""
     kids: dict[int, list[int]] = {}
     for i in range(1, len(parents)):
         kids.setdefault(parents[i], []).append(i)
     node, path = 0, [0]
     while True:
         p = probs[node]
-        nxt = next((c for c in kids.get(node, ()) if tokens[c] == int(np.argmax(p))), None)
+        nxt = next((c for c in kids.get(node, ()) if accepts(tokens[c], p)), None)
         if nxt is None:
             return SampleVerdict(path, sample_from(p, rng))
         node = nxt
         path.append(node)
+
+
+def argmax_rule(tokens, parents, probs, rng) -> SampleVerdict:
+    """WRONG: accept a child iff it is the argmax of p (greedy verification), then sample the bonus."""
+    return _walk(tokens, parents, probs, rng, lambda x, p: x == int(np.argmax(p)))
 
 
 def no_residual_rule(tokens, parents, probs, rng) -> SampleVerdict:
     """WRONG: accept child x with p(x), but after rejections sample the bonus from p itself."""
-    kids: dict[int, list[int]] = {}
-    for i in range(1, len(parents)):
-        kids.setdefault(parents[i], []).append(i)
-    node, path = 0, [0]
-    while True:
-        p = probs[node]
-        nxt = next((c for c in kids.get(node, ()) if rng.random() < p[tokens[c]]), None)
-        if nxt is None:
-            return SampleVerdict(path, sample_from(p, rng))
-        node = nxt
-        path.append(node)
+    return _walk(tokens, parents, probs, rng, lambda x, p: rng.random() < p[x])
 
 
 # --- trees --------------------------------------------------------------------------------------

@@ -65,13 +65,6 @@ class SemanticSource(DraftSource):
         self.muted = False
         self.last_chains: list[Chain] = []     # chains computed this cycle (proposed or shadow)
 
-    def neighbours(self, query, root: int | None = None) -> list[tuple[int, float]]:
-        """Top-k (record, similarity) above nothing; empty if the best is below the floor."""
-        hits = self._search(query, root)
-        if not hits or hits[0][1] < self.cfg.entry_floor:
-            return []
-        return hits
-
     def _search(self, query, root: int | None) -> list[tuple[int, float]]:
         """The top-k records by similarity; with ``root_widen`` > 1 and a root token, the top-k of
         the ``top_k * root_widen`` nearest whose next token (the one before their continuation)
