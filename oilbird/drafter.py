@@ -65,7 +65,8 @@ def add_chain(tree: DraftTree, chain: Chain, source: str, budget: int) -> tuple[
     """Merge ``chain`` into ``tree`` below ``chain.attach``, paying at most ``budget`` nodes.
 
     The chain first re-walks existing nodes (free: it only adds its name to their sources),
-    then pays one node per token after it diverges, until the budget runs out.
+    then pays one node per token after it diverges, until the budget runs out. Every node it
+    walks keeps the chain's context agreement if longer (:attr:`DraftTree.match`).
     Returns (walked node indices, newly paid node indices).
 
     Example: tree root->A->B, chain [A, B, C, D], budget 1 -> walks A, B (free), pays C;
@@ -78,68 +79,110 @@ def add_chain(tree: DraftTree, chain: Chain, source: str, budget: int) -> tuple[
         if nxt is None:
             if len(paid) >= budget:
                 break
-            nxt = tree.add(node, tok, source, chain.score)
+            nxt = tree.add(node, tok, source, chain.score, chain.match)
             paid.append(nxt)
         else:
-            tree.add(node, tok, source, chain.score)   # re-walk: provenance only
+            tree.add(node, tok, source, chain.score, chain.match)   # re-walk: provenance only
         walked.append(nxt)
         node = nxt
     return walked, paid
 
 
 # fill="expected" splits each acceptance cell by the proposer's score at these edges: semantic and
-# rejected-pool similarities (0.95, 0.9), adjacency probabilities (0.5, 0.2); what they bought is
-# in docs/results.md ("a tree filled by expected acceptance")
+# rejected-pool similarities (0.95, 0.9), adjacency probabilities (0.5, 0.2); and by the node's
+# context agreement (Chain.match: 1, 2-3, 4-7, 8 or more tokens). What they bought is in
+# docs/results.md ("a tree filled by expected acceptance", "context agreement")
 SCORE_BINS = (0.95, 0.9, 0.5, 0.2)
+MATCH_BINS = (1, 2, 4, 8)
+
+
+@dataclass
+class _Candidate:
+    """A node some chains propose beyond the tree: its token, parent (("tree", node) or
+    ("cand", id)), depth, each proposer's best score, the longest context agreement among
+    them, the chains."""
+    token: int
+    parent: tuple[str, int]
+    depth: int
+    scores: dict[str, float] = field(default_factory=dict)
+    match: int = 0
+    chains: list[int] = field(default_factory=list)
 
 
 def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
                   rates: AcceptanceRates) -> list[tuple[list[int], list[int]]]:
     """Merge ``(source, chain)`` pairs into ``tree`` one node at a time, most likely first.
 
-    A chain's next node is worth P(its parent is accepted) * the learned acceptance rate of its
-    cell (source, depth, warm, and the chain's score bin if ``rates`` has bins): the node with
-    the highest value is added next, then that chain offers its following node. Nodes a chain
-    shares with the tree are re-walked for free, as in :func:`add_chain`. Ties go to the earlier
-    chain. A child is never worth more than its parent (rates are <= 1), so nodes are added in
-    non-increasing value, each after its parent. Stops after
-    ``room`` new nodes. Returns (walked, paid) per chain, in input order.
+    First each chain re-walks the nodes it shares with the tree (free: its source joins their
+    provenance). What the chains propose beyond the tree is merged into one trie of candidates,
+    so a node several chains propose is priced with all of them: its cell is "multi" when the
+    proposers are several sources, and its context agreement is the longest of theirs
+    (:attr:`Chain.match`). A candidate is worth P(its parent is accepted) * the learned
+    acceptance rate of its cell (source, depth, warm, score bin, agreement bin;
+    :class:`AcceptanceRates`); the one worth most is added next, and its
+    children become candidates. A child is never worth more than its parent (rates are <= 1),
+    so nodes are added in non-increasing value, each after its parent. Ties go to the candidate
+    an earlier chain proposed first. Stops after ``room`` new nodes. Returns (walked, paid) per
+    chain, in input order; a node several chains propose is walked by all, paid by the first.
 
     Example: tree root->A, chains [("semantic", [A, B]), ("recycling", [C])], room 1: the
     semantic chain re-walks A and offers B at depth 2 (worth P(A) * rate), the adjacency
     chain offers C at depth 1 (worth 1 * rate); with equal unseen rates (0.5), C wins.
     """
-    probs = rates.path_probs(tree)
-    depths = tree.depths()
     walked: list[list[int]] = [[] for _ in chains]
     paid: list[list[int]] = [[] for _ in chains]
-    heap: list[tuple[float, int, int, int]] = []
-
-    def offer(k: int, node: int, j: int) -> None:
-        name, chain = chains[k]
+    starts = []
+    for k, (name, chain) in enumerate(chains):
+        node, j = _attach(tree, name, chain), 0
         while j < len(chain.tokens) and tree.child(node, chain.tokens[j]) is not None:
-            node = tree.add(node, chain.tokens[j], name, chain.score)    # re-walk: provenance only
+            node = tree.add(node, chain.tokens[j], name, chain.score, chain.match)   # re-walk: provenance only
             walked[k].append(node)
             j += 1
-        if j < len(chain.tokens):
-            value = probs[node] * rates.rate(rates.cell({name}, depths[node] + 1, chain.score))
-            heapq.heappush(heap, (-value, k, node, j))
-
+        starts.append((node, j))
+    probs = rates.path_probs(tree)
+    depths = tree.depths()
+    cands: list[_Candidate] = []
+    index: dict[tuple, int] = {}
+    kids: dict[tuple[str, int], list[int]] = {}
     for k, (name, chain) in enumerate(chains):
-        offer(k, _attach(tree, name, chain), 0)
+        node, j = starts[k]
+        ref, depth = ("tree", node), depths[node]
+        for tok in chain.tokens[j:]:
+            depth += 1
+            cid = index.get((ref, tok))
+            if cid is None:
+                cid = index[(ref, tok)] = len(cands)
+                cands.append(_Candidate(tok, ref, depth))
+                kids.setdefault(ref, []).append(cid)
+            c = cands[cid]
+            c.scores[name] = max(chain.score, c.scores.get(name, chain.score))
+            c.match = max(c.match, chain.match)
+            c.chains.append(k)
+            ref = ("cand", cid)
+
+    heap: list[tuple[float, int, int]] = []
+
+    def offer(cid: int, parent: int) -> None:
+        c = cands[cid]
+        cell = rates.cell(c.scores.keys(), c.depth, max(c.scores.values()), c.match)
+        heapq.heappush(heap, (-probs[parent] * rates.rate(cell), cid, parent))
+
+    for (kind, node), ids in kids.items():
+        for cid in ids if kind == "tree" else ():
+            offer(cid, node)
     while heap and room > 0:
-        neg, k, node, j = heapq.heappop(heap)
-        name, chain = chains[k]
-        if tree.child(node, chain.tokens[j]) is not None:    # another chain paid for it meanwhile
-            offer(k, node, j)
-            continue
-        i = tree.add(node, chain.tokens[j], name, chain.score)
+        neg, cid, parent = heapq.heappop(heap)
+        c = cands[cid]
+        i = -1
+        for name, score in c.scores.items():
+            i = tree.add(parent, c.token, name, score, c.match)
         probs.append(-neg)
-        depths.append(depths[node] + 1)
-        walked[k].append(i)
-        paid[k].append(i)
+        for k in c.chains:
+            walked[k].append(i)
+        paid[c.chains[0]].append(i)
         room -= 1
-        offer(k, i, j + 1)
+        for kid in kids.get(("cand", cid), ()):
+            offer(kid, i)
     return list(zip(walked, paid))
 
 
@@ -182,7 +225,7 @@ class Drafter:
         self.spine_share = self.cfg.spine_share
         # what a node is worth (fill="expected"), learned from every verdict
         if rates is None and self.cfg.fill == "expected":
-            rates = AcceptanceRates(score_bins=SCORE_BINS)
+            rates = AcceptanceRates(score_bins=SCORE_BINS, match_bins=MATCH_BINS)
         self.rates = rates
 
     def start_request(self, tokens: list[int], request_id: str) -> None:
@@ -237,13 +280,14 @@ class Drafter:
             info.lexical_match_len = max(info.lexical_match_len, p.match_len)
         for i, (name, c) in enumerate(lex):
             if i == 0:
-                c = Chain(c.tokens[: self.cfg.max_spine_len], c.score, c.attach, c.meta)
+                c = Chain(c.tokens[: self.cfg.max_spine_len], c.score, c.attach, c.meta, c.match)
             walked, paid = add_chain(ctx.tree, c, name, budget)
             budget -= len(paid)
             if i == 0:
                 info.spine = walked
             if self.cfg.fill == "expected" and len(walked) < len(c.tokens):
-                rest.append((name, Chain(c.tokens[len(walked):], c.score, walked[-1] if walked else c.attach, c.meta)))
+                rest.append((name, Chain(c.tokens[len(walked):], c.score, walked[-1] if walked else c.attach, c.meta,
+                                         c.match)))
         return rest
 
     def _chain_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> list[tuple[DraftSource, Chain]]:

@@ -101,12 +101,16 @@ class DraftTree:
     """A draft tree plus provenance.
 
     ``sources[i]`` is the set of source names that proposed node i (empty for the root);
-    ``scores[i]`` maps source name -> that source's confidence for the node.
+    ``scores[i]`` maps source name -> that source's confidence for the node; ``match[i]`` is the
+    longest context agreement behind any chain proposing node i (:attr:`Chain.match
+    <oilbird.sources.base.Chain>`: how many context tokens, the root included, precede the
+    copied occurrence too; 0 when none is known).
     """
     tokens: list[int]
     parents: list[int]
     sources: list[set[str]] = field(default_factory=list)
     scores: list[dict[str, float]] = field(default_factory=list)
+    match: list[int] = field(default_factory=list, compare=False)
     _kids: dict[tuple[int, int], int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -117,6 +121,8 @@ class DraftTree:
             self.sources = [set() for _ in self.tokens]
         if not self.scores:
             self.scores = [{} for _ in self.tokens]
+        if not self.match:
+            self.match = [0] * len(self.tokens)
         self._kids = {(p, t): i for i, (p, t) in enumerate(zip(self.parents, self.tokens)) if i > 0}
 
     @classmethod
@@ -130,8 +136,9 @@ class DraftTree:
         """Index of the child of ``node`` carrying ``token``, or None."""
         return self._kids.get((node, token))
 
-    def add(self, parent: int, token: int, source: str, score: float) -> int:
-        """Add (or re-walk) ``token`` under ``parent``; return the node index.
+    def add(self, parent: int, token: int, source: str, score: float, match: int = 0) -> int:
+        """Add (or re-walk) ``token`` under ``parent``; return the node index. ``match``: the
+        proposing chain's context agreement (the node keeps the longest).
 
         If the child already exists, the source is added to its provenance and no node is
         spent: this is how chains that share a prefix share its nodes.
@@ -140,11 +147,13 @@ class DraftTree:
         if existing is not None:
             self.sources[existing].add(source)
             self.scores[existing][source] = max(score, self.scores[existing].get(source, score))
+            self.match[existing] = max(self.match[existing], int(match))
             return existing
         self.tokens.append(int(token))
         self.parents.append(int(parent))
         self.sources.append({source})
         self.scores.append({source: float(score)})
+        self.match.append(int(match))
         self._kids[(int(parent), int(token))] = len(self.tokens) - 1
         return len(self.tokens) - 1
 

@@ -117,6 +117,28 @@ def test_fill_by_value_docstring_example_and_prefixes_are_trees():
     assert rates.path_probs(tree)[2] > rates.path_probs(DraftTree([1, 20], [-1, 0], [set(), {"recycling"}]))[1]
 
 
+def test_fill_prices_a_node_with_every_chain_that_proposes_it():
+    """Two chains proposing the same node are one candidate: its cell is "multi+semantic" (the
+    semantic key among its proposers) with the longer context agreement, it is walked by both
+    and paid by the first; the tree keeps both sources and the longer match."""
+    from oilbird.drafter import fill_by_value
+    from oilbird.acceptance import AcceptanceRates
+    from oilbird.sources.base import Chain
+    rates = AcceptanceRates(match_bins=(1, 4))
+    for _ in range(20):   # agreeing nodes were always right, lone semantic and adjacency nodes never
+        t = DraftTree([1, 5, 6, 7], [-1, 0, 0, 0], [set(), {"pld", "semantic"}, {"semantic"}, {"recycling"}],
+                      [{}, {"pld": 0.5, "semantic": 0.9}, {"semantic": 0.9}, {"recycling": 0.5}], match=[0, 4, 1, 0])
+        rates.observe(t, [0, 1], argmax=[5, 0, 0, 0])
+    assert rates.cell({"pld", "semantic"}, 1, match=4) == ("multi+semantic", 1, True, 2)   # warm: the root's child hit
+    assert rates.cell({"pld", "suffix"}, 1)[0] == "multi"
+    tree = DraftTree.root(1)
+    chains = [("recycling", Chain([7], 0.5)), ("semantic", Chain([6], 0.9, match=1)),
+              ("pld", Chain([5, 8], 0.5, match=4)), ("semantic", Chain([5], 0.9, match=1))]
+    out = fill_by_value(tree, chains, 1, rates)
+    assert tree.tokens == [1, 5] and tree.sources[1] == {"pld", "semantic"} and tree.match[1] == 4
+    assert out[2] == ([1], [1]) and out[3] == ([1], []) and out[0] == ([], []) and out[1] == ([], [])
+
+
 def test_acceptance_cells_split_by_score_bin():
     """With score bins, a likely adjacency candidate (p 0.6) and an unlikely one (p 0.05) learn
     separate rates, so the fill can prefer the first; without bins they share one cell."""

@@ -280,6 +280,42 @@ def test_semantic_root_check_keeps_the_neighbours_whose_next_token_is_the_root()
     assert none.chains == [] and none.retrieval == "no-root-match"
 
 
+def test_semantic_chain_carries_its_context_agreement():
+    """Chain.match: our context read backwards from the root against the record's, from its
+    successor (our root's counterpart) back: [11, 12] agree with record 1 and its successor,
+    [99, 12] only at the root; capped at AGREEMENT_CAP."""
+    from oilbird.sources.semantic import AGREEMENT_CAP
+    store = _semantic_store()
+    src = SemanticSource(store, SemanticConfig(top_k=1))
+    q = unit(0, 1, 0, 0)                   # record 1 (token 11); record 2 (12) is the root's counterpart
+    for tokens, match in (([99, 12], 1), ([11, 12], 2), ([10, 11, 12], 3), ([7, 10, 11, 12], 3)):
+        (c,) = src.propose(DraftContext(tokens=tokens, request_id="n", query_state=q, lexical_match_len=1), 0).chains
+        assert c.meta["record"] == 1 and c.tokens == [13, 14, 15] and c.match == match, tokens
+    long = Store(dim=D)
+    run = list(range(100, 100 + 2 * AGREEMENT_CAP))
+    fill(long, "past", run + [7, 8, 9], [unit(0, 1, 0, 0)] * len(run) + [unit(1, 0, 0, 0)] * 3)
+    (c,) = SemanticSource(long, SemanticConfig(top_k=1)).propose(
+        DraftContext(tokens=run + [7, 8], request_id="n", query_state=unit(1, 0, 0, 0), lexical_match_len=1), 0).chains
+    assert c.tokens == [9] and c.match == AGREEMENT_CAP
+
+
+def test_lexical_chains_carry_their_match_length():
+    """The suffix source's chains carry the longest context match behind their path; prompt
+    lookup's the n-gram it matched."""
+    store = Store(dim=D)
+    fill(store, "a", [1, 2, 3, 4, 5, 6, 7])    # [1 .. 6] then 7: a 6-token match
+    fill(store, "b", [9, 2, 3, 4, 5, 6, 8])    # [2 .. 6] then 8: a 5-token match
+    src = SuffixSource(store)
+    ctx = [0, 1, 2, 3, 4, 5, 6]
+    src.start_request(ctx, "d")
+    chains = src.propose(DraftContext(tokens=ctx, request_id="d"), 0).chains
+    assert {tuple(c.tokens): c.match for c in chains} == {(7,): 6, (8,): 5}
+    pld = PromptLookupSource()
+    toks = [4, 5, 6, 9, 4, 5]
+    pld.start_request(toks, "r")
+    assert [c.match for c in pld.propose(DraftContext(tokens=toks, request_id="r"), 0).chains] == [2]
+
+
 def test_semantic_self_calibration_mutes_and_recovers():
     store = _semantic_store()
     src = SemanticSource(store, SemanticConfig(calib_alpha=0.5, mute_below=0.3, unmute_above=0.6))

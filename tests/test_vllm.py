@@ -16,6 +16,7 @@ from oilbird.serving.vllm import BatchProposer, Forward, ProposerConfig
 from oilbird.tree import DraftTree
 
 DIM, VOCAB, K, MAX_LEN = 16, 64, 6, 256
+STOP = VOCAB - 1            # the token the fake engine samples after an output's end
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -59,12 +60,14 @@ class FakeEngine:
                 a = 0
                 while a < len(draft) and pos + a < len(truth) and draft[a] == truth[pos + a]:
                     a += 1
-                new = truth[pos:pos + a + 1]
+                # the accepted drafts and the engine's own token: a + 1 sampled tokens always, as
+                # vLLM's sampler gives them (past the output's end a stop token; the request ends)
+                new = (truth[pos:pos + a + 1] + [STOP])[:a + 1]
                 self.accepted += a
                 nxt += [truth[min(pos + j, len(truth) - 1)] for j in range(len(toks))]   # what each row predicts
             rows += toks
             qsl.append(qsl[-1] + len(toks) + (0 if forward_layout_ok else 1))
-            gen += new
+            gen += new[:len(truth) - len(gen)]
             self.ids[i, self.n[i]:self.n[i] + len(new)] = new
             self.n[i] += len(new)
             sampled.append(new)

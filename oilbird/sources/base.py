@@ -55,13 +55,16 @@ from ..tree import DraftTree
 class Chain:
     """A proposed continuation: ``tokens`` hang below tree node ``attach``.
 
-    ``score`` is the source's confidence in (0, 1]; ``meta`` carries source-specific details
-    the trace wants (e.g. the semantic neighbour a chain came from).
+    ``score`` is the source's confidence in (0, 1]; ``match``: a copying source's context
+    agreement, how many tokens of the context (the root included) equal the tokens before the
+    occurrence it copies (0: not known); ``meta`` carries source-specific details the trace
+    wants (e.g. the semantic neighbour a chain came from).
     """
     tokens: list[int]
     score: float
     attach: int = 0
     meta: dict = field(default_factory=dict)
+    match: int = 0
 
 
 # how a retrieving source's lookup went this cycle (Proposal.retrieval): the words are defined,

@@ -46,7 +46,7 @@ class PromptLookupSource(DraftSource):
                 continue
             seen.add(tuple(cont))
             agree = sum(1 for q, L2 in hits if L2 == best and self.req.index.continuation(q, 1)[:1] == cont[:1])
-            chains.append(Chain(cont, confidence(agree, len(cont)) * min(1.0, L / 3 + 0.34)))
+            chains.append(Chain(cont, confidence(agree, len(cont)) * min(1.0, L / 3 + 0.34), match=L))
             if len(chains) >= self.cfg.max_chains:
                 break
         return Proposal(chains, match_len=best if chains else 0)

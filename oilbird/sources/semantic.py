@@ -43,6 +43,8 @@ class SemanticConfig:
 
 # tokens of a retrieved record's continuation the trace keeps past its copy depth ("withheld")
 REACH = 16
+# the longest context agreement a neighbour's chain is credited with (Chain.match)
+AGREEMENT_CAP = 16
 
 
 def copy_depth(similarity: float, tiers=SemanticConfig.depth_tiers) -> int:
@@ -76,6 +78,20 @@ class SemanticSource(DraftSource):
         step = self.cfg.lag - 1
         return [(rec, sim) for rec, sim in hits if self.store.continuation(rec, step, 1) == [root]][:k]
 
+    def _agreement(self, rec: int, context: list[int]) -> int:
+        """The neighbour's context agreement (:attr:`Chain.match`): how many of our tokens, the
+        root first, equal the record's own, read backwards from its successor (the root's
+        counterpart, the lag's step), at most :data:`AGREEMENT_CAP`; 0 when the record's
+        successor is not the root."""
+        step = self.cfg.lag - 1
+        toks, at = self.store.context(rec, before=AGREEMENT_CAP, after=step)
+        theirs = toks[: at + step + 1][::-1]
+        mine = context[::-1][:AGREEMENT_CAP]
+        n = 0
+        while n < min(len(theirs), len(mine)) and theirs[n] == mine[n]:
+            n += 1
+        return n
+
     def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         self.last_chains = []
         said = {"floor": self.cfg.entry_floor, "muted": self.muted}
@@ -96,9 +112,9 @@ class SemanticSource(DraftSource):
             # trace alone: it tells a copy-depth or floor cut from a wrong neighbour
             cont = self.store.continuation(rec, self.cfg.lag, max(depth, REACH))
             r = self.store.record(rec)
-            chains.append(Chain(cont[:depth], sim, meta={"record": rec, "request_id": r.request_id,
-                                                         "position": r.position, "similarity": sim,
-                                                         "proposed": cont[:depth], "withheld": cont[depth:]}))
+            chains.append(Chain(cont[:depth], sim, match=self._agreement(rec, ctx.tokens),
+                                meta={"record": rec, "request_id": r.request_id, "position": r.position,
+                                      "similarity": sim, "proposed": cont[:depth], "withheld": cont[depth:]}))
         if below:                      # looked up, not drafted: the trace shows them, the tree does not
             return Proposal(looked_up=chains, retrieval="below-floor", **said)
         self.last_chains = chains

@@ -44,11 +44,12 @@ class SuffixConfig:
 
 
 class _Node:
-    __slots__ = ("w", "kids")
+    __slots__ = ("w", "kids", "match")
 
     def __init__(self):
         self.w = 0.0
         self.kids: dict[int, _Node] = {}
+        self.match = 0          # the longest context match among the occurrences through it
 
 
 def best_first(root: _Node, budget: int, min_share: float) -> list[tuple[list[int], float]]:
@@ -87,6 +88,14 @@ def best_first(root: _Node, budget: int, min_share: float) -> list[tuple[list[in
     for entry in sorted(top, key=lambda e: -e[1].w):
         walk(entry, [], entry[1].w / root.w)
     return paths
+
+
+def _leaf(root: _Node, tokens: list[int]) -> _Node:
+    """The trie node at the end of ``tokens`` (a path of the trie): its context match is the
+    path's (the occurrences through a node are a subset of its parent's)."""
+    for t in tokens:
+        root = root.kids[t]
+    return root
 
 
 class SuffixSource(DraftSource):
@@ -139,8 +148,9 @@ class SuffixSource(DraftSource):
             for t in cont:
                 node = node.kids.setdefault(t, _Node())
                 node.w += L * f
+                node.match = max(node.match, L)
         paths = best_first(root, budget or self.cfg.max_nodes, self.cfg.min_prob)
-        chains = [Chain(tokens, share) for tokens, share in paths]
+        chains = [Chain(tokens, share, match=_leaf(root, tokens).match) for tokens, share in paths]
         if chains:   # the spine's score follows GOOSE's confidence rule
             agree = firsts[chains[0].tokens[0]]
             chains[0].score = max(chains[0].score, confidence(agree, len(chains[0].tokens)) * min(1.0, best / 4))
