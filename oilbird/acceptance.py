@@ -3,11 +3,13 @@
 The drafter's ``fill="expected"`` (oilbird.drafter.fill_by_value) adds the candidate node worth
 most next; a node's worth is the product, along its path, of the acceptance rate of each node's
 cell: (which source proposed it, or, when several did, "multi+semantic" if the semantic key is
-among them and "multi" if not; depth, capped; whether a drafted
-token was accepted in the previous cycle; optionally the proposer's score bin and the bin of
-the node's context agreement, :attr:`DraftTree.match`). Rates are
-counted online with a Beta(1, 1) prior, so an unseen cell starts at 0.5. A node is *tested*
-when its parent was accepted, and a *hit* when its token is the parent's argmax.
+among them and "multi" if not; depth, capped; whether a drafted token was accepted in the
+previous cycle; optionally the proposer's score bin, the bin of the node's context agreement
+(:attr:`DraftTree.match`), and whether its parent has the same proposer class: a chain that
+continues, or one that branches off where other sources agreed). Rates are counted online with
+a Beta(1, 1) prior, so an unseen cell starts at 0.5. A node is *tested* when its parent was
+accepted, and a *hit* when its token is the parent's argmax. What each split bought:
+docs/results.md ("Context agreement").
 """
 from __future__ import annotations
 
@@ -24,30 +26,40 @@ class AcceptanceRates:
     The drafter's ``fill="expected"`` mode asks it which candidate node to add next.
     """
 
-    def __init__(self, max_depth: int = MAX_DEPTH, score_bins: tuple = (), match_bins: tuple = ()):
+    def __init__(self, max_depth: int = MAX_DEPTH, score_bins: tuple = (), match_bins: tuple = (),
+                 runs: bool = False):
         self.max_depth = max_depth
+        self.runs = runs                        # split cells by whether the node continues its parent's run
         self.score_bins = score_bins            # split cells by the proposer's score (none: one cell)
         self.match_bins = match_bins            # split cells by the node's context agreement
         self.tested: dict[tuple, int] = defaultdict(int)
         self.hits: dict[tuple, int] = defaultdict(int)
         self.warm = False                       # did the previous cycle accept a drafted token?
 
-    def cell(self, sources, depth: int, score: float | None = None, match: int = 0) -> tuple:
-        """(proposer, or "multi+semantic" / "multi" when several proposed the node, the semantic
-        key among them or not; depth, capped; warm[; score bin][; context-agreement bin])."""
+    @staticmethod
+    def proposer(sources) -> str:
+        """A node's proposer class: the one source, or "multi+semantic" / "multi" when several
+        proposed it (the semantic key among them or not); "" for the root."""
         if len(sources) <= 1:
-            src = next(iter(sources), "")
-        else:
-            src = "multi+semantic" if "semantic" in sources else "multi"
+            return next(iter(sources), "")
+        return "multi+semantic" if "semantic" in sources else "multi"
+
+    def cell(self, sources, depth: int, score: float | None = None, match: int = 0, parent=None) -> tuple:
+        """(proposer class; depth, capped; warm[; score bin][; context-agreement bin][; whether
+        the parent's proposer class is the node's: a run that continues, or a branch])."""
+        src = self.proposer(sources)
         c = (src, min(depth, self.max_depth), self.warm)
         if self.score_bins:
             c += (sum(score >= b for b in self.score_bins) if score is not None else -1,)
         if self.match_bins:
             c += (sum(match >= b for b in self.match_bins),)
+        if self.runs:
+            c += (parent is not None and self.proposer(parent) == src,)
         return c
 
     def node_cell(self, tree: DraftTree, i: int, depth: int) -> tuple:
-        return self.cell(tree.sources[i], depth, max(tree.scores[i].values(), default=None), tree.match[i])
+        return self.cell(tree.sources[i], depth, max(tree.scores[i].values(), default=None), tree.match[i],
+                         tree.sources[tree.parents[i]])
 
     def rate(self, cell: tuple) -> float:
         return (self.hits[cell] + 1) / (self.tested[cell] + 2)

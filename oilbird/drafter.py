@@ -96,6 +96,12 @@ SCORE_BINS = (0.95, 0.9, 0.5, 0.2)
 MATCH_BINS = (1, 2, 4, 8)
 
 
+def value_rates() -> AcceptanceRates:
+    """The acceptance rates the ``expected`` fill learns (its cells split as above, and runs
+    from branches); the vLLM proposer's chains use the same."""
+    return AcceptanceRates(score_bins=SCORE_BINS, match_bins=MATCH_BINS, runs=True)
+
+
 @dataclass
 class _Candidate:
     """A node some chains propose beyond the tree: its token, parent (("tree", node) or
@@ -164,7 +170,7 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
 
     def offer(cid: int, parent: int) -> None:
         c = cands[cid]
-        cell = rates.cell(c.scores.keys(), c.depth, max(c.scores.values()), c.match)
+        cell = rates.cell(c.scores.keys(), c.depth, max(c.scores.values()), c.match, tree.sources[parent])
         heapq.heappush(heap, (-probs[parent] * rates.rate(cell), cid, parent))
 
     for (kind, node), ids in kids.items():
@@ -225,7 +231,7 @@ class Drafter:
         self.spine_share = self.cfg.spine_share
         # what a node is worth (fill="expected"), learned from every verdict
         if rates is None and self.cfg.fill == "expected":
-            rates = AcceptanceRates(score_bins=SCORE_BINS, match_bins=MATCH_BINS)
+            rates = value_rates()
         self.rates = rates
 
     def start_request(self, tokens: list[int], request_id: str) -> None:

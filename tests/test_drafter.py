@@ -139,6 +139,23 @@ def test_fill_prices_a_node_with_every_chain_that_proposes_it():
     assert out[2] == ([1], [1]) and out[3] == ([1], []) and out[0] == ([], []) and out[1] == ([], [])
 
 
+def test_acceptance_cells_split_runs_from_branches():
+    """With ``runs``, a node whose parent has the same proposer class (a chain that continues)
+    and one that branches off another class's node learn separate rates."""
+    from oilbird.acceptance import AcceptanceRates
+    rates = AcceptanceRates(runs=True)
+    # root -> 5 (pld+semantic) -> 6 (pld+semantic, continues: right) and 7 (semantic alone, branches: wrong)
+    t = DraftTree([1, 5, 6, 7], [-1, 0, 1, 1], [set(), {"pld", "semantic"}, {"pld", "semantic"}, {"semantic"}])
+    for _ in range(10):
+        rates.observe(t, [0, 1, 2], argmax=[5, 6, 0, 0])
+    run = rates.cell({"pld", "semantic"}, 2, parent={"pld", "semantic"})
+    branch = rates.cell({"semantic"}, 2, parent={"pld", "semantic"})
+    assert run[-1] is True and branch[-1] is False
+    assert rates.rate(run) > 0.9 and rates.rate(branch) < 0.1
+    assert rates.cell({"semantic"}, 2, parent={"semantic"})[-1] is True
+    assert AcceptanceRates().cell({"semantic"}, 2, parent={"semantic"}) == ("semantic", 2, False)
+
+
 def test_acceptance_cells_split_by_score_bin():
     """With score bins, a likely adjacency candidate (p 0.6) and an unlikely one (p 0.05) learn
     separate rates, so the fill can prefer the first; without bins they share one cell."""

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..acceptance import AcceptanceRates
-from ..drafter import MATCH_BINS, SCORE_BINS, Drafter, TreeConfig
+from ..drafter import Drafter, TreeConfig, value_rates
 from ..presets import make_sources
 from ..sources.recycling import RecyclingSource
 from ..store import Store
@@ -103,7 +102,7 @@ class Shared:
         self.cfg = config or ChainConfig()
         self.store = store if store is not None else Store(dim=dim, **store_kwargs)
         self.recycling = RecyclingSource(vocab_size) if "recycling" in self.cfg.sources else None
-        self.rates = AcceptanceRates(score_bins=SCORE_BINS, match_bins=MATCH_BINS)
+        self.rates = value_rates()
 
 
 @dataclass
