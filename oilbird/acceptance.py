@@ -18,6 +18,8 @@ from collections import defaultdict
 from .tree import DraftTree
 
 MAX_DEPTH = 6       # depth cells beyond this share one rate
+BASE = 3            # a cell's first fields, (proposer, depth, warm): the coarsest cell
+BACKOFF = 4.0       # observations a split cell borrows from the cell it splits
 
 
 class AcceptanceRates:
@@ -62,7 +64,14 @@ class AcceptanceRates:
                          tree.sources[tree.parents[i]])
 
     def rate(self, cell: tuple) -> float:
-        return (self.hits[cell] + 1) / (self.tested[cell] + 2)
+        """The cell's rate, shrunk toward the coarser cell above it: the base cell (proposer,
+        depth, warm) starts from Beta(1, 1); each split (score, agreement, run) borrows
+        :data:`BACKOFF` observations at the rate of the cell it splits, so a split cell seen
+        rarely (a short workload, a rare combination) says what its parent says."""
+        r = (self.hits.get(cell[:BASE], 0) + 1) / (self.tested.get(cell[:BASE], 0) + 2)
+        for n in range(BASE + 1, len(cell) + 1):
+            r = (self.hits.get(cell[:n], 0) + BACKOFF * r) / (self.tested.get(cell[:n], 0) + BACKOFF)
+        return r
 
     def path_probs(self, tree: DraftTree) -> list[float]:
         """P(node i is accepted) for every node (the root: 1)."""
@@ -83,7 +92,8 @@ class AcceptanceRates:
             if p in acc:
                 hit = drafted.tokens[i] == int(argmax[p])
                 cell = self.node_cell(drafted, i, depths[i])
-                self.tested[cell] += 1
-                self.hits[cell] += hit
+                for n in range(BASE, len(cell) + 1):      # the cell and every coarser one above it
+                    self.tested[cell[:n]] += 1
+                    self.hits[cell[:n]] += hit
                 warm = warm or (hit and p == 0)
         self.warm = warm

@@ -164,12 +164,15 @@ def test_acceptance_cells_split_by_score_bin():
     t = DraftTree([1, 8, 9], [-1, 0, 0], [set(), {"recycling"}, {"recycling"}],
                   [{}, {"recycling": 0.6}, {"recycling": 0.05}])
     for r in (binned, flat):
-        for _ in range(10):
+        for _ in range(40):
             r.observe(t, [0, 1], argmax=[8, 0, 0])     # the likely one is always the answer
     hi, lo = binned.cell({"recycling"}, 1, 0.6), binned.cell({"recycling"}, 1, 0.05)
     assert hi != lo and binned.rate(hi) > 0.9 and binned.rate(lo) < 0.1
     assert flat.cell({"recycling"}, 1, 0.6) == flat.cell({"recycling"}, 1, 0.05)
-    assert flat.rate(flat.cell({"recycling"}, 1)) == pytest.approx(0.5)
+    assert flat.rate(flat.cell({"recycling"}, 1)) == pytest.approx(41 / 82)
+    # a bin never seen says what the cell it splits says (half its nodes were hits), not 0.5 of a prior
+    unseen = binned.cell({"recycling"}, 1, 0.3)
+    assert binned.rate(unseen) == pytest.approx(binned.rate(unseen[:3])) == pytest.approx(41 / 82)
 
 
 def test_expected_fill_lets_a_semantic_chain_take_more_than_the_reservation():
