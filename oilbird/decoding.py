@@ -372,7 +372,7 @@ class SpeculativeDecoder:
                 context_index=at, paid_nodes=nb.get("paid", []), walked_nodes=walked,
                 accepted=sum(1 for n in walked if n in acc),
                 lexical_reachable=bool(nb["proposed"]) and nb["proposed"][0] in lexical_first,
-                why_no_node=nb["why_no_node"], withheld=nb.get("withheld")))
+                why_no_node=nb["why_no_node"], withheld=nb.get("withheld"), agreement=nb.get("agreement")))
         return out
 
     def run(self, request_id: str, ids: list[int], max_new_tokens: int,

@@ -92,6 +92,10 @@ class Neighbour:
     # all): what the copy-depth or floor cut withheld, so the funnel (oilbird.evaluation.funnel)
     # can tell a cut neighbour from a wrong one; None in traces written before it was recorded
     withheld: list[int] | None = None
+    # its context agreement (oilbird.sources.base.Chain.match): how many of our tokens, the root
+    # first, equal the record's own read backwards; what the fill prices a neighbour by beside its
+    # similarity. None in traces written before it was recorded
+    agreement: int | None = None
 
 
 @dataclass

@@ -5,6 +5,7 @@ are valid plotly too) or the HTML fragments.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import pytest
@@ -205,6 +206,11 @@ def test_neighbours_table_and_empty_state():
     cells = [list(col) for col in fig.data[0].cells.values]
     assert cells[1] == ["0.910"] and cells[2] == ["r0 @ 5"]
     assert "[·there]" in cells[3][0] and cells[6] == ["no"]
+    # a trace that recorded the neighbour's context agreement shows it beside the similarity
+    agreeing = copy.deepcopy(cycle1())
+    agreeing.neighbours[0].agreement = 9
+    cells = [list(col) for col in F.neighbours_figure(agreeing).data[0].cells.values]
+    assert cells[1][0].replace("<br>", " ") == "0.910 · 9 agree" and "0.910 · 9 agree" in F.neighbours_html(agreeing)
     empty = F.neighbours_figure(request_oilbird().cycles[2])
     assert "0 retrieved" in empty.layout.title.text
     assert "no neighbours" in F.neighbours_html(request_oilbird().cycles[2])

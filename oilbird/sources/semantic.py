@@ -112,9 +112,11 @@ class SemanticSource(DraftSource):
             # trace alone: it tells a copy-depth or floor cut from a wrong neighbour
             cont = self.store.continuation(rec, self.cfg.lag, max(depth, REACH))
             r = self.store.record(rec)
-            chains.append(Chain(cont[:depth], sim, match=self._agreement(rec, ctx.tokens),
+            agree = self._agreement(rec, ctx.tokens)
+            chains.append(Chain(cont[:depth], sim, match=agree,
                                 meta={"record": rec, "request_id": r.request_id, "position": r.position,
-                                      "similarity": sim, "proposed": cont[:depth], "withheld": cont[depth:]}))
+                                      "similarity": sim, "proposed": cont[:depth], "withheld": cont[depth:],
+                                      "agreement": agree}))
         if below:                      # looked up, not drafted: the trace shows them, the tree does not
             return Proposal(looked_up=chains, retrieval="below-floor", **said)
         self.last_chains = chains

@@ -119,6 +119,7 @@ class NeighbourRow:
     """One retrieved neighbour, as both renderers show it."""
     index: int                 # into cycle.neighbours
     similarity: float
+    agreement: int | None      # context tokens it shares with ours, root first (None: not recorded)
     origin: str                # "request @ position"
     context: tuple[str, ...]   # the context's tokens, raw
     matched: int               # the index in ``context`` of the matched token
@@ -126,6 +127,11 @@ class NeighbourRow:
     result: NeighbourResult
     lexical: bool              # a lexical source proposed the same first token
     selected: bool
+
+    @property
+    def similarity_cell(self) -> str:
+        """The similarity, and the context agreement where the trace recorded it: "0.945 · 9 agree"."""
+        return f"{self.similarity:.3f}" + ("" if self.agreement is None else f" · {self.agreement} agree")
 
     @property
     def accepted_cell(self) -> str:
@@ -150,7 +156,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None) -> Neighbou
     for k in order:
         nb = cycle.neighbours[k]
         rows.append(NeighbourRow(
-            index=k, similarity=nb.similarity, origin=f"{nb.request_id} @ {nb.position}",
+            index=k, similarity=nb.similarity, agreement=nb.agreement, origin=f"{nb.request_id} @ {nb.position}",
             context=tuple(nb.context_text), matched=nb.context_index,
             proposed="".join(visible(t) for t in nb.proposed_text) or "— (below depth floor)",
             result=neighbour_result(cycle, nb), lexical=nb.lexical_reachable, selected=k == selection))
@@ -213,7 +219,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
     font = s.font_size - 1
     t = neighbour_table(cycle, selection)
     if t.rows:
-        plain = [[str(r.index) for r in t.rows], [f"{r.similarity:.3f}" for r in t.rows],
+        plain = [[str(r.index) for r in t.rows], [r.similarity_cell for r in t.rows],
                  [r.origin for r in t.rows], [_plain_context(r) for r in t.rows], [r.proposed for r in t.rows],
                  [r.accepted_cell for r in t.rows], ["yes" if r.lexical else "no" for r in t.rows]]
         fill = [["#FBE3D6" if r.selected else ("#F3F3F3" if n % 2 else "white") for n, r in enumerate(t.rows)]]
@@ -244,7 +250,9 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
 
 def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> go.Figure:
     """A table of the store records the semantic key retrieved in this cycle, most similar
-    first: cosine similarity, the request and position it came from, its context with the
+    first: cosine similarity (and, where the trace recorded it, the record's context agreement:
+    how many of our tokens, the root first, equal its own, "0.945 · 9 agree", what the tree
+    prices a neighbour by beside its similarity), the request and position it came from, its context with the
     matched token in brackets, the continuation it proposed, how many of its chain's nodes the
     verifier accepted ("not in the tree" for a chain that got no node; the title says why,
     :func:`neighbour_result`), and whether a lexical source proposed the same first token (the
@@ -282,7 +290,7 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
         acc = (f"<span title='{html.escape(r.result.why, quote=True)}'>{r.accepted_cell}</span>"
                if r.result.why else r.accepted_cell)
         bg = " style='background:#FBE3D6'" if r.selected else ""
-        rows.append(f"<tr{bg}>{td}{r.index}</td>{td}{r.similarity:.3f}</td>{td}{html.escape(r.origin)}</td>"
+        rows.append(f"<tr{bg}>{td}{r.index}</td>{td}{r.similarity_cell}</td>{td}{html.escape(r.origin)}</td>"
                     f"<td class='mono' style='{_WRAP}'>{ctx}</td>"
                     f"<td class='mono' style='{_WRAP}'>{html.escape(r.proposed, quote=False)}</td>{td}{acc}</td>"
                     f"{td}{'yes' if r.lexical else '<b>no</b>'}</td></tr>")
