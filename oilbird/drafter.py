@@ -1,7 +1,7 @@
 """The merged multi-source draft tree (GOOSE host + Oilbird's semantic chains).
 
 One cycle's tree is filled in three passes under one node budget (root included), then
-then verified whole:
+verified whole:
 
 1. **lexical spine** (suffix, then prompt lookup): the suffix source returns its best-first
    subtree sized to the lexical budget (its first path is the spine); prompt-lookup chains
@@ -18,9 +18,12 @@ then verified whole:
    With ``fill="expected"`` passes 2 and 3 are one: nothing is reserved, and semantic chains,
    adjacency branches and the lexical chains' tails that pass 1's share cut off compete for
    the nodes left, node by node, by the estimated probability that the node is accepted
-   (:func:`fill_by_value`). The Oilbird presets use it (:data:`oilbird.methods.PRESET_FILLS`).
-Every node records the set of sources that proposed it and each one's score. Which sources run
-is decided by the preset (see :mod:`oilbird.presets`).
+   (:func:`fill_by_value`): a node several chains propose is priced with all of them, and by
+   the longest context agreement among them (how far the copied occurrence's preceding tokens
+   equal ours, :attr:`Chain.match <oilbird.sources.base.Chain>`). The Oilbird presets use it
+   (:data:`oilbird.methods.PRESET_FILLS`).
+Every node records the set of sources that proposed it, each one's score and that agreement.
+Which sources run is decided by the preset (see :mod:`oilbird.presets`).
 """
 from __future__ import annotations
 
