@@ -542,6 +542,7 @@ def test_decoding_two_tenants_capped_int8_is_lossless_and_isolated(tiny_lm):
             for c in tr.cycles:       # every neighbour came from this tenant's own requests
                 for nb in c.neighbours:
                     assert nb.request_id in own[t]
+                    assert nb.agreement >= 1           # root-checked: it agrees at least on the root
                     seen += 1
             assert len(reg.get(t)) <= 40
     assert seen and reg.get("a").evicted_records > 0 and reg.get("b").evicted_records > 0
