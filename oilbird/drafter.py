@@ -107,11 +107,9 @@ def value_rates() -> AcceptanceRates:
 
 @dataclass
 class _Candidate:
-    """A node some chains propose beyond the tree: its token, parent (("tree", node) or
-    ("cand", id)), depth, each proposer's best score, the longest context agreement among
-    them, the chains."""
+    """A node some chains propose beyond the tree: its token, depth, each proposer's best
+    score, the longest context agreement among them, the chains (indices into the input)."""
     token: int
-    parent: tuple[str, int]
     depth: int
     scores: dict[str, float] = field(default_factory=dict)
     match: int = 0
@@ -161,7 +159,7 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
             cid = index.get((ref, tok))
             if cid is None:
                 cid = index[(ref, tok)] = len(cands)
-                cands.append(_Candidate(tok, ref, depth))
+                cands.append(_Candidate(tok, depth))
                 kids.setdefault(ref, []).append(cid)
             c = cands[cid]
             c.scores[name] = max(chain.score, c.scores.get(name, chain.score))
@@ -289,14 +287,14 @@ class Drafter:
             info.lexical_match_len = max(info.lexical_match_len, p.match_len)
         for i, (name, c) in enumerate(lex):
             if i == 0:
-                c = Chain(c.tokens[: self.cfg.max_spine_len], c.score, c.attach, c.meta, c.match)
+                c = replace(c, tokens=c.tokens[: self.cfg.max_spine_len])
             walked, paid = add_chain(ctx.tree, c, name, budget)
             budget -= len(paid)
             if i == 0:
                 info.spine = walked
             if self.cfg.fill == "expected" and len(walked) < len(c.tokens):
-                rest.append((name, Chain(c.tokens[len(walked):], c.score, walked[-1] if walked else c.attach, c.meta,
-                                         c.match)))
+                tail = replace(c, tokens=c.tokens[len(walked):], attach=walked[-1] if walked else c.attach)
+                rest.append((name, tail))
         return rest
 
     def _chain_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> list[tuple[DraftSource, Chain]]:
