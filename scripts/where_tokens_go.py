@@ -19,14 +19,16 @@ compares three lengths against the recorded continuation (capped at ``budget - 1
 It prints the tokens per cycle each would give, the tokens between best candidate and accepted
 by the source whose chain held them (that chain always got nodes down to where acceptance
 ended, and no further: the budget went elsewhere), and the tokens between copy and best
-candidate by that context agreement. It wraps four methods of the drafter and the replay judge
-to look; what is drafted and committed is unchanged.
+candidate by that context agreement. Then, for the retrieved neighbours, the mean right prefix
+of their continuations by context agreement and by similarity; and, for a method with learned
+acceptance rates, each cell's rate against how often its nodes were accepted. It wraps four
+methods of the drafter and the replay judge to look; what is drafted and committed is unchanged.
 The figures of docs/results.md ("Context agreement") came from it.
 """
 from __future__ import annotations
 
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,6 +39,9 @@ from oilbird.__main__ import main as oilbird_main  # noqa: E402
 _cycle: dict = {}
 _stats: Counter = Counter()
 _earlier: list[str] = []          # earlier turns' outputs, one string each (chr(token + 1))
+_neighbour: defaultdict = defaultdict(lambda: [0, 0])      # bin -> [neighbours, right tokens]
+_rates: defaultdict = defaultdict(lambda: [0, 0.0, 0])     # cell -> [tested, predicted sum, accepted]
+REACH = 16                        # tokens of a neighbour's continuation judged (the trace keeps as many)
 
 
 def _text(tokens) -> str:
@@ -65,18 +70,25 @@ def _wrap() -> None:
     def _ask(source, ctx, budget, info):
         p = ask(source, ctx, budget, info)
         for c in list(p.chains) + list(p.looked_up):
-            _cycle["chains"].append((source.name, _path(ctx.tree, c.attach) + list(c.tokens), c.attach, len(c.tokens)))
+            _cycle["chains"].append((source.name, _path(ctx.tree, c.attach) + list(c.tokens)))
+            if source.retrieves:      # a neighbour: its agreement, similarity, whole continuation
+                _cycle["neighbours"].append((c.match, c.score, c.meta["proposed"] + (c.meta.get("withheld") or [])))
         return p
 
     def _branches(self, source, ctx):
         out = branches(self, source, ctx)
         for name, c in out:
-            _cycle["chains"].append((name, _path(ctx.tree, c.attach) + list(c.tokens), c.attach, len(c.tokens)))
+            _cycle["chains"].append((name, _path(ctx.tree, c.attach) + list(c.tokens)))
         return out
 
     def _draft(self, context, request_id, query_state):
-        _cycle.update(chains=[], context=context, cap=self.cfg.budget - 1)
-        return draft(self, context, request_id, query_state)
+        _cycle.update(chains=[], neighbours=[], context=context, cap=self.cfg.budget - 1, rates=self.rates)
+        tree, info = draft(self, context, request_id, query_state)
+        if self.rates is not None:    # each node's learned rate now, before this verdict teaches it
+            depths = tree.depths()
+            _cycle["rate"] = [self.rates.rate(self.rates.node_cell(tree, i, depths[i])) if i else 1.0
+                              for i in range(len(tree))]
+        return tree, info
 
     def _verdict(self, v, cache, prefix_len, tree, before):
         out = verdict(self, v, cache, prefix_len, tree, before)
@@ -85,6 +97,9 @@ def _wrap() -> None:
                 _earlier.append(_text(_cycle["recording"]))
             _cycle["recording"] = self.recording
         _count(tree, out, self.recording[before: before + _cycle["cap"]])
+        _neighbours(self.recording[before: before + REACH])
+        if _cycle["rates"] is not None:
+            _calibration(tree, out)
         return out
 
     drafter.Drafter._ask = staticmethod(_ask)
@@ -106,6 +121,36 @@ def _count(tree, verdict, truth: list[int]) -> None:
         _stats[f"candidate over accepted, the chain of: {best[0]}"] += cand - acc
     if copy > cand:
         _stats[f"copy over candidate: context agreement {agree}"] += copy - cand
+
+
+def _bin(x: float, edges, names) -> str:
+    return next((n for e, n in zip(edges, names) if x >= e), names[-1])
+
+
+def _neighbours(truth: list[int]) -> None:
+    """Each retrieved neighbour's right prefix (of its continuation, up to REACH tokens), by its
+    context agreement and, apart, by its similarity."""
+    for match, sim, cont in _cycle["neighbours"]:
+        right = _prefix(cont, truth)
+        for key in ("agreement " + _bin(match, (9, 5, 3, 2, 0), ("9+", "5-8", "3-4", "2", "0-1")),
+                    "similarity " + _bin(sim, (0.97, 0.95, 0.9, 0.8, -1), (">= 0.97", "0.95-0.97", "0.90-0.95",
+                                                                          "0.80-0.90", "< 0.80"))):
+            _neighbour[key][0] += 1
+            _neighbour[key][1] += right
+
+
+def _calibration(tree, verdict) -> None:
+    """Per (proposer class, depth, the parent's class): the learned rate of every node whose
+    parent was accepted (predicted) and whether it was accepted too (actual)."""
+    rates, acc = _cycle["rates"], set(verdict.accepted)
+    depths = tree.depths()
+    for i in range(1, len(tree)):
+        p = tree.parents[i]
+        if p in acc:
+            key = (rates.proposer(tree.sources[i]), min(depths[i], 4), rates.proposer(tree.sources[p]) or "root")
+            _rates[key][0] += 1
+            _rates[key][1] += _cycle["rate"][i]
+            _rates[key][2] += i in acc
 
 
 def _copy(truth: list[int]) -> tuple[int, str]:
@@ -148,6 +193,17 @@ def main(argv: list[str]) -> int:
         for k in sorted(_stats):
             if ":" in k:
                 print(f"  {k}: {_stats[k]} tokens")
+    if _neighbour:
+        print(f"\nretrieved neighbours: mean right prefix of the continuation (up to {REACH} tokens)")
+        for k in sorted(_neighbour):
+            n, right = _neighbour[k]
+            print(f"  {k:22s} {n:7d} neighbours  {right / n:.2f} tokens")
+    if _rates:
+        print("\nlearned rate vs accepted, nodes whose parent was accepted (proposer, depth, parent's; >= 300 nodes)")
+        for k in sorted(_rates, key=str):
+            n, pred, hit = _rates[k]
+            if n >= 300:
+                print(f"  {k[0]:15s} depth {k[1]}  after {k[2]:15s} {n:7d} nodes  rate {pred / n:.3f}  accepted {hit / n:.3f}")
     return rc
 
 

@@ -37,3 +37,20 @@ def test_refuses_anything_but_a_fast_replay_of_one_method(capsys):
                  ["replay", "--methods", "oilbird", "--exact"], ["replay"]):
         assert wt.main(argv) == 2
     assert "one method" in capsys.readouterr().err
+
+
+def test_neighbours_by_agreement_and_rates_against_acceptance():
+    from oilbird.acceptance import AcceptanceRates
+    wt._neighbour.clear()
+    wt._rates.clear()
+    # two neighbours: agreeing on 9 tokens and right for 3; agreeing on the root only, wrong
+    wt._cycle.update(neighbours=[(9, 0.96, [6, 7, 8, 1]), (1, 0.85, [9])])
+    wt._neighbours([6, 7, 8, 9])
+    assert wt._neighbour["agreement 9+"] == [1, 3] and wt._neighbour["agreement 0-1"] == [1, 0]
+    assert wt._neighbour["similarity 0.95-0.97"] == [1, 3] and wt._neighbour["similarity 0.80-0.90"] == [1, 0]
+    # root -> 6 (semantic, accepted) -> 7 (semantic, rejected): both tested, rates as learned
+    tree = DraftTree([5, 6, 7], [-1, 0, 1], [set(), {"semantic"}, {"semantic"}])
+    wt._cycle.update(rates=AcceptanceRates(), rate=[1.0, 0.4, 0.7])
+    wt._calibration(tree, SimpleNamespace(accepted=[0, 1]))
+    assert wt._rates[("semantic", 1, "root")] == [1, 0.4, 1]
+    assert wt._rates[("semantic", 2, "semantic")] == [1, 0.7, 0]
