@@ -143,11 +143,13 @@ def _calibration(tree, verdict) -> None:
     """Per (proposer class, depth, the parent's class): the learned rate of every node whose
     parent was accepted (predicted) and whether it was accepted too (actual)."""
     rates, acc = _cycle["rates"], set(verdict.accepted)
+    # the rates' own proposer classes; a commit before they had one: one source, "multi" or none
+    cls = getattr(rates, "proposer", None) or (lambda s: next(iter(s)) if len(s) == 1 else ("multi" if s else ""))
     depths = tree.depths()
     for i in range(1, len(tree)):
         p = tree.parents[i]
         if p in acc:
-            key = (rates.proposer(tree.sources[i]), min(depths[i], 4), rates.proposer(tree.sources[p]) or "root")
+            key = (cls(tree.sources[i]), min(depths[i], 4), cls(tree.sources[p]) or "root")
             _rates[key][0] += 1
             _rates[key][1] += _cycle["rate"][i]
             _rates[key][2] += i in acc
