@@ -72,7 +72,7 @@ def _wrap() -> None:
         for c in list(p.chains) + list(p.looked_up):
             _cycle["chains"].append((source.name, _path(ctx.tree, c.attach) + list(c.tokens)))
             if source.retrieves:      # a neighbour: its agreement, similarity, whole continuation
-                _cycle["neighbours"].append((c.match, c.score, c.meta["proposed"] + (c.meta.get("withheld") or [])))
+                _cycle["neighbours"].append((getattr(c, "match", 0), c.score, c.meta["proposed"] + (c.meta.get("withheld") or [])))
         return p
 
     def _branches(self, source, ctx):
