@@ -29,8 +29,12 @@ class AcceptanceRates:
     """
 
     def __init__(self, max_depth: int = MAX_DEPTH, score_bins: tuple = (), match_bins: tuple = (),
-                 runs: bool = False):
+                 runs: bool = False, retrievers=("semantic",)):
+        """``retrievers``: the names of the sources that retrieve by the verifier's state (a
+        :class:`~oilbird.sources.base.DraftSource` with ``retrieves``): a node one of them proposes
+        with others is "multi+semantic"."""
         self.max_depth = max_depth
+        self.retrievers = frozenset(retrievers)
         self.runs = runs                        # split cells by whether the node continues its parent's run
         self.score_bins = score_bins            # split cells by the proposer's score (none: one cell)
         self.match_bins = match_bins            # split cells by the node's context agreement
@@ -38,13 +42,12 @@ class AcceptanceRates:
         self.hits: dict[tuple, int] = defaultdict(int)
         self.warm = False                       # did the previous cycle accept a drafted token?
 
-    @staticmethod
-    def proposer(sources) -> str:
+    def proposer(self, sources) -> str:
         """A node's proposer class: the one source, or "multi+semantic" / "multi" when several
-        proposed it (the semantic key among them or not); "" for the root."""
+        proposed it (a retrieving source among them, :attr:`retrievers`, or not); "" for the root."""
         if len(sources) <= 1:
             return next(iter(sources), "")
-        return "multi+semantic" if "semantic" in sources else "multi"
+        return "multi+semantic" if self.retrievers.intersection(sources) else "multi"
 
     def cell(self, sources, depth: int, score: float | None = None, match: int = 0, parent=None) -> tuple:
         """(proposer class; depth, capped; warm[; score bin][; context-agreement bin][; whether

@@ -99,10 +99,12 @@ SCORE_BINS = (0.95, 0.9, 0.5, 0.2)
 MATCH_BINS = (1, 2, 4, 8)
 
 
-def value_rates() -> AcceptanceRates:
-    """The acceptance rates the ``expected`` fill learns (its cells split as above, and runs
-    from branches); the vLLM proposer's chains use the same."""
-    return AcceptanceRates(score_bins=SCORE_BINS, match_bins=MATCH_BINS, runs=True)
+def value_rates(sources: list[DraftSource]) -> AcceptanceRates:
+    """The acceptance rates the ``expected`` fill learns for a drafter of ``sources`` (its cells
+    split as above, and runs from branches; the ones that retrieve by state named as such); the
+    vLLM proposer's chains use the same."""
+    return AcceptanceRates(score_bins=SCORE_BINS, match_bins=MATCH_BINS, runs=True,
+                           retrievers=[s.name for s in sources if s.retrieves])
 
 
 @dataclass
@@ -232,7 +234,7 @@ class Drafter:
         self.spine_share = self.cfg.spine_share
         # what a node is worth (fill="expected"), learned from every verdict
         if rates is None and self.cfg.fill == "expected":
-            rates = value_rates()
+            rates = value_rates(sources)
         self.rates = rates
 
     def start_request(self, tokens: list[int], request_id: str) -> None:

@@ -102,7 +102,7 @@ class Shared:
         self.cfg = config or ChainConfig()
         self.store = store if store is not None else Store(dim=dim, **store_kwargs)
         self.recycling = RecyclingSource(vocab_size) if "recycling" in self.cfg.sources else None
-        self.rates = value_rates()
+        self.rates = None          # the first request's drafter makes them (they name its sources)
 
 
 @dataclass
@@ -129,6 +129,8 @@ class RequestDrafter:
         sh, cfg = self.shared, self.shared.cfg
         sources = make_sources(cfg.sources, sh.store, sh.store.dim, 0, shared={"recycling": sh.recycling})
         # the acceptance rates are learned across requests
+        if sh.rates is None:
+            sh.rates = value_rates(sources)
         self.drafter = Drafter(sources, TreeConfig(budget=cfg.budget, semantic_budget=0, fill="expected"),
                                rates=sh.rates)
         self.drafter.start_request(list(self.prompt), self.request_id)
