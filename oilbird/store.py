@@ -417,6 +417,24 @@ class Store:
         p = self._stream_pos(self._check(record))
         return self.suffix.continuation(p + start - 1, depth) if start >= 1 else []
 
+    def next_tokens(self, records, step: int = 1) -> np.ndarray:
+        """The token ``step`` after each record in its own request, -1 past the request's end:
+        ``continuation(r, step, 1)`` of many records at once (the semantic key checks 64 a cycle)."""
+        recs = np.asarray(records, dtype=np.int64).reshape(-1)
+        if recs.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        bad = recs[(recs < self.first_record) | (recs >= self.next_record)]
+        if bad.size:
+            self._check(int(bad[0]))                     # raises, naming the record
+        lo = self._q_live
+        first = np.asarray(self._q_first[lo:], dtype=np.int64)
+        q = np.searchsorted(first, recs, side="right") - 1
+        off = recs - first[q] + int(step)
+        ok = (off >= 0) & (off < np.asarray(self._q_n[lo:], dtype=np.int64)[q])
+        out = np.full(recs.shape, -1, dtype=np.int64)
+        out[ok] = self.suffix.tokens_at(np.asarray(self._q_stream[lo:], dtype=np.int64)[q[ok]] + off[ok])
+        return out
+
     def record(self, i: int) -> Record:
         i = self._check(i)
         q = self._request_of(i)

@@ -243,6 +243,10 @@ class PoolSuffixIndex:
     def tokens_between(self, lo: int, hi: int) -> list[int]:
         return self._toks.a[lo - self._base:hi - self._base].tolist()
 
+    def tokens_at(self, positions: np.ndarray) -> np.ndarray:
+        """The tokens at many live stream positions at once."""
+        return self._toks.a[np.asarray(positions, dtype=np.int64) - self._base]
+
     def _lookup(self, n: int, key: int, limit: int) -> np.ndarray:
         """The newest ``limit`` live positions whose n-gram hashes to ``key`` (ascending)."""
         k = np.uint64(key)

@@ -106,6 +106,13 @@ def check_consistent(store: Store, model: Model, rng: np.random.Generator):
         if dead >= 0:
             with pytest.raises(KeyError):
                 store.record(dead)
+            with pytest.raises(KeyError):
+                store.next_tokens([dead])
+    # the vectorised next-token lookup is continuation(r, step, 1) of every live record
+    ids = list(recs)
+    for step in (0, 1, 2):
+        want = [(store.continuation(i, step, 1) or [-1])[0] if step else recs[i][0] for i in ids]
+        assert store.next_tokens(ids, step).tolist() == want
     # lexical key: exactly the reference index over the live requests, shifted to the live start
     ref = SuffixIndex(gram=store.gram)
     pos_to_rec = {}

@@ -75,22 +75,22 @@ class SemanticSource(DraftSource):
         if widen <= 1 or root is None:
             return self.store.search(query, k)
         hits = self.store.search(query, k * widen)
-        step = self.cfg.lag - 1
-        return [(rec, sim) for rec, sim in hits if self.store.continuation(rec, step, 1) == [root]][:k]
+        nxt = self.store.next_tokens([rec for rec, _ in hits], self.cfg.lag - 1)
+        return [h for h, t in zip(hits, nxt) if t == root][:k]
 
-    def _agreement(self, rec: int, context: list[int]) -> int:
-        """The neighbour's context agreement (:attr:`Chain.match`): how many of our tokens, the
-        root first, equal the record's own, read backwards from its successor (the root's
-        counterpart, the lag's step), at most :data:`AGREEMENT_CAP`; 0 when the record's
-        successor is not the root."""
-        step = self.cfg.lag - 1
-        toks, at = self.store.context(rec, before=AGREEMENT_CAP, after=step)
-        theirs = toks[: at + step + 1][::-1]
+    def _read(self, rec: int, n: int, context: list[int]) -> tuple[list[int], int]:
+        """One store read per neighbour: its continuation (``n`` tokens from the lag on) and its
+        context agreement (:attr:`Chain.match`): how many of our tokens, the root first, equal
+        the record's own, read backwards from its successor (the root's counterpart, the lag's
+        step), at most :data:`AGREEMENT_CAP`; 0 when the record's successor is not the root."""
+        lag = self.cfg.lag
+        toks, at = self.store.context(rec, before=AGREEMENT_CAP, after=lag - 1 + n)
+        theirs = toks[: at + lag][::-1]
         mine = context[::-1][:AGREEMENT_CAP]
-        n = 0
-        while n < min(len(theirs), len(mine)) and theirs[n] == mine[n]:
-            n += 1
-        return n
+        agree = 0
+        while agree < min(len(theirs), len(mine)) and theirs[agree] == mine[agree]:
+            agree += 1
+        return toks[at + lag: at + lag + n], agree
 
     def propose(self, ctx: DraftContext, budget: int) -> Proposal:
         self.last_chains = []
@@ -110,9 +110,8 @@ class SemanticSource(DraftSource):
             depth = 0 if below else copy_depth(sim, self.cfg.depth_tiers)
             # the record's continuation past its copy depth too (up to REACH tokens), for the
             # trace alone: it tells a copy-depth or floor cut from a wrong neighbour
-            cont = self.store.continuation(rec, self.cfg.lag, max(depth, REACH))
+            cont, agree = self._read(rec, max(depth, REACH), ctx.tokens)
             r = self.store.record(rec)
-            agree = self._agreement(rec, ctx.tokens)
             chains.append(Chain(cont[:depth], sim, match=agree,
                                 meta={"record": rec, "request_id": r.request_id, "position": r.position,
                                       "similarity": sim, "proposed": cont[:depth], "withheld": cont[depth:],
