@@ -413,9 +413,14 @@ class Store:
         return [(int(rec[r - off]) + self._rbase, float(s)) for r, s in zip(rows[0], sims[0]) if r >= 0]
 
     def continuation(self, record: int, start: int, depth: int) -> list[int]:
-        """Tokens of the same request from ``record + start`` on, at most ``depth``."""
-        p = self._stream_pos(self._check(record))
-        return self.suffix.continuation(p + start - 1, depth) if start >= 1 else []
+        """Tokens of the same request from ``record + start`` on, at most ``depth`` (none past the
+        request's last token, however far ``start`` reaches)."""
+        i = self._check(record)
+        q = self._request_of(i)
+        depth = min(depth, self._q_first[q] + self._q_n[q] - i - start)
+        if start < 1 or depth <= 0:
+            return []
+        return self.suffix.continuation(self._q_stream[q] + i - self._q_first[q] + start - 1, depth)
 
     def next_tokens(self, records, step: int = 1) -> np.ndarray:
         """The token ``step`` after each record in its own request, -1 past the request's end:
@@ -426,14 +431,23 @@ class Store:
         bad = recs[(recs < self.first_record) | (recs >= self.next_record)]
         if bad.size:
             self._check(int(bad[0]))                     # raises, naming the record
-        lo = self._q_live
-        first = np.asarray(self._q_first[lo:], dtype=np.int64)
+        first, n, stream = self._live_requests()
         q = np.searchsorted(first, recs, side="right") - 1
         off = recs - first[q] + int(step)
-        ok = (off >= 0) & (off < np.asarray(self._q_n[lo:], dtype=np.int64)[q])
+        ok = (off >= 0) & (off < n[q])
         out = np.full(recs.shape, -1, dtype=np.int64)
-        out[ok] = self.suffix.tokens_at(np.asarray(self._q_stream[lo:], dtype=np.int64)[q[ok]] + off[ok])
+        out[ok] = self.suffix.tokens_at(stream[q[ok]] + off[ok])
         return out
+
+    def _live_requests(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The live requests' first record, length and stream position, as arrays; rebuilt
+        only when requests came, went or were compacted (the lists are the truth)."""
+        key = (id(self._q_first), self._q_live, len(self._q_first), self.requests_seen)
+        if getattr(self, "_q_arrays", (None,))[0] != key:
+            lo = self._q_live
+            self._q_arrays = (key, *(np.asarray(a[lo:], dtype=np.int64)
+                                     for a in (self._q_first, self._q_n, self._q_stream)))
+        return self._q_arrays[1:]
 
     def record(self, i: int) -> Record:
         i = self._check(i)

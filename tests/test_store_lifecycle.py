@@ -553,3 +553,14 @@ def test_decoding_two_tenants_capped_int8_is_lossless_and_isolated(tiny_lm):
                     seen += 1
             assert len(reg.get(t)) <= 40
     assert seen and reg.get("a").evicted_records > 0 and reg.get("b").evicted_records > 0
+
+
+def test_a_continuation_never_reads_into_the_next_request():
+    """From a request's last record, a continuation that starts two tokens on (the semantic
+    key's lag) is empty, not the next request's first token; the vectorised lookup agrees."""
+    store = Store(dim=D)
+    fill(store, "a", [1, 2, 3], [None] * 3)
+    fill(store, "b", [7, 8], [None] * 2)
+    assert store.continuation(2, 2, 4) == [] and store.continuation(1, 2, 4) == []
+    assert store.continuation(0, 2, 4) == [3] and store.continuation(3, 1, 4) == [8]
+    assert store.next_tokens([0, 1, 2, 3, 4], 2).tolist() == [3, -1, -1, -1, -1]
