@@ -30,9 +30,10 @@ class AcceptanceRates:
 
     def __init__(self, max_depth: int = MAX_DEPTH, score_bins: tuple = (), match_bins: tuple = (),
                  runs: bool = False, retrievers=("semantic",)):
-        """``retrievers``: the names of the sources that retrieve by the verifier's state (a
-        :class:`~oilbird.sources.base.DraftSource` with ``retrieves``): a node one of them proposes
-        with others is "multi+semantic"."""
+        """``retrievers``: the names of the retrieving sources (a
+        :class:`~oilbird.sources.base.DraftSource` with ``retrieves``: its chains are store records
+        found by the verifier's state, the semantic key): a node one of them proposes with others
+        is "multi+semantic"."""
         self.max_depth = max_depth
         self.retrievers = frozenset(retrievers)
         self.runs = runs                        # split cells by whether the node continues its parent's run

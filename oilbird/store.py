@@ -153,6 +153,7 @@ class Store:
         self._q_stream: list[int] = []            # stream position of its first token
         self._q_time: list[float] = []            # when it ended (clock)
         self._q_live = 0
+        self._q_arrays: tuple = (None,)           # _live_requests' arrays and the state they were read at
         self.requests_seen = 0
         # states: rows of codes in faiss; row j holds record _rbase + _row_rec[j]; rows below
         # _row_live are dead. A flat index numbers its rows 0.., an IVF one _row_base + j.
@@ -424,7 +425,10 @@ class Store:
 
     def next_tokens(self, records, step: int = 1) -> np.ndarray:
         """The token ``step`` after each record in its own request, -1 past the request's end:
-        ``continuation(r, step, 1)`` of many records at once (the semantic key checks 64 a cycle)."""
+        ``continuation(r, step, 1)`` of many records at once (the semantic key checks 64 a cycle);
+        ``step`` 0 is the record's own token (a semantic key with ``lag`` 1 compares it)."""
+        if step < 0:
+            raise ValueError(f"step must be >= 0, not {step}")
         recs = np.asarray(records, dtype=np.int64).reshape(-1)
         if recs.size == 0:
             return np.zeros(0, dtype=np.int64)
@@ -443,7 +447,7 @@ class Store:
         """The live requests' first record, length and stream position, as arrays; rebuilt
         only when requests came, went or were compacted (the lists are the truth)."""
         key = (id(self._q_first), self._q_live, len(self._q_first), self.requests_seen)
-        if getattr(self, "_q_arrays", (None,))[0] != key:
+        if self._q_arrays[0] != key:
             lo = self._q_live
             self._q_arrays = (key, *(np.asarray(a[lo:], dtype=np.int64)
                                      for a in (self._q_first, self._q_n, self._q_stream)))

@@ -245,19 +245,21 @@ def test_a_new_source_is_asked_in_the_pass_its_role_names(role, pass_budget):
     assert tree.tokens[1:] == [5, 6, 7][:min(3, pass_budget)]
 
 
-
 def test_a_retrieving_source_of_ones_own_is_classed_with_the_semantic_key():
     """The rates class a node by whether a source that *retrieves* proposed it, whatever its name:
     a drafter's own rates, and the vLLM chains' shared ones, ask the sources."""
-    from oilbird.serving.chains import RequestDrafter, Shared
+    from oilbird.serving.chains import ChainConfig, RequestDrafter, Shared
     mine = _OneChain("my-key", [5], role="chains")
     mine.retrieves = True
     rates = Drafter([_OneChain("pld", [5]), mine], TreeConfig(budget=6, fill="expected")).rates
     assert rates.proposer({"pld", "my-key"}) == "multi+semantic"
     assert rates.proposer({"pld", "semantic"}) == "multi" and rates.proposer({"my-key"}) == "my-key"
-    shared = Shared(dim=4, vocab_size=32)
-    RequestDrafter(shared, "r0", [1, 2, 3])
-    assert shared.rates.proposer({"pld", "semantic"}) == "multi+semantic"
+    # the vLLM chains' rates are made by the first request's drafter, from its sources
+    for sources, cls in ((("pld", "suffix"), "multi"), (("pld", "semantic"), "multi+semantic")):
+        shared = Shared(dim=4, vocab_size=32, config=ChainConfig(sources=sources))
+        assert shared.rates is None
+        RequestDrafter(shared, "r0", [1, 2, 3])
+        assert shared.rates.proposer({"pld", "semantic"}) == cls
 
 def test_sources_that_cannot_be_routed_or_merged_are_refused():
     with pytest.raises(ValueError, match="two draft sources named 'pld'"):

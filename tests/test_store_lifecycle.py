@@ -108,11 +108,14 @@ def check_consistent(store: Store, model: Model, rng: np.random.Generator):
                 store.record(dead)
             with pytest.raises(KeyError):
                 store.next_tokens([dead])
-    # the vectorised next-token lookup is continuation(r, step, 1) of every live record
+    # the vectorised next-token lookup: the token step records on in the same request (the
+    # model's), and what continuation(r, step, 1) reads
     ids = list(recs)
     for step in (0, 1, 2):
-        want = [(store.continuation(i, step, 1) or [-1])[0] if step else recs[i][0] for i in ids]
+        want = [recs[i + step][0] if i + step in recs and recs[i + step][2] == recs[i][2] else -1 for i in ids]
         assert store.next_tokens(ids, step).tolist() == want
+        if step:
+            assert [(store.continuation(i, step, 1) or [-1])[0] for i in ids] == want
     # lexical key: exactly the reference index over the live requests, shifted to the live start
     ref = SuffixIndex(gram=store.gram)
     pos_to_rec = {}
@@ -564,3 +567,6 @@ def test_a_continuation_never_reads_into_the_next_request():
     assert store.continuation(2, 2, 4) == [] and store.continuation(1, 2, 4) == []
     assert store.continuation(0, 2, 4) == [3] and store.continuation(3, 1, 4) == [8]
     assert store.next_tokens([0, 1, 2, 3, 4], 2).tolist() == [3, -1, -1, -1, -1]
+    assert store.next_tokens([0, 3], 0).tolist() == [1, 7]          # step 0: the record's own token
+    with pytest.raises(ValueError, match="step"):
+        store.next_tokens([0], -1)

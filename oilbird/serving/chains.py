@@ -95,7 +95,8 @@ class ChainConfig:
 
 class Shared:
     """What all requests of one engine share: the tenant's store, the adjacency table and the
-    learned acceptance rates."""
+    learned acceptance rates (None until the first request's drafter makes them: they name the
+    sources that retrieve)."""
 
     def __init__(self, dim: int, vocab_size: int, config: ChainConfig | None = None,
                  store: Store | None = None, **store_kwargs):
