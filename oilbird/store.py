@@ -385,10 +385,6 @@ class Store:
     def _request_of(self, i: int) -> int:
         return bisect.bisect_right(self._q_first, i, lo=self._q_live) - 1
 
-    def _stream_pos(self, i: int) -> int:
-        q = self._request_of(i)
-        return self._q_stream[q] + (i - self._q_first[q])
-
     def search(self, query: np.ndarray, k: int = 8) -> list[tuple[int, float]]:
         """Top-k live records by cosine with ``query`` (normalised here if it is not already):
         [(record, similarity)]."""

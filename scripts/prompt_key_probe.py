@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oilbird import methods as M, presets as PR  # noqa: E402
 from oilbird.evaluation import replay as R  # noqa: E402
 from oilbird.sources.base import Chain, DraftSource, Proposal  # noqa: E402
+from oilbird.trace import common_prefix  # noqa: E402
 
 TOPK = int(os.environ.get("PK_TOPK", "2"))
 FLOOR = float(os.environ.get("PK_FLOOR", "0.85"))
@@ -71,10 +72,7 @@ class PromptKeySource(DraftSource):
             if sims[b] < FLOOR:
                 break
             j = int(js[b])
-            theirs = self.ids[max(0, j - CAP + 1): j + 1][::-1]
-            m = 0
-            while m < min(len(theirs), len(mine)) and theirs[m] == mine[m]:
-                m += 1
+            m = common_prefix(self.ids[max(0, j - CAP + 1): j + 1][::-1], mine)
             out.append(Chain(self.ids[j + 1: j + 1 + NTOK], float(sims[b]), match=m))
         return Proposal(out)
 

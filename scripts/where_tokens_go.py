@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oilbird import decoding, drafter  # noqa: E402
 from oilbird.__main__ import main as oilbird_main  # noqa: E402
+from oilbird.trace import common_prefix  # noqa: E402
 
 _cycle: dict = {}
 _stats: Counter = Counter()
@@ -54,13 +55,6 @@ def _path(tree, node: int) -> list[int]:
         out.append(tree.tokens[node])
         node = tree.parents[node]
     return out[::-1]
-
-
-def _prefix(a, b) -> int:
-    k = 0
-    while k < min(len(a), len(b)) and a[k] == b[k]:
-        k += 1
-    return k
 
 
 def _wrap() -> None:
@@ -110,8 +104,8 @@ def _wrap() -> None:
 
 def _count(tree, verdict, truth: list[int]) -> None:
     acc = len(verdict.accepted) - 1
-    best = max(_cycle["chains"], key=lambda c: _prefix(c[1], truth), default=None)
-    cand = max(acc, _prefix(best[1], truth)) if best else acc
+    best = max(_cycle["chains"], key=lambda c: common_prefix(c[1], truth), default=None)
+    cand = max(acc, common_prefix(best[1], truth)) if best else acc
     copy, agree = _copy(truth)
     copy = max(copy, cand)
     _stats.update(cycles=1, accepted=acc, candidate=cand, copy=copy)
@@ -131,7 +125,7 @@ def _neighbours(truth: list[int]) -> None:
     """Each retrieved neighbour's right prefix (of its continuation, up to REACH tokens), by its
     context agreement and, apart, by its similarity."""
     for match, sim, cont in _cycle["neighbours"]:
-        right = _prefix(cont, truth)
+        right = common_prefix(cont, truth)
         for key in ("agreement " + _bin(match, (9, 5, 3, 2, 0), ("9+", "5-8", "3-4", "2", "0-1")),
                     "similarity " + _bin(sim, (0.97, 0.95, 0.9, 0.8, -1), (">= 0.97", "0.95-0.97", "0.90-0.95",
                                                                           "0.80-0.90", "< 0.80"))):

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 
 import plotly.graph_objects as go
 
-from oilbird.trace import BONUS, CycleTrace, Neighbour, RequestTrace
+from oilbird.trace import BONUS, CycleTrace, Neighbour, RequestTrace, common_prefix  # noqa: F401  (L.common_prefix)
 
 from .palette import (DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_LABELS,
                       GAP_PATTERNS, Style, shown_sources, source_label)
@@ -34,17 +34,6 @@ LEXICAL = ("pld", "suffix")
 
 
 # --------------------------------------------------------------------------- the situation
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of two token lists.
-
-    >>> common_prefix([1, 2, 3], [1, 2, 4])
-    2
-    """
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,

@@ -54,6 +54,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
+from ..trace import common_prefix
+
 # lexical sources: their nodes are the "lexical spine" (oilbird.drafter: pass 1)
 LEXICAL = frozenset({"pld", "suffix", "suffix-arctic"})
 # outcomes of the semantic key that mean no lookup ran (oilbird.sources.base.RETRIEVAL_OUTCOMES)
@@ -82,15 +84,6 @@ LABEL_COUNTS = ("cycles", "tree_had", "lexical_had", "right_any", "right_node", 
 # how far a right record got, in stage order (its why_no_node, or the depth cut, or a node)
 REACHED = ("below-floor", "muted", "copy-depth", "budget", "node")
 SHORT = ("no_node", "copy_depth", "budget")
-
-
-def _common(a, b) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 @dataclass
@@ -144,11 +137,11 @@ def cycle_facts(trace, labels: list[str] | None = None) -> list[CycleFacts]:
         ranked = sorted(c.neighbours, key=lambda nb: -nb.similarity)
         for k, nb in enumerate(ranked):
             cont = list(nb.proposed) + list(nb.withheld or [])
-            full = _common(cont, truth)
+            full = common_prefix(cont, truth)
             if full == 0:
                 continue
             top1 = top1 or k == 0
-            prop = _common(nb.proposed, truth)
+            prop = common_prefix(nb.proposed, truth)
             stage = REACHED.index(_reached(nb, full, prop))
             best_stage = max(best_stage, stage)
             acc = acc or (stage == len(REACHED) - 1 and nb.accepted > 0)

@@ -49,6 +49,7 @@ from typing import Iterator, Protocol, Sequence
 import numpy as np
 import torch
 
+from ..trace import common_prefix
 from ..verifier import NodeOutputs, Verifier
 
 MIN_SHARED = 32          # leading tokens two conversations must share before a prefix cache is reused
@@ -96,14 +97,6 @@ def _copy_prefix(cache, n: int):
     if extra > 0:
         out.crop(-extra)                     # transformers 5: crop(-tokens_to_remove)
     return out
-
-
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    if list(a[:n]) == list(b[:n]):
-        return n
-    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
-    return int(diff[0])
 
 
 class TeacherForcer:
@@ -186,7 +179,7 @@ class TeacherForcer:
         """The kept prefix's cache, cropped to what ``ids`` shares with it (None if too little)."""
         if self._prefix_cache is None:
             return None
-        n = min(_common(self._prefix_ids, ids), len(ids) - keep)
+        n = min(common_prefix(self._prefix_ids, ids), len(ids) - keep)
         if n < MIN_SHARED:
             return None
         self.stats.shared_prefix_tokens += n
@@ -195,7 +188,7 @@ class TeacherForcer:
     def _keep_prefix(self, ids: list[int], cache, n: int) -> None:
         """After a conversation's first forward: keep its first ``n`` tokens' cache unless the
         kept prefix already covers at least MIN_SHARED of them."""
-        if n < MIN_SHARED or (self._prefix_cache is not None and _common(self._prefix_ids, ids) >= MIN_SHARED):
+        if n < MIN_SHARED or (self._prefix_cache is not None and common_prefix(self._prefix_ids, ids) >= MIN_SHARED):
             return
         self._prefix_ids, self._prefix_cache = list(ids[:n]), _copy_prefix(cache, n)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..store import Store
+from ..trace import common_prefix
 from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 
@@ -85,11 +86,7 @@ class SemanticSource(DraftSource):
         step), at most :data:`AGREEMENT_CAP`; 0 when the record's successor is not the root."""
         lag = self.cfg.lag
         toks, at = self.store.context(rec, before=AGREEMENT_CAP, after=lag - 1 + n)
-        theirs = toks[: at + lag][::-1]
-        mine = context[::-1][:AGREEMENT_CAP]
-        agree = 0
-        while agree < min(len(theirs), len(mine)) and theirs[agree] == mine[agree]:
-            agree += 1
+        agree = common_prefix(toks[: at + lag][::-1], context[::-1][:AGREEMENT_CAP])
         return toks[at + lag: at + lag + n], agree
 
     def propose(self, ctx: DraftContext, budget: int) -> Proposal:
