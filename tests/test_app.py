@@ -302,6 +302,11 @@ def test_a_typed_cycle_out_of_range_goes_to_the_nearest_end(app_fns, session):
     last = len(request_oilbird().cycles) - 1
     assert cycle_of(goto(session, 99).counter) == last and cycle_of(goto(session, "-3").counter) == 0
     assert cycle_of(goto(session, 1.0).counter) == 1 and cycle_of(goto(session, "abc").counter) == 1
+    # the slider keeps what the user set (an answer landing after the user moved on must not pull
+    # it back), and is set only where the value was clamped or unreadable
+    import gradio as gr
+    assert goto(session, 1.0).slider == gr.skip() and goto(session, 99).slider == last
+    assert goto(session, "abc").slider == last
 
 
 def test_a_request_without_a_trace_still_shows_its_prompt(app_fns, session):

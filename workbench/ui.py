@@ -302,6 +302,17 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 pass
             return render(st, cat)
 
+        def slide(st, k):
+            """goto from the slider itself, whose value is already on screen: the slider is left as
+            the user has it (an answer that lands after the user moved on, e.g. a second arrow key
+            while this one was in flight, must not pull it back), unless the value was clamped."""
+            out = goto(st, k)
+            try:
+                shown = float(k) == st.cycle
+            except (TypeError, ValueError):
+                shown = False
+            return out._replace(slider=gr.skip()) if shown else out
+
         def played(st):
             """The redraw with the timer and the button following ``st.playing``."""
             return Played(*render(st, cat), gr.Timer(active=st.playing),
@@ -331,7 +342,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         next_btn.click(lambda st: step(st, +1), state, outputs(Step), api_name="next", **fast)
         # the slider's value unchecked (preprocess=False): a typed 99 goes to the last cycle instead
         # of gradio's out-of-range error; input covers the arrow keys and the number box
-        gr.on([slider.release, slider.input], goto, [state, slider], outputs(Step), api_name="goto",
+        gr.on([slider.release, slider.input], slide, [state, slider], outputs(Step), api_name="goto",
               preprocess=False, trigger_mode="always_last", **fast)
         play_btn.click(play, state, outputs(Played), api_name="play", **fast)
         timer.tick(tick, state, outputs(Played), api_name="tick", **fast)
