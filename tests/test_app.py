@@ -580,7 +580,10 @@ def test_browser_next_changes_tree_and_counter(app_url):
         for typed, key, want in (("99", "Enter", last), ("0", "Tab", 0)):
             box.fill(typed)
             box.press(key)
-            _until(lambda: measure.current_cycle(page) == want, f"cycle {want} after typing {typed}")
+            # settled as a user sees it: the counter AND the box (gradio may draw the counter a
+            # moment before the clamped slider value; text typed in that moment is overwritten)
+            _until(lambda: measure.current_cycle(page) == want and box.input_value() == str(want),
+                   f"cycle {want} in the counter and the box after typing {typed}")
         page.locator("#wb-slider input[type=range]").press("ArrowRight")
         _until(lambda: measure.current_cycle(page) == 1, "cycle 1 after the right arrow key")
     print(f"\npage -> first figure {secs:.2f} s; step {ms:.0f} ms, then {[round(x) for x in steps]} ms "
