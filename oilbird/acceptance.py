@@ -42,6 +42,7 @@ class AcceptanceRates:
         self.tested: dict[tuple, int] = defaultdict(int)
         self.hits: dict[tuple, int] = defaultdict(int)
         self.warm = False                       # did the previous cycle accept a drafted token?
+        self._memo: dict[tuple, float] = {}     # rate per cell until the next observe()
 
     def proposer(self, sources) -> str:
         """A node's proposer class: the one source, or "multi+semantic" / "multi" when several
@@ -72,9 +73,12 @@ class AcceptanceRates:
         depth, warm) starts from Beta(1, 1); each split (score, agreement, run) borrows
         :data:`BACKOFF` observations at the rate of the cell it splits, so a split cell seen
         rarely (a short workload, a rare combination) says what its parent says."""
-        r = (self.hits.get(cell[:BASE], 0) + 1) / (self.tested.get(cell[:BASE], 0) + 2)
-        for n in range(BASE + 1, len(cell) + 1):
-            r = (self.hits.get(cell[:n], 0) + BACKOFF * r) / (self.tested.get(cell[:n], 0) + BACKOFF)
+        r = self._memo.get(cell)
+        if r is None:       # the fill asks once per offered candidate: many share a cell
+            r = (self.hits.get(cell[:BASE], 0) + 1) / (self.tested.get(cell[:BASE], 0) + 2)
+            for n in range(BASE + 1, len(cell) + 1):
+                r = (self.hits.get(cell[:n], 0) + BACKOFF * r) / (self.tested.get(cell[:n], 0) + BACKOFF)
+            self._memo[cell] = r
         return r
 
     def path_probs(self, tree: DraftTree) -> list[float]:
@@ -88,6 +92,7 @@ class AcceptanceRates:
     def observe(self, drafted: DraftTree, accepted: list[int], argmax) -> None:
         """Count every node whose parent was accepted (tested), and whether its token is the
         parent's argmax (hit). ``argmax`` covers at least the verified nodes."""
+        self._memo.clear()
         acc = set(accepted)
         depths = drafted.depths()
         warm = False

@@ -152,6 +152,9 @@ def test_acceptance_cells_split_runs_from_branches():
     branch = rates.cell({"semantic"}, 2, parent={"pld", "semantic"})
     assert run[-1] is True and branch[-1] is False
     assert rates.rate(run) > 0.9 and rates.rate(branch) < 0.1
+    before = rates.rate(branch)                   # remembered per cell until the next verdict ...
+    rates.observe(t, [0, 1, 3], argmax=[5, 7, 0, 0])
+    assert rates.rate(branch) > before            # ... which the rate then includes
     assert rates.cell({"semantic"}, 2, parent={"semantic"})[-1] is True
     assert AcceptanceRates().cell({"semantic"}, 2, parent={"semantic"}) == ("semantic", 2, False)
 

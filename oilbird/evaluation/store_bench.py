@@ -186,7 +186,6 @@ def _worker(dtype: str, sizes: list[int], queries: int, seed: int) -> list[dict]
 
 
 def scale(args) -> int:
-    sizes = [int(s) for s in args.sizes.split(",")]
     dtypes = [d.strip() for d in args.dtypes.split(",")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
