@@ -113,6 +113,17 @@ def test_best_chain_picks_highest_expected_length():
     assert best_chain(DraftTree([0], [-1]), [1.0], max_len=8) == []
 
 
+def test_the_chain_is_sent_whole_unless_a_cut_is_set():
+    """min_prob 0 (the default) sends the best path whole; a cut must be a number in [0, 1]."""
+    assert ProposerConfig().min_prob == chains.ChainConfig().min_prob == 0.0
+    t = DraftTree([0, 1, 2, 3], [-1, 0, 1, 2])                 # one path, its tail unlikely
+    assert best_chain(t, [1, .9, .05, .01], max_len=8) == [1, 2, 3]
+    assert best_chain(t, [1, .9, .05, .01], max_len=8, min_prob=0.1) == [1]
+    for bad in ('2', '"0.1"', 'true', 'null'):
+        with pytest.raises(ValueError, match="min_prob"):
+            ProposerConfig.from_json('{"min_prob": %s}' % bad)
+
+
 def test_a_repeated_request_is_drafted_from_the_store_and_accepted():
     p = _proposer()
     eng = FakeEngine(p)

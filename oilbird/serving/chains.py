@@ -79,7 +79,10 @@ def best_chain(tree: DraftTree, probs: list[float], max_len: int, min_prob: floa
 class ChainConfig:
     """How the tree behind each chain is built (see :class:`oilbird.drafter.TreeConfig`)."""
     budget: int = 16               # tree nodes, root included, before the best chain is taken
-    min_prob: float = 0.1          # cut a chain's tail below this P(accepted)
+    # cut a chain's tail below this P(accepted). 0 (the default) sends the best path whole, up to
+    # the engine's num_speculative_tokens: each node adds expected tokens; a cut saves verify
+    # positions where they cost (docs/serving.md, "The chain's cut")
+    min_prob: float = 0.0
     sources: tuple = SOURCES       # which Oilbird sources feed the tree
 
     def __post_init__(self):
@@ -89,8 +92,10 @@ class ChainConfig:
         if not self.sources:
             raise ValueError("sources is empty: name at least one of " + ", ".join(KNOWN_SOURCES))
         TreeConfig(budget=self.budget, semantic_budget=0)   # validates the budget
-        if not 0.0 <= self.min_prob <= 1.0:
-            raise ValueError(f"min_prob must be in [0, 1], not {self.min_prob}")
+        if isinstance(self.min_prob, bool) or not isinstance(self.min_prob, (int, float)) \
+                or not 0.0 <= self.min_prob <= 1.0:
+            raise ValueError(f"min_prob must be a number in [0, 1], not {self.min_prob!r}")
+
 
 
 class Shared:

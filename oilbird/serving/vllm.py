@@ -57,7 +57,7 @@ _EDGE = 8            # context tokens compared at each end to recognise a reques
 @dataclass
 class ProposerConfig:
     budget: int = 16                 # Oilbird tree nodes (root included) behind each chain
-    min_prob: float = 0.1            # cut a chain's tail below this estimated P(accepted)
+    min_prob: float = 0.0            # cut a chain's tail below this estimated P(accepted) (0: send it whole)
     sources: tuple = SOURCES         # suffix-state, pld, recycling, semantic
     state_layer: int | str | None = None   # semantic key: hidden_states index (None: round(0.85 L)), or "last"
     store_max_records: int | None = 500_000
