@@ -1,22 +1,27 @@
 """The vLLM proposer replayed on a serve-bench run's recorded outputs, without vLLM (batch 1).
 
+    python -m oilbird serve-bench --data builtin --limit 48 --max-new-tokens 64 --methods nospec,suffix,oilbird --batch-sizes 1 --out runs/sb-48
     python scripts/proposer_replay.py runs/sb-48 --limit 16
     python scripts/proposer_replay.py runs/sb-48 --limit 16 --config '{"min_prob": 0.1}'
 
-Reads ``spec.json`` (the prompts' token ids) and ``engine-oilbird.json`` (every request's greedy
-output, equal to no-spec's when the run was lossless) of ``python -m oilbird serve-bench``, and
-drives :class:`oilbird.serving.vllm.BatchProposer` (the proposer's whole logic) one request
-after another, as a batch-1 engine would: the first call after the prefill, then per step the
-accepted prefix of the chain sent plus the engine's next token, with the hidden states of the
-root and the accepted tokens (the semantic key's layer, from one forward of the local model
-over each request's prompt and output, ``--model``). Prints tokens per engine step as
-serve-bench counts them (output tokens / (output tokens - accepted drafts)).
+Reads a greedy serve-bench run (its ``--out`` folder: ``spec.json``, the prompts' token ids;
+``job-oilbird.json``, ``num_speculative_tokens``; ``engine-oilbird.json``, every request's
+output at batch 1, equal to no-spec's when the run was lossless) and drives
+:class:`oilbird.serving.vllm.BatchProposer`, the proposer's whole logic, one request after
+another as a batch-1 engine does: the first call after the prefill; per step the accepted
+prefix of the chain sent plus the engine's next token, with the hidden states of the root and
+the accepted tokens (the semantic key's layer, from one fp32 forward of the local model over each
+request's prompt and output); a finished request leaves the batch in the next request's first
+call. Prints what serve-bench counts: output tokens, accepted drafts, tokens per engine step
+(output tokens / (output tokens - accepted drafts)), and the proposer's own counters.
 
 What it is for: a change to the proposer (its cut, budget, sources, learning) measured in seconds
-instead of an engine run per variant. What it is not: a vLLM run. Its states are transformers'
-rather than the engine's hook's, so its numbers sit a little below the engine's (on `runs/sb-48`,
-16 requests, default proposer: 593 accepted drafts here, 616 in vLLM); use it to compare variants
-with each other, and measure a winner with serve-bench (docs/serving.md, "The chain's cut").
+instead of an engine run per variant. What it is not: a vLLM run. Where they differ: a chain
+that covers the output's end is counted accepted up to the end (vLLM may also accept draft
+tokens past ``max_tokens``, which no recording shows), and the states are transformers' rather
+than the engine hook's; its accepted drafts sit a little below vLLM's (e.g. 613 vs 630 on the
+built-in 16 requests). Compare variants with each other, and measure a winner with serve-bench
+(docs/serving.md, "The chain's cut").
 """
 from __future__ import annotations
 
@@ -30,12 +35,29 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))    # run from a checkout
 
 
-def load_run(run: Path, limit: int | None = None) -> list[tuple[str, list[int], list[int]]]:
-    """(request id, prompt ids, output ids) of the requests an ``oilbird`` engine answered."""
-    spec = json.loads((run / "spec.json").read_text())
-    outputs = json.loads((run / "engine-oilbird.json").read_text())["passes"]["1"]["outputs"]
-    reqs = [(p["id"], list(p["ids"]), list(outputs[p["id"]])) for p in spec["prompts"] if p["id"] in outputs]
-    return reqs[:limit] if limit else reqs
+class RunError(ValueError):
+    """A folder this script cannot replay; the message says why."""
+
+
+def load_run(run: Path, limit: int | None = None) -> tuple[list[tuple[str, list[int], list[int]]], dict]:
+    """((request id, prompt ids, output ids) of the requests the oilbird engine answered at
+    batch 1, in the run's order; the oilbird job: ``k``, ``temperature``, ...)."""
+    try:
+        spec = json.loads((run / "spec.json").read_text())
+        engine = json.loads((run / "engine-oilbird.json").read_text())
+        job = json.loads((run / "job-oilbird.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{run}: not a serve-bench run with an oilbird engine ({exc})") from None
+    if job.get("temperature"):
+        raise RunError(f"{run}: a sampled run (temperature {job['temperature']}): outputs drawn at "
+                       f"random say nothing of what greedy verification would accept")
+    outputs = engine.get("passes", {}).get("1", {}).get("outputs")
+    if not outputs:
+        raise RunError(f"{run}: its oilbird engine ran no batch-1 pass (serve-bench --batch-sizes 1)")
+    reqs = [(p["id"], list(p["ids"]), list(outputs[p["id"]])) for p in spec["prompts"] if outputs.get(p["id"])]
+    if not reqs:
+        raise RunError(f"{run}: no prompt of spec.json has an output in engine-oilbird.json")
+    return (reqs[:limit] if limit else reqs), job
 
 
 def hidden_states(model, reqs) -> dict[str, np.ndarray]:
@@ -49,59 +71,75 @@ def hidden_states(model, reqs) -> dict[str, np.ndarray]:
     return out
 
 
-def replay(proposer, reqs, states: dict[str, np.ndarray]) -> dict:
+def replay(proposer, reqs, states: dict[str, np.ndarray], logits: dict[str, np.ndarray] | None = None) -> dict:
     """Serve ``reqs`` one after another through ``proposer`` (a BatchProposer); returns the
-    counts serve-bench reports."""
-    from oilbird.serving.vllm import Forward
+    counts serve-bench reports and the proposer's. ``logits`` (optional, per request like
+    ``states``) go with the rows as the forward's output, for ``check_layout``."""
     import torch
+    from oilbird.serving.vllm import Forward
+
+    def forward(rid, start, n):
+        rows = torch.from_numpy(states[rid][start:start + n])
+        fin = torch.from_numpy(logits[rid][start:start + n]) if logits else None
+        if len(rows) < n:                          # rows past the output's end: never read
+            pad = n - len(rows)
+            rows = torch.cat([rows, rows[-1:].expand(pad, -1)])
+            fin = torch.cat([fin, fin[-1:].expand(pad, -1)]) if fin is not None else None
+        return Forward(rows, np.array([0, n]), fin)
+
     tokens = accepted = steps = 0
     for rid, prompt, out in reqs:
-        H, P = torch.from_numpy(states[rid]), len(prompt)
-        draft = proposer.propose([[out[0]]], [P + 1], [prompt + out[:1]], Forward(H[:P], np.array([0, P])))[0]
+        P = len(prompt)
+        # the prefill's step (an earlier request that finished leaves the batch in this call)
+        draft = proposer.propose([[out[0]]], [P + 1], [prompt + out[:1]], forward(rid, 0, P))[0]
         pos, steps = 1, steps + 1
         while pos < len(out):
             a = 0
             while a < len(draft) and pos + a < len(out) and draft[a] == out[pos + a]:
                 a += 1
-            sampled = out[pos: pos + a + 1]
-            rows = H[P + pos - 1: P + pos + len(draft)]            # the root, then the chain sent
-            if len(rows) < 1 + len(draft):                         # past the output's end: never read
-                rows = torch.cat([rows, rows[-1:].expand(1 + len(draft) - len(rows), -1)])
+            sampled = out[pos: pos + a + 1]        # the accepted drafts, then the engine's token
+            rows = forward(rid, P + pos - 1, 1 + len(draft))    # the root, then the chain sent
             pos += len(sampled)
-            accepted += len(sampled) - 1
+            accepted += a
             steps += 1
-            draft = proposer.propose([sampled], [P + pos], [prompt + out[:pos]],
-                                     Forward(rows, np.array([0, 1 + len(draft)])))[0]
-        proposer.propose([], [], [], None)                        # the request left the batch
+            draft = proposer.propose([sampled], [P + pos], [prompt + out[:pos]], rows)[0]
         tokens += len(out)
+    proposer.propose([], [], [], None)             # the last request leaves the batch
     st = proposer.stats()
     return {"requests": len(reqs), "tokens": tokens, "accepted": accepted, "steps": steps,
             "tokens_per_step": tokens / (tokens - accepted) if tokens > accepted else None,
-            "draft_tokens": st["draft_tokens"], "failures": st["failures"]}
+            **{k: st[k] for k in ("drafts", "draft_tokens", "failures", "states_used", "layout_mismatch",
+                                  "layout_checked", "layout_check_failed", "store_requests")}}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("run", help="a serve-bench --out folder with an oilbird engine")
-    ap.add_argument("--limit", type=int, default=None, help="the first N requests")
+    ap.add_argument("run", help="a serve-bench --out folder with an oilbird engine at batch 1")
+    ap.add_argument("--limit", type=int, default=None, help="the first N requests (default: all)")
     ap.add_argument("--config", default="{}", help="proposer options (JSON, as OILBIRD_VLLM_CONFIG)")
-    ap.add_argument("--model", default=None, help="the run's model (default: the default model)")
-    ap.add_argument("--k", type=int, default=8, help="num_speculative_tokens")
+    ap.add_argument("--model", default=None, help="the run's model, when it was not the default one")
+    ap.add_argument("--device", default="cpu", help="where the states are computed, in fp32 (default cpu)")
     args = ap.parse_args(argv)
-    from oilbird.model import load_model
+    from oilbird.model import ModelError, load_model
     from oilbird.serving.vllm import BatchProposer, ProposerConfig
     run = Path(args.run)
     try:
-        reqs = load_run(run, args.limit)
+        if args.limit is not None and args.limit < 1:
+            raise RunError(f"--limit must be at least 1, not {args.limit}")
+        reqs, job = load_run(run, args.limit)
         cfg = ProposerConfig.from_json(args.config, "--config")
-    except (OSError, KeyError, ValueError) as exc:
-        print(f"{run}: not a serve-bench run with an oilbird engine, or a bad --config ({exc})", file=sys.stderr)
+        layer = cfg.state_layer if isinstance(cfg.state_layer, int) else None
+        model = load_model(args.model, device=args.device, state_layer=layer)
+        if cfg.state_layer == "last":           # the hook's fallback: the model's last (normed) layer
+            model.state_layer = model.num_layers
+    except (RunError, ValueError, ModelError) as exc:
+        print(f"proposer_replay: {exc}", file=sys.stderr)
         return 2
-    model = load_model(args.model)
+    model.model.float()
     states = hidden_states(model, reqs)
     dim = next(iter(states.values())).shape[1]
-    res = replay(BatchProposer(dim, model.model.config.vocab_size, args.k, 1 << 20, cfg), reqs, states)
-    print(json.dumps(res))
+    proposer = BatchProposer(dim, model.model.config.vocab_size, int(job.get("k", 8)), 1 << 20, cfg)
+    print(json.dumps(replay(proposer, reqs, states)))
     return 0
 
 

@@ -3,42 +3,95 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
+import pytest
+import torch
+
 spec = importlib.util.spec_from_file_location("proposer_replay",
                                               Path(__file__).parents[1] / "scripts" / "proposer_replay.py")
 pr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pr)
 
 ANSWER = [40 + (i * 7) % 50 for i in range(40)]
+PROMPTS = {"a": [1, 5, 6, 7, 8, 9], "b": [1, 3, 5, 6, 7, 8, 9]}
 
 
-def _run(tmp_path) -> Path:
-    """A serve-bench folder: two requests with the same answer to different prompts."""
-    run = tmp_path / "sb"
-    run.mkdir(parents=True)
-    prompts = [{"id": "a", "ids": [1, 5, 6, 7, 8, 9]}, {"id": "b", "ids": [1, 3, 5, 6, 7, 8, 9]}]
-    (run / "spec.json").write_text(json.dumps({"prompts": prompts}))
-    (run / "engine-oilbird.json").write_text(json.dumps({"passes": {"1": {"outputs": {"a": ANSWER, "b": ANSWER}}}}))
-    return run
+def _run(folder: Path, outputs: dict, temperature: float = 0.0) -> Path:
+    """A serve-bench --out folder holding what the script reads."""
+    folder.mkdir(parents=True)
+    (folder / "spec.json").write_text(json.dumps({"prompts": [{"id": k, "ids": v} for k, v in PROMPTS.items()]}))
+    (folder / "job-oilbird.json").write_text(json.dumps({"method": "oilbird", "k": 8, "temperature": temperature}))
+    (folder / "engine-oilbird.json").write_text(json.dumps({"passes": {"1": {"outputs": outputs}}}))
+    return folder
+
+
+def _proposer(dim, check_layout=False):
+    from oilbird.serving.vllm import BatchProposer, ProposerConfig
+    p = BatchProposer(dim, 300, 8, 1 << 20, ProposerConfig(check_layout=check_layout))
+    p.logits_fn = lambda rows: rows           # the replay's output rows are logits already
+    return p
 
 
 def test_a_repeated_answer_is_drafted_from_the_store(tmp_path, tiny_lm):
-    from oilbird.serving.vllm import BatchProposer, ProposerConfig
-    reqs = pr.load_run(_run(tmp_path))
-    assert [r[0] for r in reqs] == ["a", "b"] and pr.load_run(_run(tmp_path / "x"), 1) == reqs[:1]
+    reqs, job = pr.load_run(_run(tmp_path / "sb", {"a": ANSWER, "b": ANSWER}))
+    assert [r[0] for r in reqs] == ["a", "b"] and job["k"] == 8
     states = pr.hidden_states(tiny_lm, reqs)
-    assert states["a"].shape[0] == 6 + len(ANSWER)
+    assert states["a"].shape[0] == len(PROMPTS["a"]) + len(ANSWER)
     dim = states["a"].shape[1]
-    first = pr.replay(BatchProposer(dim, 256, 8, 1 << 20, ProposerConfig()), reqs[:1], states)
-    both = pr.replay(BatchProposer(dim, 256, 8, 1 << 20, ProposerConfig()), reqs, states)
-    assert first["tokens"] == len(ANSWER) and both["tokens"] == 2 * len(ANSWER) and both["failures"] == 0
+    first = pr.replay(_proposer(dim), reqs[:1], states)
+    both = pr.replay(_proposer(dim), reqs, states)
+    assert both["failures"] == 0 and both["layout_mismatch"] == 0 and both["store_requests"] == 2
+    assert both["states_used"] == both["steps"]            # the key had its state at every step
     # the second request copies the first's answer from the store: most of it accepted as drafts
     assert both["accepted"] - first["accepted"] >= len(ANSWER) // 2
-    assert both["tokens_per_step"] == both["tokens"] / (both["tokens"] - both["accepted"])
-    assert both["steps"] == both["tokens"] - both["accepted"]      # each step commits accepted + 1
+    # a chain that reaches the output's end is accepted to the end, with no engine token after it
+    assert both["steps"] > both["tokens"] - both["accepted"]
 
 
-def test_a_folder_that_is_not_a_run_is_refused(tmp_path, capsys):
-    assert pr.main([str(tmp_path / "none")]) == 2
-    assert "not a serve-bench run" in capsys.readouterr().err
-    assert pr.main([str(_run(tmp_path)), "--config", '{"min_prob": 2}']) == 2
+def test_the_rows_handed_over_are_the_ones_vllm_would_hand(tmp_path, tiny_lm):
+    """Greedy outputs of the tiny model, its logits as the forward's output rows: the proposer's
+    layout check (the query row must predict the token the engine sampled) holds at every step."""
+    outputs = {}
+    for rid, prompt in PROMPTS.items():
+        ids = list(prompt)
+        with torch.no_grad():
+            for _ in range(24):
+                ids.append(int(tiny_lm.model(torch.tensor([ids])).logits[0, -1].argmax()))
+        outputs[rid] = ids[len(prompt):]
+    reqs, _ = pr.load_run(_run(tmp_path / "sb", outputs))
+    states = pr.hidden_states(tiny_lm, reqs)
+    with torch.no_grad():
+        logits = {rid: tiny_lm.model(torch.tensor([p + o])).logits[0].float().numpy() for rid, p, o in reqs}
+    res = pr.replay(_proposer(states["a"].shape[1], check_layout=True), reqs, states, logits)
+    assert res["layout_checked"] == res["steps"] and res["layout_check_failed"] == 0
+    # the same check catches rows read one position off
+    shifted = {rid: np.roll(v, 1, axis=0) for rid, v in logits.items()}
+    assert pr.replay(_proposer(states["a"].shape[1], check_layout=True), reqs, states, shifted)[
+        "layout_check_failed"] > 0
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "not a serve-bench run"),
+    ("sampled", "a sampled run"),
+    ("no-pass", "no batch-1 pass"),
+    ("no-output", "no prompt of spec.json has an output"),
+])
+def test_a_folder_it_cannot_replay_is_refused_with_why(tmp_path, capsys, case, message):
+    run = tmp_path / "sb"
+    if case == "sampled":
+        _run(run, {"a": ANSWER}, temperature=0.7)
+    elif case == "no-pass":
+        _run(run, {"a": ANSWER})
+        (run / "engine-oilbird.json").write_text(json.dumps({"passes": {"8": {"outputs": {"a": ANSWER}}}}))
+    elif case == "no-output":
+        _run(run, {"zz": ANSWER})
+    assert pr.main([str(run)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_options_are_refused_before_the_model_loads(tmp_path, capsys):
+    run = _run(tmp_path / "sb", {"a": ANSWER})
+    assert pr.main([str(run), "--config", '{"min_prob": 2}']) == 2
     assert "min_prob" in capsys.readouterr().err
+    assert pr.main([str(run), "--limit", "0"]) == 2
+    assert "--limit must be at least 1" in capsys.readouterr().err

@@ -547,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
     try:          # a repeat would be measured twice and drawn twice
         unique([d.strip() for d in args.dtypes.split(",")], "--dtypes")
         unique([s.strip() for s in args.sizes.split(",")], "--sizes")
+        if not all(s.strip().isdigit() and int(s) > 0 for s in args.sizes.split(",")):
+            raise ValueError(f"--sizes must be comma-separated positive record counts, not {args.sizes!r}")
     except ValueError as exc:
         ap.error(str(exc))
     return {"scale": scale, "compaction": compaction, "cycle": cycle, "tau": tau}[args.what](args)

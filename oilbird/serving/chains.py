@@ -26,6 +26,7 @@ Per step and request:
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,10 +93,9 @@ class ChainConfig:
         if not self.sources:
             raise ValueError("sources is empty: name at least one of " + ", ".join(KNOWN_SOURCES))
         TreeConfig(budget=self.budget, semantic_budget=0)   # validates the budget
-        if isinstance(self.min_prob, bool) or not isinstance(self.min_prob, (int, float)) \
+        if isinstance(self.min_prob, bool) or not isinstance(self.min_prob, numbers.Real) \
                 or not 0.0 <= self.min_prob <= 1.0:
             raise ValueError(f"min_prob must be a number in [0, 1], not {self.min_prob!r}")
-
 
 
 class Shared:
