@@ -61,13 +61,14 @@ def load_run(run: Path, limit: int | None = None) -> tuple[list[tuple[str, list[
 
 
 def hidden_states(model, reqs) -> dict[str, np.ndarray]:
-    """The semantic key's layer at every position of prompt + output, one forward per request."""
-    import torch
+    """The semantic key's layer at every position of prompt + output, one forward per request
+    (the verifier's teacher-forcing prefill)."""
+    from oilbird.verifier import Verifier
+    verifier = Verifier(model)
     out = {}
     for rid, prompt, output in reqs:
-        with torch.no_grad():
-            hs = model.model(torch.tensor([prompt + output], device=model.device), output_hidden_states=True)
-        out[rid] = hs.hidden_states[model.state_layer][0].float().cpu().numpy()
+        ids = prompt + output
+        out[rid] = verifier.prefill(ids, keep=len(ids))[1].states.numpy()
     return out
 
 
