@@ -12,16 +12,18 @@ another as a batch-1 engine does: the first call after the prefill; per step the
 prefix of the chain sent plus the engine's next token, with the hidden states of the root and
 the accepted tokens (the semantic key's layer, from one fp32 forward of the local model over each
 request's prompt and output); a finished request leaves the batch in the next request's first
-call. Prints what serve-bench counts: output tokens, accepted drafts, tokens per engine step
-(output tokens / (output tokens - accepted drafts)), and the proposer's own counters.
+call. Prints what serve-bench counts: output tokens, accepted drafts, engine steps (the
+prefill's and one per verify), tokens per engine step (output tokens / steps), and the
+proposer's own counters.
 
 What it is for: a change to the proposer (its cut, budget, sources, learning) measured in seconds
 instead of an engine run per variant. What it is not: a vLLM run. Where they differ: a chain
-that covers the output's end is counted accepted up to the end (vLLM may also accept draft
-tokens past ``max_tokens``, which no recording shows), and the states are transformers' rather
-than the engine hook's; its accepted drafts sit a little below vLLM's (e.g. 613 vs 630 on the
-built-in 16 requests). Compare variants with each other, and measure a winner with serve-bench
-(docs/serving.md, "The chain's cut").
+that covers the output's end is counted accepted up to the end (vLLM's acceptance counter
+also counts draft tokens accepted past ``max_tokens``, which no recording shows; its step count
+does not depend on them), and the states are transformers' rather than the engine hook's. On the
+built-in 16 requests it counted 359 steps, as vLLM did (`runs/sb-s15`). Compare variants with each
+other, and measure a winner with serve-bench (docs/serving.md, "The chain's cut", "Counting
+engine steps").
 """
 from __future__ import annotations
 
@@ -111,7 +113,7 @@ def replay(proposer, reqs, states: dict[str, np.ndarray], logits: dict[str, np.n
     proposer.propose([], [], [], None)             # the last request leaves the batch
     st = proposer.stats()
     return {"requests": len(reqs), "tokens": tokens, "accepted": accepted, "steps": steps,
-            "tokens_per_step": tokens / (tokens - accepted) if tokens > accepted else None,
+            "tokens_per_step": tokens / steps if steps else None,
             **{k: st[k] for k in ("drafts", "draft_tokens", "failures", "states_used", "layout_mismatch",
                                   "layout_checked", "layout_check_failed", "store_requests")}}
 

@@ -46,6 +46,7 @@ def test_a_repeated_answer_is_drafted_from_the_store(tmp_path, tiny_lm):
     assert both["accepted"] - first["accepted"] >= len(ANSWER) // 2
     # a chain that reaches the output's end is accepted to the end, with no engine token after it
     assert both["steps"] > both["tokens"] - both["accepted"]
+    assert both["tokens_per_step"] == both["tokens"] / both["steps"]
 
 
 def test_the_rows_handed_over_are_the_ones_vllm_would_hand(tmp_path, tiny_lm):

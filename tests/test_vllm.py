@@ -247,6 +247,8 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
     out = json.loads((tmp_path / "check.json").read_text())
     assert out["outputs_equal"], out
     assert out["accepted_tokens"] > 0 and out["proposer"]["failures"] == 0
+    # the engine's step count serve-bench divides by: one token a step without drafts, fewer steps with
+    assert out["engine_steps_off"] == out["tokens"] and out["engine_steps_on"] < out["tokens"]
     pr = out["proposer"]      # every state row read was the row vLLM sampled the token from
     assert pr["layout_checked"] > 0 and pr["layout_check_failed"] == 0 and pr["layout_mismatch"] == 0
 
@@ -254,23 +256,29 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
 def test_summary_flags_a_differing_output_and_computes_speedups():
     from oilbird.serving.serve_bench import check_methods, format_serve_table, summarize
 
-    def run(tps, outputs, spec=None, proposer=None):
+    def run(tps, outputs, spec=None, proposer=None, steps=None):
         return {"passes": {"1": {"outputs": outputs, "seconds": 1.0, "tokens": 6, "tokens_per_s": tps,
-                                 "spec": spec, "proposer": proposer}},
+                                 "spec": spec, "proposer": proposer, "engine_steps": steps}},
                 "load_before": [1.0], "load_after": [1.0]}
     same = {"a": [1, 2, 3], "b": [4, 5, 6]}
-    runs = {"nospec": run(10.0, same),
+    # oilbird: 4 engine steps for 6 tokens, though vLLM counted 3 accepted drafts (6 - 3 = 3 steps
+    # by the estimate: one draft was accepted past a request's end); ngram: a run without the count
+    runs = {"nospec": run(10.0, same, steps=6),
             "ngram": run(12.0, same, {"drafts": 4, "draft_tokens": 8, "accepted_tokens": 2, "accepted_per_pos": [2, 0]}),
             "oilbird": run(15.0, {"a": [1, 2, 3], "b": [4, 5, 7]},
                            {"drafts": 2, "draft_tokens": 4, "accepted_tokens": 3, "accepted_per_pos": [2, 1]},
-                           {"failures": 1, "draft_share_of_step": 0.02, "draft_ms_per_step": 1.5})}
+                           {"failures": 1, "draft_share_of_step": 0.02, "draft_ms_per_step": 1.5}, steps=4)}
     res = summarize(runs, {"model": "m", "data": "builtin", "prompts": [1, 2], "max_new_tokens": 3}, k=2)
     rows = res["batch_sizes"]["1"]
     assert rows["ngram"]["speedup"] == pytest.approx(1.2) and rows["ngram"]["lossless"]
     assert rows["ngram"]["mean_acceptance_length"] == pytest.approx(1.5)
     assert not rows["oilbird"]["lossless"] and rows["oilbird"]["differing_requests"] == ["b"]
     assert rows["oilbird"]["proposer_failures"] == 1 and not res["lossless"]
-    assert "| 1 | oilbird | 15.00 | 1.50x | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_serve_table(res)
+    assert rows["oilbird"]["tokens_per_step"] == pytest.approx(1.5) and rows["oilbird"]["engine_steps"] == 4
+    assert rows["oilbird"]["tokens_per_step_est"] == pytest.approx(2.0)
+    assert rows["nospec"]["tokens_per_step"] == pytest.approx(1.0)
+    assert rows["ngram"]["tokens_per_step"] == pytest.approx(1.5)      # no count kept: the estimate, 6 / 4
+    assert "| 1 | oilbird | 15.00 | 1.50x | 1.50 | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_serve_table(res)
     assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
     with pytest.raises(ValueError, match="eagle"):
         check_methods("ngram,eagle")

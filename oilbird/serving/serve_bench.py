@@ -16,8 +16,11 @@ environment (``scripts/setup_vllm_env.sh``). This module runs in both:
 
 Reported per method and batch size (``results.json``): output tokens/s over the pass's wall
 time (prefill included), speedup over no speculation, tokens per engine step (output tokens /
-(output tokens - accepted drafts): what speculation saves, independent of the machine's
-load), vLLM's own acceptance counters (drafts,
+the engine's steps, as vLLM counts its iterations: what speculation saves, independent of the
+machine's load; at batch 1 one step serves one request, at batch B up to B), the older
+per-request estimate from vLLM's acceptance counter (output tokens / (output tokens - accepted
+drafts); it also counts drafts accepted past a request's ``max_tokens``, which the engine
+verified and then dropped: docs/serving.md, "Counting engine steps"), vLLM's own acceptance counters (drafts,
 draft tokens, accepted tokens, accepted per position; mean acceptance length = 1 + accepted /
 drafts, as vLLM logs it), whether every output equals the no-speculation engine's, and for
 Oilbird its drafting time per engine step and failure count. Nothing here imports vLLM at
@@ -185,12 +188,17 @@ def summarize(runs: dict, spec: dict, k: int, temperature: float = 0.0) -> dict:
             base = ref[b]
             diff = [rid for rid, toks in p["outputs"].items() if toks != base["outputs"].get(rid)]
             acc = p.get("spec") or {}
+            est = p["tokens"] / max(1, p["tokens"] - acc.get("accepted_tokens", 0))
             row = {"tokens_per_s": p["tokens_per_s"], "seconds": p["seconds"], "tokens": p["tokens"],
                    "speedup": p["tokens_per_s"] / base["tokens_per_s"] if base["tokens_per_s"] else None,
                    "lossless": not diff, "differing_requests": diff,
                    "mean_acceptance_length": (1 + acc["accepted_tokens"] / acc["drafts"]) if acc.get("drafts") else None,
-                   # tokens per engine step (every step commits its accepted drafts + 1): load-free
-                   "tokens_per_step": p["tokens"] / max(1, p["tokens"] - acc.get("accepted_tokens", 0)),
+                   # tokens per engine step, the engine's own step count (a run before it was kept:
+                   # the estimate below)
+                   "tokens_per_step": p["tokens"] / p["engine_steps"] if p.get("engine_steps") else est,
+                   # every step commits its accepted drafts + 1, but vLLM's counter also counts the
+                   # drafts accepted past a request's max_tokens (verified, then dropped)
+                   "tokens_per_step_est": est, "engine_steps": p.get("engine_steps"),
                    "spec": acc, "load_before": r["load_before"], "load_after": r["load_after"]}
             if temperature > 0:          # not comparable token for token: never "lossless"
                 row["lossless"], row["differing_requests"] = None, None
@@ -210,8 +218,8 @@ def summarize(runs: dict, spec: dict, k: int, temperature: float = 0.0) -> dict:
 
 
 def format_serve_table(res: dict) -> str:
-    rows = ["| batch | method | tokens/s | speedup | tokens/step | mean acc. len | accepted / drafted | draft % of step "
-            "| failures | lossless |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| batch | method | tokens/s | speedup | tokens/step | (est.) | mean acc. len | accepted / drafted "
+            "| draft % of step | failures | lossless |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for b, methods in res["batch_sizes"].items():
         for m, r in methods.items():
             s = r.get("spec") or {}
@@ -219,9 +227,12 @@ def format_serve_table(res: dict) -> str:
             acc = f"{s['accepted_tokens']} / {s['draft_tokens']}" if s.get("draft_tokens") else "-"
             share = f"{100 * r['draft_share_of_step']:.1f}" if r.get("draft_share_of_step") is not None else "-"
             fails = str(r["proposer_failures"]) if r.get("proposer_failures") is not None else "-"
+            est = f"{r['tokens_per_step_est']:.2f}" if r.get("tokens_per_step_est") else "-"
             rows.append(f"| {b} | {m} | {r['tokens_per_s']:.2f} | {r['speedup']:.2f}x | {r['tokens_per_step']:.2f} | "
-                        f"{mal} | {acc} | {share} | "
+                        f"{est} | {mal} | {acc} | {share} | "
                         f"{fails} | {'sampled' if r['lossless'] is None else 'yes' if r['lossless'] else 'NO'} |")
+    rows.append("\ntokens/step: output tokens / engine steps (vLLM's iteration count); (est.): output tokens / "
+                "(output tokens - accepted drafts), which also counts drafts accepted past max_tokens")
     if res.get("sampled"):
         rows.append(f"\ntemperature {res['temperature']:g}: {res['sampled']}")
     return "\n".join(rows)
@@ -260,6 +271,13 @@ def _set_enabled(worker, on: bool) -> bool:
         return False
     d.enabled = bool(on)
     return True
+
+
+def _engine_steps(llm) -> int | None:
+    """The engine's steps so far: how many iterations vLLM observed in its per-step token
+    histogram (every forward: a prefill chunk or a decode step; None if the metric is absent)."""
+    counts = [m.count for m in llm.get_metrics() if m.name == "vllm:iteration_tokens_total" and hasattr(m, "count")]
+    return sum(counts) if counts else None
 
 
 def _spec_counters(llm) -> dict:
@@ -335,10 +353,12 @@ def engine_run(spec_path, job_path, result_path) -> None:
     passes = {}
     for b in sizes:
         llm.collective_rpc(_reset_drafter)
-        before = _spec_counters(llm)
+        before, steps0 = _spec_counters(llm), _engine_steps(llm)
         outputs, secs = _serve(llm, prompts, max_new, b, float(job.get("temperature", 0.0)))
         tokens = sum(len(v) for v in outputs.values())
+        steps1 = _engine_steps(llm)
         passes[str(b)] = {"outputs": outputs, "seconds": secs, "tokens": tokens, "tokens_per_s": tokens / secs,
+                          "engine_steps": steps1 - steps0 if steps0 is not None and steps1 is not None else None,
                           "spec": _delta(_spec_counters(llm), before) if method != "nospec" else None,
                           "proposer": llm.collective_rpc(_proposer_stats)[0] if method == "oilbird" else None}
         print(f"[engine {method}] batch {b}: {tokens} tokens in {secs:.1f} s = {tokens / secs:.2f} tok/s", flush=True)
@@ -358,14 +378,18 @@ def engine_check(spec_path) -> None:
     llm = _make_llm(spec, "oilbird", 6, 1)
     prompts, max_new = spec["prompts"], spec["max_new_tokens"]
     assert llm.collective_rpc(_set_enabled, args=(False,))[0], "the Oilbird proposer is not loaded"
+    steps0 = _engine_steps(llm)
     ref, _ = _serve(llm, prompts, max_new, 1)
-    off = _spec_counters(llm)
+    off, steps1 = _spec_counters(llm), _engine_steps(llm)
     llm.collective_rpc(_set_enabled, args=(True,))
     llm.collective_rpc(_reset_drafter)
     got, _ = _serve(llm, prompts, max_new, 1)
-    spec_d = _delta(_spec_counters(llm), off)
+    spec_d, steps2 = _delta(_spec_counters(llm), off), _engine_steps(llm)
     out = {"outputs_equal": got == ref, "reference": ref, "outputs": got, "drafts_while_off": off["drafts"],
            "accepted_tokens": spec_d["accepted_tokens"], "spec": spec_d,
+           "tokens": sum(len(v) for v in got.values()),
+           "engine_steps_off": steps1 - steps0 if None not in (steps0, steps1) else None,
+           "engine_steps_on": steps2 - steps1 if None not in (steps1, steps2) else None,
            "proposer": llm.collective_rpc(_proposer_stats)[0]}
     (Path(spec_path).parent / "check.json").write_text(json.dumps(out, indent=2))
     print(json.dumps({k: v for k, v in out.items() if k not in ("reference", "outputs")}))
