@@ -3,6 +3,7 @@
     python -m oilbird serve-bench --data builtin --limit 48 --max-new-tokens 64 --methods nospec,suffix,oilbird --batch-sizes 1 --out runs/sb-48
     python scripts/proposer_replay.py runs/sb-48 --limit 16
     python scripts/proposer_replay.py runs/sb-48 --limit 16 --config '{"min_prob": 0.1}'
+    python scripts/proposer_replay.py runs/sb-48 --limit 16 --suffix
 
 Reads a greedy serve-bench run (its ``--out`` folder: ``spec.json``, the prompts' token ids;
 ``job-oilbird.json``, ``num_speculative_tokens``; ``engine-oilbird.json``, every request's
@@ -15,6 +16,12 @@ request's prompt and output); a finished request leaves the batch in the next re
 call. Prints what serve-bench counts: output tokens, accepted drafts, engine steps (the
 prefill's and one per verify), tokens per engine step (output tokens / steps), and the
 proposer's own counters.
+
+``--suffix`` also replays vLLM's own ``suffix`` proposer (arctic's cache, driven as vLLM drives
+it, with vLLM's defaults) on the same outputs and prints the ratio of steps: on the built-in 16
+requests of ``runs/sb-48b`` it takes 423 steps and accepts 557 drafts within the outputs, where
+vLLM counted 423 steps (``runs/sb-s15``; vLLM's acceptance counter says 582, counting drafts
+accepted past ``max_tokens`` too).
 
 What it is for: a change to the proposer (its cut, budget, sources, learning) measured in seconds
 instead of an engine run per variant. What it is not: a vLLM run. Where they differ: a chain
@@ -77,6 +84,32 @@ def hidden_states(model, reqs) -> dict[str, np.ndarray]:
     return out
 
 
+def drive(reqs, first, step) -> dict:
+    """A batch-1 engine over recorded greedy outputs, one request after another: the prefill's
+    step commits ``out[0]`` and asks ``first(rid, prompt, out)`` for a draft; each later step
+    accepts the draft's prefix that equals the recording and commits it plus the engine's own
+    next token, then asks ``step(rid, prompt, out, pos, draft, sampled)`` (``pos``: where this
+    step started; ``sampled``: what it committed) for the next draft. A draft that runs past
+    the output's end is accepted up to the end. Returns output tokens, accepted drafts, steps
+    (the prefill's and one per verify: what vLLM counts) and tokens per step."""
+    tokens = accepted = steps = 0
+    for rid, prompt, out in reqs:
+        draft, pos = first(rid, prompt, out), 1
+        steps += 1
+        while pos < len(out):
+            a = 0
+            while a < len(draft) and pos + a < len(out) and draft[a] == out[pos + a]:
+                a += 1
+            sampled = out[pos: pos + a + 1]        # the accepted drafts, then the engine's token
+            accepted += a
+            steps += 1
+            draft = step(rid, prompt, out, pos, draft, sampled)
+            pos += len(sampled)
+        tokens += len(out)
+    return {"requests": len(reqs), "tokens": tokens, "accepted": accepted, "steps": steps,
+            "tokens_per_step": tokens / steps if steps else None}
+
+
 def replay(proposer, reqs, states: dict[str, np.ndarray], logits: dict[str, np.ndarray] | None = None) -> dict:
     """Serve ``reqs`` one after another through ``proposer`` (a BatchProposer); returns the
     counts serve-bench reports and the proposer's. ``logits`` (optional, per request like
@@ -93,29 +126,56 @@ def replay(proposer, reqs, states: dict[str, np.ndarray], logits: dict[str, np.n
             fin = torch.cat([fin, fin[-1:].expand(pad, -1)]) if fin is not None else None
         return Forward(rows, np.array([0, n]), fin)
 
-    tokens = accepted = steps = 0
-    for rid, prompt, out in reqs:
-        P = len(prompt)
-        # the prefill's step (an earlier request that finished leaves the batch in this call)
-        draft = proposer.propose([[out[0]]], [P + 1], [prompt + out[:1]], forward(rid, 0, P))[0]
-        pos, steps = 1, steps + 1
-        while pos < len(out):
-            a = 0
-            while a < len(draft) and pos + a < len(out) and draft[a] == out[pos + a]:
-                a += 1
-            sampled = out[pos: pos + a + 1]        # the accepted drafts, then the engine's token
-            rows = forward(rid, P + pos - 1, 1 + len(draft))    # the root, then the chain sent
-            pos += len(sampled)
-            accepted += a
-            steps += 1
-            draft = proposer.propose([sampled], [P + pos], [prompt + out[:pos]], rows)[0]
-        tokens += len(out)
+    def first(rid, prompt, out):               # an earlier request that finished leaves the batch here
+        return proposer.propose([[out[0]]], [len(prompt) + 1], [prompt + out[:1]], forward(rid, 0, len(prompt)))[0]
+
+    def step(rid, prompt, out, pos, draft, sampled):
+        rows = forward(rid, len(prompt) + pos - 1, 1 + len(draft))    # the root, then the chain sent
+        end = pos + len(sampled)
+        return proposer.propose([sampled], [len(prompt) + end], [prompt + out[:end]], rows)[0]
+
+    res = drive(reqs, first, step)
     proposer.propose([], [], [], None)             # the last request leaves the batch
     st = proposer.stats()
-    return {"requests": len(reqs), "tokens": tokens, "accepted": accepted, "steps": steps,
-            "tokens_per_step": tokens / steps if steps else None,
-            **{k: st[k] for k in ("drafts", "draft_tokens", "failures", "states_used", "layout_mismatch",
-                                  "layout_checked", "layout_check_failed", "store_requests")}}
+    return {**res, **{k: st[k] for k in ("drafts", "draft_tokens", "failures", "states_used", "layout_mismatch",
+                                         "layout_checked", "layout_check_failed", "store_requests")}}
+
+
+# vLLM's suffix proposer's defaults (SpeculativeConfig.suffix_decoding_*, vLLM 0.32)
+SUFFIX_DEFAULTS = {"max_tree_depth": 24, "max_cached_requests": 10000, "max_spec_factor": 1.0,
+                   "min_token_prob": 0.1}
+
+
+def replay_suffix(reqs, k: int, **options) -> dict:
+    """vLLM's ``suffix`` proposer replayed the same way: arctic's ``SuffixDecodingCache`` driven as
+    vLLM's ``SuffixDecodingProposer.propose`` drives it (a request's prompt opens its tree, every
+    committed token is appended, the last ``max_tree_depth`` tokens are the pattern, at most
+    ``k`` tokens a step; a finished request's response stays cached for later ones).
+    ``options`` override :data:`SUFFIX_DEFAULTS`. Needs arctic-inference (requirements-peers.txt)."""
+    from oilbird.sources.arctic import load_cache_class
+    o = {**SUFFIX_DEFAULTS, **options}
+    cache = load_cache_class()(max_tree_depth=o["max_tree_depth"], max_cached_requests=o["max_cached_requests"])
+
+    def speculate(rid, context):
+        pattern = np.asarray(context[-o["max_tree_depth"]:], dtype=np.int32)
+        return list(cache.speculate(rid, pattern, max_spec_tokens=k, max_spec_factor=o["max_spec_factor"],
+                                    min_token_prob=o["min_token_prob"]).token_ids)
+
+    def first(rid, prompt, out):
+        for old in list(cache.active_requests):    # the finished request leaves the batch
+            cache.stop_request(old)
+        cache.start_request(rid, np.asarray(prompt, dtype=np.int32))
+        cache.add_active_response(rid, [out[0]])
+        return speculate(rid, prompt + out[:1])
+
+    def step(rid, prompt, out, pos, draft, sampled):
+        cache.add_active_response(rid, list(sampled))
+        return speculate(rid, prompt + out[:pos + len(sampled)])
+
+    res = drive(reqs, first, step)
+    for old in list(cache.active_requests):
+        cache.stop_request(old)
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="{}", help="proposer options (JSON, as OILBIRD_VLLM_CONFIG)")
     ap.add_argument("--model", default=None, help="the run's model, when it was not the default one")
     ap.add_argument("--device", default="cpu", help="where the states are computed, in fp32 (default cpu)")
+    ap.add_argument("--suffix", action="store_true",
+                    help="also replay vLLM's suffix proposer (needs arctic-inference) and print the ratio of steps")
     args = ap.parse_args(argv)
     from oilbird.model import ModelError, load_model
     from oilbird.serving.vllm import BatchProposer, ProposerConfig
@@ -138,14 +200,21 @@ def main(argv: list[str] | None = None) -> int:
         model = load_model(args.model, device=args.device, state_layer=layer)
         if cfg.state_layer == "last":           # the hook's fallback: the model's last (normed) layer
             model.state_layer = model.num_layers
-    except (RunError, ValueError, ModelError) as exc:
+        if args.suffix:
+            from oilbird.sources.arctic import load_cache_class
+            load_cache_class()                     # missing: the install hint, before any work
+    except (RunError, ValueError, ModelError, ImportError) as exc:
         print(f"proposer_replay: {exc}", file=sys.stderr)
         return 2
     model.model.float()
     states = hidden_states(model, reqs)
     dim = next(iter(states.values())).shape[1]
-    proposer = BatchProposer(dim, model.model.config.vocab_size, int(job.get("k", 8)), 1 << 20, cfg)
-    print(json.dumps(replay(proposer, reqs, states)))
+    k = int(job.get("k", 8))
+    res = replay(BatchProposer(dim, model.model.config.vocab_size, k, 1 << 20, cfg), reqs, states)
+    if args.suffix:
+        res["suffix"] = replay_suffix(reqs, k)
+        res["steps_ratio"] = res["suffix"]["steps"] / res["steps"]   # = oilbird / suffix in tokens per step
+    print(json.dumps(res))
     return 0
 
 

@@ -96,3 +96,31 @@ def test_bad_options_are_refused_before_the_model_loads(tmp_path, capsys):
     assert "min_prob" in capsys.readouterr().err
     assert pr.main([str(run), "--limit", "0"]) == 2
     assert "--limit must be at least 1" in capsys.readouterr().err
+
+
+def test_the_engine_loop_counts_steps_as_vllm_does():
+    """A drafter that always knows the next k tokens: each step commits k + 1 of them, and a chain
+    that runs past the output's end saves no step (vLLM counts the step, then drops the rest)."""
+    out = list(range(100, 120))                    # 20 tokens: the prefill's, then 19 in steps of 4
+
+    def oracle(k):
+        return lambda rid, prompt, o, pos=0, draft=None, sampled=(): o[pos + len(sampled):][:k] + [999] * k
+    first = lambda rid, prompt, o: oracle(3)(rid, prompt, o, 1)
+    res = pr.drive([("r", [1, 2], out)], first, oracle(3))
+    assert res["steps"] == 1 + 5 and res["tokens"] == 20          # ceil(19 / 4) verify steps
+    # 4 steps of 3 accepted + the engine's token, then the last 3 tokens as accepted drafts
+    assert res["accepted"] == 4 * 3 + 3 and res["tokens_per_step"] == 20 / 6
+    nothing = pr.drive([("r", [1, 2], out)], lambda *a: [], lambda *a: [])
+    assert nothing["steps"] == 20 and nothing["accepted"] == 0
+
+
+def test_vllms_suffix_proposer_drafts_a_repeated_answer_from_its_cache(tmp_path):
+    pytest.importorskip("arctic_inference.suffix_decoding")
+    reqs, job = pr.load_run(_run(tmp_path / "sb", {"a": ANSWER, "b": ANSWER}))
+    first = pr.replay_suffix(reqs[:1], job["k"])
+    both = pr.replay_suffix(reqs, job["k"])
+    # the second request's answer is the first one's: drafted from the cache, in few steps (arctic
+    # drafts at most max_spec_factor x the pattern's match length, so its first chains are short)
+    assert both["steps"] - first["steps"] <= len(ANSWER) // 4
+    assert both["accepted"] - first["accepted"] >= len(ANSWER) - len(ANSWER) // 4
+    assert both["tokens"] == 2 * len(ANSWER) and first["accepted"] < len(ANSWER) // 2
