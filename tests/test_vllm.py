@@ -278,6 +278,8 @@ def test_summary_flags_a_differing_output_and_computes_speedups():
     assert rows["oilbird"]["tokens_per_step_est"] == pytest.approx(2.0)
     assert rows["nospec"]["tokens_per_step"] == pytest.approx(1.0)
     assert rows["ngram"]["tokens_per_step"] == pytest.approx(1.5)      # no count kept: the estimate, 6 / 4
+    assert not rows["ngram"]["steps_counted"] and "| 1 | ngram | 12.00 | 1.20x | 1.50 (est.) | 1.50 |" in \
+        format_serve_table(res)
     assert "| 1 | oilbird | 15.00 | 1.50x | 1.50 | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_serve_table(res)
     assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
     with pytest.raises(ValueError, match="eagle"):

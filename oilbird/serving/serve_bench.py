@@ -193,9 +193,10 @@ def summarize(runs: dict, spec: dict, k: int, temperature: float = 0.0) -> dict:
                    "speedup": p["tokens_per_s"] / base["tokens_per_s"] if base["tokens_per_s"] else None,
                    "lossless": not diff, "differing_requests": diff,
                    "mean_acceptance_length": (1 + acc["accepted_tokens"] / acc["drafts"]) if acc.get("drafts") else None,
-                   # tokens per engine step, the engine's own step count (a run before it was kept:
-                   # the estimate below)
+                   # tokens per engine step, the engine's own step count (where vLLM kept none:
+                   # the estimate below, and steps_counted says so)
                    "tokens_per_step": p["tokens"] / p["engine_steps"] if p.get("engine_steps") else est,
+                   "steps_counted": bool(p.get("engine_steps")),
                    # every step commits its accepted drafts + 1, but vLLM's counter also counts the
                    # drafts accepted past a request's max_tokens (verified, then dropped)
                    "tokens_per_step_est": est, "engine_steps": p.get("engine_steps"),
@@ -228,11 +229,13 @@ def format_serve_table(res: dict) -> str:
             share = f"{100 * r['draft_share_of_step']:.1f}" if r.get("draft_share_of_step") is not None else "-"
             fails = str(r["proposer_failures"]) if r.get("proposer_failures") is not None else "-"
             est = f"{r['tokens_per_step_est']:.2f}" if r.get("tokens_per_step_est") else "-"
-            rows.append(f"| {b} | {m} | {r['tokens_per_s']:.2f} | {r['speedup']:.2f}x | {r['tokens_per_step']:.2f} | "
+            tps = f"{r['tokens_per_step']:.2f}" + ("" if r.get("steps_counted", True) else " (est.)")
+            rows.append(f"| {b} | {m} | {r['tokens_per_s']:.2f} | {r['speedup']:.2f}x | {tps} | "
                         f"{est} | {mal} | {acc} | {share} | "
                         f"{fails} | {'sampled' if r['lossless'] is None else 'yes' if r['lossless'] else 'NO'} |")
-    rows.append("\ntokens/step: output tokens / engine steps (vLLM's iteration count); (est.): output tokens / "
-                "(output tokens - accepted drafts), which also counts drafts accepted past max_tokens")
+    rows.append("\ntokens/step: output tokens / engine steps (vLLM's iteration count; at batch B a step serves up "
+                "to B requests); (est.): per request, output tokens / (output tokens - accepted drafts), which "
+                "also counts what a last step committed past max_tokens")
     if res.get("sampled"):
         rows.append(f"\ntemperature {res['temperature']:g}: {res['sampled']}")
     return "\n".join(rows)
