@@ -91,6 +91,9 @@ def test_committed_notebook_is_clean(name):
     nb = _nb(name)
     import nbformat
     nbformat.validate(nb)
+    raw = json.loads((NOTEBOOKS / name).read_text(encoding="utf-8"))
+    assert all("id" in c for c in raw["cells"]), "every cell needs an id (nbformat warns now, will refuse later)"
+    assert len({c["id"] for c in raw["cells"]}) == len(raw["cells"])
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code), "commit notebooks without outputs"
     tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
