@@ -196,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
             raise RunError(f"--limit must be at least 1, not {args.limit}")
         reqs, job = load_run(run, args.limit)
         cfg = ProposerConfig.from_json(args.config, "--config")
+        if cfg.min_prob == "auto":
+            raise RunError('min_prob "auto" prices a row by the engine\'s step time, which a replay does not '
+                           'have: measure it with serve-bench --oilbird-config')
         layer = cfg.state_layer if isinstance(cfg.state_layer, int) else None
         model = load_model(args.model, device=args.device, state_layer=layer)
         if cfg.state_layer == "last":           # the hook's fallback: the model's last (normed) layer

@@ -94,6 +94,8 @@ def test_bad_options_are_refused_before_the_model_loads(tmp_path, capsys):
     run = _run(tmp_path / "sb", {"a": ANSWER})
     assert pr.main([str(run), "--config", '{"min_prob": 2}']) == 2
     assert "min_prob" in capsys.readouterr().err
+    assert pr.main([str(run), "--config", '{"min_prob": "auto"}']) == 2
+    assert "step time" in capsys.readouterr().err
     assert pr.main([str(run), "--limit", "0"]) == 2
     assert "--limit must be at least 1" in capsys.readouterr().err
 

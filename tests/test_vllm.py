@@ -124,6 +124,63 @@ def test_the_chain_is_sent_whole_unless_a_cut_is_set():
             ProposerConfig.from_json('{"min_prob": %s}' % bad)
 
 
+def test_step_cost_learns_what_a_position_costs_and_where_a_token_stops_paying():
+    from oilbird.serving.vllm import StepCost
+    c = StepCost()
+    for j in range(StepCost.MIN_STEPS - 1):
+        c.observe(1 + j % 9, 0.1 + 0.01 * (1 + j % 9), 3)
+    assert c.fit() is None and c.cut() == 0.0                    # too few steps: send whole
+    c.observe(5, 0.15, 3)
+    a, b = c.fit()
+    assert a == pytest.approx(0.1) and b == pytest.approx(0.01)
+    mean_s = c.sy / c.n
+    assert c.cut() == pytest.approx(0.01 * 3 / mean_s)            # p > per-position cost x tokens / s
+    flat = StepCost()                                             # no spread in positions: nothing to fit
+    for _ in range(64):
+        flat.observe(4, 0.2, 2)
+    assert flat.fit() is None and flat.cut() == 0.0
+    free = StepCost()                                             # positions that cost nothing: no cut
+    for j in range(64):
+        free.observe(1 + j % 9, 0.2 - 0.001 * (j % 9), 2)
+    assert free.cut() == 0.0
+
+
+def test_an_auto_cut_sends_shorter_chains_where_positions_are_dear(monkeypatch):
+    """min_prob "auto": the proposer times its own steps (a fake clock here: each step costs
+    a fixed part plus a part per verified row) and cuts the chain where a token's chance of
+    acceptance no longer pays for its row; where rows are nearly free it sends the same chains."""
+    import oilbird.serving.vllm as V
+    rng = np.random.default_rng(0)       # phrases that recur in a shuffled order: every chain a guess
+    phrases = [[30, 31, 32, 33], [30, 31, 40, 41], [30, 50, 51, 52], [44, 45, 46, 30]]
+    truth = [t for j in rng.integers(0, 4, 60) for t in phrases[j]]
+
+    def run(min_prob, per_row):
+        clock = [0.0]
+        monkeypatch.setattr(V.time, "perf_counter", lambda: clock[0])
+        p = _proposer(min_prob=min_prob)
+        real = p.propose
+
+        def timed(sampled, n, ids, fwd=None):
+            clock[0] += 0.05 + per_row * (len(fwd.hidden) if fwd is not None else 1)
+            return real(sampled, n, ids, fwd)
+        p.propose = timed
+        eng = FakeEngine(p)
+        eng.add(0, PROMPT, truth)
+        out = eng.run(0)
+        return out, eng.drafted, clock[0], p.stats()["step_cost"]
+
+    whole, drafted0, seconds0, _ = run(0.0, 0.05)
+    dear, drafted1, seconds1, cost = run("auto", 0.05)
+    cheap, drafted2, _, cost2 = run("auto", 1e-6)
+    assert whole == dear == cheap == truth                        # the engine's output is the engine's
+    assert cost["position_s"] == pytest.approx(0.05) and cost["cut"] > 0.3
+    # fewer rows verified: more steps, but the same output in less (fake) time
+    assert drafted1 < 0.8 * drafted0 and seconds1 < 0.95 * seconds0
+    assert cost2["cut"] < 1e-3 and drafted2 == drafted0           # rows nearly free: the whole chains
+    with pytest.raises(ValueError, match="auto"):
+        ProposerConfig.from_json('{"min_prob": "often"}')
+
+
 def test_a_repeated_request_is_drafted_from_the_store_and_accepted():
     p = _proposer()
     eng = FakeEngine(p)
@@ -162,10 +219,10 @@ def test_a_failing_request_gets_an_empty_draft_and_the_others_are_untouched(monk
     truth = loop * 4 + [2]
     real = chains.RequestDrafter.propose
 
-    def propose(self, context, query, max_len):
+    def propose(self, context, query, max_len, min_prob=None):
         if context[:2] == [7, 7] and len(context) > 12:
             raise RuntimeError("injected")
-        return real(self, context, query, max_len)
+        return real(self, context, query, max_len, min_prob)
     monkeypatch.setattr(chains.RequestDrafter, "propose", propose)
     p = _proposer()
     eng = FakeEngine(p)

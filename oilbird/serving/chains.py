@@ -141,12 +141,15 @@ class RequestDrafter:
                                rates=sh.rates)
         self.drafter.start_request(list(self.prompt), self.request_id)
 
-    def propose(self, context: list[int], query_state: np.ndarray | None, max_len: int) -> list[int]:
-        """The chain (token ids) to send for ``context`` (whose last token is the newest committed)."""
+    def propose(self, context: list[int], query_state: np.ndarray | None, max_len: int,
+                min_prob: float | None = None) -> list[int]:
+        """The chain (token ids) to send for ``context`` (whose last token is the newest
+        committed); ``min_prob``: this step's cut instead of the configured one."""
         rates = self.shared.rates
         rates.warm = self.warm
         tree, info = self.drafter.draft(context, self.request_id, query_state)
-        chain = best_chain(tree, rates.path_probs(tree), max_len, self.shared.cfg.min_prob)
+        cut = self.shared.cfg.min_prob if min_prob is None else min_prob
+        chain = best_chain(tree, rates.path_probs(tree), max_len, cut)
         self.pending = _Pending(tree, info, chain, len(context))
         return [tree.tokens[i] for i in chain]
 

@@ -54,10 +54,57 @@ CONFIG_ENV = "OILBIRD_VLLM_CONFIG"
 _EDGE = 8            # context tokens compared at each end to recognise a request
 
 
+class StepCost:
+    """What a verified position costs this engine, learned from its own steps.
+
+    Each timed step gives (positions it verified: every decoding request's newest token plus
+    the chain sent; its wall time; the tokens it committed). A least-squares line through
+    (positions, seconds), its sums decayed by :attr:`DECAY` a step so that it follows a changing
+    batch, says what one more position adds to a step (``per_position``). Sending one more
+    draft token whose P(accepted) is p adds p tokens and ``per_position`` seconds to a step
+    that commits ``tokens`` in ``seconds``; it raises tokens per second when
+    p > per_position * tokens / seconds: :meth:`cut`. Before :attr:`MIN_STEPS` steps, or with
+    no spread in positions to fit, or a slope <= 0, the cut is 0 (send the chain whole).
+
+    Example: steps of 0.10 s + 0.01 s a position, 3 tokens per 0.13 s step (3 positions):
+    cut = 0.01 * 3 / 0.13 = 0.23.
+    """
+    DECAY = 0.995                    # ~200 steps of memory
+    MIN_STEPS = 32
+
+    def __init__(self):
+        self.n = self.sx = self.sy = self.sxx = self.sxy = self.stok = 0.0
+        self.steps = 0
+
+    def observe(self, positions: int, seconds: float, tokens: int) -> None:
+        d = self.DECAY
+        x, y = float(positions), float(seconds)
+        self.n, self.sx, self.sy = d * self.n + 1, d * self.sx + x, d * self.sy + y
+        self.sxx, self.sxy, self.stok = d * self.sxx + x * x, d * self.sxy + x * y, d * self.stok + tokens
+        self.steps += 1
+
+    def fit(self) -> tuple[float, float] | None:
+        """(seconds a step costs at no position, seconds a position adds), or None."""
+        var = self.n * self.sxx - self.sx * self.sx
+        if self.steps < self.MIN_STEPS or var <= 1e-9 * max(1.0, self.n * self.sxx):
+            return None
+        b = (self.n * self.sxy - self.sx * self.sy) / var
+        return (self.sy - b * self.sx) / self.n, b
+
+    def cut(self) -> float:
+        """The P(accepted) below which one more draft token lowers tokens per second."""
+        f = self.fit()
+        if f is None or f[1] <= 0 or self.sy <= 0:
+            return 0.0
+        return min(1.0, f[1] * (self.stok / self.n) / (self.sy / self.n))
+
+
 @dataclass
 class ProposerConfig:
     budget: int = 16                 # Oilbird tree nodes (root included) behind each chain
-    min_prob: float = 0.0            # cut a chain's tail below this estimated P(accepted) (0: send it whole)
+    # cut a chain's tail below this estimated P(accepted) (0: send it whole); "auto": where one
+    # more token costs more verify time than it saves, as this engine's steps measure it (StepCost)
+    min_prob: float | str = 0.0
     sources: tuple = SOURCES         # suffix-state, pld, recycling, semantic
     state_layer: int | str | None = None   # semantic key: hidden_states index (None: round(0.85 L)), or "last"
     store_max_records: int | None = 500_000
@@ -91,7 +138,10 @@ class ProposerConfig:
         return cfg
 
     def chain_config(self) -> ChainConfig:
-        return ChainConfig(budget=self.budget, min_prob=self.min_prob, sources=tuple(self.sources))
+        if isinstance(self.min_prob, str) and self.min_prob != "auto":
+            raise ValueError(f'min_prob must be a number in [0, 1] or "auto", not {self.min_prob!r}')
+        fixed = 0.0 if self.min_prob == "auto" else self.min_prob    # "auto": set per step
+        return ChainConfig(budget=self.budget, min_prob=fixed, sources=tuple(self.sources))
 
 
 @dataclass
@@ -156,6 +206,8 @@ class BatchProposer:
         self._stat = _Stats()
         self._last_start: float | None = None
         self._last_seconds = 0.0
+        self._last_positions = 0          # positions the step after the last call verifies
+        self.cost = StepCost()
 
     # -- request identity ------------------------------------------------------------------
     @staticmethod
@@ -196,6 +248,8 @@ class BatchProposer:
         claimed: set = set()
         started = False
         fwd = forward if forward is not None and len(forward.qsl) == len(sampled_token_ids) + 1 else None
+        cut = self.cost.cut() if self.cfg.min_prob == "auto" else None
+        positions = committed = 0
         for i, sampled in enumerate(sampled_token_ids):
             r = None
             try:
@@ -220,9 +274,11 @@ class BatchProposer:
                 states, query = self._states(fwd, i, r, n_new, new, int(sampled[-1]))
                 if not new:
                     st.accepted_tokens += r.drafter.learn(r.tokens, [int(t) for t in sampled], states)
+                committed += n_new
                 max_len = min(self.k, self.max_model_len - n - 1)
-                draft = r.drafter.propose(r.tokens, query, max_len) if max_len > 0 else []
+                draft = r.drafter.propose(r.tokens, query, max_len, cut) if max_len > 0 else []
                 r.sent = len(draft)
+                positions += 1 + len(draft)
                 out[i] = draft
                 if draft:
                     st.drafts += 1
@@ -241,7 +297,8 @@ class BatchProposer:
             st.timed_steps += 1
             st.timed_step_seconds += t0 - self._last_start
             st.timed_draft_seconds += self._last_seconds
-        self._last_start, self._last_seconds = t0, seconds
+            self.cost.observe(self._last_positions, t0 - self._last_start, committed)
+        self._last_start, self._last_seconds, self._last_positions = t0, seconds, positions
         return out
 
     def _states(self, fwd: Forward | None, i: int, r: _Req, n_new: int, new: bool, sampled_last: int):
@@ -293,6 +350,9 @@ class BatchProposer:
         d["draft_share_of_step"] = (st.timed_draft_seconds / st.timed_step_seconds
                                     if st.timed_step_seconds > 0 else None)
         d["draft_ms_per_step"] = (1000 * st.timed_draft_seconds / st.timed_steps if st.timed_steps else None)
+        f = self.cost.fit()
+        d["step_cost"] = {"steps": self.cost.steps, "step_s": f[0] if f else None,
+                          "position_s": f[1] if f else None, "cut": self.cost.cut()}
         d["config"] = asdict(self.cfg)
         return d
 
