@@ -181,6 +181,33 @@ def test_an_auto_cut_sends_shorter_chains_where_positions_are_dear(monkeypatch):
         ProposerConfig.from_json('{"min_prob": "often"}')
 
 
+def test_a_request_drafts_from_another_running_requests_output_with_the_live_source():
+    """Two requests with one answer, the second starting when the first is 30 tokens in: the
+    store has neither (neither has finished), but with "live" the second copies the first's
+    output so far; the registry forgets a request when it leaves the batch."""
+    from oilbird.serving.chains import SOURCES
+    truth = [int(t) for t in np.random.default_rng(1).integers(10, 60, 50)] + [2]
+
+    def second_request_steps(sources):
+        p = _proposer(sources=list(sources))
+        eng = FakeEngine(p)
+        eng.add(0, PROMPT, truth)
+        for _ in range(30):
+            eng.step()
+        eng.add(1, [9, 9] + PROMPT, truth)
+        steps = 0
+        while len(eng.slot_req[1][2]) < len(truth):
+            eng.step()
+            steps += 1
+        assert eng.slot_req[1][2] == truth and p.stats()["store_requests"] == 0 and p.stats()["failures"] == 0
+        p.propose([], [], [], None)                # both leave the batch
+        return steps, p
+    alone, _ = second_request_steps(SOURCES)
+    together, p = second_request_steps(SOURCES + ("live",))
+    assert together <= alone - 5
+    assert p.shared.live.indexes == {} and p.stats()["store_requests"] == 2
+
+
 def test_a_repeated_request_is_drafted_from_the_store_and_accepted():
     p = _proposer()
     eng = FakeEngine(p)

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..drafter import Drafter, TreeConfig, value_rates
 from ..presets import make_sources
+from ..sources.live import LiveOutputs, LiveOutputsSource
 from ..sources.recycling import RecyclingSource
 from ..store import Store
 from ..tree import DraftTree
@@ -40,7 +41,9 @@ from ..verdict import TreeVerdict
 
 SOURCES = ("suffix-state", "pld", "recycling", "semantic")   # the default: the oilbird preset's, less
 # the rejected pool (which needs every tree node's outputs, vLLM's proposer sees one chain's)
-KNOWN_SOURCES = SOURCES + ("suffix",)                         # "suffix": its index without the state's weighting
+# "suffix": its index without the state's weighting; "live": the other running requests' outputs
+# (oilbird.sources.live: the store sees a request only when it ends)
+KNOWN_SOURCES = SOURCES + ("suffix", "live")
 
 
 def best_chain(tree: DraftTree, probs: list[float], max_len: int, min_prob: float = 0.0) -> list[int]:
@@ -108,6 +111,7 @@ class Shared:
         self.cfg = config or ChainConfig()
         self.store = store if store is not None else Store(dim=dim, **store_kwargs)
         self.recycling = RecyclingSource(vocab_size) if "recycling" in self.cfg.sources else None
+        self.live = LiveOutputs() if "live" in self.cfg.sources else None
         self.rates = None          # the first request's drafter makes them (they name its sources)
 
 
@@ -133,7 +137,10 @@ class RequestDrafter:
 
     def __post_init__(self):
         sh, cfg = self.shared, self.shared.cfg
-        sources = make_sources(cfg.sources, sh.store, sh.store.dim, 0, shared={"recycling": sh.recycling})
+        sources = make_sources([n for n in cfg.sources if n != "live"], sh.store, sh.store.dim, 0,
+                               shared={"recycling": sh.recycling})
+        if sh.live is not None:
+            sources.append(LiveOutputsSource(sh.live))
         # the acceptance rates are learned across requests
         if sh.rates is None:
             sh.rates = value_rates(sources)

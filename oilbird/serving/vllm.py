@@ -288,6 +288,8 @@ class BatchProposer:
                 out[i] = []
         for key in [k for k in self.active if k not in claimed]:
             self._finish(self.active.pop(key))
+        if self.shared.live is not None:       # only the running requests' outputs stay indexed
+            self.shared.live.keep({r.drafter.request_id for r in self.active.values()})
         self.by_slot = {s: k for s, k in self.by_slot.items() if k in self.active}
         # timing: the wall time between two calls is one engine step (drafting included); steps
         # in which a request started hold its prefill (and any idle wait), so they are left out
