@@ -14,7 +14,8 @@ table (token recycling) gets the one successor the verifier endorsed, not its to
 Per step and request:
 
 1. :meth:`RequestDrafter.propose` builds Oilbird's merged tree (suffix over the request and the
-   cross-request store, prompt lookup, adjacency, the semantic key when a query state is known),
+   cross-request store, prompt lookup, adjacency, the other running requests' outputs, the
+   semantic key when a query state is known),
    scores every node by its learned probability of being accepted (the product of the
    per-node acceptance rates along its path, :meth:`AcceptanceRates.path_probs`), and returns the
    root-to-node path with the highest expected accepted length (:func:`best_chain`).
@@ -39,11 +40,11 @@ from ..store import Store
 from ..tree import DraftTree
 from ..verdict import TreeVerdict
 
-SOURCES = ("suffix-state", "pld", "recycling", "semantic")   # the default: the oilbird preset's, less
-# the rejected pool (which needs every tree node's outputs, vLLM's proposer sees one chain's)
-# "suffix": its index without the state's weighting; "live": the other running requests' outputs
-# (oilbird.sources.live: the store sees a request only when it ends)
-KNOWN_SOURCES = SOURCES + ("suffix", "live")
+# the default: the oilbird preset's, less the rejected pool (which needs every tree node's outputs,
+# vLLM's proposer sees one chain's), plus "live": the other running requests' outputs so far
+# (oilbird.sources.live: the store sees a request only when it ends; inert at batch 1)
+SOURCES = ("suffix-state", "pld", "recycling", "semantic", "live")
+KNOWN_SOURCES = SOURCES + ("suffix",)                         # "suffix": its index without the state's weighting
 
 
 def best_chain(tree: DraftTree, probs: list[float], max_len: int, min_prob: float = 0.0) -> list[int]:

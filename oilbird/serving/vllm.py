@@ -105,7 +105,7 @@ class ProposerConfig:
     # cut a chain's tail below this estimated P(accepted) (0: send it whole); "auto": where one
     # more token costs more verify time than it saves, as this engine's steps measure it (StepCost)
     min_prob: float | str = 0.0
-    sources: tuple = SOURCES         # suffix-state, pld, recycling, semantic
+    sources: tuple = SOURCES         # suffix-state, pld, recycling, semantic, live
     state_layer: int | str | None = None   # semantic key: hidden_states index (None: round(0.85 L)), or "last"
     store_max_records: int | None = 500_000
     tenant: str = "default"
