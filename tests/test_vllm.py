@@ -124,25 +124,60 @@ def test_the_chain_is_sent_whole_unless_a_cut_is_set():
             ProposerConfig.from_json('{"min_prob": %s}' % bad)
 
 
-def test_step_cost_learns_what_a_position_costs_and_where_a_token_stops_paying():
+def test_step_cost_learns_what_a_draft_row_costs_and_where_a_token_stops_paying():
     from oilbird.serving.vllm import StepCost
     c = StepCost()
     for j in range(StepCost.MIN_STEPS - 1):
-        c.observe(1 + j % 9, 0.1 + 0.01 * (1 + j % 9), 3)
+        c.observe(1, j % 9, 0.1 + 0.01 * (j % 9), 3)
     assert c.fit() is None and c.cut() == 0.0                    # too few steps: send whole
-    c.observe(5, 0.15, 3)
-    a, b = c.fit()
-    assert a == pytest.approx(0.1) and b == pytest.approx(0.01)
-    mean_s = c.sy / c.n
-    assert c.cut() == pytest.approx(0.01 * 3 / mean_s)            # p > per-position cost x tokens / s
-    flat = StepCost()                                             # no spread in positions: nothing to fit
-    for _ in range(64):
-        flat.observe(4, 0.2, 2)
-    assert flat.fit() is None and flat.cut() == 0.0
-    free = StepCost()                                             # positions that cost nothing: no cut
+    c.observe(1, 4, 0.14, 3)
+    a, per_request, per_row = c.fit()
+    assert a + per_request == pytest.approx(0.1) and per_row == pytest.approx(0.01)
+    assert c.cut() == pytest.approx(0.01 * 3 / (c.seconds / (c.tokens / 3)))   # row cost x tokens / s
+    # a batch that changes size: what a request costs is not read as what a row costs
+    grow = StepCost()
+    for j in range(96):
+        reqs, rows = 1 + j % 8, (j * 5) % 11
+        grow.observe(reqs, rows, 0.05 + 0.02 * reqs + 0.004 * rows, reqs)
+    assert grow.fit()[1] == pytest.approx(0.02, rel=1e-3) and grow.fit()[2] == pytest.approx(0.004, rel=1e-3)
+    # Oilbird's own drafting time is no row's cost; the cut still divides by the whole step
+    drafting = StepCost()
     for j in range(64):
-        free.observe(1 + j % 9, 0.2 - 0.001 * (j % 9), 2)
+        drafting.observe(2, j % 9, 0.1 + 0.01 * (j % 9) + 0.003 * (j % 9), 4, drafting=0.003 * (j % 9))
+    assert drafting.fit()[2] == pytest.approx(0.01)
+    flat = StepCost()                                             # no spread in rows: nothing to fit
+    for _ in range(64):
+        flat.observe(4, 4, 0.2, 2)
+    assert flat.fit() is None and flat.cut() == 0.0
+    free = StepCost()                                             # rows that cost nothing: no cut
+    for j in range(64):
+        free.observe(1, j % 9, 0.2 - 0.001 * (j % 9), 2)
     assert free.cut() == 0.0
+
+
+def test_only_pure_decode_steps_are_priced():
+    """A step that also prefilled a prompt chunk (a slot with no sampled tokens) or served nobody
+    says nothing of what a draft row costs: the cost model skips it."""
+    p = _proposer(min_prob="auto")
+    eng = FakeEngine(p)
+    eng.add(0, PROMPT, TRUTH)
+    for _ in range(4):
+        eng.step()
+    n0 = p.cost.steps
+    assert n0 == 3                                # four steps, the prefill's not priced
+    decode = p.propose
+
+    def with_a_chunk(sampled, n, ids, fwd=None):  # slot 1: a long prompt's first chunk this step
+        more = np.vstack([ids, np.zeros((1, ids.shape[1]), ids.dtype)])
+        return decode(list(sampled) + [[]], np.append(n, 3), more, None)[:len(sampled)]
+    p.propose = with_a_chunk
+    eng.step()
+    assert p.cost.steps == n0
+    p.propose = decode
+    eng.step()
+    assert p.cost.steps == n0 + 1
+    p.propose([], [], [], None)                   # nobody left in the batch
+    assert p.cost.steps == n0 + 1
 
 
 def test_an_auto_cut_sends_shorter_chains_where_positions_are_dear(monkeypatch):
@@ -173,7 +208,7 @@ def test_an_auto_cut_sends_shorter_chains_where_positions_are_dear(monkeypatch):
     dear, drafted1, seconds1, cost = run("auto", 0.05)
     cheap, drafted2, _, cost2 = run("auto", 1e-6)
     assert whole == dear == cheap == truth                        # the engine's output is the engine's
-    assert cost["position_s"] == pytest.approx(0.05) and cost["cut"] > 0.3
+    assert cost["draft_row_s"] == pytest.approx(0.05) and cost["cut"] > 0.3
     # fewer rows verified: more steps, but the same output in less (fake) time
     assert drafted1 < 0.8 * drafted0 and seconds1 < 0.95 * seconds0
     assert cost2["cut"] < 1e-3 and drafted2 == drafted0           # rows nearly free: the whole chains
@@ -206,7 +241,24 @@ def test_a_request_drafts_from_another_running_requests_output_with_the_live_sou
     alone, _ = second_request_steps(tuple(s for s in SOURCES if s != "live"))
     together, p = second_request_steps(SOURCES)
     assert together <= alone - 5
-    assert p.shared.live.indexes == {} and p.stats()["store_requests"] == 2
+    assert p.shared.live.tokens == {} and p.shared.live.grams == {} and p.stats()["store_requests"] == 2
+
+
+def test_live_outputs_match_another_requests_text_with_something_after_it():
+    from oilbird.sources.live import LiveOutputs
+    live = LiveOutputs()
+    live.open("a")
+    live.extend("a", [5, 6, 7, 8, 5, 6])          # its newest tokens repeat an earlier phrase
+    live.open("b")
+    live.extend("b", [9, 5, 6, 1])
+    hits = live.match([3, 5, 6], exclude="b")
+    assert [(r, p) for r, p, _ in hits] == [("a", 1)]       # not a's end (nothing after it), not b
+    assert live.tokens["a"][hits[0][1] + 1:] == [7, 8, 5, 6]
+    assert live.match([3, 9, 5, 6], exclude="a")[0] == ("b", 2, 3)
+    assert live.match([3, 4], exclude="b") == []
+    live.close("a")
+    live.keep({"c"})                              # b was never ended: dropped all the same
+    assert live.tokens == {} and live.grams == {}
 
 
 def test_a_repeated_request_is_drafted_from_the_store_and_accepted():

@@ -55,48 +55,66 @@ _EDGE = 8            # context tokens compared at each end to recognise a reques
 
 
 class StepCost:
-    """What a verified position costs this engine, learned from its own steps.
+    """What a draft row costs this engine, learned from its own decode steps.
 
-    Each timed step gives (positions it verified: every decoding request's newest token plus
-    the chain sent; its wall time; the tokens it committed). A least-squares line through
-    (positions, seconds), its sums decayed by :attr:`DECAY` a step so that it follows a changing
-    batch, says what one more position adds to a step (``per_position``). Sending one more
-    draft token whose P(accepted) is p adds p tokens and ``per_position`` seconds to a step
-    that commits ``tokens`` in ``seconds``; it raises tokens per second when
-    p > per_position * tokens / seconds: :meth:`cut`. Before :attr:`MIN_STEPS` steps, or with
-    no spread in positions to fit, or a slope <= 0, the cut is 0 (send the chain whole).
+    Each timed step gives (the requests it decoded, the draft tokens it verified for them, its
+    wall time less Oilbird's own drafting, the tokens it committed). A least-squares plane
+    seconds ~ a + b * requests + c * draft rows, its sums decayed by :attr:`DECAY` a step, says
+    what one more draft row adds to a step (``c``), apart from what each request costs (its
+    newest token, attention over its context), so that a batch that grows or shrinks is not
+    read as dear rows. Sending one more draft token whose P(accepted) is p adds p tokens and
+    ``c`` seconds to a step that commits ``tokens`` in ``seconds``; it raises tokens per second
+    when p > c * tokens / seconds: :meth:`cut`. Before :attr:`MIN_STEPS` steps, or when the
+    steps leave ``c`` undetermined (no spread in draft rows apart from the requests), or when
+    ``c`` <= 0, the cut is 0 (send the chain whole).
 
-    Example: steps of 0.10 s + 0.01 s a position, 3 tokens per 0.13 s step (3 positions):
-    cut = 0.01 * 3 / 0.13 = 0.23.
+    Example: steps of 0.10 s + 0.01 s a draft row at one request, 3 tokens per 0.12 s step
+    (2 draft rows): cut = 0.01 * 3 / 0.12 = 0.25.
     """
     DECAY = 0.995                    # ~200 steps of memory
     MIN_STEPS = 32
 
     def __init__(self):
-        self.n = self.sx = self.sy = self.sxx = self.sxy = self.stok = 0.0
+        self.xx = np.zeros((3, 3))       # decayed sums of x x^T, x = (1, requests, draft rows)
+        self.xy = np.zeros(3)            # and of x * seconds
+        self.tokens = 0.0                # decayed sums of tokens committed
+        self.seconds = 0.0               # and of whole steps' seconds (drafting included)
         self.steps = 0
 
-    def observe(self, positions: int, seconds: float, tokens: int) -> None:
+    def observe(self, requests: int, draft_rows: int, seconds: float, tokens: int,
+                drafting: float = 0.0) -> None:
+        """One decode step: ``seconds`` its wall time, ``drafting`` Oilbird's part of it."""
+        x = np.array([1.0, float(requests), float(draft_rows)])
         d = self.DECAY
-        x, y = float(positions), float(seconds)
-        self.n, self.sx, self.sy = d * self.n + 1, d * self.sx + x, d * self.sy + y
-        self.sxx, self.sxy, self.stok = d * self.sxx + x * x, d * self.sxy + x * y, d * self.stok + tokens
+        self.xx = d * self.xx + np.outer(x, x)
+        self.xy = d * self.xy + x * (float(seconds) - float(drafting))
+        self.tokens = d * self.tokens + tokens
+        self.seconds = d * self.seconds + float(seconds)
         self.steps += 1
 
-    def fit(self) -> tuple[float, float] | None:
-        """(seconds a step costs at no position, seconds a position adds), or None."""
-        var = self.n * self.sxx - self.sx * self.sx
-        if self.steps < self.MIN_STEPS or var <= 1e-9 * max(1.0, self.n * self.sxx):
+    def fit(self) -> tuple[float, float, float] | None:
+        """(seconds a step costs, seconds a request adds, seconds a draft row adds), or None."""
+        if self.steps < self.MIN_STEPS:
             return None
-        b = (self.n * self.sxy - self.sx * self.sy) / var
-        return (self.sy - b * self.sx) / self.n, b
+        xx = self.xx
+        # a small ridge on the requests' coefficient: at one batch size throughout, that column
+        # is the intercept's, and the ridge leaves it to the intercept
+        ridge = np.diag([0.0, 1e-6 * np.trace(xx), 0.0])
+        try:
+            beta = np.linalg.solve(xx + ridge, self.xy)
+        except np.linalg.LinAlgError:
+            return None
+        rows = xx[2, 2] * xx[0, 0] - xx[0, 2] ** 2          # spread of draft rows
+        if not np.all(np.isfinite(beta)) or rows <= 1e-9 * max(1.0, xx[2, 2] * xx[0, 0]):
+            return None
+        return float(beta[0]), float(beta[1]), float(beta[2])
 
     def cut(self) -> float:
         """The P(accepted) below which one more draft token lowers tokens per second."""
         f = self.fit()
-        if f is None or f[1] <= 0 or self.sy <= 0:
+        if f is None or f[2] <= 0 or self.seconds <= 0:
             return 0.0
-        return min(1.0, f[1] * (self.stok / self.n) / (self.sy / self.n))
+        return min(1.0, f[2] * self.tokens / self.seconds)    # row cost x mean tokens / mean seconds
 
 
 @dataclass
@@ -206,7 +224,6 @@ class BatchProposer:
         self._stat = _Stats()
         self._last_start: float | None = None
         self._last_seconds = 0.0
-        self._last_positions = 0          # positions the step after the last call verifies
         self.cost = StepCost()
 
     # -- request identity ------------------------------------------------------------------
@@ -249,7 +266,8 @@ class BatchProposer:
         started = False
         fwd = forward if forward is not None and len(forward.qsl) == len(sampled_token_ids) + 1 else None
         cut = self.cost.cut() if self.cfg.min_prob == "auto" else None
-        positions = committed = 0
+        decoded = draft_rows = committed = 0       # what the step just ended verified and committed
+        chunked = False                            # it also ran a prefill chunk: not a decode step
         for i, sampled in enumerate(sampled_token_ids):
             r = None
             try:
@@ -258,6 +276,7 @@ class BatchProposer:
                 n_new = len(sampled)
                 r = self._find(i, row, n, n_new, claimed)
                 if n_new == 0:            # a prefill chunk (or discarded tokens): nothing to draft
+                    chunked = True
                     if r is not None:
                         claimed.add(r.key)
                     continue
@@ -268,17 +287,16 @@ class BatchProposer:
                 else:
                     new = False
                     r.tokens.extend(int(t) for t in row[n - n_new:n])
+                    decoded, draft_rows, committed = decoded + 1, draft_rows + r.sent, committed + n_new
                 claimed.add(r.key)
                 self.by_slot[i] = r.key
                 r.slot = i
                 states, query = self._states(fwd, i, r, n_new, new, int(sampled[-1]))
                 if not new:
                     st.accepted_tokens += r.drafter.learn(r.tokens, [int(t) for t in sampled], states)
-                committed += n_new
                 max_len = min(self.k, self.max_model_len - n - 1)
                 draft = r.drafter.propose(r.tokens, query, max_len, cut) if max_len > 0 else []
                 r.sent = len(draft)
-                positions += 1 + len(draft)
                 out[i] = draft
                 if draft:
                     st.drafts += 1
@@ -299,8 +317,9 @@ class BatchProposer:
             st.timed_steps += 1
             st.timed_step_seconds += t0 - self._last_start
             st.timed_draft_seconds += self._last_seconds
-            self.cost.observe(self._last_positions, t0 - self._last_start, committed)
-        self._last_start, self._last_seconds, self._last_positions = t0, seconds, positions
+            if decoded and not chunked:             # a pure decode step: what its rows cost
+                self.cost.observe(decoded, draft_rows, t0 - self._last_start, committed, self._last_seconds)
+        self._last_start, self._last_seconds = t0, seconds
         return out
 
     def _states(self, fwd: Forward | None, i: int, r: _Req, n_new: int, new: bool, sampled_last: int):
@@ -354,7 +373,8 @@ class BatchProposer:
         d["draft_ms_per_step"] = (1000 * st.timed_draft_seconds / st.timed_steps if st.timed_steps else None)
         f = self.cost.fit()
         d["step_cost"] = {"steps": self.cost.steps, "step_s": f[0] if f else None,
-                          "position_s": f[1] if f else None, "cut": self.cost.cut()}
+                          "request_s": f[1] if f else None, "draft_row_s": f[2] if f else None,
+                          "cut": self.cost.cut() if self.cfg.min_prob == "auto" else None}
         d["config"] = asdict(self.cfg)
         return d
 

@@ -4,8 +4,8 @@ The store takes a request only when it finishes, so requests an engine serves to
 draft from each other's outputs while they run: at batch 8 the first eight requests all start
 from an empty store. vLLM's ``suffix`` proposer has no such gap (arctic's global tree holds
 every active response as it grows). This source closes it: a :class:`LiveOutputs` registry,
-shared by one engine's requests, keeps a :class:`~oilbird.suffix_index.SuffixIndex` over each
-running request's generated tokens; each request's source copies what followed the longest
+shared by one engine's requests, keeps one n-gram map over the running requests' generated
+tokens; each request's source copies what followed the longest
 suffix of its context found in *another* running request's output, as prompt lookup does in
 its own request. A request's entry opens with it, grows with every commit (``update``) and
 closes when it ends. With one request at a time (batch 1, replay, the local decoder) there is
@@ -18,34 +18,77 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..suffix_index import SuffixIndex
 from ._lexical import confidence
 from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
 
 class LiveOutputs:
-    """The generated tokens of the requests running now, one index each (by request id)."""
+    """The generated tokens of the requests running now, in one n-gram map over all of them:
+    a lookup costs the same however many requests run (a map per request would make every
+    request search every other one's each step)."""
 
-    def __init__(self, gram: int = 4):
-        self.gram = gram
-        self.indexes: dict[str, SuffixIndex] = {}
+    def __init__(self, gram: int = 4, max_positions: int = 64):
+        self.gram, self.max_positions = gram, max_positions
+        self.tokens: dict[str, list[int]] = {}
+        self.grams: dict[tuple, list[tuple[str, int]]] = {}    # n-gram -> (request, end position)
 
     def open(self, request_id: str) -> None:
-        self.indexes[request_id] = SuffixIndex(gram=self.gram)
+        self.close(request_id)
+        self.tokens[request_id] = []
 
-    def extend(self, request_id: str, tokens: list[int]) -> None:
-        idx = self.indexes.get(request_id)
-        if idx is not None:
-            idx.extend(tokens)
+    def extend(self, request_id: str, new: list[int]) -> None:
+        toks = self.tokens.get(request_id)
+        if toks is None:
+            return
+        for t in new:
+            toks.append(int(t))
+            p = len(toks) - 1
+            for n in range(1, min(self.gram, p + 1) + 1):
+                lst = self.grams.setdefault(tuple(toks[p - n + 1:p + 1]), [])
+                lst.append((request_id, p))
+                if len(lst) > 2 * self.max_positions:           # keep the most recent
+                    del lst[:self.max_positions]
 
     def close(self, request_id: str) -> None:
-        self.indexes.pop(request_id, None)
+        toks = self.tokens.pop(request_id, None)
+        if not toks:
+            return
+        for p in range(len(toks)):
+            for n in range(1, min(self.gram, p + 1) + 1):
+                key = tuple(toks[p - n + 1:p + 1])
+                lst = self.grams.get(key)
+                if lst is not None:
+                    lst[:] = [h for h in lst if h[0] != request_id]
+                    if not lst:
+                        del self.grams[key]
 
     def keep(self, request_ids) -> None:
         """Drop every entry but these (an engine's running requests: a request that failed and
         was dropped without ending leaves nothing behind)."""
-        for rid in [r for r in self.indexes if r not in request_ids]:
-            del self.indexes[rid]
+        for rid in [r for r in self.tokens if r not in request_ids]:
+            self.close(rid)
+
+    def match(self, context: list[int], exclude: str, max_len: int = 16, min_len: int = 2,
+              limit: int = 16) -> list[tuple[str, int, int]]:
+        """Occurrences, in other requests than ``exclude``, of the longest suffix of ``context``
+        (at least ``min_len`` tokens) that has a token after it: ``[(request, end position,
+        match length)]``, longest first, then most recent."""
+        for n in range(min(self.gram, len(context)), min_len - 1, -1):
+            lst = self.grams.get(tuple(context[-n:]))
+            hits = []
+            for rid, p in reversed((lst or [])[-limit:]):
+                toks = self.tokens.get(rid)
+                if rid == exclude or toks is None or p + 1 >= len(toks):
+                    continue
+                L = n
+                while n == self.gram and L < max_len and p - L >= 0 and len(context) - 1 - L >= 0 \
+                        and toks[p - L] == context[-1 - L]:
+                    L += 1
+                hits.append((rid, p, L))
+            if hits:
+                hits.sort(key=lambda h: -h[2])
+                return hits
+        return []
 
 
 @dataclass
@@ -75,23 +118,14 @@ class LiveOutputsSource(DraftSource):
         self.outputs.close(request_id)
 
     def propose(self, ctx: DraftContext, budget: int) -> Proposal:
-        found = []
-        for rid, idx in self.outputs.indexes.items():
-            if rid == ctx.request_id or not len(idx):
-                continue
-            hits = idx.match(ctx.tokens, max_len=self.cfg.max_match, min_len=self.cfg.min_match, limit=8)
-            if hits:
-                p, L = hits[0]
-                cont = idx.continuation(p, self.cfg.num_tokens)
-                if cont:
-                    found.append((L, cont))
-        found.sort(key=lambda f: -f[0])
         chains, seen = [], set()
-        for L, cont in found:
+        for rid, p, L in self.outputs.match(ctx.tokens, ctx.request_id, self.cfg.max_match, self.cfg.min_match):
+            cont = self.outputs.tokens[rid][p + 1: p + 1 + self.cfg.num_tokens]
             if tuple(cont) in seen:
                 continue
             seen.add(tuple(cont))
-            chains.append(Chain(cont, confidence(1, len(cont)) * min(1.0, L / 3 + 0.34), match=L))
+            # longer matches say more (2 tokens: half); GOOSE's confidence in the chain's length
+            chains.append(Chain(cont, confidence(1, len(cont)) * min(1.0, L / 4), match=L))
             if len(chains) >= self.cfg.max_chains:
                 break
         return Proposal(chains, match_len=chains[0].match if chains else 0)
