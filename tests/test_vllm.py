@@ -257,7 +257,7 @@ def test_live_outputs_match_another_requests_text_with_something_after_it():
     assert live.match([3, 9, 5, 6], exclude="a")[0] == ("b", 2, 3)
     assert live.match([3, 4], exclude="b") == []
     live.close("a")
-    live.keep({"c"})                              # b was never ended: dropped all the same
+    live.close("b")
     assert live.tokens == {} and live.grams == {}
 
 
@@ -316,6 +316,8 @@ def test_a_failing_request_gets_an_empty_draft_and_the_others_are_untouched(monk
     assert eng.slot_req[0][2] == truth[:len(eng.slot_req[0][2])]
     assert eng.slot_req[1][2] == truth[:len(eng.slot_req[1][2])]
     assert s["accepted_tokens"] > 0
+    # a request dropped on failure leaves no entry in the live registry
+    assert set(p.shared.live.tokens) <= {r.drafter.request_id for r in p.active.values()}
 
 
 def test_an_unexpected_row_layout_drops_the_states_not_the_drafts():

@@ -306,8 +306,6 @@ class BatchProposer:
                 out[i] = []
         for key in [k for k in self.active if k not in claimed]:
             self._finish(self.active.pop(key))
-        if self.shared.live is not None:       # only the running requests' outputs stay indexed
-            self.shared.live.keep({r.drafter.request_id for r in self.active.values()})
         self.by_slot = {s: k for s, k in self.by_slot.items() if k in self.active}
         # timing: the wall time between two calls is one engine step (drafting included); steps
         # in which a request started hold its prefill (and any idle wait), so they are left out
@@ -353,6 +351,7 @@ class BatchProposer:
         if r is not None:
             st.failed_requests.append(r.drafter.request_id)
             self.active.pop(r.key, None)       # its state may be half-updated: start it afresh
+            self._forget(r)
         if st.failures <= 3:
             log.warning("Oilbird proposer failed on slot %d (draft []): %s", i, traceback.format_exc())
 
@@ -361,7 +360,14 @@ class BatchProposer:
             r.drafter.end(r.tokens)
             self._stat.requests_finished += 1
         except Exception as exc:  # noqa: BLE001
+            self._forget(r)
             self._fail(None, r.slot, exc)
+
+    def _forget(self, r: _Req) -> None:
+        """A request dropped without ending cleanly: only running requests' outputs stay in the
+        live registry (an ended one closes its own entry)."""
+        if self.shared.live is not None:
+            self.shared.live.close(r.drafter.request_id)
 
     def stats(self) -> dict:
         st = self._stat

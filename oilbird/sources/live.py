@@ -62,12 +62,6 @@ class LiveOutputs:
                     if not lst:
                         del self.grams[key]
 
-    def keep(self, request_ids) -> None:
-        """Drop every entry but these (an engine's running requests: a request that failed and
-        was dropped without ending leaves nothing behind)."""
-        for rid in [r for r in self.tokens if r not in request_ids]:
-            self.close(rid)
-
     def match(self, context: list[int], exclude: str, max_len: int = 16, min_len: int = 2,
               limit: int = 16) -> list[tuple[str, int, int]]:
         """Occurrences, in other requests than ``exclude``, of the longest suffix of ``context``
