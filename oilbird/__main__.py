@@ -36,14 +36,22 @@ def _at_least(low: int):
     return parse
 
 
-def _common(p: argparse.ArgumentParser, default_max: int = 128) -> None:
+def _common(p: argparse.ArgumentParser, default_max: int = 128, state_layer: bool = True) -> None:
     p.add_argument("--data", default="builtin", help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
     p.add_argument("--limit", type=_at_least(1), default=None, help="serve only the first N requests")
     p.add_argument("--skip", type=_at_least(0), default=0,
                    help="leave out the first N requests (then --limit), e.g. to check a setting on "
                         "requests it was not tuned on")
     p.add_argument("--max-new-tokens", type=_at_least(1), default=default_max)
+    _model_options(p, state_layer)
+
+
+def _model_options(p: argparse.ArgumentParser, state_layer: bool = True) -> None:
     p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
+    if state_layer:     # serve-bench's proposer takes its layer from --oilbird-config's "state_layer"
+        p.add_argument("--state-layer", type=_at_least(0), default=None,
+                       help="the hidden-state layer the semantic key reads: 0 = embeddings, L = the last "
+                            "layer (default round(0.85 * L), the paper's)")
 
 
 def _force(p: argparse.ArgumentParser) -> None:
@@ -109,7 +117,7 @@ def _decode(args) -> int:
     if not args.prompt.strip():
         raise PromptError("the prompt is empty: give some text to answer.")
     sampling = _sampling(args)
-    lm = load_model(args.model)
+    lm = load_model(args.model, state_layer=args.state_layer)
     req = Request("prompt", [{"role": "user", "content": args.prompt}])
     ids = encode(lm.tokenizer, req)
     if sampling is not None:
@@ -163,7 +171,7 @@ def _bench(args) -> int:
               ("results.json", "traces.jsonl") if args.traces else ("results.json",))
     run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
-    lm = load_model(args.model)
+    lm = load_model(args.model, state_layer=args.state_layer)
     store_kwargs = {"state_dtype": args.state_dtype, "index_type": args.store_index}
     if args.store_capacity:
         store_kwargs["max_records"] = args.store_capacity
@@ -210,7 +218,7 @@ def _trace(args) -> int:
     run = Run(args.out, args.force)
     run.check()
     requests = load_requests(args.data, limit=args.limit, skip=args.skip)
-    lm = load_model(args.model)
+    lm = load_model(args.model, state_layer=args.state_layer)
     with run.recording(len(requests)):
         res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, tree=tree,
                         trace_sink=run.append_traces, sampling=sampling)
@@ -238,7 +246,7 @@ def _diagnose(args) -> int:
     if args.traces:                  # read (and checked) before the model loads
         from .trace import load_traces
         traces = load_traces(args.traces)
-    lm = load_model(args.model)
+    lm = load_model(args.model, state_layer=args.state_layer)
     planned = len(requests)
 
     def save(report: dict, complete: bool = False) -> None:
@@ -302,7 +310,7 @@ def _replay(args) -> int:
     run = Run(args.out or fresh_out("replay", args.data), args.force, writes)
     run.check()
     convs = load_conversations(args.data, args.limit)   # every line checked before the model loads
-    lm = load_model(args.model)
+    lm = load_model(args.model, state_layer=args.state_layer)
     t0 = time.perf_counter()
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]
     timing = {"encode_seconds": time.perf_counter() - t0, "matmul": matmul_gflops(lm)}
@@ -413,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="a preset (oilbird, goose, pld, suffix, ...; see oilbird/methods.py), optionally "
                         "with a fill after a colon, e.g. oilbird:expected")
     p.add_argument("--max-new-tokens", type=_at_least(1), default=64)
-    p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
+    _model_options(p)
     _sampling_options(p)
 
     p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
@@ -426,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("serve-bench", help="the workload through vLLM: no speculation, ngram, suffix, oilbird "
                                            "(needs the vLLM environment: scripts/setup_vllm_env.sh)")
-    _common(p, default_max=64)
+    _common(p, default_max=64, state_layer=False)
     p.set_defaults(limit=16)
     p.add_argument("--methods", default="nospec,ngram,suffix,oilbird",
                    help="comma-separated: nospec (always run: the reference), ngram, suffix, oilbird")
@@ -463,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="fast mode past the model's context: restart the teacher forcing on the last N tokens "
                         "(default: half the context)")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/replay-DATA-TIME-PID)")
-    p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
+    _model_options(p)
     _force(p)
     _tree_options(p)
 

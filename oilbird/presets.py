@@ -44,6 +44,7 @@ from .decoding import SpeculativeDecoder
 from .drafter import Drafter
 from .methods import PRESETS, Method, TreeConfig, parse_method  # noqa: F401  (PRESETS importable here)
 from .sources.base import DraftSource
+from .sources.live import LiveOutputs, LiveOutputsSource
 from .sources.prompt_lookup import PromptLookupSource
 from .sources.recycling import RecyclingSource
 from .sources.rejected import RejectedPoolSource
@@ -52,7 +53,7 @@ from .sources.suffix import SuffixConfig, SuffixSource
 from .store import Store
 from .verifier import Verifier
 
-SOURCE_NAMES = ("pld", "suffix", "suffix-state", "recycling", "semantic", "semantic-ungated", "rejected")
+SOURCE_NAMES = ("pld", "suffix", "suffix-state", "recycling", "semantic", "semantic-ungated", "rejected", "live")
 # suffix': how fast an occurrence's evidence fades with its state's distance from the best one
 # (docs/results.md, "Turning the key's reach into accepted tokens", for how it was chosen)
 STATE_TEMP = 0.05
@@ -61,7 +62,10 @@ STATE_TEMP = 0.05
 def make_sources(names, store: Store, dim: int, vocab_size: int, shared: dict | None = None) -> list[DraftSource]:
     """The draft sources named ``names`` (see :data:`SOURCE_NAMES`), in that order, over
     ``store``; ``shared`` maps a name to an instance to reuse instead (an engine's requests share
-    one adjacency table)."""
+    one adjacency table), and ``"live-outputs"`` to the :class:`~oilbird.sources.live.LiveOutputs`
+    registry an engine's running requests share (``"live"`` without one drafts from nothing: a
+    request alone has no other running request to copy from)."""
+    shared = shared or {}
     make = {
         "pld": lambda: PromptLookupSource(),
         "suffix": lambda: SuffixSource(store),
@@ -70,11 +74,12 @@ def make_sources(names, store: Store, dim: int, vocab_size: int, shared: dict | 
         "semantic": lambda: SemanticSource(store),
         "semantic-ungated": lambda: SemanticSource(store, SemanticConfig(require_lexical=False)),
         "rejected": lambda: RejectedPoolSource(dim),
+        "live": lambda: LiveOutputsSource(shared.get("live-outputs") or LiveOutputs()),
     }
     bad = [n for n in names if n not in make]
     if bad:
         raise ValueError(f"unknown draft source {bad[0]!r}; choose from {', '.join(SOURCE_NAMES)}")
-    return [(shared or {}).get(n) or make[n]() for n in names]
+    return [shared.get(n) or make[n]() for n in names]
 
 
 def make_decoder(method: str | Method, verifier: Verifier, store: Store | None = None,

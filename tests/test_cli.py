@@ -34,6 +34,8 @@ def _fails(argv, capsys, message):
     (["trace", "--methods", "goose,goose", "--out", "x.jsonl"], "method 'goose' is named twice"),
     (["bench", "--max-new-tokens", "0"], "must be at least 1, not 0"),
     (["bench", "--skip", "-1"], "must be at least 0, not -1"),
+    (["replay", "--state-layer", "-1"], "must be at least 0, not -1"),
+    (["serve-bench", "--state-layer", "3"], "unrecognized arguments: --state-layer"),   # its proposer's config says
     (["bench", "--store-capacity", "0"], "must be at least 1, not 0"),
     (["bench", "--budget", "ten"], "'ten' is not a whole number"),
     (["bench", "--methods", "goose", "--semantic-budget", "12"], "semantic_budget must be 0 to budget - 1 = 11"),
@@ -89,6 +91,25 @@ def test_earlier_results_are_not_replaced_without_force(tmp_path, capsys, monkey
     assert kept.read_text() == "earlier"
     with pytest.raises(Loaded):
         main(argv + ["--force"])
+
+
+@pytest.mark.parametrize("cmd", [["bench", "--methods", "goose"], ["replay", "--data", "agent-builtin"],
+                                 ["decode", "hi"], ["diagnose"]])
+def test_state_layer_reaches_the_model_loader(cmd, tmp_path, monkeypatch):
+    import oilbird.model
+    seen = {}
+
+    class Loaded(Exception):
+        pass
+
+    def load(*_a, **k):
+        seen.update(k)
+        raise Loaded
+    monkeypatch.setattr(oilbird.model, "load_model", load)
+    rest = [] if cmd[0] == "decode" else ["--limit", "1", "--out", str(tmp_path / "run")]
+    with pytest.raises(Loaded):
+        main(cmd + ["--state-layer", "7"] + rest)
+    assert seen["state_layer"] == 7
 
 
 def test_default_out_is_a_new_folder_per_run():

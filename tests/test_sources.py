@@ -368,3 +368,24 @@ def test_tenant_isolation_secret_never_drafted_for_another_tenant():
     sa = SuffixSource(a)
     sa.start_request(ctx.tokens, "a2")
     assert set(secret) & {t for c in sa.propose(ctx, 0).chains for t in c.tokens}
+
+
+def test_make_sources_builds_live_sources_over_the_registry_it_is_given():
+    """"live" is a source name like the others: two requests' sources made with one registry
+    draft from each other; one made without a registry has nobody to copy from."""
+    from types import SimpleNamespace
+    from oilbird.presets import make_sources
+    from oilbird.sources.live import LiveOutputs
+    store = Store(dim=4)
+    reg = LiveOutputs()
+    a, b = (make_sources(["live"], store, 4, 0, shared={"live-outputs": reg})[0] for _ in range(2))
+    a.start_request([1, 2], "a")
+    b.start_request([1, 2], "b")
+    a.update(SimpleNamespace(tokens=[1, 2, 5, 6, 7, 8]))   # a has generated 5 6 7 8 (its verdict's tokens)
+    prop = b.propose(DraftContext(tokens=[1, 2, 5, 6], request_id="b"), 8)
+    assert [c.tokens for c in prop.chains] == [[7, 8]]
+    alone = make_sources(["live"], store, 4, 0)[0]
+    alone.start_request([1, 2], "c")
+    assert alone.propose(DraftContext(tokens=[1, 2, 5, 6], request_id="c"), 8).chains == []
+    with pytest.raises(ValueError, match="unknown draft source 'lively'"):
+        make_sources(["lively"], store, 4, 0)

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..drafter import Drafter, TreeConfig, value_rates
 from ..presets import make_sources
-from ..sources.live import LiveOutputs, LiveOutputsSource
+from ..sources.live import LiveOutputs
 from ..sources.recycling import RecyclingSource
 from ..store import Store
 from ..tree import DraftTree
@@ -138,10 +138,8 @@ class RequestDrafter:
 
     def __post_init__(self):
         sh, cfg = self.shared, self.shared.cfg
-        sources = make_sources([n for n in cfg.sources if n != "live"], sh.store, sh.store.dim, 0,
-                               shared={"recycling": sh.recycling})
-        if sh.live is not None:
-            sources.append(LiveOutputsSource(sh.live))
+        sources = make_sources(cfg.sources, sh.store, sh.store.dim, 0,
+                               shared={"recycling": sh.recycling, "live-outputs": sh.live})
         # the acceptance rates are learned across requests
         if sh.rates is None:
             sh.rates = value_rates(sources)
