@@ -141,7 +141,8 @@ def replay(proposer, reqs, states: dict[str, np.ndarray], logits: dict[str, np.n
                                          "layout_checked", "layout_check_failed", "store_requests")}}
 
 
-# vLLM's suffix proposer's defaults (SpeculativeConfig.suffix_decoding_*, vLLM 0.32)
+# vLLM's suffix proposer's defaults (SpeculativeConfig.suffix_decoding_*, vLLM 0.32; tests/test_proposer_replay.py
+# compares them with the installed vLLM's)
 SUFFIX_DEFAULTS = {"max_tree_depth": 24, "max_cached_requests": 10000, "max_spec_factor": 1.0,
                    "min_token_prob": 0.1}
 

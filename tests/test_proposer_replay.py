@@ -126,3 +126,20 @@ def test_vllms_suffix_proposer_drafts_a_repeated_answer_from_its_cache(tmp_path)
     assert both["steps"] - first["steps"] <= len(ANSWER) // 4
     assert both["accepted"] - first["accepted"] >= len(ANSWER) - len(ANSWER) // 4
     assert both["tokens"] == 2 * len(ANSWER) and first["accepted"] < len(ANSWER) // 2
+
+
+def test_the_suffix_replay_uses_the_installed_vllms_suffix_defaults():
+    """--suffix replays vLLM's proposer with the defaults it had when written: an upgraded vLLM
+    whose suffix_decoding_* defaults moved fails here instead of skewing the comparison."""
+    import subprocess
+    from oilbird.serving.serve_bench import vllm_python
+    py = vllm_python()
+    if not Path(py).is_file():
+        pytest.skip("no vLLM environment (scripts/setup_vllm_env.sh; $OILBIRD_VLLM_PYTHON)")
+    code = ("import dataclasses, json\nfrom vllm.config.speculative import SpeculativeConfig\n"
+            "print(json.dumps({f.name[16:]: f.default for f in dataclasses.fields(SpeculativeConfig)"
+            " if f.name.startswith('suffix_decoding_')}))")
+    res = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        pytest.skip("the vLLM environment does not import: " + res.stderr[-300:])
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == pr.SUFFIX_DEFAULTS
