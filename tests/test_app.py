@@ -158,6 +158,15 @@ def test_load_traces_adds_requests_for_this_session(client, tmp_path):
     out = named("Selected", client.predict(handle_file(str(good)), api_name="/load_traces"))
     assert out.error == "" and "uploaded" in out.counter
     assert "uploaded" in [c[1] for c in out.request_menu["choices"]]   # (label, value)
+    # gzipped, as the shipped traces are and as --traces takes them
+    import gzip
+    r.request_id = "zipped"
+    for c in r.cycles:
+        c.request_id = "zipped"
+    packed = tmp_path / "good.jsonl.gz"
+    packed.write_bytes(gzip.compress(save_traces([r], tmp_path / "z.jsonl").read_bytes()))
+    out = named("Selected", client.predict(handle_file(str(packed)), api_name="/load_traces"))
+    assert out.error == "" and "zipped" in out.counter
 
 
 def test_live_run_with_a_model_that_fails_to_load(client):
@@ -271,6 +280,8 @@ def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     assert NO_CYCLES in out.text and "No trace of" not in out.text
     assert "no cycles" in out.counter and "no trace" not in out.counter
     assert json.loads(out.tree.plot)["layout"]["annotations"][0]["text"] == "no cycle records"
+    files, error = app_fns[2]["export_figures"](out.state, "html")
+    assert files == [] and NO_CYCLES in error and "no trace selected" not in error
 
 
 def test_the_app_opens_where_the_semantic_key_alone_delivered_most(tmp_path):
@@ -439,6 +450,24 @@ def test_bad_precomputed_traces_at_start_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert cat.traces == {} and path.name in cat.error and "\n" not in cat.error
         assert str(tmp_path) not in cat.error and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_app_builds_and_steps_without_readable_traces(tmp_path, capsys):
+    """--traces missing: one line on the terminal, then the app (its requests from --data, none
+    with a trace) builds, and the gap-moments menu follows selections and steps without one."""
+    from workbench import app
+    from workbench.session import ModelHolder, new_session
+    from workbench.ui import build_app
+    cat, data = app.load(tmp_path / "missing.jsonl", "builtin")
+    assert cat.traces == {} and "no such file" in capsys.readouterr().err
+    demo = build_app(cat, data, ModelHolder(None))
+    st = new_session(cat, data)
+    menus = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") in ("update", "follow")]
+    assert len(menus) >= 2
+    for fn in menus:
+        assert fn(st) is not None
+    fns = {f.api_name: f.fn for f in demo.fns.values()}
+    assert "no trace" in fns["next"](st).counter.lower()
 
 
 def test_login_with_auth_and_none_without(app_fns, tmp_path):

@@ -28,6 +28,13 @@ def test_without_labels_or_with_inconsistent_ones_there_are_none():
     assert F.moment_summary(request_oilbird(gap_labels=LABELS)) == (
         "1 recovered by the semantic key · 1 missed by both · 1 absent from the pool")
     assert F.clearest_moment(request_oilbird()) is None and F.moment_cycle(None, "1") is None
+    # no trace at all (a request the app lists without one): no moments, nothing to follow
+    assert F.gap_moments(None) == [] and F.moment_at(None, 0) is None
+
+
+def test_the_menu_follows_the_cycle_on_screen():
+    r = request_oilbird(gap_labels=LABELS)
+    assert [F.moment_at(r, k) for k in (0, 1, 2, 3)] == ["0", "1", "4", None]
 
 
 def test_menu_values_jump_to_their_cycle():
@@ -61,6 +68,14 @@ def test_the_stepper_lists_moments_and_jumps():
     assert menu in box.children and [v for _, v in menu.options] == [None, "0", "1", "4"]
     menu.value = "1"                                   # what picking one in the notebook does
     assert s.cycle == 1 and s.last_error is None
+    s._w["next"].click()                               # a step: the menu shows cycle 2's moment
+    assert (s.cycle, menu.value) == (2, "4")
+    s._w["prev"].click()
+    s._w["prev"].click()                               # cycle 0: its moment, "0"
+    assert (s.cycle, menu.value) == (0, "0")
+    s._w["next"].click()
+    menu.value = "0"                                   # picked again after stepping away: jumps back
+    assert s.cycle == 0 and s.last_error is None
 
 
 def test_the_session_opens_a_replayed_turn_at_its_clearest_moment(tmp_path):

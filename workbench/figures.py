@@ -50,7 +50,7 @@ from .panels.funnel import FUNNEL_TITLE, LOSSES, as_funnel, funnel_figure, funne
 from .panels.gap import (GAP_BORDERS, GAP_SCOPE, GapCell, GapStrip, gap_cells, gap_strip_figure, gap_strip_html,
                          gap_strip_spec)
 from .panels.gap_moments import (MOMENT_LABELS, GapMoment, clearest_moment, gap_moments, lexical_proposed_other,
-                                 moment_choices,
+                                 moment_at, moment_choices,
                                  moment_cycle, moment_summary)
 from .panels.metrics import metrics_figure, metrics_spec
 from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_PX, NB_HEADER,
@@ -85,8 +85,8 @@ __all__ = [
     "neighbour_table", "neighbours_figure", "neighbours_html", "neighbours_spec", "semantic_outcome",
     "GAP_BORDERS", "GAP_SCOPE", "GapCell", "GapStrip", "gap_cells", "gap_strip_figure", "gap_strip_html",
     "gap_strip_spec",
-    "MOMENT_LABELS", "GapMoment", "clearest_moment", "gap_moments", "lexical_proposed_other", "moment_choices",
-    "moment_cycle",
+    "MOMENT_LABELS", "GapMoment", "clearest_moment", "gap_moments", "lexical_proposed_other", "moment_at",
+    "moment_choices", "moment_cycle",
     "moment_summary",
     "metrics_figure", "metrics_spec",
     "compare_figure", "compare_spec", "first_difference",

@@ -241,8 +241,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 live_t = gr.Number(0, label="temperature (0 = greedy)", elem_id="wb-temperature", minimum=None)
                 live_p = gr.Number(1, label="top-p, in (0, 1]", elem_id="wb-top-p")
                 live_seed = gr.Textbox("0", label="seed (a whole number)", elem_id="wb-seed", max_lines=1)
-            upload = gr.File(label="load a trace file (JSONL from `python -m oilbird trace`)",
-                             file_types=[".jsonl", ".json", ".txt"], type="filepath", elem_id="wb-upload")
+            upload = gr.File(label="load a trace file (JSONL from `python -m oilbird trace`, or gzipped)",
+                             file_types=[".jsonl", ".json", ".txt", ".gz"], type="filepath", elem_id="wb-upload")
             with gr.Row():
                 fmt = gr.Radio(list(FORMATS), value="html", label="figure format", elem_id="wb-format")
                 export_btn = gr.Button("Export figures", elem_id="wb-export")
@@ -338,14 +338,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         fast = {"show_progress": "hidden", "queue": False}
         selected = [gr.on([dd.input for dd in (request_dd, method_dd, compare_dd)], select,
                           [state, request_dd, method_dd, compare_dd], outputs(Selected), api_name="select", **fast)]
-        prev_btn.click(lambda st: step(st, -1), state, outputs(Step), api_name="prev", **fast)
-        next_btn.click(lambda st: step(st, +1), state, outputs(Step), api_name="next", **fast)
-        # the slider's value unchecked (preprocess=False): a typed 99 goes to the last cycle instead
-        # of gradio's out-of-range error; input covers the arrow keys and the number box
-        gr.on([slider.release, slider.input], slide, [state, slider], outputs(Step), api_name="goto",
-              preprocess=False, trigger_mode="always_last", **fast)
-        play_btn.click(play, state, outputs(Played), api_name="play", **fast)
-        timer.tick(tick, state, outputs(Played), api_name="tick", **fast)
+        steps = [prev_btn.click(lambda st: step(st, -1), state, outputs(Step), api_name="prev", **fast),
+                 next_btn.click(lambda st: step(st, +1), state, outputs(Step), api_name="next", **fast),
+                 # the slider's value unchecked (preprocess=False): a typed 99 goes to the last cycle
+                 # instead of gradio's out-of-range error; input covers the arrow keys and the number box
+                 gr.on([slider.release, slider.input], slide, [state, slider], outputs(Step), api_name="goto",
+                       preprocess=False, trigger_mode="always_last", **fast),
+                 play_btn.click(play, state, outputs(Played), api_name="play", **fast),
+                 timer.tick(tick, state, outputs(Played), api_name="tick", **fast)]
 
         # ---- traces in and out
         def load_file(st, path):
@@ -395,12 +395,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         selected.append(live_btn.click(run_live, [state, request_dd, method_dd, live_t, live_p, live_seed],
                                        outputs(Selected), api_name="run_live", concurrency_limit=1))
-        moments.wire(state, selected, outputs(Step), goto, fast)
+        moments.wire(state, selected, steps, outputs(Step), goto, fast)
 
         def export_figs(st, fmt_name, progress=gr.Progress()):
             tr = find(st, cat, st.request, st.method)
-            if tr is None or not tr.cycles:
+            if tr is None:
                 return [], _warn("Nothing to export: no trace selected.")
+            if not tr.cycles:
+                return [], _warn(f"Nothing to export: {F.NO_CYCLES}.")
             progress(0.1, desc=f"exporting {fmt_name}")
             k = min(st.cycle, len(tr.cycles) - 1)
             other = find(st, cat, st.request, st.compare)
@@ -448,20 +450,18 @@ class GapMomentsMenu:
         self.cat = cat
         tr = find(st, cat, st.request, st.method)
         with gr.Row(equal_height=True):
-            self.menu = gr.Dropdown(F.moment_choices(tr), value=self._at(tr, st.cycle), label="gap moments",
+            self.menu = gr.Dropdown(F.moment_choices(tr), value=F.moment_at(tr, st.cycle), label="gap moments",
                                     info=F.moment_summary(tr), elem_id="wb-moments", scale=3)
-
-    @staticmethod
-    def _at(tr, cycle) -> str | None:
-        """The menu value of the first listed moment committed in ``cycle``, if any."""
-        keys = {v for _, v in F.moment_choices(tr)}
-        return next((m.key for m in F.gap_moments(tr) if m.cycle == cycle and m.key in keys), None)
 
     def update(self, st: Session):
         tr = find(st, self.cat, st.request, st.method)
-        return gr.Dropdown(choices=F.moment_choices(tr), value=self._at(tr, st.cycle), info=F.moment_summary(tr))
+        return gr.Dropdown(choices=F.moment_choices(tr), value=F.moment_at(tr, st.cycle), info=F.moment_summary(tr))
 
-    def wire(self, state, selections, step_outputs, goto, fast: dict) -> None:
+    def follow(self, st: Session):
+        """After a step: the menu shows the moment of the cycle on screen, or nothing."""
+        return gr.Dropdown(value=F.moment_at(find(st, self.cat, st.request, st.method), st.cycle))
+
+    def wire(self, state, selections, steps, step_outputs, goto, fast: dict) -> None:
         def jump(st, key):
             k = F.moment_cycle(find(st, self.cat, st.request, st.method), key)
             return goto(st, st.cycle if k is None else k)
@@ -469,6 +469,8 @@ class GapMomentsMenu:
         self.menu.input(jump, [state, self.menu], step_outputs, api_name="gap_moment", preprocess=False, **fast)
         for dep in selections:
             dep.then(self.update, state, self.menu, **fast)
+        for dep in steps:
+            dep.then(self.follow, state, self.menu, **fast)
 
 
 def _not_written(exc: OSError) -> str:

@@ -216,7 +216,9 @@ class Stepper:
             w["method"].value = self.method
             options = [("-", None)] + self.moments()
             if list(w["moments"].options) != options:       # a new request: its own moments
-                w["moments"].options, w["moments"].value = options, None
+                w["moments"].options = options
+            # the cycle's own moment, or "-": picking a moment again after a step jumps back to it
+            w["moments"].value = F.moment_at(tr, self.cycle)
             top = last_cycle(tr)
             for key in ("cycle", "play"):     # a prefill-only request: nothing to step through
                 w[key].max, w[key].disabled = top, top == 0

@@ -49,9 +49,11 @@ class GapMoment:
         return f"{where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)} · {at}"
 
 
-def gap_moments(request: RequestTrace, labels: tuple[str, ...] = MOMENT_LABELS) -> list[GapMoment]:
-    """The request's gap moments of the given kinds, in output order; [] without gap labels
-    (or labels that do not match the output's length)."""
+def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_LABELS) -> list[GapMoment]:
+    """The request's gap moments of the given kinds, in output order; [] without a trace, without
+    gap labels, or with labels that do not match the output's length."""
+    if request is None:
+        return []
     lab = request.gap_labels
     n = len(request.output_ids)
     if lab is None or len(lab) != n:
@@ -90,6 +92,14 @@ def moment_choices(request: RequestTrace | None, labels: tuple[str, ...] = SHOWN
     if request is None:
         return []
     return [(m.describe(), m.key) for m in gap_moments(request, labels) if m.cycle is not None]
+
+
+def moment_at(request: RequestTrace | None, cycle: int) -> str | None:
+    """The menu value (:func:`moment_choices`) of the first moment committed in ``cycle``, or
+    None: a menu follows the cycle on screen, so picking a moment again after stepping away jumps
+    back to it."""
+    keys = {v for _, v in moment_choices(request)}
+    return next((m.key for m in gap_moments(request) if m.cycle == cycle and m.key in keys), None)
 
 
 def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | None:
