@@ -36,13 +36,15 @@ def _at_least(low: int):
     return parse
 
 
-def _common(p: argparse.ArgumentParser, default_max: int = 128, state_layer: bool = True) -> None:
+def _common(p: argparse.ArgumentParser, default_max: int | None = 128, state_layer: bool = True,
+            max_help: str | None = None) -> None:
     p.add_argument("--data", default="builtin", help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
     p.add_argument("--limit", type=_at_least(1), default=None, help="serve only the first N requests")
     p.add_argument("--skip", type=_at_least(0), default=0,
                    help="leave out the first N requests (then --limit), e.g. to check a setting on "
                         "requests it was not tuned on")
-    p.add_argument("--max-new-tokens", type=_at_least(1), default=default_max)
+    p.add_argument("--max-new-tokens", type=_at_least(1), default=default_max,
+                   help=max_help or f"new tokens per request at most (default {default_max})")
     _model_options(p, state_layer)
 
 
@@ -235,6 +237,23 @@ def _trace(args) -> int:
     return 0
 
 
+def traces_cap(traces, given: int | None, origin: str) -> int:
+    """The ``--max-new-tokens`` a diagnosis of ``traces`` runs with: its gap labels attach to a
+    trace only if the two outputs have one length, so the cap the traces were decoded with (the
+    length of those that stopped at it) is taken when none is given, and a different one given is
+    refused (128 when no trace stopped at a cap)."""
+    caps = sorted({len(t.output_ids) for t in traces if t.stop == "limit"})
+    if len(caps) > 1:
+        raise ValueError(f"the traces in {origin} were decoded with different token limits ({caps[0]} and "
+                         f"{caps[-1]}): their gap labels need one diagnosis each; split the file")
+    if given is None:
+        return caps[0] if caps else 128
+    if caps and given != caps[0]:
+        raise ValueError(f"the traces in {origin} stop at {caps[0]} tokens, so their gap labels need "
+                         f"--max-new-tokens {caps[0]} (or leave it out), not {given}")
+    return given
+
+
 def _diagnose(args) -> int:
     from .evaluation.diagnose import diagnose_run, summary_lines
     from .model import load_model
@@ -246,6 +265,9 @@ def _diagnose(args) -> int:
     if args.traces:                  # read (and checked) before the model loads
         from .trace import load_traces
         traces = load_traces(args.traces)
+        args.max_new_tokens = traces_cap(traces, args.max_new_tokens, args.traces)
+    elif args.max_new_tokens is None:
+        args.max_new_tokens = 128
     lm = load_model(args.model, state_layer=args.state_layer)
     planned = len(requests)
 
@@ -425,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     _sampling_options(p)
 
     p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
-    _common(p)
+    _common(p, default_max=None, max_help="new tokens per request at most (default 128; with --traces, the "
+                                           "limit those traces were decoded with, so that their gap labels attach)")
     p.add_argument("--traces", default=None, metavar="FILE",
                    help="a trace file of the same requests (bench --traces, trace): also count its conversion "
                         "funnel, split by this diagnosis' labels, into diagnosis.json")

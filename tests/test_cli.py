@@ -188,3 +188,23 @@ def test_replay_refuses_a_bad_conversation_by_line_before_the_model_loads(tmp_pa
     out = tmp_path / "out"
     _fails(["replay", "--data", str(data), "--out", str(out)], capsys, "line 2")
     assert not out.exists()
+
+
+def test_diagnose_labels_traces_with_the_limit_they_were_decoded_with(tmp_path, capsys, monkeypatch):
+    """Gap labels attach only to a trace of the diagnosis' own length: without --max-new-tokens
+    the traces' limit is taken; another one is refused before the model loads."""
+    from dataclasses import replace
+    from wb_traces import request_oilbird
+    from oilbird.__main__ import traces_cap
+    import oilbird.model
+    capped = replace(request_oilbird(), stop="limit")            # 5 tokens, stopped at its limit
+    ended = replace(request_oilbird(), request_id="e", stop="eos", output_ids=[1, 2], cycles=[])
+    assert traces_cap([capped, ended], None, "t") == 5 and traces_cap([ended], None, "t") == 128
+    assert traces_cap([capped], 5, "t") == 5
+    with pytest.raises(ValueError, match="decoded with different token limits"):
+        traces_cap([capped, replace(capped, output_ids=[1, 2, 3])], None, "t")
+    path = save_traces([capped], tmp_path / "t.jsonl")
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    _fails(["diagnose", "--traces", str(path), "--max-new-tokens", "24", "--out", str(tmp_path / "d")], capsys,
+           "need --max-new-tokens 5 (or leave it out), not 24")
+    assert not (tmp_path / "d").exists()
