@@ -117,12 +117,14 @@ def _options(command: str) -> dict[str, str]:
 
 
 def test_notebook_03_example_commands_describe_the_same_requests():
-    """The bench and diagnose commands it suggests must pair up in its copy-oracle table."""
+    """The bench and diagnose commands it suggests must pair up in its copy-oracle table, each
+    into its own folder (one run into another's folder is refused, or with --force replaces it)."""
     text = "\n".join(c.source for c in _nb("03_benchmarks.ipynb").cells if c.cell_type == "markdown")
     bench, diag = (_options(line) for line in text.splitlines()
                    if line.startswith(("python -m oilbird bench", "python -m oilbird diagnose")))
-    for opt in ("--data", "--skip", "--limit", "--max-new-tokens", "--out"):
+    for opt in ("--data", "--skip", "--limit", "--max-new-tokens"):
         assert bench.get(opt) == diag.get(opt), opt
+    assert bench["--out"] != diag["--out"]
 
 
 def test_notebook_02_says_what_cycle_0_and_the_gap_labels_are():
@@ -383,12 +385,23 @@ def test_notebook_02_steps_through_a_trace_file(tmp_path):
     assert sum("application/vnd.plotly.v1+json" in o["data"] for o in shown) == 3   # tree, neighbours, gap
 
 
+def test_notebook_02_on_traces_without_cycles(tmp_path):
+    """Requests that stopped at their prefill: every cell runs and says there is nothing to step."""
+    from dataclasses import replace
+    bare = replace(W.request_other("bare"), cycles=[], output_ids=[], output_text=[])
+    nb = _nb("02_step_through_api_bank.ipynb")
+    set_parameters(nb, N_REQUESTS=1, TRACES=str(save_traces([bare], tmp_path / "bare.jsonl")))
+    execute(nb, timeout=180)
+    assert not errors(nb)
+    assert "these traces hold no cycle" in outputs_text(nb)
+
+
 SMALL = {
     "01_identifiability_gap.ipynb": dict(SITUATION="builtin/00-1", TRACES=None, N_REQUESTS=2,
                                          MAX_NEW_TOKENS=16, DIAGNOSIS=None, N_DIAGNOSE=2,
                                          RECORDED_LIMIT=1, RECORDED_DIAGNOSIS=None),
     "02_step_through_api_bank.ipynb": dict(N_REQUESTS=1, MAX_NEW_TOKENS=16, TRACES=None),
-    "03_benchmarks.ipynb": dict(RESULTS=None, DATA="builtin", N_REQUESTS=2, MAX_NEW_TOKENS=16),
+    "03_benchmarks.ipynb": dict(RESULTS=None, DIAGNOSIS=None, DATA="builtin", N_REQUESTS=2, MAX_NEW_TOKENS=16),
 }
 
 
@@ -412,11 +425,14 @@ def test_notebook_runs_on_the_real_model(name, monkeypatch):
 
 
 def _notebook_03_on(folder, results: dict, diag: dict):
-    """Notebook 03 run on a folder holding these results.json and diagnosis.json; no cell fails."""
-    (folder / "results.json").write_text(json.dumps(results))
-    (folder / "diagnosis.json").write_text(json.dumps(diag))
+    """Notebook 03 run on a bench folder holding this results.json and a diagnose folder holding
+    this diagnosis.json, as the commands it suggests write them; no cell fails."""
+    (folder / "bench").mkdir()
+    (folder / "diag").mkdir()
+    (folder / "bench" / "results.json").write_text(json.dumps(results))
+    (folder / "diag" / "diagnosis.json").write_text(json.dumps(diag))
     nb = _nb("03_benchmarks.ipynb")
-    set_parameters(nb, RESULTS=str(folder))
+    set_parameters(nb, RESULTS=str(folder / "bench"), DIAGNOSIS=str(folder / "diag"))
     execute(nb, timeout=180)
     assert not errors(nb)
     return nb
@@ -435,7 +451,7 @@ def test_notebook_03_reads_saved_results(tmp_path):
     nb = _notebook_03_on(tmp_path, results, diag)
     check_offline(nb)
     text = outputs_text(nb)
-    assert "saved results" in text and "33.3%" in text and "oilbird" in text
+    assert "saved results.json" in text and "saved diagnosis.json" in text and "33.3%" in text and "oilbird" in text
 
 
 def test_notebook_03_without_ar_and_with_an_older_diagnosis(tmp_path):
