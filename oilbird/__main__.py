@@ -1,10 +1,11 @@
-"""Command line: ``python -m oilbird {bench,trace,decode,diagnose} ...``.
+"""Command line: ``python -m oilbird {bench,trace,decode,diagnose,replay,serve-bench,report} ...``.
 
     python -m oilbird decode "List three colours."                 # one prompt, oilbird vs greedy
     python -m oilbird bench --data builtin --methods ar,hf-greedy,goose,oilbird --limit 8
     python -m oilbird trace --data builtin --methods goose,oilbird --out runs/builtin.jsonl
     python -m oilbird diagnose --data builtin --out runs/diag
     python -m oilbird serve-bench --data builtin --limit 16 --out runs/serve   # inside vLLM (docs/serving.md)
+    python -m oilbird report runs/diag/diagnosis.json                          # a saved run's tables again
 
 Every subcommand works offline on the built-in workload; ``--data api-bank`` reads
 ``../shared/data/api-bank`` (or ``$OILBIRD_DATA/api-bank``), ``--data PATH`` a folder or a JSONL file.
@@ -397,8 +398,7 @@ def _replay(args) -> int:
                 for tr in traces:
                     tr.gap_labels = report["labels"].get(tr.request_id)
                 save_traces(traces, run.path("traces.jsonl"))
-        print("\n".join(summary_lines(report)).replace("teacher-forced argmax agrees with greedy",
-                                                       "the local model's argmax is the recorded token"))
+        print("\n".join(summary_lines(report)))
         print("\n".join(funnel_lines(report["funnel"])))
     print(f"wrote {run.out}")
     return 0 if all(m["lossless"] for m in res["methods"].values()) else 1
@@ -498,6 +498,13 @@ def main(argv: list[str] | None = None) -> int:
     _force(p)
     _tree_options(p)
 
+    sub.add_parser("report", add_help=False,
+                   help="the tables of a saved run: results.json or its folder, a trace file, a diagnosis.json "
+                        "(python -m oilbird.evaluation.report; report --help)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["report"]:          # its own parser: python -m oilbird.evaluation.report
+        from .evaluation.report import main as report
+        return report(argv[1:])
     args = ap.parse_args(argv)
     try:
         return {"bench": _bench, "trace": _trace, "decode": _decode, "diagnose": _diagnose,

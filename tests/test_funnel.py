@@ -167,8 +167,14 @@ def test_replay_diagnose_writes_the_funnel_and_report_prints_it(tmp_path, capsys
     diag = json.loads((out / "diagnosis.json").read_text())
     assert set(diag["funnel"]) == {"goose", "oilbird"}
     assert diag["funnel"]["oilbird"] == labelled_funnel(load_traces(out / "traces.jsonl"), diag["labels"])["oilbird"]
-    assert report([str(out / "diagnosis.json")]) == 0 and "conversion funnel" in capsys.readouterr().out
+    assert report([str(out / "diagnosis.json")]) == 0
+    shown = capsys.readouterr().out
+    assert "conversion funnel" in shown and "perfect verbatim-copy drafter" in shown   # as replay printed them
+    assert "the local model's argmax is the recorded token" in shown and "agrees with greedy" not in shown
     assert report([str(out / "traces.jsonl")]) == 0 and "a top-k record continues right" in capsys.readouterr().out
+    # the replay's own results (fast mode: no tokens/s), through the main command's report too
+    assert main(["report", str(out)]) == 0
+    assert "| oilbird |" in capsys.readouterr().out
     # a funnel of the wrong shape is one line naming the field, exit 2
     diag["funnel"]["oilbird"]["stages"]["right_any"] = "many"
     (out / "diagnosis.json").write_text(json.dumps(diag))

@@ -588,11 +588,14 @@ def diagnose_run(requests, lm, max_new_tokens: int, meta: dict | None = None,
 
 
 def summary_lines(report: dict) -> list[str]:
-    """What the ``diagnose`` command prints: the gap table, copy-oracle tau, the agreement."""
+    """What ``diagnose`` and ``replay --diagnose`` print, and ``report`` again: the gap table,
+    copy-oracle tau, the agreement."""
     lines = [format_gap_table(report, report.get("pool_full"))]
     if report.get("copy_oracle_tau"):
         lines.append("tau of a perfect verbatim-copy drafter on these outputs, by tree budget (copy_oracle_tau): "
                      + ", ".join(f"{b} nodes {v:.2f}" for b, v in report["copy_oracle_tau"].items() if v))
-    lines.append(f"teacher-forced argmax agrees with greedy at {100 * report['teacher_forced_agreement']:.2f}% "
-                 f"of positions")
+    if report.get("teacher_forced_agreement") is not None:
+        what = ("the local model's argmax is the recorded token" if report.get("replay")    # replay --diagnose
+                else "teacher-forced argmax agrees with greedy")
+        lines.append(f"{what} at {100 * report['teacher_forced_agreement']:.2f}% of positions")
     return lines
