@@ -392,8 +392,9 @@ def _results_with(method_row) -> dict:
     ({"methods": {"x": 1}}, "method 'x' is 1, not an object"),
     (_results_with({**_method_row(2.0), "tau": "1.45"}), "'tau' of method 'x' is '1.45', not a number"),
     (_results_with({**_method_row(2.0), "lossless": "yes"}), "'lossless' of method 'x' is 'yes', not true, false or null"),
-    (_results_with({k: v for k, v in _method_row(2.0).items() if k != "tokens_per_s"}),
-     "method 'x' has no 'tokens_per_s'"),
+    (_results_with({k: v for k, v in _method_row(2.0).items() if k != "tau"}), "method 'x' has no 'tau'"),
+    (_results_with({**_method_row(2.0), "tokens_per_s": "fast"}),      # absent is fine: a fast replay's
+     "'tokens_per_s' of method 'x' is 'fast', not a number or null"),
     (_results_with({**_method_row(2.0), "sole_share": {"semantic": "a lot"}}), "'sole_share' of method 'x'"),
     (_results_with({**_method_row(2.0), "per_request": [{"request": "r1", "tokens": 3, "forwards": 0}]}),
      "'forwards' of per_request row 0 of method 'x' is 0, not a count of at least 1"),

@@ -588,8 +588,7 @@ def diagnose_run(requests, lm, max_new_tokens: int, meta: dict | None = None,
 
 
 def summary_lines(report: dict) -> list[str]:
-    """What ``diagnose`` and ``replay --diagnose`` print, and ``report`` again: the gap table,
-    copy-oracle tau, the agreement."""
+    """What ``diagnose`` and ``replay --diagnose`` print (and ``report``): the table, copy-oracle tau."""
     lines = [format_gap_table(report, report.get("pool_full"))]
     if report.get("copy_oracle_tau"):
         lines.append("tau of a perfect verbatim-copy drafter on these outputs, by tree budget (copy_oracle_tau): "
