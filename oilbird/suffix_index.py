@@ -18,6 +18,18 @@ import numpy as np
 
 SEP = -1  # separates requests in a token stream; never matches, never proposed
 
+
+def extend_back(tokens: list[int], context: list[int], p: int, n: int, max_len: int) -> int:
+    """How far back (up to ``max_len``) ``tokens`` ending at ``p`` equals the end of ``context``,
+    given that the last ``n`` already do: match lengths beyond an index's longest n-gram."""
+    L = n
+    while L < max_len and p - L >= 0 and len(context) - 1 - L >= 0:
+        t = tokens[p - L]
+        if t == SEP or t != context[-1 - L]:
+            break
+        L += 1
+    return L
+
 class SuffixIndex:
     """Exact-match index over a token stream: n-grams (n <= ``gram``) -> end positions.
 
@@ -61,15 +73,6 @@ class SuffixIndex:
                 if len(lst) > 2 * self.max_positions:   # keep the most recent occurrences
                     del lst[:self.max_positions]
 
-    def _extend_back(self, context: list[int], p: int, n: int, max_len: int) -> int:
-        toks = self.tokens
-        L = n
-        while L < max_len and p - L >= 0 and len(context) - 1 - L >= 0:
-            t = toks[p - L]
-            if t == SEP or t != context[-1 - L]:
-                break
-            L += 1
-        return L
 
     def match(self, context: list[int], max_len: int = 16, min_len: int = 1,
               exclude_from: int | None = None, limit: int = 64) -> list[tuple[int, int]]:
@@ -88,7 +91,7 @@ class SuffixIndex:
             for p in reversed(lst[-limit:]):
                 if exclude_from is not None and p >= exclude_from:
                     continue
-                L = self._extend_back(context, p, n, max_len) if n == self.gram else n
+                L = extend_back(self.tokens, context, p, n, max_len) if n == self.gram else n
                 hits.append((p, L))
             if hits:
                 hits.sort(key=lambda h: (-h[1], -h[0]))

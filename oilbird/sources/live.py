@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..suffix_index import extend_back
 from ._lexical import confidence
 from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 
@@ -74,11 +75,7 @@ class LiveOutputs:
                 toks = self.tokens.get(rid)
                 if rid == exclude or toks is None or p + 1 >= len(toks):
                     continue
-                L = n
-                while n == self.gram and L < max_len and p - L >= 0 and len(context) - 1 - L >= 0 \
-                        and toks[p - L] == context[-1 - L]:
-                    L += 1
-                hits.append((rid, p, L))
+                hits.append((rid, p, extend_back(toks, context, p, n, max_len) if n == self.gram else n))
             if hits:
                 hits.sort(key=lambda h: -h[2])
                 return hits
