@@ -478,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                         "agent-transcripts, api-bank-dialogues (../shared/data) | a JSONL file of "
                         "conversations (one per line, OpenAI-style messages with tool calls)")
     p.add_argument("--methods", default="ar,goose,oilbird",
-                   help="comma-separated methods, each once: ar, suffix-arctic and the presets (hf-pld cannot replay)")
+                   help="comma-separated methods, each once: ar, suffix-arctic and the presets (hf-pld and hf-greedy cannot replay)")
     p.add_argument("--limit", type=_at_least(1), default=None, help="replay only the first N conversations")
     p.add_argument("--exact", action="store_true",
                    help="run every verify forward (real hidden states, top-k and cost; tokens/s) instead of "

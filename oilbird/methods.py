@@ -87,7 +87,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "recycling+sem": ("recycling", "semantic"),
 }
 # the fill a preset's tree uses when its name asks for none (``oilbird:reserved`` asks for the
-# paper's): the Oilbird family and its ablations share "compete"; the hosts keep their own rule
+# paper's): the Oilbird family and its ablations share "expected"; the hosts keep their own rule
 # (docs/results.md, "Fill (the default, and why)")
 PRESET_FILLS = {name: "expected" for name in PRESETS if name.startswith("oilbird")}
 BASELINES = ("ar", "hf-greedy")

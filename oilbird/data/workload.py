@@ -4,8 +4,9 @@ Why it exists: the app and the notebooks must work on a machine without ``../sha
 reproduces the situation of the paper's Figure 1: a conversation lists values (colleagues, ids,
 dates) and the assistant calls the same tool once per value, so successive requests repeat the
 same call frame verbatim with a fresh value inside it (``TravelStatus(member_name='John')``,
-then ``... 'Mary'``). The prompt format follows API-Bank's plain-text rendering so that what a
-small instruct model emits looks like API-Bank traffic.
+then ``... 'Mary'``). The calls are rendered in API-Bank's plain-text format (its instruction
+is not copied: ours says the same in other words) so that what a small instruct model emits
+looks like API-Bank traffic.
 
 Knows nothing about models; it only writes text.
 """
@@ -15,11 +16,11 @@ import json
 import random
 
 
+# our own words (API-Bank's instruction text is not copied here); the call format is the same
 INSTRUCTION = (
-    "Generate an API request in the format of [ApiName(key1='value1', key2='value2', ...)] "
-    "based on the previous dialogue context.\nThe current year is 2023.\nInput: \nUser: User's "
-    "utterence\nAI: AI's response\n\nExpected output:\nAPI-Request: [ApiName(key1='value1', "
-    "key2='value2', ...)]\n\nAPI descriptions:\n")
+    "Write the API request that comes next in the dialogue, in the form "
+    "[ApiName(key1='value1', key2='value2', ...)].\nThe year is 2023.\n\n"
+    "Answer format:\nAPI-Request: [ApiName(key1='value1', key2='value2', ...)]\n\nAPIs:\n")
 
 NAMES = ["John", "Mary", "Peter", "Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace",
          "Henry", "Irene", "Jack", "Laura", "Mike", "Nina", "Oscar", "Paula", "Quinn", "Rosa"]
@@ -109,7 +110,7 @@ def builtin_request_fields(n_conversations: int = 12, seed: int = 0) -> list[dic
         instruction = INSTRUCTION + _describe(kind) + "\n"
         history = list(opening)
         for k, (tool, args, result) in enumerate(calls):
-            prompt = "\n".join(history) + "\nGenerate API Request:\n"
+            prompt = "\n".join(history) + "\nNext API Request:\n"
             out.append(dict(
                 id=f"builtin/{c:02d}-{k}", dataset="builtin",
                 # one user message: with a separate system message the small default model
