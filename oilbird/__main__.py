@@ -238,6 +238,9 @@ def _trace(args) -> int:
     return 0
 
 
+DIAGNOSE_MAX_NEW_TOKENS = 128     # diagnose's default; with --traces, the limit they were decoded with
+
+
 def traces_cap(traces, given: int | None, origin: str) -> int:
     """The ``--max-new-tokens`` a diagnosis of ``traces`` runs with: its gap labels attach to a
     trace only if the two outputs have one length, so the cap the traces were decoded with (the
@@ -248,7 +251,7 @@ def traces_cap(traces, given: int | None, origin: str) -> int:
         raise ValueError(f"the traces in {origin} were decoded with different token limits ({caps[0]} and "
                          f"{caps[-1]}): their gap labels need one diagnosis each; split the file")
     if given is None:
-        return caps[0] if caps else 128
+        return caps[0] if caps else DIAGNOSE_MAX_NEW_TOKENS
     if caps and given != caps[0]:
         raise ValueError(f"the traces in {origin} stop at {caps[0]} tokens, so their gap labels need "
                          f"--max-new-tokens {caps[0]} (or leave it out), not {given}")
@@ -268,7 +271,7 @@ def _diagnose(args) -> int:
         traces = load_traces(args.traces)
         args.max_new_tokens = traces_cap(traces, args.max_new_tokens, args.traces)
     elif args.max_new_tokens is None:
-        args.max_new_tokens = 128
+        args.max_new_tokens = DIAGNOSE_MAX_NEW_TOKENS
     lm = load_model(args.model, state_layer=args.state_layer)
     planned = len(requests)
 
@@ -447,8 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     _sampling_options(p)
 
     p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
-    _common(p, default_max=None, max_help="new tokens per request at most (default 128; with --traces, the "
-                                           "limit those traces were decoded with, so that their gap labels attach)")
+    _common(p, default_max=None, max_help=f"new tokens per request at most (default {DIAGNOSE_MAX_NEW_TOKENS}; with "
+                                           "--traces, the limit those traces were decoded with, so that their gap "
+                                           "labels attach)")
     p.add_argument("--traces", default=None, metavar="FILE",
                    help="a trace file of the same requests (bench --traces, trace): also count its conversion "
                         "funnel, split by this diagnosis' labels, into diagnosis.json")

@@ -54,14 +54,13 @@ class LiveOutputs:
         toks = self.tokens.pop(request_id, None)
         if not toks:
             return
-        for p in range(len(toks)):
-            for n in range(1, min(self.gram, p + 1) + 1):
-                key = tuple(toks[p - n + 1:p + 1])
-                lst = self.grams.get(key)
-                if lst is not None:
-                    lst[:] = [h for h in lst if h[0] != request_id]
-                    if not lst:
-                        del self.grams[key]
+        keys = {tuple(toks[p - n + 1:p + 1]) for p in range(len(toks)) for n in range(1, min(self.gram, p + 1) + 1)}
+        for key in keys:                        # each n-gram once, however often the request repeated it
+            lst = self.grams.get(key)
+            if lst is not None:
+                lst[:] = [h for h in lst if h[0] != request_id]
+                if not lst:
+                    del self.grams[key]
 
     def match(self, context: list[int], exclude: str, max_len: int = 16, min_len: int = 2,
               limit: int = 16) -> list[tuple[str, int, int]]:

@@ -98,8 +98,7 @@ def moment_at(request: RequestTrace | None, cycle: int) -> str | None:
     """The menu value (:func:`moment_choices`) of the first moment committed in ``cycle``, or
     None: a menu follows the cycle on screen, so picking a moment again after stepping away jumps
     back to it."""
-    keys = {v for _, v in moment_choices(request)}
-    return next((m.key for m in gap_moments(request) if m.cycle == cycle and m.key in keys), None)
+    return next((m.key for m in gap_moments(request, SHOWN) if m.cycle == cycle), None)
 
 
 def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | None:
