@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import InputError
+from .errors import InputError, run_cli
 from .model import ModelError
 from .data.requests import NAMED_SETS
 from .evaluation.runs import Run, RunStopped
@@ -527,4 +527,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -8,9 +8,13 @@ Every error that says "this input (a file, an option, a prompt) is wrong" derive
 its banner. Anything else that escapes is a bug, not bad input.
 
 Knows nothing about files or formats; :mod:`oilbird.jsonio` raises these for bytes that are
-not what a loader expects.
+not what a loader expects. ``run_cli`` is how the command lines exit when their reader leaves
+early (a pipe into ``head``).
 """
 from __future__ import annotations
+
+import os
+import sys
 
 
 class InputError(ValueError):
@@ -42,3 +46,15 @@ class InputError(ValueError):
 
 class PromptError(InputError):
     """The prompt is empty or too long for the model."""
+
+
+def run_cli(main_fn) -> int:
+    """``main_fn()``, quiet when its reader leaves early (``python -m oilbird report ... | head``):
+    the rest of the output goes nowhere instead of ending in a BrokenPipeError traceback."""
+    try:
+        code = main_fn()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # Python's own advice
+        return 141                                   # 128 + SIGPIPE, as a shell pipe reports it

@@ -208,3 +208,24 @@ def test_diagnose_labels_traces_with_the_limit_they_were_decoded_with(tmp_path, 
     _fails(["diagnose", "--traces", str(path), "--max-new-tokens", "24", "--out", str(tmp_path / "d")], capsys,
            "need --max-new-tokens 5 (or leave it out), not 24")
     assert not (tmp_path / "d").exists()
+
+
+def test_a_reader_that_leaves_early_ends_the_output_quietly(tmp_path):
+    """``python -m oilbird report ... | head -1`` (or any command into a closed pipe): the
+    first line arrives, the rest goes nowhere, and no BrokenPipeError traceback is printed."""
+    import subprocess
+    import sys
+    script = tmp_path / "long.py"
+    script.write_text("import sys\nfrom oilbird.errors import run_cli\n"
+                      "def main():\n    for _ in range(100_000):\n        print('x' * 60)\n    return 0\n"
+                      "sys.exit(run_cli(main))\n")
+    import os
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))   # installed or not
+    reader = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = reader.stdout.readline()
+    reader.stdout.close()                       # the reader leaves, as `head -1` does
+    err = reader.stderr.read().decode()
+    assert reader.wait(timeout=60) == 141
+    assert first == b"x" * 60 + b"\n"
+    assert "Traceback" not in err and "BrokenPipe" not in err

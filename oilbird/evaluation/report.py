@@ -435,4 +435,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from oilbird.errors import run_cli
+    raise SystemExit(run_cli(main))
