@@ -157,8 +157,13 @@ def replay_suffix(reqs, k: int, **options) -> dict:
     o = {**SUFFIX_DEFAULTS, **options}
     cache = load_cache_class()(max_tree_depth=o["max_tree_depth"], max_cached_requests=o["max_cached_requests"])
 
-    def speculate(rid, context):
-        pattern = np.asarray(context[-o["max_tree_depth"]:], dtype=np.int32)
+    def speculate(rid, prompt, out, end):
+        """The pattern is the last ``max_tree_depth`` tokens of ``prompt + out[:end]`` (built
+        from the two tails: the whole context is not copied each step)."""
+        depth = o["max_tree_depth"]
+        recent = out[max(0, end - depth):end]
+        older = prompt[max(0, len(prompt) - (depth - len(recent))):] if len(recent) < depth else []
+        pattern = np.asarray(list(older) + list(recent), dtype=np.int32)
         return list(cache.speculate(rid, pattern, max_spec_tokens=k, max_spec_factor=o["max_spec_factor"],
                                     min_token_prob=o["min_token_prob"]).token_ids)
 
@@ -167,11 +172,11 @@ def replay_suffix(reqs, k: int, **options) -> dict:
             cache.stop_request(old)
         cache.start_request(rid, np.asarray(prompt, dtype=np.int32))
         cache.add_active_response(rid, [out[0]])
-        return speculate(rid, prompt + out[:1])
+        return speculate(rid, prompt, out, 1)
 
     def step(rid, prompt, out, pos, draft, sampled):
         cache.add_active_response(rid, list(sampled))
-        return speculate(rid, prompt + out[:pos + len(sampled)])
+        return speculate(rid, prompt, out, pos + len(sampled))
 
     res = drive(reqs, first, step)
     for old in list(cache.active_requests):

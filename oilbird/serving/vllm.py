@@ -109,9 +109,10 @@ class StepCost:
             return None
         return float(beta[0]), float(beta[1]), float(beta[2])
 
-    def cut(self) -> float:
-        """The P(accepted) below which one more draft token lowers tokens per second."""
-        f = self.fit()
+    def cut(self, fit: tuple[float, float, float] | None = None) -> float:
+        """The P(accepted) below which one more draft token lowers tokens per second
+        (``fit``: :meth:`fit`'s answer when the caller has it already)."""
+        f = self.fit() if fit is None else fit
         if f is None or f[2] <= 0 or self.seconds <= 0:
             return 0.0
         return min(1.0, f[2] * self.tokens / self.seconds)    # row cost x mean tokens / mean seconds
@@ -380,7 +381,7 @@ class BatchProposer:
         f = self.cost.fit()
         d["step_cost"] = {"steps": self.cost.steps, "step_s": f[0] if f else None,
                           "request_s": f[1] if f else None, "draft_row_s": f[2] if f else None,
-                          "cut": self.cost.cut() if self.cfg.min_prob == "auto" else None}
+                          "cut": self.cost.cut(f) if self.cfg.min_prob == "auto" else None}
         d["config"] = asdict(self.cfg)
         return d
 
