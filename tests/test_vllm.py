@@ -251,6 +251,7 @@ def test_live_outputs_match_another_requests_text_with_something_after_it():
     live.extend("a", [5, 6, 7, 8, 5, 6])          # its newest tokens repeat an earlier phrase
     live.open("b")
     live.extend("b", [9, 5, 6, 1])
+    assert min(map(len, live.grams)) == 2          # a 1-token match is never asked for: not indexed
     hits = live.match([3, 5, 6], exclude="b")
     assert [(r, p) for r, p, _ in hits] == [("a", 1)]       # not a's end (nothing after it), not b
     assert live.tokens["a"][hits[0][1] + 1:] == [7, 8, 5, 6]

@@ -26,10 +26,11 @@ from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 class LiveOutputs:
     """The generated tokens of the requests running now, in one n-gram map over all of them:
     a lookup costs the same however many requests run (a map per request would make every
-    request search every other one's each step)."""
+    request search every other one's each step). N-grams of ``min_gram`` to ``gram`` tokens are
+    kept (a shorter match is never asked for: one token matches too much of another request)."""
 
-    def __init__(self, gram: int = 4, max_positions: int = 64):
-        self.gram, self.max_positions = gram, max_positions
+    def __init__(self, gram: int = 4, max_positions: int = 64, min_gram: int = 2):
+        self.gram, self.max_positions, self.min_gram = gram, max_positions, min_gram
         self.tokens: dict[str, list[int]] = {}
         self.grams: dict[tuple, list[tuple[str, int]]] = {}    # n-gram -> (request, end position)
 
@@ -44,7 +45,7 @@ class LiveOutputs:
         for t in new:
             toks.append(int(t))
             p = len(toks) - 1
-            for n in range(1, min(self.gram, p + 1) + 1):
+            for n in range(self.min_gram, min(self.gram, p + 1) + 1):
                 lst = self.grams.setdefault(tuple(toks[p - n + 1:p + 1]), [])
                 lst.append((request_id, p))
                 if len(lst) > 2 * self.max_positions:           # keep the most recent
@@ -54,7 +55,8 @@ class LiveOutputs:
         toks = self.tokens.pop(request_id, None)
         if not toks:
             return
-        keys = {tuple(toks[p - n + 1:p + 1]) for p in range(len(toks)) for n in range(1, min(self.gram, p + 1) + 1)}
+        keys = {tuple(toks[p - n + 1:p + 1]) for p in range(len(toks))
+                for n in range(self.min_gram, min(self.gram, p + 1) + 1)}
         for key in keys:                        # each n-gram once, however often the request repeated it
             lst = self.grams.get(key)
             if lst is not None:
@@ -67,7 +69,7 @@ class LiveOutputs:
         """Occurrences, in other requests than ``exclude``, of the longest suffix of ``context``
         (at least ``min_len`` tokens) that has a token after it: ``[(request, end position,
         match length)]``, longest first, then most recent."""
-        for n in range(min(self.gram, len(context)), min_len - 1, -1):
+        for n in range(min(self.gram, len(context)), max(min_len, self.min_gram) - 1, -1):
             lst = self.grams.get(tuple(context[-n:]))
             hits = []
             for rid, p in reversed((lst or [])[-limit:]):
