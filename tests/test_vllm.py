@@ -216,6 +216,27 @@ def test_an_auto_cut_sends_shorter_chains_where_positions_are_dear(monkeypatch):
         ProposerConfig.from_json('{"min_prob": "often"}')
 
 
+@pytest.mark.parametrize("option, message", [
+    ('{"budget": "16"}', "'budget' must be a whole number of tree nodes"),
+    ('{"budget": 0}', "'budget' must be a whole number"),
+    ('{"store_max_records": "x"}', "'store_max_records' must be a whole number of records"),
+    ('{"state_layer": -3}', "'state_layer' must be a layer index"),
+    ('{"tenant": 5}', "'tenant' must be a non-empty string, not 5"),
+    ('{"sources": "pld"}', "'sources' must be a non-empty list of source names, not \"pld\""),
+    ('{"check_layout": "yes"}', "'check_layout' must be true or false"),
+    ('{"min_prob": true}', "'min_prob' must be a number in [0, 1]"),
+])
+def test_a_wrong_typed_option_is_one_line_naming_it(option, message):
+    """serve-bench's --oilbird-config (and $OILBIRD_VLLM_CONFIG): a value of the wrong type is
+    refused before any engine starts, naming the option and what it takes."""
+    with pytest.raises(ValueError) as exc:
+        ProposerConfig.from_json(option, "--oilbird-config")
+    assert str(exc.value).startswith("--oilbird-config: ") and message in str(exc.value)
+    ok = ProposerConfig.from_json('{"budget": 24, "sources": ["pld"], "state_layer": "last", "tenant": "t", '
+                                  '"store_max_records": null, "min_prob": 0.1, "check_layout": true}')
+    assert ok.sources == ("pld",) and ok.state_layer == "last"
+
+
 def test_a_request_drafts_from_another_running_requests_output_with_the_live_source():
     """Two requests with one answer, the second starting when the first is 30 tokens in: the
     store has neither (neither has finished), but with "live" the second copies the first's

@@ -150,6 +150,10 @@ class ProposerConfig:
         bad = sorted(set(d) - known)
         if bad:
             raise ValueError(f"{where}: unknown option {bad[0]!r}; known: {', '.join(sorted(known))}")
+        for key, value in d.items():
+            problem = _option_problem(key, value)
+            if problem:
+                raise ValueError(f"{where}: {key!r} must be {problem}, not {json.dumps(value)}")
         if "sources" in d:
             d["sources"] = tuple(d["sources"])
         cfg = cls(**d)
@@ -161,6 +165,27 @@ class ProposerConfig:
             raise ValueError(f'min_prob must be a number in [0, 1] or "auto", not {self.min_prob!r}')
         fixed = 0.0 if self.min_prob == "auto" else self.min_prob    # "auto": set per step
         return ChainConfig(budget=self.budget, min_prob=fixed, sources=tuple(self.sources))
+
+
+def _option_problem(key: str, value) -> str | None:
+    """What a :class:`ProposerConfig` option must be when ``value`` is not that, else None
+    (so that a wrong type is one line before an engine starts, not a traceback inside it)."""
+    def whole(v, low):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= low
+    checks = {
+        "budget": (lambda v: whole(v, 1), "a whole number of tree nodes (the root included), at least 1"),
+        "min_prob": (lambda v: v == "auto" or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                               and 0 <= v <= 1), 'a number in [0, 1] or "auto"'),
+        "sources": (lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v),
+                    "a non-empty list of source names"),
+        "state_layer": (lambda v: v is None or v == "last" or whole(v, 0),
+                        'a layer index (0 or more), "last" or null'),
+        "store_max_records": (lambda v: v is None or whole(v, 1), "a whole number of records (1 or more) or null"),
+        "tenant": (lambda v: isinstance(v, str) and v != "", "a non-empty string"),
+        "check_layout": (lambda v: isinstance(v, bool), "true or false"),
+    }
+    ok, wanted = checks.get(key, (lambda v: True, ""))
+    return None if ok(value) else wanted
 
 
 @dataclass
