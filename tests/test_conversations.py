@@ -31,14 +31,6 @@ BAD = {
     "unknown role": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, '
                      '{"role": "robot", "content": "x"}, {"role": "assistant", "content": "y"}]}',
                      ["'c1'", "message 1", "unknown role 'robot'"]),
-    "arguments do not parse": (
-        '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, '
-        '"tool_calls": [{"id": "k", "type": "function", "function": {"name": "f", "arguments": "{\\"a\\": 1"}}]}]}',
-        ["'c1'", "message 1", "tool call 0 (f)", "do not parse as JSON"]),
-    "arguments not an object": (
-        '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", '
-        '"tool_calls": [{"name": "f", "arguments": "[1, 2]"}]}]}',
-        ["'c1'", "message 1", "must be a JSON object"]),
     "arguments disagree": (
         '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", '
         '"tool_calls": [{"name": "f", "arguments": {"a": 1}, "arguments_json": "{\\"a\\": 2}"}]}]}',
@@ -50,6 +42,12 @@ BAD = {
     "non-text content": ('{"id": "c1", "messages": [{"role": "user", "content": [{"type": "image_url", '
                          '"image_url": {"url": "x"}}]}, {"role": "assistant", "content": "y"}]}',
                          ["'c1'", "message 0", "content part 0", "not text"]),
+    "function_call on a user message": (
+        '{"id": "c1", "messages": [{"role": "user", "content": "hi", "function_call": {"name": "f"}}, '
+        '{"role": "assistant", "content": "y"}]}', ["'c1'", "message 0", "function_call"]),
+    "tools not a list of objects": (
+        '{"id": "c1", "tools": ["f"], "messages": [{"role": "user", "content": "hi"}, '
+        '{"role": "assistant", "content": "y"}]}', ["'c1'", "'tools' must be a list of JSON objects"]),
     "tool calls on a user message": (
         '{"id": "c1", "messages": [{"role": "user", "content": "hi", "tool_calls": [{"name": "f"}]}, '
         '{"role": "assistant", "content": "y"}]}', ["'c1'", "message 0", "tool_calls"]),
@@ -359,3 +357,80 @@ def test_all_recorded_airline_conversations_load_and_encode(real_lm):
           f"{statistics.mean(len(t.recording_ids) for t in flat):.1f}; {over} conversations over 8192 tokens; "
           f"{copied}/{total} argument values copied")
     assert 0 < over < len(convs)
+
+
+def test_broken_argument_json_is_replayed_as_the_agent_wrote_it(tmp_path):
+    """A recorded agent that wrote arguments which do not parse (or parse to no object) is
+    still real traffic: the text is kept verbatim; ``arguments`` is None."""
+    p = tmp_path / "c.jsonl"
+    p.write_text(json.dumps({"messages": [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "k", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1"}},
+            {"name": "g", "arguments": "[1, 2]"}]}]}) + "\n")
+    [c] = read_jsonl(p)
+    calls = c.messages[1]["tool_calls"]
+    assert calls == (ToolCall("f", '{"a": 1'), ToolCall("g", "[1, 2]"))
+    assert [call.arguments for call in calls] == [None, None]
+    assert '{"name": "f", "arguments": {"a": 1}' in render_messages(c.messages)[1]["content"]
+    assert copied_arguments(c) == (0, 0)           # nothing parsed, nothing counted
+
+
+def test_openai_older_spellings_are_read_as_the_current_ones():
+    """``developer`` is a system message; a legacy ``function_call`` is one tool call, and the
+    ``function`` message answering it is its tool result."""
+    c = conversation_from_obj({"messages": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": None,
+         "function_call": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
+        {"role": "function", "name": "get_weather", "content": "{\"temp\": 3}"},
+        {"role": "assistant", "content": "3 degrees."}]}, "test", "c")
+    assert [m["role"] for m in c.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert c.messages[2]["tool_calls"] == (ToolCall("get_weather", '{"city": "Oslo"}'),)
+    assert c.messages[3]["name"] == "get_weather"
+    with pytest.raises(ConversationError, match="both 'tool_calls' and 'function_call'"):
+        conversation_from_obj({"messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"},
+             "tool_calls": [{"name": "f", "arguments": {}}]}]}, "test", "c")
+
+
+def test_tool_definitions_go_into_the_system_prompt():
+    """A conversation's top-level ``tools`` are text the agent's prompt held (the serving
+    template put them there): appended to the first system message, or a system message of
+    their own, so the drafters can copy names and fields from them as the agent did."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"city": "string"}}}]
+    talk = [{"role": "user", "content": "Weather in Oslo?"}, {"role": "assistant", "content": "Sunny."}]
+    alone = conversation_from_obj({"tools": tools, "messages": talk}, "test", "c")
+    assert [m["role"] for m in alone.messages] == ["system", "user", "assistant"]
+    block = alone.messages[0]["content"]
+    assert block.startswith("# Tools") and '{"name":"get_weather","parameters":{"city":"string"}}' in block
+    withsys = conversation_from_obj({"tools": tools, "messages": [{"role": "system", "content": "Be brief."}] + talk},
+                                    "test", "c")
+    assert withsys.messages[0]["content"] == "Be brief.\n\n" + block
+    assert len(withsys.messages) == 3 and withsys.assistant_indices == [2]
+    assert conversation_from_obj({"tools": [], "messages": talk}, "test", "c").messages == tuple(
+        conversation_from_obj({"messages": talk}, "test", "c").messages)
+
+
+def test_a_folder_of_conversation_files_is_read_file_by_file(tmp_path):
+    """``--data FOLDER`` with conversation JSONL files reads them all in name order (an API-Bank
+    dialogue folder, whose lines are utterances, still goes to the dialogue reader)."""
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "b.jsonl").write_text(GOOD.replace('"c0"', '"c2"') + "\n")
+    with gzip.open(d / "a.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write(GOOD + "\n" + GOOD.replace('"c0"', '"c1"') + "\n")
+    (d / "notes.txt").write_text("not read")
+    assert [c.id for c in load_conversations(d)] == ["c0", "c1", "c2"]
+    assert [c.id for c in load_conversations(d, limit=2)] == ["c0", "c1"]
+    (d / "c.jsonl").write_text(GOOD + "\n")
+    with pytest.raises(ConversationError, match=r"c\.jsonl.*'c0'.*already used in .*a\.jsonl\.gz"):
+        load_conversations(d)
+    dialogues = tmp_path / "dialogues"
+    dialogues.mkdir()
+    (dialogues / "x.jsonl").write_text(json.dumps({"role": "User", "text": "hi"}) + "\n")
+    with pytest.raises(DataError) as exc:          # read as API-Bank dialogues, refused by that reader
+        load_conversations(dialogues)
+    assert "messages" not in str(exc.value)

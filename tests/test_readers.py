@@ -76,7 +76,8 @@ def _valid_conversations(convs) -> None:
         assert any(m["role"] == "assistant" for m in c.messages)
         for m in c.messages:
             for call in m.get("tool_calls", ()):
-                assert isinstance(call.arguments, dict)
+                assert isinstance(call.arguments_json, str)         # replayed as written
+                assert call.arguments is None or isinstance(call.arguments, dict)
 
 
 def _valid_store(s) -> None:

@@ -8,25 +8,34 @@ chat template, exactly as :func:`oilbird.data.requests.encode` does); it drafts 
 
 **Input.** JSON Lines, one conversation per line: ``{"id": ..., "model": ..., "messages":
 [...]}`` (``id`` optional, default ``STEM-LINE``; ``model`` optional, the model that wrote the
-assistant turns). Roles: ``system``, ``user``, ``assistant``, ``tool``. Two spellings of a tool
-call are read alike:
+assistant turns; ``tools`` optional, the tool definitions the agent was given). Roles:
+``system`` (or ``developer``), ``user``, ``assistant``, ``tool`` (or ``function``). Three spellings
+of a tool call are read alike:
 
 * the agent-transcripts form: ``{"name": N, "arguments": {...}, "arguments_json": "..."}``;
 * the OpenAI-log form: ``{"id": ..., "type": "function", "function": {"name": N,
   "arguments": "<JSON text>"}}``, answered by ``{"role": "tool", "tool_call_id": ...}``
-  (the tool message then takes the call's name).
+  (the tool message then takes the call's name);
+* OpenAI's older form: ``"function_call": {"name": N, "arguments": "<JSON text>"}`` on the
+  assistant message, answered by ``{"role": "function", "name": N}``.
+
+Argument text is replayed exactly as written, even when the agent wrote broken JSON (the
+recording is text; :attr:`ToolCall.arguments` is then None). Other keys of a message are ignored.
 
 ``content`` may be a string, ``null`` or a list of text parts (``{"type": "text", "text": ...}``).
 Everything is validated before :func:`load_conversations` returns, so a bad file stops a run
 before any model work: a line that is not a conversation, a conversation without assistant
-turns (or an assistant turn with no text before it: it has no prompt), a tool call whose
-arguments are not a JSON object, an unknown role, a duplicate id, an empty file. Each is one
-:class:`ConversationError` naming the file, the line, the conversation and the message index.
+turns (or an assistant turn with no text before it: it has no prompt), a tool call without a
+name, two spellings of one call's arguments that disagree, an unknown role, a duplicate id, an
+empty file. Each is one :class:`ConversationError` naming the file, the line, the conversation
+and the message index.
 
 **The one text form** (:func:`render_messages`), handed to whatever chat template the model
 has, so the same conversation is the same text for every drafter:
 
-* system and user messages: their text, unchanged;
+* system and user messages: their text, unchanged; the conversation's ``tools``, if any, are
+  appended to its first system message (a system message of their own when it has none) by
+  :func:`render_tools`, one compact JSON object per line inside ``<tools>...</tools>``;
 * an assistant message: its text, then each tool call on its own lines, Hermes/Qwen style
   (text and calls joined by one newline)::
 
@@ -62,6 +71,9 @@ from ..jsonio import json_lines, loads, read_text
 from .requests import ConversationError, DataError, Request, data_root, encode, has_text
 
 ROLES = ("system", "user", "assistant", "tool")
+# other spellings read as one of ROLES: OpenAI's newer name for the system message, and the
+# result of a legacy ``function_call`` (its ``name`` says which function answered)
+ALIASES = {"developer": "system", "function": "tool"}
 NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
 TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
 BUILTIN_DEFAULT_N = 24
@@ -75,8 +87,14 @@ class ToolCall:
     arguments_json: str      # the argument JSON text as recorded (compact re-serialisation if none)
 
     @property
-    def arguments(self) -> dict:
-        return json.loads(self.arguments_json)
+    def arguments(self) -> dict | None:
+        """The arguments parsed, or None when the recorded text is not a JSON object (an agent
+        that wrote broken JSON: the text is replayed as written all the same)."""
+        try:
+            parsed = json.loads(self.arguments_json)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
 
 
 @dataclass(frozen=True)
@@ -157,11 +175,10 @@ def _tool_call(tc, j: int, err) -> tuple[ToolCall, str | None]:
     args = fn.get("arguments", {})
     text = fn.get("arguments_json", tc.get("arguments_json"))
     if isinstance(text, str):
-        parsed = _parse_args(text, j, name, err)
-        if isinstance(args, dict) and "arguments" in fn and args != parsed:
+        if isinstance(args, dict) and "arguments" in fn and args != ToolCall(name, text).arguments:
             raise err(f"tool call {j} ({name}): 'arguments' and 'arguments_json' disagree")
     elif isinstance(args, str):
-        text, parsed = args, _parse_args(args, j, name, err)
+        text = args          # as the agent wrote it, parsed or not: the recording is text
     elif isinstance(args, dict):
         text = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
     else:
@@ -169,17 +186,6 @@ def _tool_call(tc, j: int, err) -> tuple[ToolCall, str | None]:
                   f"not {type(args).__name__}")
     call_id = tc.get("id")
     return ToolCall(name, text), (str(call_id) if call_id is not None else None)
-
-
-def _parse_args(text: str, j: int, name: str, err) -> dict:
-    try:
-        parsed = loads(text, ConversationError)
-    except ConversationError as exc:
-        raise err(f"tool call {j} ({name}): arguments do not parse as JSON ({exc.reason}): "
-                  f"{text[:80]!r}") from None
-    if not isinstance(parsed, dict):
-        raise err(f"tool call {j} ({name}): arguments must be a JSON object, not {type(parsed).__name__}")
-    return parsed
 
 
 def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
@@ -205,11 +211,17 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
             return ConversationError(f"{_where(source, cid, _i)}: {problem}")
         if not isinstance(m, dict):
             raise err("not a JSON object")
-        role = m.get("role")
+        role = ALIASES.get(m.get("role"), m.get("role"))
         if role not in ROLES:
-            raise err(f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
+            raise err(f"unknown role {m.get('role')!r} (expected one of {', '.join(ROLES + tuple(ALIASES))})")
         msg = {"role": role, "content": _text(m.get("content"), err)}
         calls = m.get("tool_calls") or []
+        if m.get("function_call") is not None:         # OpenAI's older spelling of one call
+            if role != "assistant":
+                raise err(f"a {m.get('role')} message carries 'function_call' (only assistant messages may)")
+            if calls:
+                raise err("both 'tool_calls' and 'function_call': give the calls once")
+            calls = [m["function_call"]]
         if role == "assistant":
             if not isinstance(calls, list):
                 raise err("'tool_calls' must be a list")
@@ -238,7 +250,32 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
         out.append(msg)
     if not any(m["role"] == "assistant" for m in out):
         raise ConversationError(f"{_where(source, cid)}: no assistant turn, nothing to replay")
+    tools = d.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise ConversationError(f"{_where(source, cid)}: 'tools' must be a list of JSON objects "
+                                    "(the tool definitions the agent was given)")
+        if tools:
+            out = _with_tools(out, tools)
     return Conversation(id=cid, model=model, messages=tuple(out), source=source)
+
+
+def render_tools(tools: list[dict]) -> str:
+    """A conversation's top-level ``tools`` (the definitions the agent was given) as the text a
+    serving template would put in the system prompt: one compact JSON object per line."""
+    lines = "\n".join(json.dumps(t, separators=(",", ":"), ensure_ascii=False) for t in tools)
+    return f"# Tools\nThe functions you can call, one JSON object per line:\n<tools>\n{lines}\n</tools>"
+
+
+def _with_tools(messages: list[dict], tools: list[dict]) -> list[dict]:
+    """The tool definitions appended to the first system message (after a blank line), or a
+    system message of their own first when there is none."""
+    block = render_tools(tools)
+    for i, m in enumerate(messages):
+        if m["role"] == "system":
+            text = f"{m['content']}\n\n{block}" if m["content"] else block
+            return messages[:i] + [{**m, "content": text}] + messages[i + 1:]
+    return [{"role": "system", "content": block}] + messages
 
 
 def read_jsonl(path: str | Path) -> list[Conversation]:
@@ -264,6 +301,34 @@ def read_jsonl(path: str | Path) -> list[Conversation]:
     return out
 
 
+def _conversation_files(folder: Path) -> list[Path]:
+    """The ``*.jsonl`` / ``*.jsonl.gz`` files of ``folder`` in name order when it holds
+    conversations (the first file's first line is an object with ``messages``), else [] (an
+    API-Bank dialogue folder, whose lines are single utterances)."""
+    files = sorted(f for f in folder.iterdir() if f.is_file() and f.name.endswith((".jsonl", ".jsonl.gz")))
+    if not files:
+        return []
+    try:
+        first = next(json_lines(read_text(files[0], ConversationError), ConversationError, files[0]), None)
+    except ConversationError:
+        return []                    # let the dialogue reader say what is wrong with it
+    return files if isinstance(first, tuple) and isinstance(first[1], dict) and "messages" in first[1] else []
+
+
+def _read_folder(files: list[Path]) -> list[Conversation]:
+    """Every conversation of every file, in file then line order; ids unique across files."""
+    out: list[Conversation] = []
+    seen: dict[str, str] = {}
+    for f in files:
+        for conv in read_jsonl(f):
+            if conv.id in seen:
+                raise ConversationError(f"{_where(conv.source, conv.id)}: id already used in "
+                                        f"{seen[conv.id]}; give every conversation its own id")
+            seen[conv.id] = conv.source
+            out.append(conv)
+    return out
+
+
 def load_conversations(data: str | Path, limit: int | None = None) -> list[Conversation]:
     """Resolve ``data`` to validated conversations, in order; ``limit`` counts conversations.
 
@@ -275,7 +340,9 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
     conversations, default 24; the first n are the same whatever the limit);
     ``"agent-builtin-long"`` the same agent with a ~6,000-token policy prompt and several
     customers per conversation (7,100-12,700 tokens each). Anything else: a
-    path to a ``.jsonl`` / ``.jsonl.gz`` file. A file is validated whole, whatever the limit."""
+    path to a ``.jsonl`` / ``.jsonl.gz`` file, or to a folder of them (read in name order; a
+    folder whose lines are not conversations is read as API-Bank dialogues). A file is
+    validated whole, whatever the limit."""
     if limit is not None and limit < 1:
         raise DataError("--limit must be >= 1")
     name = str(data)
@@ -290,6 +357,8 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
             raise DataError(f"'{p}': the recorded agent transcripts are not there (set $OILBIRD_DATA "
                             "to the folder that holds agent-transcripts/, or use --data agent-builtin)")
         convs = read_jsonl(p)
+    elif Path(name).expanduser().is_dir() and _conversation_files(Path(name).expanduser()):
+        convs = _read_folder(_conversation_files(Path(name).expanduser()))
     elif name == "api-bank-dialogues" or Path(name).expanduser().is_dir():
         from .api_bank_dialogues import load_dialogues
         convs = [conversation_from_obj(obj, source, obj["id"]) for obj, source in
