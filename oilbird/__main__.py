@@ -195,7 +195,7 @@ def _bench(args) -> int:
             print(f"wrote {p}")
     except OSError as exc:
         print(f"cannot write the CSV and figures ({exc.strerror or exc}); {run.path('results.json')} is "
-              f"complete: python -m oilbird.evaluation.report {run.out} reads it", file=sys.stderr)
+              f"complete: python -m oilbird report {run.out} reads it", file=sys.stderr)
         return 1
     return 0 if all(_passed(r) for r in res["methods"].values()) else 1
 
@@ -333,7 +333,7 @@ def _replay(args) -> int:
         raise ValueError("--cache and --window are for fast mode's teacher forcing; --exact runs every forward")
     from .evaluation.teacher import TeacherCache, TeacherForcer, matmul_gflops
     disk = TeacherCache(args.cache, max_bytes=int(args.cache_max_gb * 2 ** 30)) if args.cache else None
-    run = Run(args.out or fresh_out("replay", args.data), args.force, writes)
+    run = Run(args.out or fresh_out("replay", args.data), args.force, writes, unit="turns")
     run.check()
     convs = load_conversations(args.data, args.limit)   # every line checked before the model loads
     lm = load_model(args.model, state_layer=args.state_layer)

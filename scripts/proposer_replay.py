@@ -1,9 +1,19 @@
-"""The vLLM proposer replayed on a serve-bench run's recorded outputs, without vLLM (batch 1).
+"""The vLLM proposer replayed on a serve-bench run's recorded outputs, or on recorded agent
+traffic, without vLLM (batch 1).
 
     python -m oilbird serve-bench --data builtin --limit 48 --max-new-tokens 64 --methods nospec,suffix,oilbird --batch-sizes 1 --out runs/sb-48
     python scripts/proposer_replay.py runs/sb-48 --limit 16
     python scripts/proposer_replay.py runs/sb-48 --limit 16 --config '{"min_prob": 0.1}'
     python scripts/proposer_replay.py runs/sb-48 --limit 16 --suffix
+    python scripts/proposer_replay.py --recording my-logs.jsonl --suffix       # your own traffic
+    python scripts/proposer_replay.py --recording agent-builtin --limit 4 --suffix
+
+``--recording DATA`` takes what ``python -m oilbird replay --data`` takes (``--limit`` then counts
+conversations): every assistant turn is one request whose output is the recording, served
+conversation by conversation as replay serves them. Tokens per engine step are then what a
+batch-1 vLLM engine whose model wrote the recording would count, with each proposer; turns
+longer than the local model's context are skipped and counted. The states come from one forward
+per conversation where each turn extends the one before (otherwise one per turn).
 
 Reads a greedy serve-bench run (its ``--out`` folder: ``spec.json``, the prompts' token ids;
 ``job-oilbird.json``, ``num_speculative_tokens``; ``engine-oilbird.json``, every request's
@@ -69,18 +79,43 @@ def load_run(run: Path, limit: int | None = None) -> tuple[list[tuple[str, list[
     return (reqs[:limit] if limit else reqs), job
 
 
+def load_recording(tokenizer, data, limit: int | None, context: int, end_ids=None
+                   ) -> tuple[list[tuple[str, list[int], list[int]]], int]:
+    """((turn id, prompt ids, recording ids) of every assistant turn of the recorded
+    conversations ``data``, in serving order; how many turns were skipped as longer than
+    ``context``)."""
+    from oilbird.data.conversations import encode_conversation, load_conversations
+    reqs, skipped = [], 0
+    for conv in load_conversations(data, limit):
+        for turn in encode_conversation(tokenizer, conv, end_ids=end_ids):
+            if turn.length > context:
+                skipped += 1
+            elif turn.recording_ids:
+                reqs.append((turn.id, list(turn.prompt_ids), list(turn.recording_ids)))
+    if not reqs:
+        raise RunError(f"{data}: no assistant turn fits the model's context ({context} tokens)")
+    return reqs, skipped
+
+
 def hidden_states(model, reqs) -> dict[str, np.ndarray]:
-    """The semantic key's layer at every position of prompt + output, one forward per request.
-    Only that layer is kept and only the last position's logits are made, as the verifier's
-    prefill does (``Verifier.prefill`` itself would also make the output distribution at every
-    position wanted: ~0.4 MB a token at SmolLM2's vocabulary, for states alone)."""
+    """The semantic key's layer at every position of prompt + output. A request whose tokens
+    begin a later request's (a conversation's earlier turn) takes its rows from that request's
+    forward (a causal model's rows at a prefix are the prefix's own); every other request gets
+    one forward. Only that layer is kept and only the last position's logits are made, as the
+    verifier's prefill does (``Verifier.prefill`` itself would also make the output distribution
+    at every position wanted: ~0.4 MB a token at SmolLM2's vocabulary, for states alone)."""
     import torch
-    out = {}
+    out, longer = {}, None                     # longer: (tokens, rows) of the last forward
     with torch.inference_mode():
-        for rid, prompt, output in reqs:
-            x = torch.tensor([prompt + output], device=model.device)
+        for rid, prompt, output in reversed(reqs):
+            seq = prompt + output
+            if longer is not None and len(seq) <= len(longer[0]) and longer[0][:len(seq)] == seq:
+                out[rid] = longer[1][:len(seq)]
+                continue
+            x = torch.tensor([seq], device=model.device)
             hs = model.model(input_ids=x, logits_to_keep=1, output_hidden_states=[model.state_layer])
             out[rid] = hs.hidden_states[model.state_layer][0].float().cpu().numpy()
+            longer = (seq, out[rid])
     return out
 
 
@@ -186,8 +221,13 @@ def replay_suffix(reqs, k: int, **options) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    ap.add_argument("run", help="a serve-bench --out folder with an oilbird engine at batch 1")
-    ap.add_argument("--limit", type=int, default=None, help="the first N requests (default: all)")
+    ap.add_argument("run", nargs="?", help="a serve-bench --out folder with an oilbird engine at batch 1")
+    ap.add_argument("--recording", metavar="DATA", default=None,
+                    help="instead of a run: recorded conversations, as `python -m oilbird replay --data` takes them")
+    ap.add_argument("--k", type=int, default=None,
+                    help="draft tokens per step (num_speculative_tokens; default: the run's, or 8 with --recording)")
+    ap.add_argument("--limit", type=int, default=None,
+                    help="the first N requests (with --recording: conversations; default: all)")
     ap.add_argument("--config", default="{}", help="proposer options (JSON, as OILBIRD_VLLM_CONFIG)")
     ap.add_argument("--model", default=None, help="the run's model, when it was not the default one")
     ap.add_argument("--device", default="cpu", help="where the states are computed, in fp32 (default cpu)")
@@ -196,11 +236,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from oilbird.model import ModelError, load_model
     from oilbird.serving.vllm import BatchProposer, ProposerConfig
-    run = Path(args.run)
+    run = Path(args.run) if args.run is not None else None
     try:
         if args.limit is not None and args.limit < 1:
             raise RunError(f"--limit must be at least 1, not {args.limit}")
-        reqs, job = load_run(run, args.limit)
+        if args.k is not None and args.k < 1:
+            raise RunError(f"--k must be at least 1, not {args.k}")
+        if (args.run is None) == (args.recording is None):
+            raise RunError("give a serve-bench run folder or --recording DATA (one of the two)")
+        if args.recording is not None:
+            from oilbird.data.conversations import load_conversations
+            load_conversations(args.recording, args.limit)     # every line checked before the model loads
+            reqs, job = None, {"k": 8}
+        else:
+            reqs, job = load_run(run, args.limit)
         cfg = ProposerConfig.from_json(args.config, "--config")
         if cfg.min_prob == "auto":
             raise RunError('min_prob "auto" prices a row by the engine\'s step time, which a replay does not '
@@ -215,14 +264,26 @@ def main(argv: list[str] | None = None) -> int:
     except (RunError, ValueError, ModelError, ImportError) as exc:
         print(f"proposer_replay: {exc}", file=sys.stderr)
         return 2
+    skipped = None
+    if reqs is None:
+        from oilbird.evaluation.teacher import model_context
+        try:
+            reqs, skipped = load_recording(model.tokenizer, args.recording, args.limit, model_context(model),
+                                           model.eos_token_ids)
+        except (RunError, ValueError) as exc:
+            print(f"proposer_replay: {exc}", file=sys.stderr)
+            return 2
     model.model.float()
     states = hidden_states(model, reqs)
     dim = next(iter(states.values())).shape[1]
-    k = int(job.get("k", 8))
+    k = args.k or int(job.get("k", 8))
     res = replay(BatchProposer(dim, model.model.config.vocab_size, k, 1 << 20, cfg), reqs, states)
     if args.suffix:
         res["suffix"] = replay_suffix(reqs, k)
         res["steps_ratio"] = res["suffix"]["steps"] / res["steps"]   # = oilbird / suffix in tokens per step
+    res["k"] = k
+    if skipped is not None:
+        res["skipped_turns"] = skipped
     print(json.dumps(res))
     return 0
 

@@ -182,7 +182,7 @@ def test_replay_refuses_a_bad_conversation_by_line_before_the_model_loads(tmp_pa
                                                {"role": "assistant", "content": "hello"}]})
     bad = json.dumps({"id": "b", "messages": [{"role": "user", "content": "hi"},
                                               {"role": "assistant", "content": "", "tool_calls": [
-                                                  {"name": "f", "arguments": "{not json"}]}]})
+                                                  {"arguments": "{}"}]}]})          # a call with no name
     data = tmp_path / "convs.jsonl"
     data.write_text(good + "\n" + bad + "\n")
     out = tmp_path / "out"

@@ -100,6 +100,64 @@ def test_bad_options_are_refused_before_the_model_loads(tmp_path, capsys):
     assert "--limit must be at least 1" in capsys.readouterr().err
 
 
+def test_recorded_traffic_or_a_run_one_of_the_two(tmp_path, capsys, monkeypatch):
+    """--recording DATA replaces the run folder; both, neither or a bad recording are one line
+    before the model loads."""
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    run = _run(tmp_path / "sb", {"a": ANSWER})
+    assert pr.main([str(run), "--recording", "agent-builtin"]) == 2
+    assert "one of the two" in capsys.readouterr().err
+    assert pr.main([]) == 2
+    assert "one of the two" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": [{"role": "robot", "content": "x"}]}\n')
+    assert pr.main(["--recording", str(bad)]) == 2
+    assert "unknown role 'robot'" in capsys.readouterr().err
+    assert pr.main(["--recording", "agent-builtin", "--k", "0"]) == 2
+    assert "--k must be at least 1" in capsys.readouterr().err
+
+
+def test_a_recorded_conversation_is_served_turn_by_turn(tiny_lm):
+    """Each assistant turn is one request (prompt: the conversation so far; output: the
+    recording), in serving order; a turn past the context is skipped and counted."""
+    reqs, skipped = pr.load_recording(tiny_lm.tokenizer, "agent-builtin", 1, 10 ** 6, tiny_lm.eos_token_ids)
+    assert skipped == 0 and len(reqs) >= 3
+    conv = reqs[0][0].split("#")[0]
+    assert [r[0] for r in reqs] == [f"{conv}#{i}" for i in range(len(reqs))]
+    assert all(len(r[1]) < len(n[1]) for r, n in zip(reqs, reqs[1:]))     # the prompt grows turn by turn
+    states = pr.hidden_states(tiny_lm, reqs)
+    res = pr.replay(_proposer(states[reqs[0][0]].shape[1]), reqs, states)
+    assert res["requests"] == len(reqs) and res["tokens"] == sum(len(r[2]) for r in reqs)
+    assert res["failures"] == 0 and res["store_requests"] == len(reqs)
+    longest = max(len(r[1]) + len(r[2]) for r in reqs)
+    short, dropped = pr.load_recording(tiny_lm.tokenizer, "agent-builtin", 1, longest - 1, tiny_lm.eos_token_ids)
+    assert dropped >= 1 and len(short) == len(reqs) - dropped
+
+
+def test_an_earlier_turns_rows_come_from_the_later_turns_forward(tiny_lm):
+    """A request whose tokens begin the next one's (a chat template's earlier turn) takes its
+    rows from that forward: the same rows as its own forward, one forward fewer."""
+    first = ("c#0", [1, 5, 6, 7], [40, 41, 42])
+    second = ("c#1", [1, 5, 6, 7, 40, 41, 42, 9, 9], [43, 44])
+    other = ("d#0", [1, 3], [50, 51])
+    calls = []
+    real = tiny_lm.model.model.forward if hasattr(tiny_lm.model, "model") else None
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+    tiny_lm.model.model.forward = counted
+    try:
+        shared = pr.hidden_states(tiny_lm, [first, second, other])
+    finally:
+        del tiny_lm.model.model.forward
+    assert len(calls) == 2                            # d#0 and c#1; c#0 is a slice of c#1's rows
+    alone = pr.hidden_states(tiny_lm, [first])
+    assert shared["c#0"].shape == alone["c#0"].shape
+    assert np.allclose(shared["c#0"], alone["c#0"], atol=1e-4)
+
+
 def test_the_engine_loop_counts_steps_as_vllm_does():
     """A drafter that always knows the next k tokens: each step commits k + 1 of them, and a chain
     that runs past the output's end saves no step (vLLM counts the step, then drops the rest)."""

@@ -354,7 +354,7 @@ def load_results(path) -> tuple[str, dict]:
         return "traces", {"methods": trace_methods(traces), "funnel": funnel(traces)}
     if not path.exists():
         raise ResultsError("no such file (give a bench results.json, a diagnosis.json, a trace .jsonl, "
-                           "or the folder bench or diagnose wrote)", path)
+                           "or the folder bench, replay or diagnose wrote)", path)
     res = read_json(path, ResultsError)
     if isinstance(res, dict) and "present_2" in res and "methods" not in res:   # diagnose's output
         return "diagnosis", check_diagnosis(res, path)

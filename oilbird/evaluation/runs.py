@@ -65,8 +65,9 @@ class Run:
     """The output of one run: the folder ``out`` holding ``writes`` (names inside it), or,
     with ``writes`` empty, the one file ``out``. See the module docstring."""
 
-    def __init__(self, out, force: bool = False, writes: tuple[str, ...] = ()):
+    def __init__(self, out, force: bool = False, writes: tuple[str, ...] = (), unit: str = "requests"):
         self.out = Path(out)
+        self.unit = unit                 # what a run counts, in its messages ("turns" for replay)
         self.force = force
         self.writes = tuple(writes)
         self.is_file = not writes
@@ -218,13 +219,14 @@ class Run:
 
     def _kept(self) -> str:
         """What an early stop leaves, in words."""
-        of = f"{self.done} of {self.planned} requests" if self.planned is not None else f"{self.done} requests"
+        unit = self.unit
+        of = f"{self.done} of {self.planned} {unit}" if self.planned is not None else f"{self.done} {unit}"
         if not self._begun or not self.done:
-            return f"before the first request was written: nothing was written to {self.out}"
+            return f"before the first of the {unit} was written: nothing was written to {self.out}"
         if self.is_file:
-            return f"after {of}: {self.out} holds those requests' traces (python -m oilbird.evaluation.report {self.out})"
+            return f"after {of}: {self.out} holds their traces (python -m oilbird report {self.out})"
         return (f"after {of}: {self.out} holds their results, marked incomplete "
-                f"(python -m oilbird.evaluation.report {self.out})")
+                f"(python -m oilbird report {self.out})")
 
 
 def unique(items: list[str], option: str) -> list[str]:
