@@ -316,6 +316,9 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
             continue
         d = loads(line, TraceError, origin, no)
         try:
+            if isinstance(d, dict) and "messages" in d and "kind" not in d:
+                raise TraceError("a conversation (replay's input, for --data), not a trace record: traces "
+                                 "are what trace, bench --traces and replay --traces write")
             if not isinstance(d, dict) or d.get("kind") not in ("request", "cycle"):
                 raise TraceError("expected an object with kind 'request' or 'cycle'")
             if d["kind"] == "request":

@@ -229,3 +229,12 @@ def test_a_reader_that_leaves_early_ends_the_output_quietly(tmp_path):
     assert reader.wait(timeout=60) == 141
     assert first == b"x" * 60 + b"\n"
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_a_conversation_file_given_as_traces_says_what_it_is(tmp_path):
+    """``report my-logs.jsonl`` (replay's input by mistake): the message says it is a
+    conversation, not a trace, and which commands write traces."""
+    p = tmp_path / "mine.jsonl"
+    p.write_text(json.dumps({"id": "a", "messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    with pytest.raises(TraceError, match=r"mine\.jsonl:1: a conversation \(replay's input"):
+        load_traces(p)

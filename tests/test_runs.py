@@ -118,7 +118,7 @@ def test_an_interrupted_bench_leaves_a_readable_run_marked_incomplete(tmp_path, 
     assert [(t.request_id, t.method) for t in load_traces(out / "traces.jsonl")] == [("q0", "goose")]
     assert sorted(p.name for p in out.iterdir()) == ["results.json", "traces.jsonl"]   # no temp file
     assert report_main([str(out)]) == 0
-    assert "incomplete run (interrupted): 1 of 3 requests done" in capsys.readouterr().err
+    assert "incomplete run (interrupted): 1 of 3 requests done" in capsys.readouterr().out
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL      # the handler is put back
 
 
@@ -160,7 +160,7 @@ def test_an_interrupted_diagnose_leaves_a_readable_diagnosis_marked_incomplete(t
     doc = json.loads((out / "diagnosis.json").read_text())
     assert doc["complete"] is False and doc["n_requests"] == 1 and doc["requests"] == ["q0"]
     assert report_main([str(out)]) == 0
-    assert "1 of 3 requests done" in capsys.readouterr().err
+    assert "1 of 3 requests done" in capsys.readouterr().out
 
 
 def test_a_failed_write_stops_the_run_in_one_line_and_keeps_what_was_written(tmp_path, capsys, tiny_model,

@@ -403,8 +403,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if res.get("complete") is False:
+        unit = "turns" if res.get("replay") else "requests"
         print(f"note: {args.results} is an incomplete run (interrupted): {res.get('n_requests')} of "
-              f"{res.get('n_requests_planned', '?')} requests done; the numbers are theirs", file=sys.stderr)
+              f"{res.get('n_requests_planned', '?')} {unit} done; the numbers are theirs")
     if whose(res):
         print(f"({whose(res)})")
     if kind == "diagnosis":
