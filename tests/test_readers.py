@@ -458,3 +458,16 @@ def test_a_version_1_trace_converts_when_it_recorded_the_provenance_and_is_refus
     path.write_text("\n".join(json.dumps(d) for d in older))
     with pytest.raises(TraceError, match=rf"v1.jsonl:{at + 1}: a trace of format 1 written before"):
         load_traces(path)
+
+
+def test_the_report_leaves_out_what_no_method_measured():
+    """A fast replay times nothing: no tokens/s, speedup or overhead column of dashes, and its
+    check is named for what it checks (the recording followed), not losslessness."""
+    row = {"tau": 3.5, "mean_nodes": 11.2, "lossless": True, "per_request": []}
+    replayed = markdown_table({"methods": {"goose": row, "oilbird": {**row, "sole_share": {"semantic": 0.05}}},
+                               "replay": {"mode": "fast"}})
+    header = replayed.splitlines()[0]
+    assert header == "| method | tau | semantic sole % | mean nodes | follows recording |"
+    assert replayed.splitlines()[2].startswith("| goose | 3.50 | - | 11.2 |")
+    timed = markdown_table({"methods": {"goose": {**row, "tokens_per_s": 30.0, "speedup": 2.0}}})
+    assert timed.splitlines()[0] == "| method | tau | tokens/s | speedup | mean nodes | lossless |"
