@@ -354,7 +354,7 @@ def _replay(args) -> int:
     def on_request(request_traces, res) -> None:
         if args.traces:
             run.append_traces(request_traces, "traces.jsonl")
-        funnel.add(request_traces)
+        funnel.add([t for t in request_traces if t.method != "ar"])   # ar drafts nothing: no funnel
         save(res)
 
     teacher_rows: dict = {}      # --diagnose in fast mode: the replay's teacher forcing, reused

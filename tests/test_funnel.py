@@ -160,12 +160,12 @@ def test_replay_diagnose_writes_the_funnel_and_report_prints_it(tmp_path, capsys
     data = tmp_path / "convs.jsonl"
     data.write_text("\n".join(convs) + "\n")
     out = tmp_path / "out"
-    code = main(["replay", "--data", str(data), "--methods", "goose,oilbird", "--diagnose", "--traces",
+    code = main(["replay", "--data", str(data), "--methods", "ar,goose,oilbird", "--diagnose", "--traces",
                  "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0 and "conversion funnel" in printed and "semantic gate open" in printed
     diag = json.loads((out / "diagnosis.json").read_text())
-    assert set(diag["funnel"]) == {"goose", "oilbird"}
+    assert set(diag["funnel"]) == {"goose", "oilbird"}             # ar drafts nothing: no funnel of its own
     assert diag["funnel"]["oilbird"] == labelled_funnel(load_traces(out / "traces.jsonl"), diag["labels"])["oilbird"]
     assert report([str(out / "diagnosis.json")]) == 0
     shown = capsys.readouterr().out

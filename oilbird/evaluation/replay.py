@@ -240,7 +240,9 @@ def time_lines(t: dict, teacher: dict | None) -> str:
                  f"conversations" if teacher["cache_hits"] + teacher["cache_misses"] else "")
         parts.append(f"teacher forcing {t['teacher_forcing_seconds']:.1f} s ({teacher['tokens_forwarded']:,} tokens "
                      f"forwarded, {teacher['shared_prefix_tokens']:,} taken from a shared prefix{cache})")
-    parts.append("drafting " + ", ".join(f"{m} {s:.1f} s" for m, s in t["drafting_seconds"].items()))
+    # fast mode: drafting and acceptance alone; exact mode: each method's own verify forwards too
+    label = "drafting" if teacher is not None else "decoding (drafting and verify forwards)"
+    parts.append(label + " " + ", ".join(f"{m} {s:.1f} s" for m, s in t["drafting_seconds"].items()))
     line = "time: " + "; ".join(parts)
     f = t.get("floor")
     if f and f.get("seconds"):
