@@ -634,3 +634,25 @@ def test_a_replayed_request_says_whose_verdict_it_is():
     assert want.replace("'", "&#x27;") in counter_html(rep, 1) and "replay" not in counter_html(live, 1)
     title = F.text_figure(rep, 1).layout.title.text
     assert "replay of gpt-4o" in title and "replay of" not in F.text_figure(live, 1).layout.title.text
+
+
+def test_a_replays_bonus_is_the_recordings_token_and_its_hovers_say_whose_argmax():
+    """In a replay the recording decides: the bonus marker shows the token the recording
+    committed (not the local model's argmax at the last accepted node, which often differs),
+    and the hovers call the argmax the local model's."""
+    from pathlib import Path
+    from oilbird.trace import load_traces
+    from workbench import figures as F
+    traces = load_traces(Path(__file__).parents[1] / "assets" / "traces" / "real-traffic.jsonl.gz")
+    tr, c = next((t, c) for t in traces for c in t.cycles if c.accepted and c.committed
+                 and 0 <= c.accepted[-1] < len(c.argmax_text) and c.argmax[c.accepted[-1]] != c.bonus
+                 and len(c.committed) > len(c.accepted) - 1)
+    assert F.is_replay(tr)
+    fig = F.tree_figure(c, replay=F.is_replay(tr))
+    bonus = next(d for d in fig.data if d.meta == "bonus")
+    assert bonus.text[0] == F.visible(c.committed_text[-1]) != F.visible(c.argmax_text[c.accepted[-1]])
+    assert "the recording's next token" in bonus.hovertext[0]
+    hovers = " ".join(h for d in fig.data if d.hovertext for h in d.hovertext)
+    assert "local model's argmax here" in hovers and "verifier argmax here" not in hovers
+    live = F.tree_figure(c)                               # the same cycle drawn as a live one
+    assert "verifier argmax here" in " ".join(h for d in live.data if d.hovertext for h in d.hovertext)

@@ -60,7 +60,7 @@ from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_
 from .panels.provenance import (NO_CYCLES, accepted_share, bonus_committed, committed_drafts, committed_upto,
                                 drafted_sources, output_stops, token_cycles, token_sources, verdict_text)
 from .panels.text import TEXT_BORDERS, TokenCell, text_cells, text_figure, text_html, text_spec
-from .panels.tree import tree_figure, tree_layout, tree_spec
+from .panels.tree import is_replay, tree_figure, tree_layout, tree_spec
 
 
 def chain_result(nb, cycle) -> NeighbourResult:
@@ -78,7 +78,7 @@ __all__ = [
     "output_stops", "token_cycles", "token_sources", "verdict_text",
     "counter_html", "cycle_at", "cycle_figures", "cycle_specs", "first_cycle", "last_cycle",
     # the panels
-    "tree_figure", "tree_layout", "tree_spec",
+    "is_replay", "tree_figure", "tree_layout", "tree_spec",
     "TEXT_BORDERS", "TokenCell", "text_cells", "text_figure", "text_html", "text_spec",
     "CELL_HEIGHT", "CELL_PAD", "NB_COLUMN_PCT", "NB_COLUMN_PX", "NB_HEADER", "NOT_IN_TREE", "SIMILARITY_FLOOR",
     "NeighbourResult", "NeighbourRow", "NeighbourTable", "SemanticOutcome", "chain_result", "neighbour_result",

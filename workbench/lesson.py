@@ -190,10 +190,14 @@ def discarded_frames(request: RequestTrace, sources: Iterable[str] = LEXICAL, wi
             continue
         _, wrong, behind = found
         a = len(c.accepted) - 1
+        at = c.generated_before + a
+        # what the output holds there (the verifier's choice; in a replay, the recording's: the
+        # local model's argmax would be the wrong "wanted")
+        wanted = (request.output_text[at] if at < len(request.output_text) else
+                  c.argmax_text[c.accepted[-1]] if c.argmax_text else "?")
         out.append(Discarded(
-            request.request_id, request.method, k, c.generated_before + a, wrong,
-            c.token_text[wrong] if wrong < len(c.token_text) else "?",
-            c.argmax_text[c.accepted[-1]] if c.argmax_text else "?",
+            request.request_id, request.method, k, at, wrong,
+            c.token_text[wrong] if wrong < len(c.token_text) else "?", wanted,
             behind, [c.token_text[i] for i in behind if i < len(c.token_text)], sorted(c.sources[wrong])))
     return sorted(out, key=lambda d: (-d.n_behind, d.cycle))
 

@@ -131,7 +131,7 @@ def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tu
     the request's :func:`~workbench.figures.drafted_sources`, if already known."""
     c = tr.cycles[k]
     keyed = F.drafted_sources(tr) if keyed is None else keyed
-    return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed), F.text_html(tr, k),
+    return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed, replay=F.is_replay(tr)), F.text_html(tr, k),
             F.neighbours_html(c), F.gap_strip_html(tr, k))
 
 

@@ -66,7 +66,7 @@ def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None) -
                 "text": message_spec(f"{head} · text", NO_CYCLES, style),
                 "neighbours": message_spec(f"{head} · nearest neighbours", NO_CYCLES, style),
                 "gap": gap.gap_strip_spec(request, None, style), "metrics": metrics.metrics_spec(request, None, style)}
-    return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request)),
+    return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request), replay=tree.is_replay(request)),
             "text": text.text_spec(request, cycle, style),
             "neighbours": neighbours.neighbours_spec(c, style=style),
             "gap": gap.gap_strip_spec(request, cycle, style),

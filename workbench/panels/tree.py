@@ -50,7 +50,7 @@ def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
     return {i: (float(depth.get(i, 0)), -float(row.get(i, 0))) for i in range(len(parents))}
 
 
-def _node_hover(c: CycleTrace, i: int, status: str) -> str:
+def _node_hover(c: CycleTrace, i: int, status: str, replay: bool = False) -> str:
     srcs = c.sources[i] if i < len(c.sources) else []
     scores = c.scores[i] if i < len(c.scores) else {}
     src_txt = (", ".join(f"{s} {scores[s]:.3g}" if s in scores else s for s in srcs)
@@ -60,7 +60,12 @@ def _node_hover(c: CycleTrace, i: int, status: str) -> str:
              f"sources: {html.escape(src_txt)}"]
     if i < len(c.argmax):
         am = esc(c.argmax_text[i]) if i < len(c.argmax_text) else "?"
-        lines.append(f"verifier argmax here: {am} (id {c.argmax[i]})")
+        if not replay:
+            lines.append(f"verifier argmax here: {am} (id {c.argmax[i]})")
+        elif c.argmax[i] >= 0:      # a replay's verdict is the recording's; this is the local model's guess
+            lines.append(f"local model's argmax here: {am} (id {c.argmax[i]}; the recording decides)")
+        else:
+            lines.append("local model's argmax here: not computed (fast replay: the recording decides)")
     sampled = sampled_decision(c, i)
     if sampled:
         lines.append(sampled)
@@ -95,13 +100,9 @@ def sampled_decision(c: CycleTrace, i: int) -> str:
 
 
 def _bonus_text(cycle: CycleTrace) -> str:
-    """The bonus token's own text: the verifier's argmax at the last accepted node (the prefill
-    has no node: its one committed token is the bonus)."""
-    last = cycle.accepted[-1] if cycle.accepted else -1
-    if cycle.decided_prob:               # sampled: the bonus was drawn, it is not the argmax
-        return cycle.committed_text[-1] if cycle.committed_text and bonus_committed(cycle) else ""
-    if 0 <= last < len(cycle.argmax_text):
-        return cycle.argmax_text[last]
+    """The bonus token's own text: the last committed token (the bonus is drawn only when it was
+    committed). Not the argmax text at the last accepted node: in a replay the recording chose
+    the bonus, and a sampled bonus was drawn."""
     return cycle.committed_text[-1] if cycle.committed_text and bonus_committed(cycle) else ""
 
 
@@ -118,7 +119,7 @@ def _free_spot(pos: dict[int, tuple[float, float]], x: float, y: float) -> float
 
 
 def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-              keyed: Iterable[str] = ()) -> dict:
+              keyed: Iterable[str] = (), replay: bool = False) -> dict:
     """The draft tree of one cycle (see :func:`tree_figure`)."""
     s = style_or_default(style)
     n = len(cycle.tokens)
@@ -181,7 +182,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "text": [esc(cycle.token_text[i], s.max_label_chars) if i < len(cycle.token_text) else ""
                      for i in idx],
             "textposition": "top center", "textfont": {"size": s.font_size - 1},
-            "hovertext": [_node_hover(cycle, i, shown_status[status[i]]) for i in idx], "hoverinfo": "text",
+            "hovertext": [_node_hover(cycle, i, shown_status[status[i]], replay) for i in idx], "hoverinfo": "text",
             "name": source_label(src), "legendgroup": src, "showlegend": False, "customdata": idx,
             "marker": {"color": s.colour(src), "symbol": source_symbol(src), "size": s.node_size,
                        "opacity": [STATUS_STYLES[status[i]].opacity for i in idx],
@@ -198,6 +199,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "textfont": {"size": s.font_size - 1},
             "hovertext": [f"<b>bonus token</b>: {esc(tok)} (id {cycle.bonus})<br>" + (
                 _sampled_bonus(cycle) if cycle.decided_prob else
+                "the recording's next token after the last accepted node (replay)" if replay else
                 "the verifier's own next token after the last accepted node")],
             "hoverinfo": "text", "name": source_label(BONUS), "legendgroup": BONUS, "showlegend": False,
             "marker": {"color": s.colour(BONUS), "symbol": source_symbol(BONUS), "size": s.node_size + 4,
@@ -235,7 +237,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
 
 
 def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-                keyed: Iterable[str] = ()) -> go.Figure:
+                keyed: Iterable[str] = (), replay: bool = False) -> go.Figure:
     """The draft tree of one cycle.
 
     One marker per draft node at (depth, row) (:func:`tree_layout`), coloured and shaped by its
@@ -250,7 +252,9 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     ``selection``: a node index to outline. ``keyed``: sources
     to list in the key even where this cycle drew none of their nodes; pass
     :func:`drafted_sources` of the request so that a peer's source (``suffix-arctic``) or an
-    unknown one keeps its key entry on every cycle.
+    unknown one keeps its key entry on every cycle. ``replay``: the cycle is a replay's
+    (:func:`is_replay` of its request): the hovers call the argmax the local model's and the
+    bonus the recording's, which decided the verdict.
 
     Traces, in order: one edge trace per status (``meta`` "edges-accepted" / "edges-uncommitted"
     (only where it occurs) / "edges-rejected" / "edges-bonus"), the several-sources ring
@@ -258,5 +262,10 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     bonus node ("bonus"; only when it was committed), then one legend-only trace per
     source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree or in ``keyed``.
     """
-    return figure(tree_spec(cycle, selection, style, keyed), style)
+    return figure(tree_spec(cycle, selection, style, keyed, replay), style)
+
+
+def is_replay(request) -> bool:
+    """Is ``request`` (a RequestTrace) a replay of recorded outputs (its verdicts the recording's)?"""
+    return bool(request is not None and request.meta.get("replay"))
 
