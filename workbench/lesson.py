@@ -191,9 +191,9 @@ def discarded_frames(request: RequestTrace, sources: Iterable[str] = LEXICAL, wi
         _, wrong, behind = found
         a = len(c.accepted) - 1
         at = c.generated_before + a
-        # what the output holds there (the verifier's choice; in a replay, the recording's: the
-        # local model's argmax would be the wrong "wanted")
-        wanted = (request.output_text[at] if at < len(request.output_text) else
+        # what this cycle committed there, its bonus (the verifier's choice; in a replay, the
+        # recording's: the local model's argmax would be the wrong "wanted")
+        wanted = (c.committed_text[a] if a < len(c.committed_text) else
                   c.argmax_text[c.accepted[-1]] if c.argmax_text else "?")
         out.append(Discarded(
             request.request_id, request.method, k, at, wrong,
