@@ -415,7 +415,7 @@ def test_gap_strip_counts_and_empty_note():
 
 
 def test_gap_strip_says_its_labels_describe_the_output_not_the_method():
-    """The labels are one diagnosis of the output: a goose strip's "gap recovered (semantic)"
+    """The labels are one diagnosis of the output: a goose strip's "gap: semantic key reaches"
     does not mean goose used a semantic key."""
     goose = request_goose()
     goose.gap_labels = LABELS

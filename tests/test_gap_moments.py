@@ -26,7 +26,7 @@ def test_without_labels_or_with_inconsistent_ones_there_are_none():
     assert F.gap_moments(request_oilbird(gap_labels=LABELS[:3])) == []
     assert "no gap labels" in F.moment_summary(request_oilbird())
     assert F.moment_summary(request_oilbird(gap_labels=LABELS)) == (
-        "1 recovered by the semantic key · 1 missed by both · 1 absent from the pool")
+        "moments (runs of tokens): 1 within the semantic key's reach · 1 missed by both keys · 1 absent from the pool")
     assert F.clearest_moment(request_oilbird()) is None and F.moment_cycle(None, "1") is None
     # no trace at all (a request the app lists without one): no moments, nothing to follow
     assert F.gap_moments(None) == [] and F.moment_at(None, 0) is None

@@ -94,7 +94,7 @@ GAP_COLOURS = {
 GAP_PATTERNS = {"lexical_hit": "", "gap_recovered": "/", "gap_missed": "x", "absent": "."}
 GAP_DESCRIPTIONS = {
     "lexical_hit": "lexical hit",
-    "gap_recovered": "gap recovered (semantic)",
+    "gap_recovered": "gap: semantic key reaches",
     "gap_missed": "gap missed",
     "absent": "absent from pool",
 }
@@ -103,7 +103,9 @@ GAP_DESCRIPTIONS = {
 GAP_POOL = "pool = the generated outputs of earlier requests only (no prompts; not this request's own output)"
 GAP_EXPLANATIONS = {
     "lexical_hit": "the next 2 tokens occur in the pool and an exact match of the context finds the true next token",
-    "gap_recovered": "in the pool, missed by exact matching, found by the hidden-state key (top-8 neighbours)",
+    "gap_recovered": ("in the pool, missed by exact matching, within the hidden-state key's reach (a top-8 "
+                      "neighbour continues right when queried with this position's own state; the drafter "
+                      "has that state one token later, so its key reaches less: the funnel counts what it got)"),
     "gap_missed": "in the pool, missed by exact matching and by the hidden-state key",
     "absent": "the next 2 tokens occur nowhere in the pool",
 }

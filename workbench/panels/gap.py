@@ -1,5 +1,5 @@
 """The gap-strip panel: one cell per output token, coloured by its identifiability-gap label
-(lexical hit / gap recovered by the semantic key / gap missed / absent from the pool).
+(lexical hit / gap within the semantic key's reach / gap missed / absent from the pool).
 
 One row list (:func:`gap_cells`: a :class:`GapStrip`) is formatted by two renderers:
 :func:`gap_strip_spec` (a plotly figure) and :func:`gap_strip_html` (the app's panel). Reads
@@ -120,7 +120,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
 
 def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
     """One cell per output token, coloured and patterned by its diagnosis label (lexical hit /
-    gap recovered by the semantic key / gap missed / absent from the pool; counts in the
+    gap within the semantic key's reach / gap missed / absent from the pool; counts in the
     legend). The labels come from one diagnosis of the output, not from the method's drafting,
     so every method's strip of a request is the same (the title says so). The tokens committed
     in cycle index ``cycle`` are outlined. The title and every cell's hover say what the pool

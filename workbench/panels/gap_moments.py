@@ -130,5 +130,5 @@ def moment_summary(request: RequestTrace | None) -> str:
         return "no gap labels in this trace (they come from --diagnose; live runs have none)"
     ms = gap_moments(request)
     count = {lab: sum(m.label == lab for m in ms) for lab in MOMENT_LABELS}
-    return (f"{count['gap_recovered']} recovered by the semantic key · {count['gap_missed']} missed by both · "
-            f"{count['absent']} absent from the pool")
+    return (f"moments (runs of tokens): {count['gap_recovered']} within the semantic key's reach · "
+            f"{count['gap_missed']} missed by both keys · {count['absent']} absent from the pool")
