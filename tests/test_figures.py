@@ -656,3 +656,13 @@ def test_a_replays_bonus_is_the_recordings_token_and_its_hovers_say_whose_argmax
     assert "local model's argmax here" in hovers and "verifier argmax here" not in hovers
     live = F.tree_figure(c)                               # the same cycle drawn as a live one
     assert "verifier argmax here" in " ".join(h for d in live.data if d.hovertext for h in d.hovertext)
+
+
+def test_a_fast_replays_time_panel_says_no_verify_forward_was_timed():
+    from wb_traces import request_oilbird
+    from workbench import figures as F
+    titles = lambda r: [a.text for a in F.metrics_figure(r).layout.annotations]   # noqa: E731
+    live = request_oilbird()
+    assert "time per stage (ms)" in titles(live)
+    live.meta["replay"] = {"mode": "fast", "recorded_by": "gpt-4o"}
+    assert "time per stage (ms; fast replay: no verify forward)" in titles(live)

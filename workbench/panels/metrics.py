@@ -19,8 +19,12 @@ from .provenance import accepted_share, verdict_text
 def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
     """Four metric panels for one request (see :func:`metrics_figure`)."""
     s = style_or_default(style)
+    mode = (request.meta.get("replay") or {}).get("mode")
+    # a fast replay runs no verify forward (the recording is the verdict): its times are drafting's
+    timing = {"fast": "time per stage (ms; fast replay: no verify forward)",
+              "exact": "time per stage (ms; replay: the local model's forwards)"}.get(mode, "time per stage (ms)")
     axes, ref = grid(2, 2, ("tokens per cycle", "cumulative tokens per forward",
-                             SHARE_TITLE, "time per stage (ms)"), hspace=0.1, vspace=0.22)
+                             SHARE_TITLE, timing), hspace=0.1, vspace=0.22)
     cyc = [c.cycle for c in request.cycles]
     per = [len(c.committed) for c in request.cycles]
     cum = list(accumulate(per))
