@@ -195,6 +195,7 @@ def test_export_html_and_trace(client):
     assert error == "" and len(files) == 1
     page = Path(files[0]).read_text(encoding="utf-8")
     assert page.count("Plotly.newPlot") >= 5
+    assert '"meta":"funnel-' in page.replace(" ", "")                       # the funnel goes in the handout too
     assert '<script src="http' not in page                                  # plotly.js embedded, no CDN
     files, error = client.predict(api_name="/export_trace")
     traces = load_traces(files[0])

@@ -410,6 +410,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 figs = F.cycle_figures(tr, k)
                 if other is not None:
                     figs["compare"] = F.compare_figure(tr, other, k)
+                shown = list({**cat.traces, **st.extra}.values())     # the funnel panel's traces, for a handout
+                if any(c.tokens for t in shown for c in t.cycles):
+                    figs["funnel"] = F.funnel_figure(shown)
             except Exception as exc:   # noqa: BLE001 - a trace that cannot be drawn: say so
                 return [], _warn(f"Nothing exported: the figures cannot be drawn: {type(exc).__name__}: {exc}")
             stem = safe_name(tr.request_id, tr.method, f"cycle{tr.cycles[k].cycle}")

@@ -68,7 +68,9 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                                    f"with a right record)" for label, v in zip(LOSSES, values)],
                      "xaxis": ref[(1, 2)][0], "yaxis": ref[(1, 2)][1]})
     layout = panel_layout(s, FUNNEL_TITLE, height=max(s.height, 460), barmode="group", funnelmode="group",
-                          legend={"title": {"text": "method"}, "orientation": "h", "y": -0.12}, **axes)
+                          legend={"title": {"text": "method"}, "orientation": "h", "y": -0.12},
+                          # the values in the bars stay readable (plotly shrinks them to fit the bar)
+                          uniformtext={"minsize": max(9, s.font_size - 2), "mode": "show"}, **axes)
     layout[axis_key(ref[(1, 1)][1])].update({"autorange": "reversed", "automargin": True})
     layout[axis_key(ref[(1, 2)][1])].update({"autorange": "reversed", "automargin": True})
     layout[axis_key(ref[(1, 2)][0])]["title"] = {"text": "cycles"}
