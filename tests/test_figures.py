@@ -83,7 +83,7 @@ def test_tree_nodes_coloured_and_shaped_by_primary_source():
     ring = by_meta(fig, "multi-source")
     assert len(ring.x) == 1
     sem = by_meta(fig, "semantic")
-    assert "pld 1" in sem.hovertext[0] and "semantic 0.91" in sem.hovertext[0]
+    assert "prompt lookup 1" in sem.hovertext[0] and "semantic key 0.91" in sem.hovertext[0]   # named as the key names them
     assert "verifier argmax here: ⏎" in sem.hovertext[0]
 
 

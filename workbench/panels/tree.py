@@ -53,7 +53,8 @@ def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
 def _node_hover(c: CycleTrace, i: int, status: str, replay: bool = False) -> str:
     srcs = c.sources[i] if i < len(c.sources) else []
     scores = c.scores[i] if i < len(c.scores) else {}
-    src_txt = (", ".join(f"{s} {scores[s]:.3g}" if s in scores else s for s in srcs)
+    # named as the key names them (prompt lookup, not pld), with the score each gave
+    src_txt = (", ".join(f"{source_label(s)} {scores[s]:.3g}" if s in scores else source_label(s) for s in srcs)
                or "— (root: newest committed token)")
     lines = [f"<b>node {i}</b> · depth {c.depths[i] if i < len(c.depths) else '?'} · {status}",
              f"token: {esc(c.token_text[i]) if i < len(c.token_text) else '?'} (id {c.tokens[i]})",
