@@ -38,6 +38,8 @@ PLAY_INTERVAL_S = 0.8
 
 CSS = """
 #cycle-counter { font-size: 1.05em; }
+#wb-controls { position: sticky; top: 0; z-index: 20; background: var(--body-background-fill, white); }
+.gradio-container { overflow: clip !important; }  /* gradio's "hidden" makes a scroll box, where sticky fails */
 #wb-error:not(:empty) { border-left: 4px solid #D55E00; padding-left: 8px; }
 .wb-text .tok { white-space: pre; }
 .wb-neighbours td, .wb-neighbours th { padding: 2px 6px; text-align: left; }
@@ -210,7 +212,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                                     allow_custom_value=True, elem_id="wb-method")
             compare_dd = gr.Dropdown(method_menu(init, cat), value=init.compare, label="compare with",
                                      allow_custom_value=True, elem_id="wb-compare")
-        with gr.Row(equal_height=True):
+        with gr.Row(equal_height=True, elem_id="wb-controls"):     # sticky: in view beside the tree
             prev_btn = gr.Button("◀ Prev", elem_id="wb-prev", scale=0, min_width=90)
             next_btn = gr.Button("Next ▶", elem_id="wb-next", scale=0, min_width=90, variant="primary")
             play_btn = gr.Button("▶ Play", elem_id="wb-play", scale=0, min_width=90)

@@ -126,8 +126,12 @@ def _underline(src: str, s: Style) -> str:
     return f"color:{s.colour(src)};border-bottom:3px {TEXT_BORDERS.get(src, 'solid')} {s.colour(src)};"
 
 
+TEXT_BOX_EM = 8         # the text panel's height (about four lines); longer output scrolls
+
+
 def text_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
-    """The view of :func:`text_figure` as an HTML fragment (the app's text panel).
+    """The view of :func:`text_figure` as an HTML fragment (the app's text panel), in a box of
+    :data:`TEXT_BOX_EM` that shows the newest lines and scrolls back to the older ones.
 
     Each token is a ``<span class="tok" data-source=...>`` coloured by its delivering source,
     with a bottom border whose line style also says the source; the tokens of the selected
@@ -147,6 +151,10 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
                       for x in text_key(request))
     body = "".join(parts) or '<span style="color:#777">(no tokens committed yet)</span>'
     legend = f'<span style="color:#777">{BY_PRIMARY}:</span> {legend}'
-    return (f'<div class="wb-text" style="font-family:{s.font_family};line-height:1.9;'
-            f'word-break:break-all">{body}</div>'
+    # a box of a few lines that opens scrolled to its end (column-reverse), so the panels below
+    # it (the tree) stay where they are as the output grows: on a projector, Next and the tree
+    # stay on one screen
+    return (f'<div class="wb-text-box" style="max-height:{TEXT_BOX_EM}em;overflow-y:auto;display:flex;'
+            f'flex-direction:column-reverse"><div class="wb-text" style="font-family:{s.font_family};'
+            f'line-height:1.9;word-break:break-all">{body}</div></div>'
             f'<div class="wb-legend" style="font-size:0.85em;margin-top:4px">{legend}</div>')
