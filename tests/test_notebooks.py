@@ -296,6 +296,16 @@ def test_discarded_frames_and_story():
     assert story.discarded is None and story.find is None and "no rejected" in story.note
 
 
+def test_best_find_is_the_neighbour_with_the_most_accepted_nodes_over_all_requests():
+    from dataclasses import replace
+    a = W.request_oilbird()
+    b = replace(a, request_id="b", cycles=[replace(c, neighbours=[replace(n, accepted=n.accepted + 2)
+                                                                  for n in c.neighbours]) for c in a.cycles])
+    best = L.best_find([a, b, W.request_goose()], "oilbird")
+    assert best.request_id == "b" and best.item.accepted == max(f.item.accepted for f in L.semantic_finds(b))
+    assert L.best_find([W.request_goose()], "oilbird") is None
+
+
 def test_greedy_outputs_settle_only_what_they_can():
     a, b, c = W.request_oilbird(), W.request_goose(), W.request_other()    # outputs end in EOS (2)
     assert L.greedy_outputs([a, c], 3, eos_ids=[2]) == {"r1": [10, 11, 12], "r2": [2]}   # cut to 3

@@ -226,6 +226,13 @@ def semantic_finds(request: RequestTrace, only_unreachable: bool = True) -> list
     return sorted(out, key=lambda f: (-f.item.accepted, -f.item.similarity, f.cycle))
 
 
+def best_find(traces: Iterable[RequestTrace], semantic: str = "oilbird") -> Find | None:
+    """The ``semantic`` traces' find (:func:`semantic_finds`) with the most accepted nodes
+    (then the most similar neighbour), or None."""
+    finds = [f for t in traces if t.method == semantic for f in semantic_finds(t)]
+    return min(finds, key=lambda f: (-f.item.accepted, -f.item.similarity, f.request_id, f.cycle), default=None)
+
+
 @dataclass
 class Story:
     """What the lesson shows from real traces; None where the traces hold no example."""
@@ -258,7 +265,7 @@ def pick_story(traces: Iterable[RequestTrace], lexical: str = "goose", semantic:
                                          f"chain of {lexical} is rejected there, and {semantic}'s semantic "
                                          "key finds a chain the lexical key could not propose.")
     d = frames[0] if frames else None
-    f = finds[0] if finds else None
+    f = best_find(sem.values(), semantic)
     bits = []
     bits.append(f"{lexical}: a lexical chain rejected with {d.n_behind} correct tokens behind it in "
                 f"{d.request_id}" if d else f"{lexical}: no rejected lexical chain with a correct frame behind it")
