@@ -224,7 +224,7 @@ def _trace(args) -> int:
     lm = load_model(args.model, state_layer=args.state_layer)
     with run.recording(len(requests)):
         res = run_bench(requests, methods, Verifier(lm), args.max_new_tokens, tree=tree,
-                        trace_sink=run.append_traces, sampling=sampling)
+                        trace_sink=run.append_traces, sampling=sampling, label="trace")
         for m, r in res["methods"].items():
             if sampling is None:
                 print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")

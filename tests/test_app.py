@@ -366,6 +366,17 @@ def _long_id_trace(tmp_path):
     return rid, save_traces([r], tmp_path / "long.jsonl")
 
 
+def test_an_uploaded_file_opens_on_oilbird_where_the_key_shows_best(app_fns, session, tmp_path):
+    """`trace --methods goose,oilbird` writes goose first; the file opens on oilbird's trace (the
+    method the workbench is about), at its opening cycle, not on the file's first line."""
+    from wb_traces import request_goose, request_oilbird
+    path = save_traces([request_goose(), request_oilbird()], tmp_path / "t.jsonl")
+    out = app_fns[2]["load_traces"](session, str(path))
+    assert out.error == "" and out.state.method == "oilbird" and out.state.request == request_oilbird().request_id
+    only_goose = save_traces([request_goose()], tmp_path / "g.jsonl")
+    assert app_fns[2]["load_traces"](session, str(only_goose)).state.method == "goose"
+
+
 def test_exports_of_a_long_request_id_get_short_names(app_fns, session, tmp_path):
     """A 300-character id made every export fail with a raw "File name too long"."""
     from workbench.export import NAME_CHARS

@@ -187,6 +187,15 @@ def opening_rank(tr: RequestTrace | None) -> tuple:
             any(c.neighbours for c in tr.cycles))
 
 
+def opening(traces: list[RequestTrace]) -> RequestTrace:
+    """Where a set of traces (an uploaded file) opens: an "oilbird" trace when there is one
+    (else the first trace's method), the request :func:`opening_rank` ranks first; ties keep
+    the file's order."""
+    method = "oilbird" if any(t.method == "oilbird" for t in traces) else traces[0].method
+    mine = [t for t in traces if t.method == method]
+    return max(mine, key=opening_rank)                 # max keeps the first of equals
+
+
 def opening_cycle(tr: RequestTrace | None) -> int:
     """The cycle a request opens on: its clearest gap moment's, else its first with a tree."""
     best = clearest_moment(tr) if tr is not None else None

@@ -31,8 +31,8 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .session import (LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
-                      Session, find, method_choices, method_menu, new_session, public,
-                      read_error, request_choices, request_menu)
+                      Session, find, method_choices, method_menu, new_session, opening, opening_cycle,
+                      public, read_error, request_choices, request_menu)
 
 PLAY_INTERVAL_S = 0.8
 
@@ -359,8 +359,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 traces = load_traces(path)
             except Exception as exc:   # noqa: BLE001 - TraceError, or whatever a loader lets through: one line
                 return unchanged(st, _warn(f"Not a usable trace file: {read_error(exc, path)}"))
+            first = opening(traces)      # oilbird's trace that shows the key best, if the file has one
             new = replace(st, extra={**st.extra, **{(t.request_id, t.method): t for t in traces}},
-                          request=traces[0].request_id, method=traces[0].method, cycle=F.first_cycle(traces[0]))
+                          request=first.request_id, method=first.method, cycle=opening_cycle(first))
             try:
                 for t in traces:
                     draw_all(t)

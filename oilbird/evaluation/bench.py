@@ -65,7 +65,7 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
               trace_out: Path | None = None, progress: bool = True, tree: TreeConfig | None = None,
               store_kwargs: dict | None = None, checkpoint: Callable[[dict], None] | None = None,
               trace_sink: Callable[[list[RequestTrace]], None] | None = None,
-              sampling=None) -> dict:
+              sampling=None, label: str = "bench") -> dict:
     """Decode ``requests`` with every method; return the results dict (see module doc).
 
     ``methods``: names or parsed :class:`~oilbird.methods.Method`; ``tree``: the run's tree,
@@ -98,7 +98,7 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
     encoded = encode_requests(lm, requests, max_new_tokens)
     if encoded:
         warm_up(verifier, encoded[0][1], tree)
-    bar = tqdm(encoded, desc="bench", unit="req", disable=not progress)
+    bar = tqdm(encoded, desc=label, unit="req", disable=not progress)   # label: the command the bar belongs to
     for req, ids in bar:
         outputs: dict[str, list[int]] = {}
         req_traces: list[RequestTrace] = []

@@ -216,7 +216,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     if n:
         counts, stop = verdict_parts(cycle)
         title = f"{head}: {counts}"
-        flags = ([f"lexical match {cycle.lexical_match_len}"] if cycle.lexical_match_len else []) + \
+        flags = ([f"exact-match key: last {cycle.lexical_match_len} token{'s' if cycle.lexical_match_len > 1 else ''} "
+                  "found before"] if cycle.lexical_match_len else []) + \
                 (["semantic muted"] if cycle.semantic_muted else [])
         if flags:
             title += f" <span style='font-size:{s.font_size}px'>({', '.join(flags)})</span>"
