@@ -20,11 +20,12 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     """Four metric panels for one request (see :func:`metrics_figure`)."""
     s = style_or_default(style)
     mode = (request.meta.get("replay") or {}).get("mode")
-    # a fast replay runs no verify forward (the recording is the verdict): its times are drafting's
-    timing = {"fast": "time per stage (ms; fast replay: no verify forward)",
-              "exact": "time per stage (ms; replay: the local model's forwards)"}.get(mode, "time per stage (ms)")
+    # a fast replay runs no verify forward (the recording is the verdict): its times are drafting's;
+    # said in the stage key (a longer subplot title runs into its neighbour's)
+    stage_key = {"fast": "stage<br>(fast replay:<br>no verify<br>forward)",
+                 "exact": "stage<br>(replay: the<br>local model)"}.get(mode, "stage")
     axes, ref = grid(2, 2, ("tokens per cycle", "cumulative tokens per forward",
-                             SHARE_TITLE, timing), hspace=0.1, vspace=0.22)
+                             SHARE_TITLE, "time per stage (ms)"), hspace=0.1, vspace=0.22)
     cyc = [c.cycle for c in request.cycles]
     per = [len(c.committed) for c in request.cycles]
     cum = list(accumulate(per))
@@ -57,15 +58,19 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     if cycle is not None and 0 <= cycle < len(request.cycles):
         x = request.cycles[cycle].cycle
         shapes = [vline(x, *ref[rc], CURSOR) for rc in ((1, 1), (1, 2), (2, 2))]
-    title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}: τ = "
-             f"{request.tau:.2f} ({len(request.output_ids)} tokens / {request.forwards} forwards)")
-    layout = panel_layout(s, title, height=max(s.height, 480), barmode="stack", shapes=shapes,
-                     legend={"title": {"text": "stage"}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
+    # two lines: the panel is half the page wide in the app, and one line was cut off there
+    title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
+             f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
+             f"tokens / {request.forwards} forwards)</span>")
+    layout = panel_layout(s, title, height=max(s.height, 500), barmode="stack", shapes=shapes,
+                     margin={"l": 40, "r": 10, "t": 80, "b": 40},
+                     legend={"title": {"text": stage_key}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
     for rc in ((1, 1), (1, 2), (2, 2)):
         layout[axis_key(ref[rc][0])]["title"] = {"text": "cycle"}
         if len(cyc) <= 12:
             layout[axis_key(ref[rc][0])]["dtick"] = 1
     layout[axis_key(ref[(2, 1)][1])]["tickformat"] = ".0%"
+    layout[axis_key(ref[(2, 1)][0])].update({"tickangle": -35, "automargin": True})   # names, not cut off
     return {"data": data, "layout": layout}
 
 
