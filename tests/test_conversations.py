@@ -434,3 +434,17 @@ def test_a_folder_of_conversation_files_is_read_file_by_file(tmp_path):
     with pytest.raises(DataError) as exc:          # read as API-Bank dialogues, refused by that reader
         load_conversations(dialogues)
     assert "messages" not in str(exc.value)
+
+
+def test_every_bad_line_is_counted_and_the_first_is_told(tmp_path):
+    """A long log with several bad lines: one message tells the first and lists the others'
+    line numbers, so they can be mended in one go."""
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([GOOD, BAD["unknown role"][0], GOOD.replace('"c0"', '"c3"'), "{not json",
+                            BAD["no assistant turn"][0]]) + "\n")
+    with pytest.raises(ConversationError) as exc:
+        load_conversations(p)
+    msg = str(exc.value)
+    assert "line 2" in msg and "unknown role 'robot'" in msg
+    assert msg.endswith("(and 2 more bad lines: 4, 5)")
+    assert "\n" not in msg

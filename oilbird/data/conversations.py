@@ -35,7 +35,8 @@ has, so the same conversation is the same text for every drafter:
 
 * system and user messages: their text, unchanged; the conversation's ``tools``, if any, are
   appended to its first system message (a system message of their own when it has none) by
-  :func:`render_tools`, one compact JSON object per line inside ``<tools>...</tools>``;
+  :func:`oilbird.data.openai_messages.render_tools`, one compact JSON object per line inside
+  ``<tools>...</tools>``;
 * an assistant message: its text, then each tool call on its own lines, Hermes/Qwen style
   (text and calls joined by one newline)::
 
@@ -68,6 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..jsonio import json_lines, loads, read_text
+from .openai_messages import ToolCall, message_text, read_tool_call, with_tools
 from .requests import ConversationError, DataError, Request, data_root, encode, has_text
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -79,22 +81,6 @@ TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
 BUILTIN_DEFAULT_N = 24
 # end-of-turn tokens of common chat templates, looked up besides the tokenizer's EOS
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|eot|>")
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments_json: str      # the argument JSON text as recorded (compact re-serialisation if none)
-
-    @property
-    def arguments(self) -> dict | None:
-        """The arguments parsed, or None when the recorded text is not a JSON object (an agent
-        that wrote broken JSON: the text is replayed as written all the same)."""
-        try:
-            parsed = json.loads(self.arguments_json)
-        except ValueError:
-            return None
-        return parsed if isinstance(parsed, dict) else None
 
 
 @dataclass(frozen=True)
@@ -143,51 +129,6 @@ def _where(source: str, conv_id: str | None = None, message: int | None = None) 
     return out
 
 
-def _text(content, err) -> str:
-    """A message's text: a string, null (-> ""), or a list of text parts joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for j, part in enumerate(content):
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str) and \
-                    part.get("type", "text") in ("text", "input_text", "output_text"):
-                parts.append(part["text"])
-            else:
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise err(f"content part {j} is not text (type {kind!r}); only text can be replayed")
-        return "".join(parts)
-    raise err(f"'content' must be a string, null or a list of text parts, not {type(content).__name__}")
-
-
-def _tool_call(tc, j: int, err) -> tuple[ToolCall, str | None]:
-    """One tool call in either spelling -> (ToolCall, its call id or None)."""
-    if not isinstance(tc, dict):
-        raise err(f"tool call {j} is not a JSON object")
-    fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
-    name = fn.get("name")
-    if not isinstance(name, str) or not name:
-        raise err(f"tool call {j} has no function name")
-    args = fn.get("arguments", {})
-    text = fn.get("arguments_json", tc.get("arguments_json"))
-    if isinstance(text, str):
-        if isinstance(args, dict) and "arguments" in fn and args != ToolCall(name, text).arguments:
-            raise err(f"tool call {j} ({name}): 'arguments' and 'arguments_json' disagree")
-    elif isinstance(args, str):
-        text = args          # as the agent wrote it, parsed or not: the recording is text
-    elif isinstance(args, dict):
-        text = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
-    else:
-        raise err(f"tool call {j} ({name}): arguments must be a JSON object or its text, "
-                  f"not {type(args).__name__}")
-    call_id = tc.get("id")
-    return ToolCall(name, text), (str(call_id) if call_id is not None else None)
-
-
 def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
     """Validate and normalise one conversation object; ``source`` names where it came from
     (e.g. ``"'file.jsonl' line 3"``) in every error."""
@@ -214,7 +155,7 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
         role = ALIASES.get(m.get("role"), m.get("role"))
         if role not in ROLES:
             raise err(f"unknown role {m.get('role')!r} (expected one of {', '.join(ROLES + tuple(ALIASES))})")
-        msg = {"role": role, "content": _text(m.get("content"), err)}
+        msg = {"role": role, "content": message_text(m.get("content"), err)}
         calls = m.get("tool_calls") or []
         if m.get("function_call") is not None:         # OpenAI's older spelling of one call
             if role != "assistant":
@@ -225,7 +166,7 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
         if role == "assistant":
             if not isinstance(calls, list):
                 raise err("'tool_calls' must be a list")
-            parsed = [_tool_call(tc, j, err) for j, tc in enumerate(calls)]
+            parsed = [read_tool_call(tc, j, err) for j, tc in enumerate(calls)]
             for call, call_id in parsed:
                 if call_id is not None:
                     call_names[call_id] = call.name
@@ -256,26 +197,8 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
             raise ConversationError(f"{_where(source, cid)}: 'tools' must be a list of JSON objects "
                                     "(the tool definitions the agent was given)")
         if tools:
-            out = _with_tools(out, tools)
+            out = with_tools(out, tools)
     return Conversation(id=cid, model=model, messages=tuple(out), source=source)
-
-
-def render_tools(tools: list[dict]) -> str:
-    """A conversation's top-level ``tools`` (the definitions the agent was given) as the text a
-    serving template would put in the system prompt: one compact JSON object per line."""
-    lines = "\n".join(json.dumps(t, separators=(",", ":"), ensure_ascii=False) for t in tools)
-    return f"# Tools\nThe functions you can call, one JSON object per line:\n<tools>\n{lines}\n</tools>"
-
-
-def _with_tools(messages: list[dict], tools: list[dict]) -> list[dict]:
-    """The tool definitions appended to the first system message (after a blank line), or a
-    system message of their own first when there is none."""
-    block = render_tools(tools)
-    for i, m in enumerate(messages):
-        if m["role"] == "system":
-            text = f"{m['content']}\n\n{block}" if m["content"] else block
-            return messages[:i] + [{**m, "content": text}] + messages[i + 1:]
-    return [{"role": "system", "content": block}] + messages
 
 
 def read_jsonl(path: str | Path) -> list[Conversation]:
@@ -286,15 +209,28 @@ def read_jsonl(path: str | Path) -> list[Conversation]:
     text = read_text(p, ConversationError)
     out: list[Conversation] = []
     seen: dict[str, int] = {}
+    bad: list[tuple[int, ConversationError]] = []   # every bad line is checked, the first one told
     stem = p.name.split(".")[0]
-    for no, d in json_lines(text, ConversationError, p):
+    for no, line in enumerate(text.split("\n"), start=1):
+        if not line.strip(" \t\r"):
+            continue
         source = f"'{p}' line {no}"
-        conv = conversation_from_obj(d, source, default_id=f"{stem}-{no}")
-        if conv.id in seen:
-            raise ConversationError(f"{_where(source, conv.id)}: id already used on line "
-                                    f"{seen[conv.id]}; give every conversation its own id")
+        try:
+            conv = conversation_from_obj(loads(line, ConversationError, p, no), source, default_id=f"{stem}-{no}")
+            if conv.id in seen:
+                raise ConversationError(f"{_where(source, conv.id)}: id already used on line "
+                                        f"{seen[conv.id]}; give every conversation its own id")
+        except ConversationError as exc:
+            bad.append((no, exc))
+            continue
         seen[conv.id] = no
         out.append(conv)
+    if bad:
+        first, more = bad[0][1], [no for no, _ in bad[1:]]
+        if not more:
+            raise first
+        listed = ", ".join(map(str, more[:10])) + (", ..." if len(more) > 10 else "")
+        raise ConversationError(f"{first} (and {len(more)} more bad line{'s' if len(more) > 1 else ''}: {listed})")
     if not out:
         raise ConversationError(f"'{p}': no conversations in file (expected JSON lines, one "
                                 "{\"messages\": [...]} object per line)")

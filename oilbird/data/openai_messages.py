@@ -1,0 +1,91 @@
+"""The spellings of one OpenAI-style chat message that a recording may use, read into the one
+normalised form :mod:`oilbird.data.conversations` validates and renders (its docstring lists
+them): a message's text (a string, null, or text parts), one tool call in any of its spellings,
+and the conversation's tool definitions put into its system prompt.
+
+``err`` is the caller's error factory (a message -> a ConversationError that already names the
+file, line, conversation and message), so every refusal here says where it happened.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments_json: str      # the argument JSON text as recorded (compact re-serialisation if none)
+
+    @property
+    def arguments(self) -> dict | None:
+        """The arguments parsed, or None when the recorded text is not a JSON object (an agent
+        that wrote broken JSON: the text is replayed as written all the same)."""
+        try:
+            parsed = json.loads(self.arguments_json)
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+
+
+def message_text(content, err) -> str:
+    """A message's text: a string, null (-> ""), or a list of text parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for j, part in enumerate(content):
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str) and \
+                    part.get("type", "text") in ("text", "input_text", "output_text"):
+                parts.append(part["text"])
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise err(f"content part {j} is not text (type {kind!r}); only text can be replayed")
+        return "".join(parts)
+    raise err(f"'content' must be a string, null or a list of text parts, not {type(content).__name__}")
+
+
+def read_tool_call(tc, j: int, err) -> tuple[ToolCall, str | None]:
+    """One tool call in either spelling -> (ToolCall, its call id or None)."""
+    if not isinstance(tc, dict):
+        raise err(f"tool call {j} is not a JSON object")
+    fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+    name = fn.get("name")
+    if not isinstance(name, str) or not name:
+        raise err(f"tool call {j} has no function name")
+    args = fn.get("arguments", {})
+    text = fn.get("arguments_json", tc.get("arguments_json"))
+    if isinstance(text, str):
+        if isinstance(args, dict) and "arguments" in fn and args != ToolCall(name, text).arguments:
+            raise err(f"tool call {j} ({name}): 'arguments' and 'arguments_json' disagree")
+    elif isinstance(args, str):
+        text = args          # as the agent wrote it, parsed or not: the recording is text
+    elif isinstance(args, dict):
+        text = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
+    else:
+        raise err(f"tool call {j} ({name}): arguments must be a JSON object or its text, "
+                  f"not {type(args).__name__}")
+    call_id = tc.get("id")
+    return ToolCall(name, text), (str(call_id) if call_id is not None else None)
+
+
+def render_tools(tools: list[dict]) -> str:
+    """A conversation's top-level ``tools`` (the definitions the agent was given) as the text a
+    serving template would put in the system prompt: one compact JSON object per line."""
+    lines = "\n".join(json.dumps(t, separators=(",", ":"), ensure_ascii=False) for t in tools)
+    return f"# Tools\nThe functions you can call, one JSON object per line:\n<tools>\n{lines}\n</tools>"
+
+
+def with_tools(messages: list[dict], tools: list[dict]) -> list[dict]:
+    """The tool definitions appended to the first system message (after a blank line), or a
+    system message of their own first when there is none."""
+    block = render_tools(tools)
+    for i, m in enumerate(messages):
+        if m["role"] == "system":
+            text = f"{m['content']}\n\n{block}" if m["content"] else block
+            return messages[:i] + [{**m, "content": text}] + messages[i + 1:]
+    return [{"role": "system", "content": block}] + messages
