@@ -45,6 +45,13 @@ BAD = {
     "function_call on a user message": (
         '{"id": "c1", "messages": [{"role": "user", "content": "hi", "function_call": {"name": "f"}}, '
         '{"role": "assistant", "content": "y"}]}', ["'c1'", "message 0", "function_call"]),
+    "function_call not an object": (
+        '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, '
+        '{"role": "assistant", "content": null, "function_call": "f()"}]}', ["'c1'", "message 1", "'function_call' must"]),
+    "arguments_json broken beside parsed arguments": (
+        '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", '
+        '"tool_calls": [{"name": "f", "arguments": {"a": 1}, "arguments_json": "{\\"a\\": "}]}]}',
+        ["'c1'", "message 1", "not a JSON object's text"]),
     "tools not a list of objects": (
         '{"id": "c1", "tools": ["f"], "messages": [{"role": "user", "content": "hi"}, '
         '{"role": "assistant", "content": "y"}]}', ["'c1'", "'tools' must be a list of JSON objects"]),
@@ -428,6 +435,13 @@ def test_a_folder_of_conversation_files_is_read_file_by_file(tmp_path):
     (d / "c.jsonl").write_text(GOOD + "\n")
     with pytest.raises(ConversationError, match=r"c\.jsonl.*'c0'.*already used in .*a\.jsonl\.gz"):
         load_conversations(d)
+    rotated = tmp_path / "rotated"              # ids left to the loader, a log rotated by date
+    rotated.mkdir()
+    (rotated / "a-empty.jsonl").write_text("\n")   # an empty first file does not make it API-Bank's
+    no_id = json.dumps({"messages": json.loads(GOOD)["messages"]})
+    (rotated / "log.2024-01-01.jsonl").write_text(no_id + "\n")
+    (rotated / "log.2024-01-02.jsonl.gz").write_bytes(gzip.compress((no_id + "\n").encode()))
+    assert [c.id for c in load_conversations(rotated)] == ["log.2024-01-01-1", "log.2024-01-02-1"]
     dialogues = tmp_path / "dialogues"
     dialogues.mkdir()
     (dialogues / "x.jsonl").write_text(json.dumps({"role": "User", "text": "hi"}) + "\n")
@@ -448,3 +462,4 @@ def test_every_bad_line_is_counted_and_the_first_is_told(tmp_path):
     assert "line 2" in msg and "unknown role 'robot'" in msg
     assert msg.endswith("(and 2 more bad lines: 4, 5)")
     assert "\n" not in msg
+    assert exc.value.reason.endswith("(and 2 more bad lines: 4, 5)")   # the parts still rebuild it

@@ -63,12 +63,13 @@ EOS, so such turns never extend the previous one.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..jsonio import json_lines, loads, read_text
+from ..jsonio import loads, read_text
 from .openai_messages import ToolCall, message_text, read_tool_call, with_tools
 from .requests import ConversationError, DataError, Request, data_root, encode, has_text
 
@@ -162,6 +163,8 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
                 raise err(f"a {m.get('role')} message carries 'function_call' (only assistant messages may)")
             if calls:
                 raise err("both 'tool_calls' and 'function_call': give the calls once")
+            if not isinstance(m["function_call"], dict):
+                raise err("'function_call' must be a JSON object ({\"name\": ..., \"arguments\": ...})")
             calls = [m["function_call"]]
         if role == "assistant":
             if not isinstance(calls, list):
@@ -201,7 +204,7 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
     return Conversation(id=cid, model=model, messages=tuple(out), source=source)
 
 
-def read_jsonl(path: str | Path) -> list[Conversation]:
+def read_jsonl(path: str | Path, empty_ok: bool = False) -> list[Conversation]:
     """Every conversation of a ``.jsonl`` (or ``.jsonl.gz``) file, validated, in file order;
     any bytes at all either load or raise :class:`ConversationError` naming the file and line
     (read through :mod:`oilbird.jsonio`)."""
@@ -210,7 +213,7 @@ def read_jsonl(path: str | Path) -> list[Conversation]:
     out: list[Conversation] = []
     seen: dict[str, int] = {}
     bad: list[tuple[int, ConversationError]] = []   # every bad line is checked, the first one told
-    stem = p.name.split(".")[0]
+    stem = re.sub(r"\.jsonl(\.gz)?$", "", p.name)   # default ids: log.2024-01-01-3, not log-3
     for no, line in enumerate(text.split("\n"), start=1):
         if not line.strip(" \t\r"):
             continue
@@ -230,8 +233,9 @@ def read_jsonl(path: str | Path) -> list[Conversation]:
         if not more:
             raise first
         listed = ", ".join(map(str, more[:10])) + (", ..." if len(more) > 10 else "")
-        raise ConversationError(f"{first} (and {len(more)} more bad line{'s' if len(more) > 1 else ''}: {listed})")
-    if not out:
+        raise ConversationError(f"{first.reason} (and {len(more)} more bad line{'s' if len(more) > 1 else ''}: "
+                                f"{listed})", first.path, first.line)
+    if not out and not empty_ok:
         raise ConversationError(f"'{p}': no conversations in file (expected JSON lines, one "
                                 "{\"messages\": [...]} object per line)")
     return out
@@ -239,16 +243,27 @@ def read_jsonl(path: str | Path) -> list[Conversation]:
 
 def _conversation_files(folder: Path) -> list[Path]:
     """The ``*.jsonl`` / ``*.jsonl.gz`` files of ``folder`` in name order when it holds
-    conversations (the first file's first line is an object with ``messages``), else [] (an
-    API-Bank dialogue folder, whose lines are single utterances)."""
+    conversations, else [] (an API-Bank dialogue folder). Decided by the first non-blank line
+    of the files: an API-Bank utterance (``{"role": "User" | "AI" | "API", ...}``) makes it a
+    dialogue folder; anything else (a conversation, or a line no reader takes, which the
+    conversation reader then refuses by file and line) a folder of conversations."""
     files = sorted(f for f in folder.iterdir() if f.is_file() and f.name.endswith((".jsonl", ".jsonl.gz")))
-    if not files:
-        return []
-    try:
-        first = next(json_lines(read_text(files[0], ConversationError), ConversationError, files[0]), None)
-    except ConversationError:
-        return []                    # let the dialogue reader say what is wrong with it
-    return files if isinstance(first, tuple) and isinstance(first[1], dict) and "messages" in first[1] else []
+    for f in files:
+        opener = gzip.open if f.name.endswith(".gz") else open
+        try:
+            with opener(f, "rt", encoding="utf-8", errors="replace") as fh:
+                line = next((x for x in fh if x.strip()), None)
+        except OSError:
+            return files             # unreadable: the conversation reader says so, by name
+        if line is None:
+            continue                 # an empty file says nothing: look at the next one
+        try:
+            first = json.loads(line)
+        except ValueError:
+            return files
+        utterance = isinstance(first, dict) and "messages" not in first and first.get("role") in ("User", "AI", "API")
+        return [] if utterance else files
+    return []
 
 
 def _read_folder(files: list[Path]) -> list[Conversation]:
@@ -256,7 +271,7 @@ def _read_folder(files: list[Path]) -> list[Conversation]:
     out: list[Conversation] = []
     seen: dict[str, str] = {}
     for f in files:
-        for conv in read_jsonl(f):
+        for conv in read_jsonl(f, empty_ok=True):          # an empty file in a folder is skipped
             if conv.id in seen:
                 raise ConversationError(f"{_where(conv.source, conv.id)}: id already used in "
                                         f"{seen[conv.id]}; give every conversation its own id")
@@ -293,8 +308,8 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
             raise DataError(f"'{p}': the recorded agent transcripts are not there (set $OILBIRD_DATA "
                             "to the folder that holds agent-transcripts/, or use --data agent-builtin)")
         convs = read_jsonl(p)
-    elif Path(name).expanduser().is_dir() and _conversation_files(Path(name).expanduser()):
-        convs = _read_folder(_conversation_files(Path(name).expanduser()))
+    elif Path(name).expanduser().is_dir() and (files := _conversation_files(Path(name).expanduser())):
+        convs = _read_folder(files)
     elif name == "api-bank-dialogues" or Path(name).expanduser().is_dir():
         from .api_bank_dialogues import load_dialogues
         convs = [conversation_from_obj(obj, source, obj["id"]) for obj, source in

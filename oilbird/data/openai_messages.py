@@ -60,7 +60,11 @@ def read_tool_call(tc, j: int, err) -> tuple[ToolCall, str | None]:
     args = fn.get("arguments", {})
     text = fn.get("arguments_json", tc.get("arguments_json"))
     if isinstance(text, str):
-        if isinstance(args, dict) and "arguments" in fn and args != ToolCall(name, text).arguments:
+        parsed = ToolCall(name, text).arguments
+        if isinstance(args, dict) and "arguments" in fn and parsed is None:
+            raise err(f"tool call {j} ({name}): 'arguments_json' is not a JSON object's text, "
+                      "beside a parsed 'arguments': which one was recorded?")
+        if isinstance(args, dict) and "arguments" in fn and args != parsed:
             raise err(f"tool call {j} ({name}): 'arguments' and 'arguments_json' disagree")
     elif isinstance(args, str):
         text = args          # as the agent wrote it, parsed or not: the recording is text
