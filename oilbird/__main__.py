@@ -193,6 +193,8 @@ def _bench(args) -> int:
     try:
         for p in write_report(res, run.out):
             print(f"wrote {p}")
+    except BrokenPipeError:
+        raise
     except OSError as exc:
         print(f"cannot write the CSV and figures ({exc.strerror or exc}); {run.path('results.json')} is "
               f"complete: python -m oilbird report {run.out} reads it", file=sys.stderr)
@@ -354,7 +356,7 @@ def _replay(args) -> int:
     def on_request(request_traces, res) -> None:
         if args.traces:
             run.append_traces(request_traces, "traces.jsonl")
-        funnel.add([t for t in request_traces if t.method != "ar"])   # ar drafts nothing: no funnel
+        funnel.add(request_traces)
         save(res)
 
     teacher_rows: dict = {}      # --diagnose in fast mode: the replay's teacher forcing, reused
@@ -526,5 +528,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The installed ``oilbird`` command (pyproject's console script): :func:`main` through
+    :func:`~oilbird.errors.run_cli`, as ``python -m oilbird`` runs it."""
     sys.exit(run_cli(main))
+
+
+if __name__ == "__main__":
+    cli()

@@ -16,7 +16,7 @@ import oilbird.audit
 import oilbird.model
 from oilbird.__main__ import main
 from oilbird.evaluation.report import main as report_main
-from oilbird.evaluation.runs import Run
+from oilbird.evaluation.runs import Run, RunStopped
 from oilbird.trace import load_traces
 
 MAX_NEW = 6          # the warm-up asks generate() for 4 tokens, the audit for MAX_NEW
@@ -269,3 +269,15 @@ def test_a_full_disk_at_the_figures_keeps_the_complete_results(tmp_path, capsys,
     last = capsys.readouterr().err.rstrip("\n").split("\n")[-1]
     assert last.startswith("cannot write the CSV and figures (No space left on device)") and "is complete" in last
     assert json.loads((out / "results.json").read_text())["complete"] is True
+
+
+def test_a_closed_stdout_is_not_a_failed_write_of_the_run(tmp_path):
+    """`python -m oilbird trace ... | head`: printing into the closed pipe inside the run stays a
+    BrokenPipeError (run_cli ends the command quietly), not "cannot write: the run stopped"."""
+    run = Run(tmp_path / "out", writes=("results.json",))
+    with pytest.raises(BrokenPipeError):
+        with run.recording(2):
+            raise BrokenPipeError(32, "Broken pipe")
+    with pytest.raises(RunStopped, match="cannot write"):         # a real write failure still stops the run
+        with run.recording(2):
+            raise OSError(28, "No space left on device")

@@ -209,6 +209,8 @@ class Run:
             raise RunStopped(f"interrupted ({why}) {self._kept()}", code) from None
         except _WriteFailed as exc:
             raise RunStopped(f"{exc}: the run stopped; {self._kept()}", 1) from None
+        except BrokenPipeError:             # stdout's reader left (| head): run_cli ends it quietly
+            raise
         except OSError as exc:              # a write of the run's own (e.g. trace --diagnose's labels)
             where = f" {exc.filename}" if exc.filename else ""
             raise RunStopped(f"cannot write{where} ({exc.strerror or exc}): the run stopped; {self._kept()}", 1) \
