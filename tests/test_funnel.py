@@ -248,3 +248,17 @@ def test_diagnose_turns_reusing_the_replays_teacher_rows_labels_the_same(tiny_lm
     fresh, reused = diagnose_turns(tiny_lm, convs, progress=False), diagnose_turns(tiny_lm, convs, False, rows=rows)
     assert [d.labels for d in fresh["diags"]["generated"]] == [d.labels for d in reused["diags"]["generated"]]
     assert fresh["teacher_forced_agreement"] == reused["teacher_forced_agreement"]
+
+
+def test_a_method_that_drafts_no_tree_has_no_funnel():
+    """ar's cycles are no drafting cycles: every way of counting the funnel leaves it out (a
+    method name the registry does not know still counts)."""
+    from dataclasses import replace
+    from wb_traces import request_goose, request_oilbird
+    from oilbird.evaluation.funnel import Accumulator
+    traces = [replace(request_goose(), method="ar"), request_oilbird(), replace(request_goose(), method="mine")]
+    assert list(funnel(traces)) == ["oilbird", "mine"]
+    assert list(labelled_funnel(traces, {})) == ["oilbird", "mine"]
+    acc = Accumulator()
+    acc.add(traces)
+    assert list(acc.result()) == ["oilbird", "mine"]

@@ -238,7 +238,7 @@ def test_report_cli_extra_pairs(tmp_path, capsys):
     path.write_text(json.dumps(res))
     assert main([str(path), "--pair", "y,x"]) == 0
     out, err = capsys.readouterr()
-    assert "| y vs x |" not in out and "no per-request rows" in err
+    assert "| y vs x |" not in out and "no per-request rows" in out
 
 
 def test_report_cli_reads_the_folders_bench_and_diagnose_write(tmp_path, capsys):

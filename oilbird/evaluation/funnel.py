@@ -214,10 +214,21 @@ def count(facts: Iterable[CycleFacts]) -> dict:
     return out
 
 
+def drafts(trace) -> bool:
+    """Does ``trace``'s method draft trees (``ar`` does not: its cycles are no drafting cycles)?
+    A method name the registry does not know is taken to draft."""
+    from ..methods import parse_method
+    try:
+        return parse_method(trace.method).drafts_tree
+    except ValueError:
+        return True
+
+
 def funnel(traces) -> dict:
-    """``{method: count(...)}`` over request traces (in the order their methods first appear)."""
+    """``{method: count(...)}`` over request traces (in the order their methods first appear),
+    methods that draft no tree left out."""
     per: dict[str, list[CycleFacts]] = {}
-    for tr in traces:
+    for tr in filter(drafts, traces):
         per.setdefault(tr.method, []).extend(cycle_facts(tr))
     return {m: count(fs) for m, fs in per.items()}
 
@@ -227,7 +238,7 @@ def labelled_funnel(traces, labels: dict[str, list[str]]) -> dict:
     token of the greedy output): a trace gets them where its output is that long and not known
     to be lossy (a lossless trace's output is the greedy one); others count unlabelled."""
     per: dict[str, list[CycleFacts]] = {}
-    for tr in traces:
+    for tr in filter(drafts, traces):
         lab = labels.get(tr.request_id)
         ok = tr.lossless is not False and lab is not None and len(lab) == len(tr.output_ids)
         per.setdefault(tr.method, []).extend(cycle_facts(tr, lab if ok else []))
@@ -243,7 +254,7 @@ class Accumulator:
         self.facts: dict[str, list[CycleFacts]] = {}
 
     def add(self, traces) -> None:
-        for tr in traces:
+        for tr in filter(drafts, traces):
             self.facts.setdefault(tr.method, []).extend(cycle_facts(tr))
 
     def result(self, labels: dict[str, list[str]] | None = None) -> dict:

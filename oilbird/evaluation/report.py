@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = paired_table(res, PAIRS + extra)
     if not all(r.get("per_request") for r in res["methods"].values()):
         print(f"note: {args.results} has no per-request rows for some methods (a run older than them), so "
-              f"those are left out of the paired comparisons", file=sys.stderr)
+              f"those are left out of the paired comparisons")
     if pairs:
         print()
         print(pairs)

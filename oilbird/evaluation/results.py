@@ -115,14 +115,20 @@ def check_cell(r: dict) -> str:
 
 
 def format_table(results: dict) -> str:
-    head = "checked (sampled)" if results.get("sampling") else "lossless"
-    rows = [f"{'method':24s} {'tau':>6s} {'tok/s':>8s} {'speedup':>8s} {'dec.spd':>8s} {'ovh%':>6s} {head}"]
-    for m, r in results["methods"].items():
-        spd = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
-        dspd = f"{r['decode_speedup']:.2f}x" if r.get("decode_speedup") else "-"
-        ovh = f"{100 * r['overhead_share']:.1f}" if "overhead_share" in r else "-"
-        tps = f"{r['tokens_per_s']:8.2f}" if r.get("tokens_per_s") is not None else f"{'-':>8s}"
-        rows.append(f"{m:24s} {r['tau']:6.2f} {tps} {spd:>8s} {dspd:>8s} {ovh:>6s} {check_cell(r)}")
+    """The run's table as printed after it: one row per method; a measure no method has (a fast
+    replay times nothing) is left out, and a replay's check is named for what it checks."""
+    head = ("checked (sampled)" if results.get("sampling") else
+            "follows recording" if results.get("replay") else "lossless")
+    columns = [("tok/s", 8, lambda r: f"{r['tokens_per_s']:.2f}" if r.get("tokens_per_s") is not None else "-"),
+               ("speedup", 8, lambda r: f"{r['speedup']:.2f}x" if r.get("speedup") else "-"),
+               ("dec.spd", 8, lambda r: f"{r['decode_speedup']:.2f}x" if r.get("decode_speedup") else "-"),
+               ("ovh%", 6, lambda r: f"{100 * r['overhead_share']:.1f}" if "overhead_share" in r else "-")]
+    methods = results["methods"]
+    shown = [(name, w, cell) for name, w, cell in columns if any(cell(r) != "-" for r in methods.values())]
+    rows = [f"{'method':24s} {'tau':>6s} " + "".join(f"{name:>{w}s} " for name, w, _ in shown) + head]
+    for m, r in methods.items():
+        rows.append(f"{m:24s} {r['tau']:6.2f} " + "".join(f"{cell(r):>{w}s} " for _, w, cell in shown)
+                    + check_cell(r))
     if results.get("sampling"):
         s = results["sampling"]
         rows.append(f"sampled: temperature {s['temperature']:g}, top-p {s['top_p']:g}, seed {s['seed']}; "
