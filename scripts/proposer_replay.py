@@ -93,7 +93,7 @@ def load_recording(tokenizer, data, limit: int | None, context: int, end_ids=Non
             elif turn.recording_ids:
                 reqs.append((turn.id, list(turn.prompt_ids), list(turn.recording_ids)))
     if not reqs:
-        raise RunError(f"{data}: no assistant turn fits the model's context ({context} tokens)")
+        raise RunError(f"{data}: no assistant turn with a recording fits the model's context ({context} tokens)")
     return reqs, skipped
 
 

@@ -413,19 +413,24 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 figs = F.cycle_figures(tr, k)
                 if other is not None:
                     figs["compare"] = F.compare_figure(tr, other, k)
-                shown = list({**cat.traces, **st.extra}.values())     # the funnel panel's traces, for a handout
-                if any(c.tokens for t in shown for c in t.cycles):
-                    figs["funnel"] = F.funnel_figure(shown)
             except Exception as exc:   # noqa: BLE001 - a trace that cannot be drawn: say so
                 return [], _warn(f"Nothing exported: the figures cannot be drawn: {type(exc).__name__}: {exc}")
+            shown = list({**cat.traces, **st.extra}.values())         # the funnel panel's traces, for a handout
+            left_out = ""
+            try:
+                if any(c.tokens for t in shown for c in t.cycles):
+                    figs["funnel"] = F.funnel_figure(shown)
+            except Exception as exc:   # noqa: BLE001 - the cycle's figures go out without it, said
+                left_out = f"The funnel was left out: {type(exc).__name__}: {exc}"
             stem = safe_name(tr.request_id, tr.method, f"cycle{tr.cycles[k].cycle}")
             out_dir = export_dir / safe_name(f"{time.time_ns()}")
             try:
                 try:
-                    return [str(p) for p in export_figures(figs, out_dir, fmt_name, stem=stem)], ""
+                    paths = export_figures(figs, out_dir, fmt_name, stem=stem)
+                    return [str(p) for p in paths], _warn(left_out) if left_out else ""
                 except ExportError as exc:
                     paths = export_figures(figs, out_dir, "html", stem=stem)
-                    return [str(p) for p in paths], _warn(f"{exc} Exported HTML instead.")
+                    return [str(p) for p in paths], _warn(f"{exc} Exported HTML instead. {left_out}".strip())
             except OSError as exc:
                 return [], _warn(_not_written(exc))
 

@@ -140,7 +140,7 @@ class Stepper:
     def moments(self) -> list[tuple[str, str]]:
         """The selected request's gap moments as (label, key) pairs
         (:func:`~workbench.figures.moment_choices`): where the lexical key failed and the
-        semantic key recovered, or missed, or the token was absent from the pool."""
+        semantic key reaches the token, or misses it too, or the token was absent from the pool."""
         return F.moment_choices(self.trace(self.request, self.method))
 
     def jump(self, key: str | int) -> dict[str, go.Figure]:

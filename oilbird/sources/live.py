@@ -30,6 +30,8 @@ class LiveOutputs:
     kept (a shorter match is never asked for: one token matches too much of another request)."""
 
     def __init__(self, gram: int = 4, max_positions: int = 64, min_gram: int = 2):
+        if not 1 <= min_gram <= gram:
+            raise ValueError(f"n-grams of min_gram={min_gram} to gram={gram} tokens: need 1 <= min_gram <= gram")
         self.gram, self.max_positions, self.min_gram = gram, max_positions, min_gram
         self.tokens: dict[str, list[int]] = {}
         self.grams: dict[tuple, list[tuple[str, int]]] = {}    # n-gram -> (request, end position)
@@ -69,7 +71,9 @@ class LiveOutputs:
         """Occurrences, in other requests than ``exclude``, of the longest suffix of ``context``
         (at least ``min_len`` tokens) that has a token after it: ``[(request, end position,
         match length)]``, longest first, then most recent."""
-        for n in range(min(self.gram, len(context)), max(min_len, self.min_gram) - 1, -1):
+        if min_len < self.min_gram:
+            raise ValueError(f"a match of {min_len} tokens is shorter than this registry keeps ({self.min_gram})")
+        for n in range(min(self.gram, len(context)), min_len - 1, -1):
             lst = self.grams.get(tuple(context[-n:]))
             hits = []
             for rid, p in reversed((lst or [])[-limit:]):
