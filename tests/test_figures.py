@@ -666,3 +666,16 @@ def test_a_fast_replays_time_panel_says_no_verify_forward_was_timed():
     assert key(live) == "stage"
     live.meta["replay"] = {"mode": "fast", "recorded_by": "gpt-4o"}
     assert "fast replay" in key(live) and "no verify" in key(live)
+
+
+def test_the_comparison_marks_the_same_output_position_in_both_methods():
+    """oilbird's cycle 2 begins at output token 4, which goose (one token a cycle) commits in
+    its cycle 4: the cursor sits there, not at goose's cycle 2, and on both token strips at 4."""
+    a, b = request_oilbird(), request_goose()
+    fig = F.compare_figure(a, b, selection=2)
+    top = {t.xaxis: t for t in fig.data if t.type == "bar" and t.meta.endswith(":bonus")}
+    strips = {by_meta(fig, f"{m}:strip").xaxis for m in ("oilbird", "goose")}
+    marks = {(sh.xref, sh.x0) for sh in fig.layout.shapes if sh.line.dash == "dot"}
+    oil_x, goose_x = by_meta(fig, "oilbird:bonus").xaxis, by_meta(fig, "goose:bonus").xaxis
+    assert (oil_x, 2) in marks and (goose_x, 4) in marks and (goose_x, 2) not in marks
+    assert {(x, 4) for x in strips} <= marks and len(top) == 2

@@ -57,6 +57,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                 counts[col].setdefault(primary_source(srcs or [BONUS]), [0] * len(r.cycles))[i] += 1
     order = shown_sources(set(counts[1]) | set(counts[2]))
     data, shapes = [], []
+    pos = a.cycles[selection].generated_before if selection is not None and 0 <= selection < len(a.cycles) else None
     for col, r in ((1, a), (2, b)):
         xr, yr = ref[(1, col)]
         cyc = [c.cycle for c in r.cycles]
@@ -76,8 +77,14 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                                    f"<br>{', '.join(x)}" for k, x in enumerate(srcs)],
                      "hoverinfo": "text", "name": f"{r.method} tokens", "meta": f"{r.method}:strip",
                      "xaxis": xs, "yaxis": ys})
-        if selection is not None and 0 <= selection < len(r.cycles):
-            shapes.append(vline(r.cycles[selection].cycle, xr, yr, CURSOR))
+        # the cursor marks the same output position in both columns: the selected cycle of ``a``,
+        # and the cycle of ``b`` that committed the token where that cycle began (the same cycle
+        # number is another place in the output when the two draft differently)
+        k = selection if r is a else _cycle_at(r, pos)
+        if k is not None and 0 <= k < len(r.cycles):
+            shapes.append(vline(r.cycles[k].cycle, xr, yr, CURSOR))
+        if pos is not None:
+            shapes.append(vline(pos, xs, ys, CURSOR))
         axes[axis_key(xr)]["title"] = {"text": "cycle"}
         axes[axis_key(ys)]["visible"] = False
     axes["yaxis"]["title"] = {"text": "tokens"}
@@ -94,6 +101,14 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     return {"data": data, "layout": layout}
 
 
+def _cycle_at(r: RequestTrace, position: int | None) -> int | None:
+    """The index of ``r``'s cycle that committed output token ``position`` (None: none did)."""
+    if position is None:
+        return None
+    return next((k for k, c in enumerate(r.cycles)
+                 if c.generated_before <= position < c.generated_before + max(1, len(c.committed))), None)
+
+
 def compare_figure(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                    style: Style | None = None) -> go.Figure:
     """Two methods on the same request side by side: tokens per cycle stacked by the source
@@ -103,6 +118,8 @@ def compare_figure(a: RequestTrace, b: RequestTrace, selection: int | None = Non
     share splits it instead), and say so. Subplot titles give each method's tau on a line that
     fits half the figure, tokens and forwards below it. Lossless methods have
     identical outputs; if they differ, the title says from which token and the strips mark it.
-    ``selection``: a cycle index marked in both columns."""
+    ``selection``: a cycle index of ``a``, marked at the same output position in both
+    columns (in ``b``'s, the cycle that committed the token where ``a``'s began) and on both
+    token strips."""
     return figure(compare_spec(a, b, selection, style), style)
 
