@@ -25,7 +25,7 @@ import plotly.io as pio
 
 from ..errors import InputError
 from ..jsonio import read_json
-from .results import MethodStats, check_cell
+from .results import TIMED, MethodStats, num_cell, check_cell, check_header, measured
 
 BASE_COLUMNS = ("method", "tau", "tokens_per_s", "speedup", "decode_speedup", "lossless",
                 "n_requests", "overhead_share")
@@ -132,30 +132,18 @@ def markdown_table(results: dict) -> str:
     """results.json as a Markdown table (for docs/results.md): one row per method. A measure no
     method has (a fast replay times nothing: tokens/s, speedups, overhead) is left out, not
     printed as a column of dashes."""
-    def f(v, fmt):
-        return fmt.format(v) if isinstance(v, (int, float)) else "-"
-
     def sole(r):
         v = r.get("sole_share", {}).get("semantic")
-        return None if v is None else 100 * v
-    columns = [   # (header, right-aligned, cell of one method's results, always shown)
-        ("tau", True, lambda r: f"{r['tau']:.2f}", True),
-        ("tokens/s", True, lambda r: f(r.get("tokens_per_s"), "{:.2f}"), False),
-        ("speedup", True, lambda r: f(r.get("speedup"), "{:.2f}x"), False),
-        ("decode speedup", True, lambda r: f(r.get("decode_speedup"), "{:.2f}x"), False),
-        ("overhead %", True, lambda r: f(100 * r["overhead_share"] if "overhead_share" in r else None, "{:.1f}"), False),
-        ("semantic sole %", True, lambda r: f(sole(r), "{:.1f}"), False),
-        ("mean nodes", True, lambda r: f(r.get("mean_nodes"), "{:.1f}"), False),
-        # in a replay the check is that every committed token followed the recording
-        ("follows recording" if results.get("replay") else "lossless", False, check_cell, True),
-    ]
+        return num_cell(None if v is None else 100 * v, "{:.1f}")
     methods = results["methods"]
-    cells = {h: [cell(r) for r in methods.values()] for h, _, cell, _ in columns}
-    shown = [(h, right) for h, right, _, always in columns if always or any(c != "-" for c in cells[h])]
-    rows = ["| method | " + " | ".join(h for h, _ in shown) + " |",
-            "| --- | " + " | ".join("---:" if right else "---" for _, right in shown) + " |"]
-    for i, m in enumerate(methods):
-        rows.append(f"| {m} | " + " | ".join(cells[h][i] for h, _ in shown) + " |")
+    columns = ([(name, True, cell) for _, name, cell in measured(TIMED, methods)]
+               + measured([("semantic sole %", True, sole),
+                           ("mean nodes", True, lambda r: num_cell(r.get("mean_nodes"), "{:.1f}"))], methods)
+               + [(check_header(results), False, check_cell)])
+    rows = ["| method | tau | " + " | ".join(h for h, _, _ in columns) + " |",
+            "| --- | ---: | " + " | ".join("---:" if right else "---" for _, right, _ in columns) + " |"]
+    for m, r in methods.items():
+        rows.append(f"| {m} | {r['tau']:.2f} | " + " | ".join(cell(r) for _, _, cell in columns) + " |")
     return "\n".join(rows)
 
 

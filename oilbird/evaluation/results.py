@@ -114,20 +114,40 @@ def check_cell(r: dict) -> str:
     return "yes" if r["lossless"] else "NO"
 
 
+def num_cell(v, fmt: str) -> str:
+    return fmt.format(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
+# what a run timed, per method: (name in the printed table, name in the Markdown table, cell);
+# "-" where the run did not time it (a fast replay times nothing)
+TIMED = (("tok/s", "tokens/s", lambda r: num_cell(r.get("tokens_per_s"), "{:.2f}")),
+         ("speedup", "speedup", lambda r: num_cell(r.get("speedup"), "{:.2f}x")),
+         ("dec.spd", "decode speedup", lambda r: num_cell(r.get("decode_speedup"), "{:.2f}x")),
+         ("ovh%", "overhead %", lambda r: num_cell(100 * r["overhead_share"] if "overhead_share" in r else None,
+                                                "{:.1f}")))
+
+
+def measured(columns, methods: dict) -> list:
+    """The ``columns`` (tuples whose last item is the cell function) some method has a value in."""
+    return [col for col in columns if any(col[-1](r) != "-" for r in methods.values())]
+
+
+def check_header(results: dict) -> str:
+    """The check column's name: what :func:`check_cell` says for this run."""
+    return ("checked (sampled)" if results.get("sampling") else
+            "follows recording" if results.get("replay") else "lossless")
+
+
 def format_table(results: dict) -> str:
     """The run's table as printed after it: one row per method; a measure no method has (a fast
-    replay times nothing) is left out, and a replay's check is named for what it checks."""
-    head = ("checked (sampled)" if results.get("sampling") else
-            "follows recording" if results.get("replay") else "lossless")
-    columns = [("tok/s", 8, lambda r: f"{r['tokens_per_s']:.2f}" if r.get("tokens_per_s") is not None else "-"),
-               ("speedup", 8, lambda r: f"{r['speedup']:.2f}x" if r.get("speedup") else "-"),
-               ("dec.spd", 8, lambda r: f"{r['decode_speedup']:.2f}x" if r.get("decode_speedup") else "-"),
-               ("ovh%", 6, lambda r: f"{100 * r['overhead_share']:.1f}" if "overhead_share" in r else "-")]
+    replay times nothing) is left out, and the check is named for what it checks."""
     methods = results["methods"]
-    shown = [(name, w, cell) for name, w, cell in columns if any(cell(r) != "-" for r in methods.values())]
-    rows = [f"{'method':24s} {'tau':>6s} " + "".join(f"{name:>{w}s} " for name, w, _ in shown) + head]
+    widths = {"tok/s": 8, "speedup": 8, "dec.spd": 8, "ovh%": 6}
+    shown = measured(TIMED, methods)
+    rows = [f"{'method':24s} {'tau':>6s} " + "".join(f"{name:>{widths[name]}s} " for name, _, _ in shown)
+            + check_header(results)]
     for m, r in methods.items():
-        rows.append(f"{m:24s} {r['tau']:6.2f} " + "".join(f"{cell(r):>{w}s} " for _, w, cell in shown)
+        rows.append(f"{m:24s} {r['tau']:6.2f} " + "".join(f"{cell(r):>{widths[name]}s} " for name, _, cell in shown)
                     + check_cell(r))
     if results.get("sampling"):
         s = results["sampling"]
