@@ -79,21 +79,21 @@ def load_run(run: Path, limit: int | None = None) -> tuple[list[tuple[str, list[
     return (reqs[:limit] if limit else reqs), job
 
 
-def load_recording(tokenizer, data, limit: int | None, context: int, end_ids=None
+def load_recording(tokenizer, convs, context: int, end_ids=None
                    ) -> tuple[list[tuple[str, list[int], list[int]]], int]:
     """((turn id, prompt ids, recording ids) of every assistant turn of the recorded
-    conversations ``data``, in serving order; how many turns were skipped as longer than
-    ``context``)."""
-    from oilbird.data.conversations import encode_conversation, load_conversations
+    conversations ``convs`` (:func:`~oilbird.data.conversations.load_conversations`), in serving
+    order; how many turns were skipped as longer than ``context``)."""
+    from oilbird.data.conversations import encode_conversation
     reqs, skipped = [], 0
-    for conv in load_conversations(data, limit):
+    for conv in convs:
         for turn in encode_conversation(tokenizer, conv, end_ids=end_ids):
             if turn.length > context:
                 skipped += 1
             elif turn.recording_ids:
                 reqs.append((turn.id, list(turn.prompt_ids), list(turn.recording_ids)))
     if not reqs:
-        raise RunError(f"{data}: no assistant turn with a recording fits the model's context ({context} tokens)")
+        raise RunError(f"no assistant turn with a recording fits the model's context ({context} tokens)")
     return reqs, skipped
 
 
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             raise RunError("give a serve-bench run folder or --recording DATA (one of the two)")
         if args.recording is not None:
             from oilbird.data.conversations import load_conversations
-            load_conversations(args.recording, args.limit)     # every line checked before the model loads
+            convs = load_conversations(args.recording, args.limit)   # every line checked before the model loads
             reqs, job = None, {"k": 8}
         else:
             reqs, job = load_run(run, args.limit)
@@ -268,8 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if reqs is None:
         from oilbird.evaluation.teacher import model_context
         try:
-            reqs, skipped = load_recording(model.tokenizer, args.recording, args.limit, model_context(model),
-                                           model.eos_token_ids)
+            reqs, skipped = load_recording(model.tokenizer, convs, model_context(model), model.eos_token_ids)
         except (RunError, ValueError) as exc:
             print(f"proposer_replay: {exc}", file=sys.stderr)
             return 2

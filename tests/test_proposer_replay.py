@@ -121,7 +121,9 @@ def test_recorded_traffic_or_a_run_one_of_the_two(tmp_path, capsys, monkeypatch)
 def test_a_recorded_conversation_is_served_turn_by_turn(tiny_lm):
     """Each assistant turn is one request (prompt: the conversation so far; output: the
     recording), in serving order; a turn past the context is skipped and counted."""
-    reqs, skipped = pr.load_recording(tiny_lm.tokenizer, "agent-builtin", 1, 10 ** 6, tiny_lm.eos_token_ids)
+    from oilbird.data.conversations import load_conversations
+    convs = load_conversations("agent-builtin", 1)
+    reqs, skipped = pr.load_recording(tiny_lm.tokenizer, convs, 10 ** 6, tiny_lm.eos_token_ids)
     assert skipped == 0 and len(reqs) >= 3
     conv = reqs[0][0].split("#")[0]
     assert [r[0] for r in reqs] == [f"{conv}#{i}" for i in range(len(reqs))]
@@ -131,7 +133,7 @@ def test_a_recorded_conversation_is_served_turn_by_turn(tiny_lm):
     assert res["requests"] == len(reqs) and res["tokens"] == sum(len(r[2]) for r in reqs)
     assert res["failures"] == 0 and res["store_requests"] == len(reqs)
     longest = max(len(r[1]) + len(r[2]) for r in reqs)
-    short, dropped = pr.load_recording(tiny_lm.tokenizer, "agent-builtin", 1, longest - 1, tiny_lm.eos_token_ids)
+    short, dropped = pr.load_recording(tiny_lm.tokenizer, convs, longest - 1, tiny_lm.eos_token_ids)
     assert dropped >= 1 and len(short) == len(reqs) - dropped
 
 

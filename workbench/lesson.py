@@ -223,14 +223,18 @@ def semantic_finds(request: RequestTrace, only_unreachable: bool = True) -> list
         for j, nb in enumerate(c.neighbours):
             if nb.accepted > 0 and nb.proposed and not (only_unreachable and nb.lexical_reachable):
                 out.append(Find(request.request_id, request.method, k, j, c.generated_before, nb))
-    return sorted(out, key=lambda f: (-f.item.accepted, -f.item.similarity, f.cycle))
+    return sorted(out, key=_find_rank)
+
+
+def _find_rank(f: Find) -> tuple:
+    """Best find first: the most accepted nodes, then the most similar neighbour."""
+    return -f.item.accepted, -f.item.similarity, f.request_id, f.cycle
 
 
 def best_find(traces: Iterable[RequestTrace], semantic: str = "oilbird") -> Find | None:
     """The ``semantic`` traces' find (:func:`semantic_finds`) with the most accepted nodes
     (then the most similar neighbour), or None."""
-    finds = [f for t in traces if t.method == semantic for f in semantic_finds(t)]
-    return min(finds, key=lambda f: (-f.item.accepted, -f.item.similarity, f.request_id, f.cycle), default=None)
+    return min((f for t in traces if t.method == semantic for f in semantic_finds(t)), key=_find_rank, default=None)
 
 
 @dataclass
@@ -265,7 +269,7 @@ def pick_story(traces: Iterable[RequestTrace], lexical: str = "goose", semantic:
                                          f"chain of {lexical} is rejected there, and {semantic}'s semantic "
                                          "key finds a chain the lexical key could not propose.")
     d = frames[0] if frames else None
-    f = best_find(sem.values(), semantic)
+    f = min(finds, key=_find_rank, default=None)       # best_find over the finds listed above
     bits = []
     bits.append(f"{lexical}: a lexical chain rejected with {d.n_behind} correct tokens behind it in "
                 f"{d.request_id}" if d else f"{lexical}: no rejected lexical chain with a correct frame behind it")

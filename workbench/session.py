@@ -159,7 +159,7 @@ def new_session(cat: Catalogue, data: Data) -> Session:
     """The initial per-session state: a traced request, method "oilbird" when there is one."""
     rids = cat.request_ids() or list(data.requests)
     methods = cat.methods() or ["oilbird"]
-    method = "oilbird" if "oilbird" in methods else methods[0]
+    method = preferred_method(methods)
     # open where the semantic key shows best (the point of the workbench): a replay of recorded
     # agent traffic (the traffic it was designed for) over a live run of the small model, a real
     # language model's recording over the scripted agent's, then the request with the clearest gap
@@ -187,11 +187,17 @@ def opening_rank(tr: RequestTrace | None) -> tuple:
             any(c.neighbours for c in tr.cycles))
 
 
+def preferred_method(methods: list[str]) -> str:
+    """The method a view opens on: "oilbird" when it is there (the method the workbench is
+    about), else the first."""
+    return "oilbird" if "oilbird" in methods else methods[0]
+
+
 def opening(traces: list[RequestTrace]) -> RequestTrace:
     """Where a set of traces (an uploaded file) opens: an "oilbird" trace when there is one
     (else the first trace's method), the request :func:`opening_rank` ranks first; ties keep
     the file's order."""
-    method = "oilbird" if any(t.method == "oilbird" for t in traces) else traces[0].method
+    method = preferred_method([t.method for t in traces])
     mine = [t for t in traces if t.method == method]
     return max(mine, key=opening_rank)                 # max keeps the first of equals
 

@@ -13,7 +13,7 @@ from oilbird.trace import RequestTrace
 from ..palette import BONUS, Style, primary_source, shown_sources, source_label
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, panel_layout,
                    style_or_default, vline)
-from .provenance import token_sources
+from .provenance import token_cycles, token_sources
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -58,6 +58,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     order = shown_sources(set(counts[1]) | set(counts[2]))
     data, shapes = [], []
     pos = a.cycles[selection].generated_before if selection is not None and 0 <= selection < len(a.cycles) else None
+    b_cycles = token_cycles(b)                       # the cycle index of b that committed each token
     for col, r in ((1, a), (2, b)):
         xr, yr = ref[(1, col)]
         cyc = [c.cycle for c in r.cycles]
@@ -80,7 +81,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         # the cursor marks the same output position in both columns: the selected cycle of ``a``,
         # and the cycle of ``b`` that committed the token where that cycle began (the same cycle
         # number is another place in the output when the two draft differently)
-        k = selection if r is a else _cycle_at(r, pos)
+        k = selection if r is a else (b_cycles[pos] if pos is not None and pos < len(b_cycles) else None)
         if k is not None and 0 <= k < len(r.cycles):
             shapes.append(vline(r.cycles[k].cycle, xr, yr, CURSOR))
         if pos is not None:
@@ -99,14 +100,6 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                      legend={"orientation": "h", "y": -0.1, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},
                      margin={"l": 40, "r": 10, "t": 90, "b": 40}, **axes)
     return {"data": data, "layout": layout}
-
-
-def _cycle_at(r: RequestTrace, position: int | None) -> int | None:
-    """The index of ``r``'s cycle that committed output token ``position`` (None: none did)."""
-    if position is None:
-        return None
-    return next((k for k, c in enumerate(r.cycles)
-                 if c.generated_before <= position < c.generated_before + max(1, len(c.committed))), None)
 
 
 def compare_figure(a: RequestTrace, b: RequestTrace, selection: int | None = None,
