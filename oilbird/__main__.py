@@ -398,10 +398,10 @@ def _replay(args) -> int:
             report["funnel"] = funnel.result(report["labels"])
             run.write_json("diagnosis.json", report)
             if args.traces:       # the labels belong to the recording, the output of every method
+                from .evaluation.labels import attach_report
                 from .trace import load_traces, save_traces
                 traces = load_traces(run.path("traces.jsonl"))
-                for tr in traces:
-                    tr.gap_labels = report["labels"].get(tr.request_id)
+                attach_report(traces, report)
                 save_traces(traces, run.path("traces.jsonl"))
         print("\n".join(summary_lines(report)))
         print("\n".join(funnel_lines(report["funnel"])))

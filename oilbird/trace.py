@@ -176,6 +176,9 @@ class RequestTrace:
     lossless: bool | None = None      # None = not audited
     # optional per-position diagnosis labels (see oilbird.evaluation.diagnose): one per output token
     gap_labels: list[str] | None = None
+    # beside them, one per output token: does the drafter's key (the state one position before the
+    # root, records followed by the root) reach the token? (diagnose's ``drafter_reach``)
+    drafter_reach: list[bool] | None = None
     meta: dict = field(default_factory=dict)
     stop: str | None = None           # why the output ended: a key of STOP_REASONS (None: not finished)
 
@@ -282,6 +285,8 @@ def _check_request(r: RequestTrace) -> None:
         raise TraceError("output_text is not one piece per output token")
     if r.gap_labels is not None and len(r.gap_labels) != len(r.output_ids):
         raise TraceError("gap_labels is not one label per output token")
+    if r.drafter_reach is not None and len(r.drafter_reach) != len(r.output_ids):
+        raise TraceError("drafter_reach is not one entry per output token")
 
 
 def request_to_lines(r: RequestTrace) -> list[str]:

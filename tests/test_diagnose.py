@@ -118,6 +118,37 @@ def test_the_drafters_key_asks_one_position_earlier_and_checks_the_root():
     assert d.drafter_hit == [False, True]      # t=0: nothing is followed by the root 8
 
 
+def test_the_report_carries_the_drafters_reach_and_traces_get_it_beside_the_labels():
+    from oilbird.evaluation.diagnose import build_report
+    from oilbird.evaluation.labels import attach_report
+    from oilbird.trace import RequestTrace, TraceError, load_traces, save_traces
+    A, B, C = 3, 4, 5
+    pool = Pool(3, k=1)
+    pool.add_document([A, B, C], np.eye(3, dtype=np.float32))
+    e0, e1, e2 = np.eye(3, dtype=np.float32)
+    d = pool.label("q", [7, 8], [B, C], np.stack([e2, e0, e2, e1]))      # as in the test above
+    report = build_report({"diags": {"generated": [d]}, "teacher_forced_agreement": 1.0,
+                           "texts": {"q": ["B", "C"]}}, {})
+    assert report["drafter_reach"] == {"q": [False, True]} and report["detail"]["q"]["drafter_hit"] == [False, True]
+    from oilbird.trace import CycleTrace
+    one = CycleTrace(request_id="q", method="oilbird", cycle=0, prefix_len=0, generated_before=0, bonus=C,
+                     committed=[B, C], committed_sources=[["bonus"], ["bonus"]])
+    same = RequestTrace("q", "oilbird", "m", [7, 8], "", output_ids=[B, C], cycles=[one])
+    other = RequestTrace("q", "goose", "m", [7, 8], "", output_ids=[B])      # not the diagnosed output
+    attach_report([same, other], report)
+    assert same.gap_labels == d.labels and same.drafter_reach == [False, True]
+    assert other.gap_labels is None and other.drafter_reach is None
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp:
+        save_traces([same], Path(tmp) / "t.jsonl")
+        assert load_traces(Path(tmp) / "t.jsonl")[0].drafter_reach == [False, True]
+        same.drafter_reach = [True]
+        save_traces([same], Path(tmp) / "u.jsonl")
+        with pytest.raises(TraceError, match="drafter_reach is not one entry per output token"):
+            load_traces(Path(tmp) / "u.jsonl")
+
+
 def test_full_pool_includes_earlier_prompts():
     # with the earlier prompt in the pool, r2's first token follows a recurring prompt tail
     s1, s2 = _states()

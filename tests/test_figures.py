@@ -442,6 +442,32 @@ def test_gap_strip_says_what_the_pool_is():
     assert "occur nowhere in the pool" in cells[0]["title"]
 
 
+def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
+    """drafter_reach (diagnose's drafter_hit) marks gap cells only: token 2 (gap, reached by the
+    diagnosis' key) is reached by the drafter's key too, token 3 (gap missed) is not; the lexical
+    hit at 1 is reached as well but is no gap, so it carries no mark. Counted in the figure's
+    legend and title and in the HTML key; a trace without the field says so."""
+    r = request_oilbird(LABELS)
+    r.drafter_reach = [False, True, True, False, False]
+    g = F.gap_cells(r, 1)
+    assert [c.drafter for c in g.cells] == [None, None, True, False, None]
+    assert g.drafter == {"gap_recovered": 1, "gap_missed": 0}
+    assert "1 of 2 gap tokens (1 of the 1 the semantic key reaches)" in g.drafter_line
+    fig = F.gap_strip_figure(r, 1)
+    marks = by_meta(fig, "drafter")
+    assert list(marks.x) == [2] and "1 of 2 gap tokens" in marks.name
+    assert "1 of 2 gap tokens" in fig.layout.title.text
+    page = F.gap_strip_html(r, 1)
+    cells = [t for t in _tags(page, "span") if t.get("class") == "gap-cell"]
+    assert [c.get("data-drafter") for c in cells] == [None, None, "true", "false", None]
+    assert "inset 0 5px" in cells[2]["style"] and "inset" not in cells[3]["style"]
+    assert "drafter's key reaches it" in cells[2]["title"] and "does not reach it" in cells[3]["title"]
+    assert "1 of 2 gap tokens" in page.split("gap-row")[1]
+    old = request_oilbird(LABELS)                       # a trace from before the field
+    assert F.gap_cells(old).drafter is None and "made before it recorded drafter_reach" in F.gap_strip_html(old)
+    assert not any(d.meta == "drafter" for d in F.gap_strip_figure(old).data)
+
+
 def test_a_live_run_without_labels_is_not_told_to_rerun_the_cli():
     """The app's live runs are never diagnosed: say where labels come from, not which
     command to run on a trace that has no file."""

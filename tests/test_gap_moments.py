@@ -21,6 +21,16 @@ def test_runs_of_one_label_are_one_moment_with_the_cycle_that_committed_its_firs
     assert [m.label for m in F.gap_moments(request_oilbird(gap_labels=LABELS), ("gap_missed",))] == ["gap_missed"]
 
 
+def test_a_gap_run_says_how_many_of_its_tokens_the_drafters_key_reaches():
+    r = request_oilbird(gap_labels=LABELS)
+    r.drafter_reach = [True, True, False, True, False]      # token 0 (absent) and 3 (lexical hit) count for nothing
+    ms = F.gap_moments(r)
+    assert [m.drafter for m in ms] == [None, 1, 0]
+    assert "drafter's key 1/2" in ms[1].describe() and "drafter's key 0/1" in ms[2].describe()
+    assert "drafter's key" not in ms[0].describe()
+    assert all("drafter's key" not in m.describe() for m in F.gap_moments(request_oilbird(gap_labels=LABELS)))
+
+
 def test_without_labels_or_with_inconsistent_ones_there_are_none():
     assert F.gap_moments(request_oilbird()) == [] and F.moment_choices(request_oilbird()) == []
     assert F.gap_moments(request_oilbird(gap_labels=LABELS[:3])) == []

@@ -29,6 +29,7 @@ from oilbird.trace import BONUS, CycleTrace, Neighbour, RequestTrace, common_pre
 
 from .palette import (DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_LABELS,
                       GAP_PATTERNS, Style, shown_sources, source_label)
+from .panels.provenance import token_cycles
 
 LEXICAL = ("pld", "suffix")
 
@@ -246,11 +247,6 @@ class Story:
     note: str                 # one sentence saying what was found
 
 
-def _covers(request: RequestTrace, cycle: int, position: int) -> bool:
-    c = request.cycles[cycle]
-    return c.generated_before <= position < c.generated_before + max(1, len(c.committed))
-
-
 def pick_story(traces: Iterable[RequestTrace], lexical: str = "goose", semantic: str = "oilbird") -> Story:
     """A discarded frame in a ``lexical`` trace and a semantic find in a ``semantic`` trace,
     at the same request and output position when some pair is (the Figure 1 situation seen
@@ -261,10 +257,11 @@ def pick_story(traces: Iterable[RequestTrace], lexical: str = "goose", semantic:
     frames = [d for t in lex.values() for d in discarded_frames(t)]
     finds = [f for t in sem.values() for f in semantic_finds(t)]
     frames.sort(key=lambda d: -d.n_behind)
+    committed_by = {rid: token_cycles(t) for rid, t in sem.items()}     # output position -> cycle index
     for d in frames:
-        s = sem.get(d.request_id)
+        where = committed_by.get(d.request_id, [])
         for f in finds:
-            if s is not None and f.request_id == d.request_id and _covers(s, f.cycle, d.position):
+            if f.request_id == d.request_id and d.position < len(where) and where[d.position] == f.cycle:
                 return Story(d, f, True, f"request {d.request_id}, output token {d.position}: the lexical "
                                          f"chain of {lexical} is rejected there, and {semantic}'s semantic "
                                          "key finds a chain the lexical key could not propose.")
@@ -514,10 +511,11 @@ def replay_conversations(lm, conversations, methods: Sequence[str]) -> list[Requ
     """Replay recorded ``conversations`` (:mod:`oilbird.data.conversations`) with each preset in
     ``methods`` as ``python -m oilbird replay --traces --diagnose`` does (fast mode: one
     teacher-forced forward per turn; one decoder, so one store, per method), and return one
-    trace per turn and method with the turn's ``gap_labels``. Conversations longer than the
+    trace per turn and method with the turn's ``gap_labels`` and ``drafter_reach``. Conversations longer than the
     model's context are left out (as replay skips them)."""
     from oilbird.data.conversations import encode_conversation
     from oilbird.evaluation.diagnose import build_report
+    from oilbird.evaluation.labels import attach_report
     from oilbird.evaluation.replay import diagnose_turns, fits, replay
     from oilbird.verifier import Verifier
 
@@ -528,7 +526,5 @@ def replay_conversations(lm, conversations, methods: Sequence[str]) -> list[Requ
     traces: list[RequestTrace] = []
     replay(turns, list(methods), Verifier(lm), mode="fast", trace=True, recorded_by=recorded_by,
            on_request=lambda trs, _res: traces.extend(trs))
-    labels = build_report(diagnose_turns(lm, turns, progress=False), {"data": "notebook", "model": lm.name})["labels"]
-    for tr in traces:
-        tr.gap_labels = labels.get(tr.request_id)
+    attach_report(traces, build_report(diagnose_turns(lm, turns, progress=False), {"data": "notebook", "model": lm.name}))
     return traces

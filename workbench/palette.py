@@ -109,6 +109,14 @@ GAP_EXPLANATIONS = {
     "gap_missed": "in the pool, missed by exact matching and by the hidden-state key",
     "absent": "the next 2 tokens occur nowhere in the pool",
 }
+# Beside the labels, at gap positions (trace ``drafter_reach``): whether the key the drafter can ask
+# when it drafts reaches the token too. The diagnosis' key reads the state whose head emits the
+# token; the drafter has it only after this cycle's forward, so it asks with the one before.
+DRAFTER_MARK = "drafter's key reaches it"
+DRAFTER_EXPLANATION = ("the key the drafter can ask when it drafts (the state one token earlier, among the "
+                       "records followed by the root token) also has a top-8 record that continues right")
+DRAFTER_NOT = "the drafter's key (the state one token earlier) does not reach it"
+DRAFTER_MISSING = "this trace does not say where the drafter's key reaches (made before it recorded drafter_reach)"
 
 # Timing stages of a cycle, in the order they run.
 STAGES = ("draft", "verify", "commit", "update")

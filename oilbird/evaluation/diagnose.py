@@ -63,7 +63,8 @@ token-adjacency and rejected-branch sources, which replay the model's own predic
 **Per-position labels** for views, one per output token: ``absent`` (not present_2),
 ``lexical_hit`` (present and oracle hit), ``gap_recovered`` (gap, semantic hit), ``gap_missed``
 (gap, semantic miss). Oracle hits at positions that are not present_2 are labelled ``absent``;
-the fractions below are computed from the raw booleans, not from the labels.
+the fractions below are computed from the raw booleans, not from the labels. Beside them, views
+get ``drafter_reach`` (the drafter's key's hit, one per output token).
 
 The labelling is pure (:class:`Pool` takes token lists and state arrays); the model only enters
 in :func:`diagnose_requests`.
@@ -212,11 +213,8 @@ class RequestDiagnosis:
                        else "gap_recovered" if s else "gap_missed")
         return out
 
-    def detail(self) -> dict:
-        return {"present_2": self.present_2, "present_4": self.present_4, "oracle_hit": self.oracle_hit,
-                "match_len": self.match_len, "semantic_hit": self.semantic_hit,
-                "static_hit": self.static_hit, "run_behind": self.run_behind,
-                "run_available": self.run_available}
+    def detail(self) -> dict:         # every per-position list, by its name
+        return {k: v for k, v in vars(self).items() if k not in ("request_id", "output")}
 
 
 class Pool:
@@ -568,6 +566,7 @@ def build_report(res: dict, meta: dict) -> dict:
         report["copy_oracle_tau"] = {str(c + 1): v for c, v in copy_oracle_tau(res["pairs"]).items()}
     report["requests"] = [d.request_id for d in diags]
     report["labels"] = {d.request_id: d.labels for d in diags}
+    report["drafter_reach"] = {d.request_id: list(d.drafter_hit) for d in diags}
     report["output_text"] = {d.request_id: res["texts"][d.request_id] for d in diags}
     report["detail"] = {d.request_id: d.detail() for d in diags}
     return report

@@ -47,8 +47,23 @@ def label_traces(traces, requests, lm, max_new_tokens: int, progress: bool = Fal
     by_id = {d.request_id: d for d in res["diags"]["generated"]}
     for tr in traces:
         d = by_id.get(tr.request_id)
-        tr.gap_labels = d.labels if d is not None and list(tr.output_ids) == d.output else None
+        same = d is not None and list(tr.output_ids) == d.output
+        tr.gap_labels = d.labels if same else None
+        tr.drafter_reach = list(d.drafter_hit) if same else None
     return res
+
+
+def attach_report(traces, report: dict) -> None:
+    """Give every trace its request's ``gap_labels`` and ``drafter_reach`` from a diagnosis
+    report (:func:`~oilbird.evaluation.diagnose.build_report`) of the same outputs: a replay's,
+    whose output is the recording for every method. A trace whose request the report lacks, or
+    whose output is not as long as its labels, gets None."""
+    for tr in traces:
+        lab = report["labels"].get(tr.request_id)
+        fits = lab is not None and len(lab) == len(tr.output_ids)
+        reach = report.get("drafter_reach", {}).get(tr.request_id)
+        tr.gap_labels = lab if fits else None
+        tr.drafter_reach = reach if fits and reach is not None else None
 
 
 def attach_labels(trace_path, requests, lm, max_new_tokens: int) -> None:

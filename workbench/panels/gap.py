@@ -1,11 +1,14 @@
 """The gap-strip panel: one cell per output token, coloured by its identifiability-gap label
-(lexical hit / gap within the semantic key's reach / gap missed / absent from the pool).
+(lexical hit / gap within the semantic key's reach / gap missed / absent from the pool), and at
+gap positions a mark where the key the drafter can ask when it drafts reaches the token too (the
+diagnosis' key reads the state a token later than the drafter has it: the reach the drafter
+can turn into accepted tokens is the marked part).
 
 One row list (:func:`gap_cells`: a :class:`GapStrip`) is formatted by two renderers:
 :func:`gap_strip_spec` (a plotly figure) and :func:`gap_strip_html` (the app's panel). Reads
-the request's ``gap_labels`` (written by ``python -m oilbird trace ... --diagnose``, one
-diagnosis of the output, the same for every method) and ``output_text``; the cells of the
-selected cycle come from its ``committed`` tokens.
+the request's ``gap_labels`` and ``drafter_reach`` (written by ``python -m oilbird trace|replay
+... --diagnose``, one diagnosis of the output, the same for every method) and ``output_text``;
+the cells of the selected cycle come from its ``committed`` tokens.
 """
 from __future__ import annotations
 
@@ -16,13 +19,15 @@ import plotly.graph_objects as go
 
 from oilbird.trace import RequestTrace
 
-from ..palette import GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_LABELS, GAP_PATTERNS, GAP_POOL, Style
+from ..palette import (DRAFTER_EXPLANATION, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT, GAP_COLOURS, GAP_DESCRIPTIONS,
+                       GAP_EXPLANATIONS, GAP_LABELS, GAP_PATTERNS, GAP_POOL, Style)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
 from .provenance import committed_upto
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
 GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
 NO_COLOUR = "#777777"
+GAPS = ("gap_recovered", "gap_missed")     # the labels whose cells carry the drafter's mark
 
 
 def _no_labels_why(request: RequestTrace) -> str:
@@ -48,6 +53,7 @@ class GapCell:
     label: str
     text: str        # the token's text, raw ("?" where the trace has fewer texts than labels)
     now: bool        # committed in the selected cycle (outlined)
+    drafter: bool | None = None   # at a gap position: the drafter's key reaches it (None: not a gap, or not known)
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,19 @@ class GapStrip:
     span: tuple[int, int] | None        # the selected cycle's tokens [lo, hi), None if it has none
     missing: str                        # why there are no labels ("" when there are)
     inconsistent: str                   # "" unless the labels do not match the output's length
+    drafter: dict[str, int] | None = None   # per gap label, its cells the drafter's key reaches (None: not known)
+
+    @property
+    def drafter_line(self) -> str:
+        """The marks' count in words ("" without labels), or why there are none."""
+        if self.missing:
+            return ""
+        if self.drafter is None:
+            return DRAFTER_MISSING
+        n_gap = sum(self.counts.get(g) or 0 for g in GAPS)
+        return (f"{DRAFTER_MARK}: {sum(self.drafter.values())} of {n_gap} gap tokens "
+                f"({self.drafter.get('gap_recovered', 0)} of the {self.counts.get('gap_recovered') or 0} "
+                f"the semantic key reaches)")
 
 
 def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
@@ -71,11 +90,22 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
         span = (lo, hi) if hi > lo else None
     if labels is None:
         return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, _no_labels_why(request), "")
+    reach = request.drafter_reach if request.drafter_reach is not None and len(request.drafter_reach) == len(labels) else None
     cells = [GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
-                     span is not None and span[0] <= k < span[1]) for k, lab in enumerate(labels)]
+                     span is not None and span[0] <= k < span[1],
+                     bool(reach[k]) if reach is not None and lab in GAPS else None) for k, lab in enumerate(labels)]
     counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
+    drafter = None if reach is None else {g: sum(1 for c in cells if c.label == g and c.drafter) for g in GAPS}
     bad = f"{len(labels)} labels for {n} output tokens: the trace is inconsistent" if len(labels) != n else ""
-    return GapStrip(request.method, n, cells, counts, span, "", bad)
+    return GapStrip(request.method, n, cells, counts, span, "", bad, drafter)
+
+
+def cell_hover(c: GapCell) -> str:
+    """A cell's label in words, and at a gap position whether the drafter's key reaches it."""
+    said = gap_hover(c.label)
+    if c.drafter is None:
+        return said
+    return f"{said}; {DRAFTER_MARK} ({DRAFTER_EXPLANATION})" if c.drafter else f"{said}; {DRAFTER_NOT}"
 
 
 def _count(c: int | None) -> str:
@@ -96,9 +126,19 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
             "marker": {"color": GAP_COLOURS.get(lab, NO_COLOUR),
                        "pattern": {"shape": GAP_PATTERNS.get(lab, ""), "fgcolor": "#333333", **PATTERN},
                        "line": {"width": 0.5, "color": "white"}},
-            "hovertext": [f"token {c.index}: {esc(c.text)}<br>{html.escape(gap_hover(lab), quote=False)}<br>{pool}"
+            "hovertext": [f"token {c.index}: {esc(c.text)}<br>{html.escape(cell_hover(c), quote=False)}<br>{pool}"
                           for c in ks] or None,
             "hoverinfo": "text", "meta": lab})
+    if g.drafter is not None:
+        marked = [c for c in g.cells if c.drafter]
+        data.append({
+            "type": "scatter", "mode": "markers", "x": [c.index for c in marked] or [None],
+            "y": [1.07] * len(marked) if marked else [None],
+            "name": f"{DRAFTER_MARK} ({sum(g.drafter.values())} of {sum(g.counts.get(x) or 0 for x in GAPS)} gap tokens)",
+            "marker": {"symbol": "triangle-down", "size": 7, "color": "#111111"}, "showlegend": True,
+            "hovertext": [f"token {c.index}: {esc(c.text)}<br>{html.escape(DRAFTER_MARK + ': ' + DRAFTER_EXPLANATION, quote=False)}"
+                          for c in marked] or None,
+            "hoverinfo": "text", "meta": "drafter"})
     notes, shapes = [], []
     if g.missing:
         notes.append(centred_note(html.escape(g.missing)))
@@ -108,11 +148,13 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
         shapes.append({"type": "rect", "x0": g.span[0] - 0.5, "x1": g.span[1] - 0.5, "y0": -0.05, "y1": 1.1,
                        "xref": "x", "yref": "y", "line": {"width": 2.5, "color": "#111111"},
                        "fillcolor": "rgba(0,0,0,0)"})
+    drafter = f"<br>▼ {html.escape(g.drafter_line, quote=False)}" if g.drafter_line else ""
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#777'>"
-             f"{GAP_SCOPE.format(method=html.escape(request.method))}<br>{pool}</span>")
-    lay = panel_layout(s, title, height=240, annotations=notes, shapes=shapes, barmode="overlay", bargap=0,
-                       legend={"orientation": "h", "y": -0.3}, margin={"l": 20, "r": 10, "t": 80, "b": 20},
+             f"{GAP_SCOPE.format(method=html.escape(request.method))}<br>{pool}{drafter}</span>")
+    lay = panel_layout(s, title, height=260 if drafter else 240, annotations=notes, shapes=shapes, barmode="overlay",
+                       bargap=0, legend={"orientation": "h", "y": -0.3},
+                       margin={"l": 20, "r": 10, "t": 100 if drafter else 80, "b": 20},
                        xaxis={"range": [-0.5, max(g.n_tokens, 1) - 0.5], "showgrid": False},
                        yaxis={"visible": False, "range": [0, 1.15]})
     return {"data": data, "layout": lay}
@@ -135,19 +177,30 @@ _CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 2px 0;vertical-
 _KEY = "display:inline-block;padding:1px 6px;margin:4px 4px 0 0;font-size:0.85em;"
 
 
+_MARK = "box-shadow:inset 0 5px 0 #111;"     # the drafter's mark: a black band across a cell's top
+
+
 def _html_key(g: GapStrip) -> str:
-    """The key: one swatch per label with its count (its title says what it means)."""
+    """The key: one swatch per label with its count (its title says what it means), then the
+    drafter's mark and its count (or why the trace has none)."""
+    mark = ""
+    if g.drafter_line:
+        swatch = (f"<span style='{_CELL}width:14px;background:{GAP_COLOURS['gap_recovered']};{_MARK}'></span> "
+                  if g.drafter is not None else "")
+        mark = (f"<div class='gap-drafter' title='{html.escape(DRAFTER_EXPLANATION, quote=True)}' "
+                f"style='font-size:0.85em;margin-top:4px'>{swatch}{html.escape(g.drafter_line, quote=False)}</div>")
     return " ".join(
         f"<span class='gap-key' title='{html.escape(gap_hover(lab) + '; ' + GAP_POOL, quote=True)}' "
         f"style='{_KEY}background:{GAP_COLOURS.get(lab, NO_COLOUR)}"
         + ("" if g.missing else f";border-bottom:4px {GAP_BORDERS.get(lab, 'solid')} #333")
-        + f"'>{GAP_DESCRIPTIONS.get(lab, html.escape(lab))} ({_count(c)})</span>" for lab, c in g.counts.items())
+        + f"'>{GAP_DESCRIPTIONS.get(lab, html.escape(lab))} ({_count(c)})</span>" for lab, c in g.counts.items()) + mark
 
 
 def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
     """The strip of :func:`gap_strip_figure` as an HTML fragment: one cell per output token
-    (colour plus a border style per label, the token in its ``title``), the cells of cycle
-    index ``cycle`` outlined, and the counts per label."""
+    (colour plus a border style per label, the token in its ``title``; a black band across the
+    top of a gap cell the drafter's key reaches), the cells of cycle index ``cycle`` outlined,
+    and the counts per label and of the marks."""
     g = gap_cells(request, cycle)
     head = (f"<b>gap strip</b> · one cell per output token · <span style='color:#777'>"
             f"{GAP_SCOPE.format(method=html.escape(g.method))}<br>"
@@ -159,9 +212,11 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
     cells = []
     for c in g.cells:
         now = "outline:2px solid #111;outline-offset:-2px;" if c.now else ""
-        cells.append(f"<span class='gap-cell' data-label='{html.escape(c.label)}' title='{c.index}: "
-                     f"{html.escape(visible(c.text), quote=True)} · {html.escape(gap_hover(c.label), quote=True)}' "
+        mark = _MARK if c.drafter else ""
+        drafter = "" if c.drafter is None else f" data-drafter='{str(c.drafter).lower()}'"
+        cells.append(f"<span class='gap-cell' data-label='{html.escape(c.label)}'{drafter} title='{c.index}: "
+                     f"{html.escape(visible(c.text), quote=True)} · {html.escape(cell_hover(c), quote=True)}' "
                      f"style='{_CELL}background:{GAP_COLOURS.get(c.label, NO_COLOUR)};"
-                     f"border-bottom:4px {GAP_BORDERS.get(c.label, 'solid')} #333;{now}'></span>")
+                     f"border-bottom:4px {GAP_BORDERS.get(c.label, 'solid')} #333;{mark}{now}'></span>")
     warn = f"<div style='color:#D55E00'>{g.inconsistent}</div>" if g.inconsistent else ""
     return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{''.join(cells)}</div>{_html_key(g)}</div>"

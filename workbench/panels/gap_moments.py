@@ -5,7 +5,9 @@ other than ``lexical_hit`` (``gap_recovered``: the exact-match key missed, the h
 found the true next token; ``gap_missed``: both missed; ``absent``: the token's pair occurs
 nowhere in the pool), with the cycle that committed its first token, so a view can jump there.
 The labels are the request's ``gap_labels`` (``python -m oilbird trace|replay ... --diagnose``),
-one diagnosis of the output, the same for every method; the cycle is this method's.
+one diagnosis of the output, the same for every method; the cycle is this method's. A gap run
+says how many of its tokens the drafter's own key reaches (``drafter_reach``), where the trace
+records it.
 
 :func:`gap_moments` builds the list once; the app (a dropdown) and the notebook stepper (a
 select box) show :func:`moment_choices`, and :func:`clearest_moment` picks the one a class
@@ -36,6 +38,7 @@ class GapMoment:
     semantic: int        # tokens of the run the semantic source alone delivered in this trace
     contested: int = 0   # of those, tokens where a lexical source proposed a different token at the
                          # same place of the tree: the exact-match key wrong, the hidden-state key right
+    drafter: int | None = None   # at a gap run: its tokens the drafter's key reaches (drafter_reach; None: unknown)
 
     @property
     def key(self) -> str:
@@ -46,7 +49,8 @@ class GapMoment:
         where = f"token {self.start}" if self.end - self.start == 1 else f"tokens {self.start}-{self.end - 1}"
         text = self.text if len(self.text) <= 24 else self.text[:23] + "…"
         at = f"cycle {self.cycle}" if self.cycle is not None else "no cycle"
-        return f"{where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)} · {at}"
+        reach = "" if self.drafter is None else f" · drafter's key {self.drafter}/{self.end - self.start}"
+        return f"{where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach} · {at}"
 
 
 def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_LABELS) -> list[GapMoment]:
@@ -61,6 +65,7 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
     where = token_cycles(request)
     sources = [s for c in request.cycles for s in c.committed_sources]
     offset = [p - sum(len(c.committed) for c in request.cycles[:k]) for p, k in enumerate(where)]
+    reach = request.drafter_reach if request.drafter_reach is not None and len(request.drafter_reach) == n else None
     out: list[GapMoment] = []
     k = 0
     while k < n:
@@ -71,7 +76,9 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
             text = "".join(visible(request.output_text[i]) for i in range(k, j) if i < len(request.output_text))
             sem = [i for i in range(k, j) if i < len(sources) and sources[i] == ["semantic"]]
             contested = sum(lexical_proposed_other(request.cycles[where[i]], offset[i]) for i in sem)
-            out.append(GapMoment(lab[k], k, j, text, where[k] if k < len(where) else None, len(sem), contested))
+            drafter = sum(map(bool, reach[k:j])) if reach is not None and lab[k] in ("gap_recovered", "gap_missed") else None
+            out.append(GapMoment(lab[k], k, j, text, where[k] if k < len(where) else None, len(sem), contested,
+                                 drafter))
         k = j
     return out
 
