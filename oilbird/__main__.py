@@ -13,6 +13,7 @@ Every subcommand works offline on the built-in workload; ``--data api-bank`` rea
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -320,6 +321,7 @@ def _serve_bench(args) -> int:
 def _replay(args) -> int:
     from tqdm import tqdm
     from .data.conversations import encode_conversation, load_conversations
+    from .data.requests import ConversationError
     from .methods import parse_methods
     from .model import load_model
     from .evaluation.replay import check_method, replay, time_lines
@@ -337,7 +339,16 @@ def _replay(args) -> int:
     disk = TeacherCache(args.cache, max_bytes=int(args.cache_max_gb * 2 ** 30)) if args.cache else None
     run = Run(args.out or fresh_out("replay", args.data), args.force, writes, unit="turns")
     run.check()
-    convs = load_conversations(args.data, args.limit)   # every line checked before the model loads
+    bad: list[str] | None = [] if args.skip_bad else None
+    try:
+        convs = load_conversations(args.data, args.limit, bad)   # every line checked before the model loads
+    except ConversationError as exc:
+        if args.skip_bad or not re.search(r"(:|\bline )\d", str(exc)):   # not a bad line, or skipping did not help
+            raise
+        raise ConversationError(f"{exc.reason} (--skip-bad replays the other lines)", exc.path, exc.line) from None
+    if bad:
+        print(f"--skip-bad: left out {len(bad)} bad line{'s' if len(bad) > 1 else ''} of the recording "
+              f"(all listed in results.json); the first: {bad[0]}", file=sys.stderr)
     lm = load_model(args.model, state_layer=args.state_layer)
     t0 = time.perf_counter()
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]
@@ -348,7 +359,8 @@ def _replay(args) -> int:
     planned = sum(len(t) for t in turns)
 
     def save(res: dict, complete: bool = False) -> None:
-        run.save_results("results.json", {**res, "data": str(args.data)}, res["n_requests"], planned, complete)
+        extra = {"skipped_bad_lines": bad} if bad is not None else {}
+        run.save_results("results.json", {**res, "data": str(args.data), **extra}, res["n_requests"], planned, complete)
 
     from .evaluation.funnel import Accumulator, funnel_lines
     funnel = Accumulator()       # the conversion funnel, counted as the run goes
@@ -375,7 +387,8 @@ def _replay(args) -> int:
     skipped = r["skipped_over_context"]["conversations"]
     print(f"{r['turns']} turns of {r['conversations']} conversations recorded by {recorded_by}, replayed in "
           f"{mode} mode on {lm.name}"
-          + (f"; {skipped} conversations longer than the model's context skipped" if skipped else ""))
+          + (f"; {skipped} conversations longer than the model's context skipped" if skipped else "")
+          + (f"; {len(bad)} bad lines of the recording left out (--skip-bad)" if bad else ""))
     print("tau is what each drafter would have committed per forward on the recorded outputs; "
           + ("tokens/s and speedup are the local model's cost of these outputs" if mode == "exact"
              else "fast mode times nothing (--exact does)"))
@@ -489,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exact", action="store_true",
                    help="run every verify forward (real hidden states, top-k and cost; tokens/s) instead of "
                         "one teacher-forced forward per turn shared by every method")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="leave out a recording's bad lines (listed on stderr and in results.json) instead of stopping")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl (one trace per turn and method)")
     p.add_argument("--diagnose", action="store_true",
                    help="also write diagnosis.json: the identifiability-gap table and copy-oracle tau on the recordings")

@@ -188,6 +188,28 @@ def test_replay_refuses_a_bad_conversation_by_line_before_the_model_loads(tmp_pa
     out = tmp_path / "out"
     _fails(["replay", "--data", str(data), "--out", str(out)], capsys, "line 2")
     assert not out.exists()
+    _fails(["replay", "--data", str(data), "--out", str(out)], capsys, "(--skip-bad replays the other lines)")
+
+
+def test_replay_skip_bad_leaves_the_bad_lines_out_and_says_so(tmp_path, capsys, monkeypatch):
+    """--skip-bad: the good conversation goes on to the model (stopped here), the bad line is
+    named on stderr."""
+    import oilbird.model
+
+    class Loaded(Exception):
+        pass
+
+    def load(*a, **k):
+        raise Loaded()
+    monkeypatch.setattr(oilbird.model, "load_model", load)
+    good = json.dumps({"id": "a", "messages": [{"role": "user", "content": "hi"},
+                                               {"role": "assistant", "content": "hello"}]})
+    data = tmp_path / "convs.jsonl"
+    data.write_text(good + "\n{not json\n")
+    with pytest.raises(Loaded):
+        main(["replay", "--data", str(data), "--skip-bad", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert "--skip-bad: left out 1 bad line of the recording" in err and "convs.jsonl:2" in err
 
 
 def test_diagnose_labels_traces_with_the_limit_they_were_decoded_with(tmp_path, capsys, monkeypatch):

@@ -463,3 +463,36 @@ def test_every_bad_line_is_counted_and_the_first_is_told(tmp_path):
     assert msg.endswith("(and 2 more bad lines: 4, 5)")
     assert "\n" not in msg
     assert exc.value.reason.endswith("(and 2 more bad lines: 4, 5)")   # the parts still rebuild it
+
+
+def test_skipping_bad_lines_keeps_the_good_ones_and_lists_the_bad(tmp_path):
+    """With a ``skipped`` list the bad lines (and a repeated id across a folder's files) are
+    listed and left out; a file, or a folder, with nothing good still stops the load."""
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([GOOD, BAD["unknown role"][0], GOOD.replace('"c0"', '"c3"'), "{not json"]) + "\n")
+    skipped: list[str] = []
+    convs = load_conversations(p, skipped=skipped)
+    assert [c.id for c in convs] == ["c0", "c3"]
+    assert len(skipped) == 2 and "line 2" in skipped[0] and "unknown role 'robot'" in skipped[0]
+    assert ":4:" in skipped[1] or "line 4" in skipped[1]
+    only_bad = tmp_path / "bad.jsonl"
+    only_bad.write_text("{not json\n")
+    with pytest.raises(ConversationError):
+        load_conversations(only_bad, skipped=[])
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(GOOD + "\n")
+    (folder / "b.jsonl").write_text("{not json\n" + GOOD + "\n")       # c0 again: a repeated id
+    (folder / "c.jsonl").write_text("{not json\n")                       # nothing good in this file
+    skipped = []
+    assert [c.id for c in load_conversations(folder, skipped=skipped)] == ["c0"]
+    assert len(skipped) == 3 and "id already used" in skipped[1]
+    with pytest.raises(ConversationError, match="no conversation in 1 file loads"):
+        load_conversations(_only(tmp_path, "{not json\n"), skipped=[])
+
+
+def _only(tmp_path, text):
+    d = tmp_path / "only-bad"
+    d.mkdir()
+    (d / "x.jsonl").write_text(text)
+    return d

@@ -204,10 +204,12 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
     return Conversation(id=cid, model=model, messages=tuple(out), source=source)
 
 
-def read_jsonl(path: str | Path, empty_ok: bool = False) -> list[Conversation]:
+def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[str] | None = None) -> list[Conversation]:
     """Every conversation of a ``.jsonl`` (or ``.jsonl.gz``) file, validated, in file order;
     any bytes at all either load or raise :class:`ConversationError` naming the file and line
-    (read through :mod:`oilbird.jsonio`)."""
+    (read through :mod:`oilbird.jsonio`). With a ``skipped`` list, a bad line (or a repeated
+    id) is appended to it as its one-line message instead, and the other lines load; a file
+    that holds no good line still raises."""
     p = Path(path)
     text = read_text(p, ConversationError)
     out: list[Conversation] = []
@@ -228,6 +230,9 @@ def read_jsonl(path: str | Path, empty_ok: bool = False) -> list[Conversation]:
             continue
         seen[conv.id] = no
         out.append(conv)
+    if bad and skipped is not None and (out or empty_ok):      # empty_ok: a folder's file, judged with the rest
+        skipped += [str(exc) for _, exc in bad]
+        bad = []
     if bad:
         first, more = bad[0][1], [no for no, _ in bad[1:]]
         if not more:
@@ -266,21 +271,30 @@ def _conversation_files(folder: Path) -> list[Path]:
     return []
 
 
-def _read_folder(files: list[Path]) -> list[Conversation]:
-    """Every conversation of every file, in file then line order; ids unique across files."""
+def _read_folder(files: list[Path], skipped: list[str] | None = None) -> list[Conversation]:
+    """Every conversation of every file, in file then line order; ids unique across files
+    (``skipped``: as :func:`read_jsonl`'s, for repeated ids too)."""
     out: list[Conversation] = []
     seen: dict[str, str] = {}
     for f in files:
-        for conv in read_jsonl(f, empty_ok=True):          # an empty file in a folder is skipped
+        for conv in read_jsonl(f, empty_ok=True, skipped=skipped):     # an empty file in a folder is skipped
             if conv.id in seen:
-                raise ConversationError(f"{_where(conv.source, conv.id)}: id already used in "
+                exc = ConversationError(f"{_where(conv.source, conv.id)}: id already used in "
                                         f"{seen[conv.id]}; give every conversation its own id")
+                if skipped is None:
+                    raise exc
+                skipped.append(str(exc))
+                continue
             seen[conv.id] = conv.source
             out.append(conv)
+    if not out and skipped:
+        raise ConversationError(f"no conversation in {len(files)} file{'s' if len(files) > 1 else ''} loads: "
+                                f"{len(skipped)} bad line{'s' if len(skipped) > 1 else ''}, the first: {skipped[0]}")
     return out
 
 
-def load_conversations(data: str | Path, limit: int | None = None) -> list[Conversation]:
+def load_conversations(data: str | Path, limit: int | None = None,
+                       skipped: list[str] | None = None) -> list[Conversation]:
     """Resolve ``data`` to validated conversations, in order; ``limit`` counts conversations.
 
     ``"agent-transcripts"``: the recorded gpt-4o airline conversations in the shared data
@@ -293,7 +307,8 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
     customers per conversation (7,100-12,700 tokens each). Anything else: a
     path to a ``.jsonl`` / ``.jsonl.gz`` file, or to a folder of them (read in name order; a
     folder whose lines are not conversations is read as API-Bank dialogues). A file is
-    validated whole, whatever the limit."""
+    validated whole, whatever the limit; with a ``skipped`` list a file's bad lines are listed
+    there and left out (:func:`read_jsonl`) instead of stopping the load."""
     if limit is not None and limit < 1:
         raise DataError("--limit must be >= 1")
     name = str(data)
@@ -307,9 +322,9 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
         if not p.is_file():
             raise DataError(f"'{p}': the recorded agent transcripts are not there (set $OILBIRD_DATA "
                             "to the folder that holds agent-transcripts/, or use --data agent-builtin)")
-        convs = read_jsonl(p)
+        convs = read_jsonl(p, skipped=skipped)
     elif Path(name).expanduser().is_dir() and (files := _conversation_files(Path(name).expanduser())):
-        convs = _read_folder(files)
+        convs = _read_folder(files, skipped)
     elif name == "api-bank-dialogues" or Path(name).expanduser().is_dir():
         from .api_bank_dialogues import load_dialogues
         convs = [conversation_from_obj(obj, source, obj["id"]) for obj, source in
@@ -318,7 +333,7 @@ def load_conversations(data: str | Path, limit: int | None = None) -> list[Conve
         p = Path(name).expanduser()
         if not p.is_file():
             raise DataError(f"'{name}': not a known conversation set ({', '.join(NAMED)}) and no such file")
-        convs = read_jsonl(p)
+        convs = read_jsonl(p, skipped=skipped)
     return convs[:limit] if limit is not None else convs
 
 
