@@ -50,6 +50,7 @@ and a below-floor lookup left no records: those stages read low).
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
@@ -217,9 +218,14 @@ def count(facts: Iterable[CycleFacts]) -> dict:
 def drafts(trace) -> bool:
     """Does ``trace``'s method draft trees (``ar`` does not: its cycles are no drafting cycles)?
     A method name the registry does not know is taken to draft."""
+    return _drafts(trace.method)
+
+
+@functools.lru_cache(maxsize=256)
+def _drafts(method: str) -> bool:             # parsed once per name, not once per trace
     from ..methods import parse_method
     try:
-        return parse_method(trace.method).drafts_tree
+        return parse_method(method).drafts_tree
     except ValueError:
         return True
 
