@@ -705,3 +705,13 @@ def test_the_comparison_marks_the_same_output_position_in_both_methods():
     oil_x, goose_x = by_meta(fig, "oilbird:bonus").xaxis, by_meta(fig, "goose:bonus").xaxis
     assert (oil_x, 2) in marks and (goose_x, 4) in marks and (goose_x, 2) not in marks
     assert {(x, 4) for x in strips} <= marks and len(top) == 2
+
+
+def test_neighbour_cells_break_at_visible_spaces_before_breaking_a_word():
+    """Token text shows spaces as '·' (and newlines as '⏎'): a static export's table breaks its
+    lines there, and inside a word only when the word alone is too long."""
+    from workbench.panels.neighbours import _wrap
+    assert _wrap("the·reservation·is·ready", 16) == ["the·reservation·", "is·ready"]
+    assert _wrap("ok⏎done", 4) == ["ok⏎", "done"]
+    assert _wrap("abcdefghijklmnopqrstuvwxyz", 10) == ["abcdefghij", "klmnopqrst", "uvwxyz"]
+    assert _wrap("a b c", 10) == ["a b c"] and _wrap("", 5) == [""]
