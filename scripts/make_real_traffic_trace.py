@@ -5,8 +5,10 @@ few turns that show the identifiability gap best.
     python scripts/make_real_traffic_trace.py --run runs/tau-replay   # selects from an earlier replay
 
 Step 1 (unless ``--run`` names a folder it already wrote): the conversations named by
-``--conversations`` (default :data:`CONVERSATIONS`: three trials each of two tasks, so that later
-trials find earlier ones' values in the store, as in production where many users ask alike) are
+``--conversations`` (default :data:`CONVERSATIONS`: the first trial of tasks 0-19, so that the store
+holds other customers' conversations with the same tools, as in production where many users ask
+alike; three trials each of tasks 0 and 12, the first default, left today's drafter one contested
+recovery per kept turn, mostly list numbers, where these give tool-call frames) are
 copied, their lines unchanged and in that order, from ``../shared/data/agent-transcripts/
 tau-airline.jsonl`` to ``RUN/conversations.jsonl`` (``runs/`` is never committed) and replayed:
 ``python -m oilbird replay --data RUN/conversations.jsonl --methods goose,oilbird --budget 24
@@ -49,8 +51,7 @@ from oilbird.trace import RequestTrace, load_traces, request_to_lines  # noqa: E
 from workbench.panels.gap_moments import GapMoment, gap_moments  # noqa: E402
 
 REPLAY_ARGS = ["--methods", "goose,oilbird", "--budget", "24", "--semantic-budget", "8", "--traces", "--diagnose"]
-CONVERSATIONS = ("tau-airline-task0-trial0", "tau-airline-task0-trial1", "tau-airline-task0-trial2",
-                 "tau-airline-task12-trial0", "tau-airline-task12-trial1", "tau-airline-task12-trial2")
+CONVERSATIONS = tuple(f"tau-airline-task{k}-trial0" for k in range(20))
 TRANSCRIPTS = Path("agent-transcripts") / "tau-airline.jsonl"
 DEFAULT_OUT = ROOT / "assets" / "traces" / "real-traffic.jsonl.gz"
 
