@@ -120,3 +120,10 @@ def test_a_recovery_is_contested_where_a_lexical_source_proposed_another_token_i
         assert (m.semantic, m.contested) == (1, contested), sibling
     # the bonus token was not drafted: never contested
     assert not F.lexical_proposed_other(c, 2)
+
+
+def test_where_a_cycle_commits_several_moments_the_menu_shows_the_clearest():
+    """Cycle 1 commits tokens 1-3: an absence at 1 and a recovery at 2-3; the menu shows the
+    recovery (the one the app opens on), not the first of the two."""
+    r = request_oilbird(gap_labels=["lexical_hit", "absent", "gap_recovered", "gap_recovered", "gap_missed"])
+    assert F.moment_at(r, 1) == "2" and F.clearest_moment(r).key == "2"

@@ -102,10 +102,17 @@ def moment_choices(request: RequestTrace | None, labels: tuple[str, ...] = SHOWN
 
 
 def moment_at(request: RequestTrace | None, cycle: int) -> str | None:
-    """The menu value (:func:`moment_choices`) of the first moment committed in ``cycle``, or
-    None: a menu follows the cycle on screen, so picking a moment again after stepping away jumps
-    back to it."""
-    return next((m.key for m in gap_moments(request, SHOWN) if m.cycle == cycle), None)
+    """The menu value (:func:`moment_choices`) of the moment committed in ``cycle`` that shows the
+    gap best (:func:`clearest_moment`'s order; one cycle can commit several), or None: a menu
+    follows the cycle on screen, so picking a moment again after stepping away jumps back to it."""
+    here = [m for m in gap_moments(request, SHOWN) if m.cycle == cycle]
+    return max(here, key=_clarity).key if here else None
+
+
+def _clarity(m: GapMoment) -> tuple:
+    """How well a moment shows the gap: a recovery over a miss over an absence, then contested
+    tokens, tokens the semantic source alone delivered, the run's length, the earlier start."""
+    return (m.label == "gap_recovered", m.label == "gap_missed", m.contested, m.semantic, m.end - m.start, -m.start)
 
 
 def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | None:
@@ -124,9 +131,7 @@ def clearest_moment(request: RequestTrace) -> GapMoment | None:
     such tokens), then most tokens the semantic source alone delivered, then the longest run,
     then the earliest; else the longest ``gap_missed`` one."""
     ms = [m for m in gap_moments(request, ("gap_recovered", "gap_missed")) if m.cycle is not None]
-    if not ms:
-        return None
-    return max(ms, key=lambda m: (m.label == "gap_recovered", m.contested, m.semantic, m.end - m.start, -m.start))
+    return max(ms, key=_clarity) if ms else None
 
 
 def moment_summary(request: RequestTrace | None) -> str:
