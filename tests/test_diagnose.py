@@ -118,6 +118,17 @@ def test_the_drafters_key_asks_one_position_earlier_and_checks_the_root():
     assert d.drafter_hit == [False, True]      # t=0: nothing is followed by the root 8
 
 
+def test_the_drafters_key_never_reaches_the_first_token_which_the_prefill_gives():
+    # pool [9, A, B, C]; prompt [7, A], output [B, C]: the state at 7 (before the root A) is 9's,
+    # and 9 is followed by A, then B = output[0]: the key would reach it, were output[0] drafted
+    A, B, C = 3, 4, 5
+    pool = Pool(3, k=1)
+    pool.add_document([9, A, B, C], np.eye(4, 3, dtype=np.float32)[[0, 0, 1, 2]])
+    e0, e1, e2 = np.eye(3, dtype=np.float32)
+    d = pool.label("q", [7, A], [B, C], np.stack([e0, e0, e1, e2]))
+    assert d.drafter_hit[0] is False          # no drafter drafts output[0]: the prefill gives it
+
+
 def test_the_report_carries_the_drafters_reach_and_traces_get_it_beside_the_labels():
     from oilbird.evaluation.diagnose import build_report
     from oilbird.evaluation.labels import attach_report

@@ -452,7 +452,7 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     g = F.gap_cells(r, 1)
     assert [c.drafter for c in g.cells] == [None, None, True, False, None]
     assert g.drafter == {"gap_recovered": 1, "gap_missed": 0}
-    assert "1 of 2 gap tokens (1 of the 1 the semantic key reaches)" in g.drafter_line
+    assert "1 of 2 gap tokens (1 of the 1 within the semantic key's reach)" in g.drafter_line
     fig = F.gap_strip_figure(r, 1)
     marks = by_meta(fig, "drafter")
     assert list(marks.x) == [2] and "1 of 2 gap tokens" in marks.name
@@ -461,11 +461,16 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     cells = [t for t in _tags(page, "span") if t.get("class") == "gap-cell"]
     assert [c.get("data-drafter") for c in cells] == [None, None, "true", "false", None]
     assert "inset 0 5px" in cells[2]["style"] and "inset" not in cells[3]["style"]
-    assert "drafter's key reaches it" in cells[2]["title"] and "does not reach it" in cells[3]["title"]
-    assert "1 of 2 gap tokens" in page.split("gap-row")[1]
+    assert "drafter's own key reaches it" in cells[2]["title"] and "does not reach it" in cells[3]["title"]
+    assert "black band: the drafter's own key" in page and "1 of 2 gap tokens" in page.split("gap-row")[1]
     old = request_oilbird(LABELS)                       # a trace from before the field
     assert F.gap_cells(old).drafter is None and "made before it recorded drafter_reach" in F.gap_strip_html(old)
     assert not any(d.meta == "drafter" for d in F.gap_strip_figure(old).data)
+    assert "▼" not in F.gap_strip_figure(old).layout.title.text              # no mark to point at
+    quiet = request_oilbird(["lexical_hit", "absent", "lexical_hit", "absent", "absent"])
+    quiet.drafter_reach = [False] * 5
+    assert "no gap tokens in this request" in F.gap_cells(quiet).drafter_line
+    assert "black band" not in F.gap_strip_html(quiet) and "▼" not in F.gap_strip_figure(quiet).layout.title.text
 
 
 def test_a_live_run_without_labels_is_not_told_to_rerun_the_cli():

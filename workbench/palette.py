@@ -104,8 +104,8 @@ GAP_POOL = "pool = the generated outputs of earlier requests only (no prompts; n
 GAP_EXPLANATIONS = {
     "lexical_hit": "the next 2 tokens occur in the pool and an exact match of the context finds the true next token",
     "gap_recovered": ("in the pool, missed by exact matching, within the hidden-state key's reach (a top-8 "
-                      "neighbour continues right when queried with this position's own state; the drafter "
-                      "has that state one token later, so its key reaches less: the funnel counts what it got)"),
+                      "neighbour continues right when queried with this position's own state, which the drafter "
+                      "does not have yet when it drafts: its own key is one token behind and reaches less)"),
     "gap_missed": "in the pool, missed by exact matching and by the hidden-state key",
     "absent": "the next 2 tokens occur nowhere in the pool",
 }
@@ -113,9 +113,10 @@ GAP_EXPLANATIONS = {
 # when it drafts reaches the token too. The diagnosis' key reads the state whose head emits the
 # token; the drafter has it only after this cycle's forward, so it asks with the one before.
 DRAFTER_MARK = "drafter's key reaches it"
-DRAFTER_EXPLANATION = ("the key the drafter can ask when it drafts (the state one token earlier, among the "
-                       "records followed by the root token) also has a top-8 record that continues right")
-DRAFTER_NOT = "the drafter's key (the state one token earlier) does not reach it"
+DRAFTER_EXPLANATION = ("the hidden-state key as the drafter must ask it, one token behind (the state of the token "
+                       "before, among the records followed by the root token), has a top-8 record that continues right")
+DRAFTER_NOT = "the drafter's own key (one token behind) does not reach it"
+DRAFTER_LEGEND = "the drafter's own key (the hidden-state key one token behind, as it must ask) reaches the token"
 DRAFTER_MISSING = "this trace does not say where the drafter's key reaches (made before it recorded drafter_reach)"
 
 # Timing stages of a cycle, in the order they run.

@@ -330,7 +330,8 @@ class Pool:
             d.semantic_hit.append(bool(sem))
             root = context[P - 1 + t]
             lagged = [i for i in (self.record_pos[r] for r in lag[t] if r >= 0) if self.stream[i + 1] == root]
-            d.drafter_hit.append(any(self.stream[i + 2] == output[t] for i in lagged[:self.k]))
+            # (no drafter drafts output[0]: the prefill's forward gives it)
+            d.drafter_hit.append(t > 0 and any(self.stream[i + 2] == output[t] for i in lagged[:self.k]))
             gap = p2 and not hit
             if gap and self.static is not None and len(self):
                 st = self._static_top(ctx[-1])

@@ -19,7 +19,8 @@ import plotly.graph_objects as go
 
 from oilbird.trace import RequestTrace
 
-from ..palette import (DRAFTER_EXPLANATION, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT, GAP_COLOURS, GAP_DESCRIPTIONS,
+from ..palette import (DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT, GAP_COLOURS,
+                       GAP_DESCRIPTIONS,
                        GAP_EXPLANATIONS, GAP_LABELS, GAP_PATTERNS, GAP_POOL, Style)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
 from .provenance import committed_upto
@@ -70,15 +71,23 @@ class GapStrip:
 
     @property
     def drafter_line(self) -> str:
-        """The marks' count in words ("" without labels), or why there are none."""
+        """The marks' count in words ("" without labels), or why there are none. A renderer puts
+        what the mark looks like before it ("black band: ...", "▼ ...") where there are marks."""
         if self.missing:
             return ""
         if self.drafter is None:
             return DRAFTER_MISSING
         n_gap = sum(self.counts.get(g) or 0 for g in GAPS)
-        return (f"{DRAFTER_MARK}: {sum(self.drafter.values())} of {n_gap} gap tokens "
+        if not n_gap:
+            return "no gap tokens in this request: nothing for the drafter's own key to mark"
+        return (f"{DRAFTER_LEGEND}: {sum(self.drafter.values())} of {n_gap} gap tokens "
                 f"({self.drafter.get('gap_recovered', 0)} of the {self.counts.get('gap_recovered') or 0} "
-                f"the semantic key reaches)")
+                f"within the semantic key's reach)")
+
+    @property
+    def marked(self) -> bool:
+        """Whether the strip can carry marks (labels, the drafter's reach, and gap tokens)."""
+        return self.drafter is not None and any(self.counts.get(g) for g in GAPS)
 
 
 def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
@@ -105,7 +114,7 @@ def cell_hover(c: GapCell) -> str:
     said = gap_hover(c.label)
     if c.drafter is None:
         return said
-    return f"{said}; {DRAFTER_MARK} ({DRAFTER_EXPLANATION})" if c.drafter else f"{said}; {DRAFTER_NOT}"
+    return f"{said}. The drafter's own key reaches it: {DRAFTER_EXPLANATION}" if c.drafter else f"{said}; {DRAFTER_NOT}"
 
 
 def _count(c: int | None) -> str:
@@ -133,7 +142,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
         marked = [c for c in g.cells if c.drafter]
         data.append({
             "type": "scatter", "mode": "markers", "x": [c.index for c in marked] or [None],
-            "y": [1.07] * len(marked) if marked else [None],
+            "y": [1.04] * len(marked) if marked else [None],
             "name": f"{DRAFTER_MARK} ({sum(g.drafter.values())} of {sum(g.counts.get(x) or 0 for x in GAPS)} gap tokens)",
             "marker": {"symbol": "triangle-down", "size": 7, "color": "#111111"}, "showlegend": True,
             "hovertext": [f"token {c.index}: {esc(c.text)}<br>{html.escape(DRAFTER_MARK + ': ' + DRAFTER_EXPLANATION, quote=False)}"
@@ -148,15 +157,18 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
         shapes.append({"type": "rect", "x0": g.span[0] - 0.5, "x1": g.span[1] - 0.5, "y0": -0.05, "y1": 1.1,
                        "xref": "x", "yref": "y", "line": {"width": 2.5, "color": "#111111"},
                        "fillcolor": "rgba(0,0,0,0)"})
-    drafter = f"<br>▼ {html.escape(g.drafter_line, quote=False)}" if g.drafter_line else ""
+    drafter = (f"<br>{'▼ ' if g.marked else ''}"
+               + html.escape(g.drafter_line, quote=False).replace(" reaches the token: ", " reaches the token:<br>")
+               if g.drafter_line else "")
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#777'>"
              f"{GAP_SCOPE.format(method=html.escape(request.method))}<br>{pool}{drafter}</span>")
-    lay = panel_layout(s, title, height=260 if drafter else 240, annotations=notes, shapes=shapes, barmode="overlay",
+    lay = panel_layout(s, title, height=(300 if g.marked else 270) if drafter else 240, annotations=notes, shapes=shapes, barmode="overlay",
                        bargap=0, legend={"orientation": "h", "y": -0.3},
-                       margin={"l": 20, "r": 10, "t": 100 if drafter else 80, "b": 20},
+                       margin={"l": 20, "r": 10, "t": (135 if g.marked else 110) if drafter else 85, "b": 20},
                        xaxis={"range": [-0.5, max(g.n_tokens, 1) - 0.5], "showgrid": False},
                        yaxis={"visible": False, "range": [0, 1.15]})
+    lay["title"].update(y=1 - 22 / lay["height"], yanchor="top")   # its lines run downwards from the top
     return {"data": data, "layout": lay}
 
 
@@ -185,8 +197,8 @@ def _html_key(g: GapStrip) -> str:
     drafter's mark and its count (or why the trace has none)."""
     mark = ""
     if g.drafter_line:
-        swatch = (f"<span style='{_CELL}width:14px;background:{GAP_COLOURS['gap_recovered']};{_MARK}'></span> "
-                  if g.drafter is not None else "")
+        swatch = (f"<span style='{_CELL}width:14px;background:{GAP_COLOURS['gap_recovered']};{_MARK}'></span> black band: "
+                  if g.marked else "")
         mark = (f"<div class='gap-drafter' title='{html.escape(DRAFTER_EXPLANATION, quote=True)}' "
                 f"style='font-size:0.85em;margin-top:4px'>{swatch}{html.escape(g.drafter_line, quote=False)}</div>")
     return " ".join(
