@@ -13,7 +13,6 @@ Every subcommand works offline on the built-in workload; ``--data api-bank`` rea
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -343,7 +342,7 @@ def _replay(args) -> int:
     try:
         convs = load_conversations(args.data, args.limit, bad)   # every line checked before the model loads
     except ConversationError as exc:
-        if args.skip_bad or not re.search(r"(:|\bline )\d", str(exc)):   # not a bad line, or skipping did not help
+        if args.skip_bad or not getattr(exc, "skippable", False):   # not bad lines, or nothing else would load
             raise
         raise ConversationError(f"{exc.reason} (--skip-bad replays the other lines)", exc.path, exc.line) from None
     if bad:
@@ -503,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="run every verify forward (real hidden states, top-k and cost; tokens/s) instead of "
                         "one teacher-forced forward per turn shared by every method")
     p.add_argument("--skip-bad", action="store_true",
-                   help="leave out a recording's bad lines (listed on stderr and in results.json) instead of stopping")
+                   help="leave out a recording's bad lines (a repeated id counts as one; the first is named on "
+                        "stderr, all are listed in results.json) instead of stopping")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl (one trace per turn and method)")
     p.add_argument("--diagnose", action="store_true",
                    help="also write diagnosis.json: the identifiability-gap table and copy-oracle tau on the recordings")

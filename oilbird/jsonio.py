@@ -66,8 +66,10 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, max(pos, 0)) + 1
 
 
-def read_text(path, error: type[InputError] = InputError) -> str:
-    """The text of ``path`` (decompressed if it ends in ``.gz``), checked as above."""
+def read_text(path, error: type[InputError] = InputError, per_line: bool = False) -> str:
+    """The text of ``path`` (decompressed if it ends in ``.gz``), checked as above. ``per_line``:
+    bytes that are not UTF-8 are kept as lone surrogates (``surrogateescape``) for a line-by-line
+    reader to refuse by line (:func:`undecodable`), instead of refusing the whole file."""
     p = Path(path)
     try:
         if not p.exists():
@@ -86,12 +88,17 @@ def read_text(path, error: type[InputError] = InputError) -> str:
     if len(data) > MAX_BYTES:
         raise error(f"more than {MAX_BYTES >> 30} GiB of text: split it", p)
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8", errors="surrogateescape" if per_line else "strict")
     except UnicodeDecodeError as exc:
         column = exc.start - data.rfind(b"\n", 0, exc.start)
         raise error(f"not UTF-8 text (byte {column} of the line cannot be decoded)", p,
                     data.count(b"\n", 0, exc.start) + 1) from None
     return text.removeprefix("\ufeff")
+
+
+def undecodable(line: str) -> bool:
+    """Does a line of :func:`read_text` ``(per_line=True)`` hold bytes that are not UTF-8?"""
+    return any("\udc80" <= ch <= "\udcff" for ch in line)
 
 
 def loads(text: str, error: type[InputError] = InputError, path=None, line: int | None = None):

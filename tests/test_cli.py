@@ -210,6 +210,11 @@ def test_replay_skip_bad_leaves_the_bad_lines_out_and_says_so(tmp_path, capsys, 
         main(["replay", "--data", str(data), "--skip-bad", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert "--skip-bad: left out 1 bad line of the recording" in err and "convs.jsonl:2" in err
+    only_bad = tmp_path / "bad.jsonl"
+    only_bad.write_text("{not json\n")
+    _fails(["replay", "--data", str(only_bad), "--out", str(tmp_path / "o2")], capsys, "not valid JSON")
+    main(["replay", "--data", str(only_bad), "--out", str(tmp_path / "o2")])
+    assert "--skip-bad" not in capsys.readouterr().err          # no hint where nothing else would load
 
 
 def test_diagnose_labels_traces_with_the_limit_they_were_decoded_with(tmp_path, capsys, monkeypatch):

@@ -496,3 +496,27 @@ def _only(tmp_path, text):
     d.mkdir()
     (d / "x.jsonl").write_text(text)
     return d
+
+
+def test_a_line_that_is_not_utf8_is_one_bad_line_not_a_bad_file(tmp_path):
+    """A log line with Latin-1 bytes is refused by its line number, and --skip-bad's list
+    leaves it out while the file's other lines load."""
+    p = tmp_path / "log.jsonl"
+    p.write_bytes(GOOD.encode() + b"\n" + '{"id": "caf\u00e9"'.encode("latin-1") + b"}\n"
+                  + GOOD.replace('"c0"', '"c3"').encode() + b"\n")
+    with pytest.raises(ConversationError, match="not UTF-8 text") as exc:
+        load_conversations(p)
+    assert exc.value.line == 2 and exc.value.skippable
+    skipped: list[str] = []
+    assert [c.id for c in load_conversations(p, skipped=skipped)] == ["c0", "c3"]
+    assert len(skipped) == 1 and "not UTF-8" in skipped[0]
+
+
+def test_a_file_of_only_bad_lines_says_so_with_or_without_skipping(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text("{not json\n" + BAD["unknown role"][0] + "\n")
+    with pytest.raises(ConversationError) as exc:
+        load_conversations(p)
+    assert not exc.value.skippable                  # nothing else would load: no --skip-bad hint
+    with pytest.raises(ConversationError, match="no conversation in the file loads: 2 bad lines"):
+        load_conversations(p, skipped=[])

@@ -69,7 +69,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..jsonio import loads, read_text
+from ..jsonio import loads, read_text, undecodable
 from .openai_messages import ToolCall, message_text, read_tool_call, with_tools
 from .requests import ConversationError, DataError, Request, data_root, encode, has_text
 
@@ -211,7 +211,7 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[str] | No
     id) is appended to it as its one-line message instead, and the other lines load; a file
     that holds no good line still raises."""
     p = Path(path)
-    text = read_text(p, ConversationError)
+    text = read_text(p, ConversationError, per_line=True)
     out: list[Conversation] = []
     seen: dict[str, int] = {}
     bad: list[tuple[int, ConversationError]] = []   # every bad line is checked, the first one told
@@ -221,6 +221,8 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[str] | No
             continue
         source = f"'{p}' line {no}"
         try:
+            if undecodable(line):
+                raise ConversationError("not UTF-8 text", p, no)
             conv = conversation_from_obj(loads(line, ConversationError, p, no), source, default_id=f"{stem}-{no}")
             if conv.id in seen:
                 raise ConversationError(f"{_where(source, conv.id)}: id already used on line "
@@ -233,13 +235,17 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[str] | No
     if bad and skipped is not None and (out or empty_ok):      # empty_ok: a folder's file, judged with the rest
         skipped += [str(exc) for _, exc in bad]
         bad = []
+    if bad and skipped is not None:           # and nothing good in the file: say so, as a folder does
+        raise ConversationError(f"no conversation in the file loads: {len(bad)} bad line{'s' if len(bad) > 1 else ''}, "
+                                f"the first: {bad[0][1]}", p)
     if bad:
         first, more = bad[0][1], [no for no, _ in bad[1:]]
-        if not more:
-            raise first
-        listed = ", ".join(map(str, more[:10])) + (", ..." if len(more) > 10 else "")
-        raise ConversationError(f"{first.reason} (and {len(more)} more bad line{'s' if len(more) > 1 else ''}: "
-                                f"{listed})", first.path, first.line)
+        if more:
+            listed = ", ".join(map(str, more[:10])) + (", ..." if len(more) > 10 else "")
+            first = ConversationError(f"{first.reason} (and {len(more)} more bad line{'s' if len(more) > 1 else ''}: "
+                                      f"{listed})", first.path, first.line)
+        first.skippable = bool(out) or empty_ok    # other lines (or files) would load without the bad ones
+        raise first
     if not out and not empty_ok:
         raise ConversationError(f"'{p}': no conversations in file (expected JSON lines, one "
                                 "{\"messages\": [...]} object per line)")
