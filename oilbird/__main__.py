@@ -338,7 +338,7 @@ def _replay(args) -> int:
     disk = TeacherCache(args.cache, max_bytes=int(args.cache_max_gb * 2 ** 30)) if args.cache else None
     run = Run(args.out or fresh_out("replay", args.data), args.force, writes, unit="turns")
     run.check()
-    bad: list[str] | None = [] if args.skip_bad else None
+    bad: list[dict] | None = [] if args.skip_bad else None
     try:
         convs = load_conversations(args.data, args.limit, bad)   # every line checked before the model loads
     except ConversationError as exc:
@@ -347,7 +347,7 @@ def _replay(args) -> int:
         raise ConversationError(f"{exc.reason} (--skip-bad replays the other lines)", exc.path, exc.line) from None
     if bad:
         print(f"--skip-bad: left out {len(bad)} bad line{'s' if len(bad) > 1 else ''} of the recording "
-              f"(all listed in results.json); the first: {bad[0]}", file=sys.stderr)
+              f"(all listed in results.json); the first: {bad[0]['error']}", file=sys.stderr)
     lm = load_model(args.model, state_layer=args.state_layer)
     t0 = time.perf_counter()
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -473,8 +474,8 @@ def test_skipping_bad_lines_keeps_the_good_ones_and_lists_the_bad(tmp_path):
     skipped: list[str] = []
     convs = load_conversations(p, skipped=skipped)
     assert [c.id for c in convs] == ["c0", "c3"]
-    assert len(skipped) == 2 and "line 2" in skipped[0] and "unknown role 'robot'" in skipped[0]
-    assert ":4:" in skipped[1] or "line 4" in skipped[1]
+    assert [(b["file"], b["line"]) for b in skipped] == [(str(p), 2), (str(p), 4)]
+    assert "unknown role 'robot'" in skipped[0]["error"] and "not valid JSON" in skipped[1]["error"]
     only_bad = tmp_path / "bad.jsonl"
     only_bad.write_text("{not json\n")
     with pytest.raises(ConversationError):
@@ -486,7 +487,8 @@ def test_skipping_bad_lines_keeps_the_good_ones_and_lists_the_bad(tmp_path):
     (folder / "c.jsonl").write_text("{not json\n")                       # nothing good in this file
     skipped = []
     assert [c.id for c in load_conversations(folder, skipped=skipped)] == ["c0"]
-    assert len(skipped) == 3 and "id already used" in skipped[1]
+    assert [(Path(b["file"]).name, b["line"]) for b in skipped] == [("b.jsonl", 1), ("b.jsonl", 2), ("c.jsonl", 1)]
+    assert "id already used" in skipped[1]["error"]
     with pytest.raises(ConversationError, match="no conversation in 1 file loads"):
         load_conversations(_only(tmp_path, "{not json\n"), skipped=[])
 
@@ -509,7 +511,7 @@ def test_a_line_that_is_not_utf8_is_one_bad_line_not_a_bad_file(tmp_path):
     assert exc.value.line == 2 and exc.value.skippable
     skipped: list[str] = []
     assert [c.id for c in load_conversations(p, skipped=skipped)] == ["c0", "c3"]
-    assert len(skipped) == 1 and "not UTF-8" in skipped[0]
+    assert len(skipped) == 1 and skipped[0]["line"] == 2 and "not UTF-8" in skipped[0]["error"]
 
 
 def test_a_file_of_only_bad_lines_says_so_with_or_without_skipping(tmp_path):

@@ -204,12 +204,12 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
     return Conversation(id=cid, model=model, messages=tuple(out), source=source)
 
 
-def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[str] | None = None) -> list[Conversation]:
+def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | None = None) -> list[Conversation]:
     """Every conversation of a ``.jsonl`` (or ``.jsonl.gz``) file, validated, in file order;
     any bytes at all either load or raise :class:`ConversationError` naming the file and line
     (read through :mod:`oilbird.jsonio`). With a ``skipped`` list, a bad line (or a repeated
-    id) is appended to it as its one-line message instead, and the other lines load; a file
-    that holds no good line still raises."""
+    id) is appended to it instead, as ``{"file", "line", "error"}`` (the one-line message), and
+    the other lines load; a file that holds no good line still raises."""
     p = Path(path)
     text = read_text(p, ConversationError, per_line=True)
     out: list[Conversation] = []
@@ -233,7 +233,7 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[str] | No
         seen[conv.id] = no
         out.append(conv)
     if bad and skipped is not None and (out or empty_ok):      # empty_ok: a folder's file, judged with the rest
-        skipped += [str(exc) for _, exc in bad]
+        skipped += [{"file": str(p), "line": no, "error": str(exc)} for no, exc in bad]
         bad = []
     if bad and skipped is not None:           # and nothing good in the file: say so, as a folder does
         raise ConversationError(f"no conversation in the file loads: {len(bad)} bad line{'s' if len(bad) > 1 else ''}, "
@@ -277,7 +277,7 @@ def _conversation_files(folder: Path) -> list[Path]:
     return []
 
 
-def _read_folder(files: list[Path], skipped: list[str] | None = None) -> list[Conversation]:
+def _read_folder(files: list[Path], skipped: list[dict] | None = None) -> list[Conversation]:
     """Every conversation of every file, in file then line order; ids unique across files
     (``skipped``: as :func:`read_jsonl`'s, for repeated ids too)."""
     out: list[Conversation] = []
@@ -289,18 +289,19 @@ def _read_folder(files: list[Path], skipped: list[str] | None = None) -> list[Co
                                         f"{seen[conv.id]}; give every conversation its own id")
                 if skipped is None:
                     raise exc
-                skipped.append(str(exc))
+                at = re.search(r" line (\d+)$", conv.source or "")
+                skipped.append({"file": str(f), "line": int(at.group(1)) if at else None, "error": str(exc)})
                 continue
             seen[conv.id] = conv.source
             out.append(conv)
     if not out and skipped:
         raise ConversationError(f"no conversation in {len(files)} file{'s' if len(files) > 1 else ''} loads: "
-                                f"{len(skipped)} bad line{'s' if len(skipped) > 1 else ''}, the first: {skipped[0]}")
+                                f"{len(skipped)} bad line{'s' if len(skipped) > 1 else ''}, the first: {skipped[0]['error']}")
     return out
 
 
 def load_conversations(data: str | Path, limit: int | None = None,
-                       skipped: list[str] | None = None) -> list[Conversation]:
+                       skipped: list[dict] | None = None) -> list[Conversation]:
     """Resolve ``data`` to validated conversations, in order; ``limit`` counts conversations.
 
     ``"agent-transcripts"``: the recorded gpt-4o airline conversations in the shared data
