@@ -342,7 +342,7 @@ def _replay(args) -> int:
     try:
         convs = load_conversations(args.data, args.limit, bad)   # every line checked before the model loads
     except ConversationError as exc:
-        if args.skip_bad or not getattr(exc, "skippable", False):   # not bad lines, or nothing else would load
+        if args.skip_bad or not exc.skippable:       # not bad lines, or nothing else would load
             raise
         raise ConversationError(f"{exc.reason} (--skip-bad replays the other lines)", exc.path, exc.line) from None
     if bad:
@@ -387,7 +387,8 @@ def _replay(args) -> int:
     print(f"{r['turns']} turns of {r['conversations']} conversations recorded by {recorded_by}, replayed in "
           f"{mode} mode on {lm.name}"
           + (f"; {skipped} conversations longer than the model's context skipped" if skipped else "")
-          + (f"; {len(bad)} bad lines of the recording left out (--skip-bad)" if bad else ""))
+          + (f"; {len(bad)} bad line{'s' if len(bad) > 1 else ''} of the recording left out (--skip-bad)"
+             if bad else ""))
     print("tau is what each drafter would have committed per forward on the recorded outputs; "
           + ("tokens/s and speedup are the local model's cost of these outputs" if mode == "exact"
              else "fast mode times nothing (--exact does)"))

@@ -96,9 +96,12 @@ def read_text(path, error: type[InputError] = InputError, per_line: bool = False
     return text.removeprefix("\ufeff")
 
 
+_ESCAPED = re.compile("[\udc80-\udcff]")       # what surrogateescape makes of a byte that is not UTF-8
+
+
 def undecodable(line: str) -> bool:
     """Does a line of :func:`read_text` ``(per_line=True)`` hold bytes that are not UTF-8?"""
-    return any("\udc80" <= ch <= "\udcff" for ch in line)
+    return _ESCAPED.search(line) is not None
 
 
 def loads(text: str, error: type[InputError] = InputError, path=None, line: int | None = None):

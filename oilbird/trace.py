@@ -178,7 +178,7 @@ class RequestTrace:
     gap_labels: list[str] | None = None
     # beside them, one per output token: does the drafter's key (the state one position before the
     # root, records followed by the root) reach the token? (diagnose's ``drafter_reach``)
-    drafter_reach: list[bool] | None = None
+    drafter_reach: list[bool | None] | None = None      # None at the first token: the prefill gives it
     meta: dict = field(default_factory=dict)
     stop: str | None = None           # why the output ended: a key of STOP_REASONS (None: not finished)
 

@@ -191,25 +191,22 @@ def test_replay_refuses_a_bad_conversation_by_line_before_the_model_loads(tmp_pa
     _fails(["replay", "--data", str(data), "--out", str(out)], capsys, "(--skip-bad replays the other lines)")
 
 
-def test_replay_skip_bad_leaves_the_bad_lines_out_and_says_so(tmp_path, capsys, monkeypatch):
-    """--skip-bad: the good conversation goes on to the model (stopped here), the bad line is
-    named on stderr."""
+def test_replay_skip_bad_leaves_the_bad_lines_out_and_says_so(tmp_path, capsys, monkeypatch, tiny_lm):
+    """--skip-bad: the good conversation is replayed (on the tiny model), the bad line is named
+    on stderr and listed in results.json by file and line."""
     import oilbird.model
-
-    class Loaded(Exception):
-        pass
-
-    def load(*a, **k):
-        raise Loaded()
-    monkeypatch.setattr(oilbird.model, "load_model", load)
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: tiny_lm)
     good = json.dumps({"id": "a", "messages": [{"role": "user", "content": "hi"},
                                                {"role": "assistant", "content": "hello"}]})
     data = tmp_path / "convs.jsonl"
     data.write_text(good + "\n{not json\n")
-    with pytest.raises(Loaded):
-        main(["replay", "--data", str(data), "--skip-bad", "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
+    assert main(["replay", "--data", str(data), "--skip-bad", "--methods", "goose", "--out", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
     assert "--skip-bad: left out 1 bad line of the recording" in err and "convs.jsonl:2" in err
+    assert "1 bad line of the recording left out (--skip-bad)" in out
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["replay"]["turns"] == 1
+    assert [(b["file"], b["line"]) for b in res["skipped_bad_lines"]] == [(str(data), 2)]
     only_bad = tmp_path / "bad.jsonl"
     only_bad.write_text("{not json\n")
     _fails(["replay", "--data", str(only_bad), "--out", str(tmp_path / "o2")], capsys, "not valid JSON")

@@ -471,7 +471,7 @@ def test_skipping_bad_lines_keeps_the_good_ones_and_lists_the_bad(tmp_path):
     listed and left out; a file, or a folder, with nothing good still stops the load."""
     p = tmp_path / "log.jsonl"
     p.write_text("\n".join([GOOD, BAD["unknown role"][0], GOOD.replace('"c0"', '"c3"'), "{not json"]) + "\n")
-    skipped: list[str] = []
+    skipped: list[dict] = []
     convs = load_conversations(p, skipped=skipped)
     assert [c.id for c in convs] == ["c0", "c3"]
     assert [(b["file"], b["line"]) for b in skipped] == [(str(p), 2), (str(p), 4)]
@@ -509,7 +509,7 @@ def test_a_line_that_is_not_utf8_is_one_bad_line_not_a_bad_file(tmp_path):
     with pytest.raises(ConversationError, match="not UTF-8 text") as exc:
         load_conversations(p)
     assert exc.value.line == 2 and exc.value.skippable
-    skipped: list[str] = []
+    skipped: list[dict] = []
     assert [c.id for c in load_conversations(p, skipped=skipped)] == ["c0", "c3"]
     assert len(skipped) == 1 and skipped[0]["line"] == 2 and "not UTF-8" in skipped[0]["error"]
 
@@ -522,3 +522,19 @@ def test_a_file_of_only_bad_lines_says_so_with_or_without_skipping(tmp_path):
     assert not exc.value.skippable                  # nothing else would load: no --skip-bad hint
     with pytest.raises(ConversationError, match="no conversation in the file loads: 2 bad lines"):
         load_conversations(p, skipped=[])
+
+
+def test_a_folder_refuses_its_bad_lines_after_reading_every_file(tmp_path):
+    """Without skipping, a folder's refusal counts the bad lines of all its files and says
+    whether the others would load (the --skip-bad hint); a folder of only bad lines would not."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("{not json\n")
+    (folder / "b.jsonl").write_text(GOOD + "\n{not json\n")
+    with pytest.raises(ConversationError, match=r"and 1 more bad line in the folder") as exc:
+        load_conversations(folder)
+    assert exc.value.skippable
+    (folder / "b.jsonl").write_text("{not json\n")
+    with pytest.raises(ConversationError, match="no conversation in 2 files loads") as exc:
+        load_conversations(folder)
+    assert not exc.value.skippable

@@ -115,7 +115,7 @@ def test_the_drafters_key_asks_one_position_earlier_and_checks_the_root():
     e0, e1, e2 = np.eye(3, dtype=np.float32)
     d = pool.label("q", [7, 8], [B, C], np.stack([e2, e0, e2, e1]))
     assert d.semantic_hit == [True, False]     # t=0: the state at 8 ~ A, followed by B = out[0]
-    assert d.drafter_hit == [False, True]      # t=0: nothing is followed by the root 8
+    assert d.drafter_hit == [None, True]       # t=0 is not asked: the prefill gives output[0]
 
 
 def test_the_drafters_key_never_reaches_the_first_token_which_the_prefill_gives():
@@ -126,7 +126,7 @@ def test_the_drafters_key_never_reaches_the_first_token_which_the_prefill_gives(
     pool.add_document([9, A, B, C], np.eye(4, 3, dtype=np.float32)[[0, 0, 1, 2]])
     e0, e1, e2 = np.eye(3, dtype=np.float32)
     d = pool.label("q", [7, A], [B, C], np.stack([e0, e0, e1, e2]))
-    assert d.drafter_hit[0] is False          # no drafter drafts output[0]: the prefill gives it
+    assert d.drafter_hit[0] is None           # no drafter drafts output[0]: the prefill gives it
 
 
 def test_the_report_carries_the_drafters_reach_and_traces_get_it_beside_the_labels():
@@ -140,20 +140,20 @@ def test_the_report_carries_the_drafters_reach_and_traces_get_it_beside_the_labe
     d = pool.label("q", [7, 8], [B, C], np.stack([e2, e0, e2, e1]))      # as in the test above
     report = build_report({"diags": {"generated": [d]}, "teacher_forced_agreement": 1.0,
                            "texts": {"q": ["B", "C"]}}, {})
-    assert report["drafter_reach"] == {"q": [False, True]} and report["detail"]["q"]["drafter_hit"] == [False, True]
+    assert report["detail"]["q"]["drafter_hit"] == [None, True]
     from oilbird.trace import CycleTrace
     one = CycleTrace(request_id="q", method="oilbird", cycle=0, prefix_len=0, generated_before=0, bonus=C,
                      committed=[B, C], committed_sources=[["bonus"], ["bonus"]])
     same = RequestTrace("q", "oilbird", "m", [7, 8], "", output_ids=[B, C], cycles=[one])
     other = RequestTrace("q", "goose", "m", [7, 8], "", output_ids=[B])      # not the diagnosed output
     attach_report([same, other], report)
-    assert same.gap_labels == d.labels and same.drafter_reach == [False, True]
+    assert same.gap_labels == d.labels and same.drafter_reach == [None, True]
     assert other.gap_labels is None and other.drafter_reach is None
     import tempfile
     from pathlib import Path
     with tempfile.TemporaryDirectory() as tmp:
         save_traces([same], Path(tmp) / "t.jsonl")
-        assert load_traces(Path(tmp) / "t.jsonl")[0].drafter_reach == [False, True]
+        assert load_traces(Path(tmp) / "t.jsonl")[0].drafter_reach == [None, True]
         same.drafter_reach = [True]
         save_traces([same], Path(tmp) / "u.jsonl")
         with pytest.raises(TraceError, match="drafter_reach is not one entry per output token"):

@@ -451,7 +451,7 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     r.drafter_reach = [False, True, True, False, False]
     g = F.gap_cells(r, 1)
     assert [c.drafter for c in g.cells] == [None, None, True, False, None]
-    assert g.drafter == {"gap_recovered": 1, "gap_missed": 0}
+    assert g.drafter == F.DrafterCount(marked=1, gaps=2, marked_recovered=1, recovered=1)
     assert "1 of 2 gap tokens (1 of the 1 within the semantic key's reach)" in g.drafter_line
     fig = F.gap_strip_figure(r, 1)
     marks = by_meta(fig, "drafter")
@@ -469,8 +469,14 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     assert "▼" not in F.gap_strip_figure(old).layout.title.text              # no mark to point at
     quiet = request_oilbird(["lexical_hit", "absent", "lexical_hit", "absent", "absent"])
     quiet.drafter_reach = [False] * 5
-    assert "no gap tokens in this request" in F.gap_cells(quiet).drafter_line
+    assert "no gap tokens a drafter drafts in this request" in F.gap_cells(quiet).drafter_line
     assert "black band" not in F.gap_strip_html(quiet) and "▼" not in F.gap_strip_figure(quiet).layout.title.text
+    assert not any(d.meta == "drafter" for d in F.gap_strip_figure(quiet).data)     # no "0 of 0" legend entry
+    first = request_oilbird(["gap_missed", "lexical_hit", "gap_recovered", "absent", "absent"])
+    first.drafter_reach = [None, True, True, False, False]       # the prefill gives token 0: not drafted
+    g = F.gap_cells(first)
+    assert g.cells[0].drafter is None and g.cells[0].prefill and g.drafter.gaps == 1
+    assert "no drafter drafts it" in F.gap_strip_html(first)
 
 
 def test_a_live_run_without_labels_is_not_told_to_rerun_the_cli():

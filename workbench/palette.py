@@ -85,6 +85,7 @@ SOURCE_LABELS = {
 
 # Gap labels, one per output token (see oilbird.evaluation.diagnose): colour + bar fill pattern.
 GAP_LABELS = ("lexical_hit", "gap_recovered", "gap_missed", "absent")
+GAP_KINDS = ("gap_recovered", "gap_missed")     # the gap itself: in the pool, missed by exact matching
 GAP_COLOURS = {
     "lexical_hit": OKABE_ITO["sky_blue"],
     "gap_recovered": OKABE_ITO["vermillion"],

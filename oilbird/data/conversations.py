@@ -66,7 +66,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..jsonio import loads, read_text, undecodable
@@ -88,11 +88,13 @@ _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|eot|>
 class Conversation:
     """One recorded conversation. ``messages`` are normalised: ``{"role", "content": str}``,
     plus ``"tool_calls": tuple[ToolCall, ...]`` on every assistant message and an optional
-    ``"name"`` on tool messages. ``source`` says where it was read (file and line), for errors."""
+    ``"name"`` on tool messages. ``source`` says where it was read (file and line), for errors;
+    ``line`` is that line's number in a JSONL file (None elsewhere)."""
     id: str
     model: str | None
     messages: tuple[dict, ...]
     source: str = field(default="", compare=False)
+    line: int | None = field(default=None, compare=False)
 
     @property
     def assistant_indices(self) -> list[int]:
@@ -231,7 +233,7 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
             bad.append((no, exc))
             continue
         seen[conv.id] = no
-        out.append(conv)
+        out.append(replace(conv, line=no))
     if bad and skipped is not None and (out or empty_ok):      # empty_ok: a folder's file, judged with the rest
         skipped += [{"file": str(p), "line": no, "error": str(exc)} for no, exc in bad]
         bad = []
@@ -244,7 +246,7 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
             listed = ", ".join(map(str, more[:10])) + (", ..." if len(more) > 10 else "")
             first = ConversationError(f"{first.reason} (and {len(more)} more bad line{'s' if len(more) > 1 else ''}: "
                                       f"{listed})", first.path, first.line)
-        first.skippable = bool(out) or empty_ok    # other lines (or files) would load without the bad ones
+        first.skippable = bool(out)               # the other lines would load without the bad ones
         raise first
     if not out and not empty_ok:
         raise ConversationError(f"'{p}': no conversations in file (expected JSON lines, one "
@@ -278,25 +280,31 @@ def _conversation_files(folder: Path) -> list[Path]:
 
 
 def _read_folder(files: list[Path], skipped: list[dict] | None = None) -> list[Conversation]:
-    """Every conversation of every file, in file then line order; ids unique across files
-    (``skipped``: as :func:`read_jsonl`'s, for repeated ids too)."""
+    """Every conversation of every file, in file then line order; ids unique across files. Every
+    file is read before a bad line stops the load, so the refusal knows whether the others
+    would load (``skippable``); with ``skipped``, as :func:`read_jsonl`'s, for repeated ids too."""
     out: list[Conversation] = []
     seen: dict[str, str] = {}
+    bad: list[dict] = []
     for f in files:
-        for conv in read_jsonl(f, empty_ok=True, skipped=skipped):     # an empty file in a folder is skipped
+        for conv in read_jsonl(f, empty_ok=True, skipped=bad):     # an empty file in a folder is skipped
             if conv.id in seen:
-                exc = ConversationError(f"{_where(conv.source, conv.id)}: id already used in "
-                                        f"{seen[conv.id]}; give every conversation its own id")
-                if skipped is None:
-                    raise exc
-                at = re.search(r" line (\d+)$", conv.source or "")
-                skipped.append({"file": str(f), "line": int(at.group(1)) if at else None, "error": str(exc)})
+                bad.append({"file": str(f), "line": conv.line, "error": str(ConversationError(
+                    f"{_where(conv.source, conv.id)}: id already used in {seen[conv.id]}; "
+                    "give every conversation its own id"))})
                 continue
             seen[conv.id] = conv.source
             out.append(conv)
-    if not out and skipped:
-        raise ConversationError(f"no conversation in {len(files)} file{'s' if len(files) > 1 else ''} loads: "
-                                f"{len(skipped)} bad line{'s' if len(skipped) > 1 else ''}, the first: {skipped[0]['error']}")
+    if bad and (skipped is None or not out):
+        n, first = len(bad), bad[0]["error"]
+        exc = (ConversationError(f"{first} (and {n - 1} more bad line{'s' if n > 2 else ''} in the folder)" if n > 1
+                                 else first) if out else
+               ConversationError(f"no conversation in {len(files)} file{'s' if len(files) > 1 else ''} loads: "
+                                 f"{n} bad line{'s' if n > 1 else ''}, the first: {first}"))
+        exc.skippable = bool(out)
+        raise exc
+    if skipped is not None:
+        skipped += bad
     return out
 
 

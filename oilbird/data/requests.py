@@ -28,7 +28,9 @@ class ConversationError(DataError):
     """A conversation could not be read or encoded. The message names the file and line (when
     known), the conversation id (when known) and the message index. (Raised by
     :mod:`oilbird.data.conversations` and its readers; defined here so that a reader need not
-    import that module.)"""
+    import that module.) ``skippable``: a recording's bad lines, where its other lines would
+    load (``replay --skip-bad`` would go on)."""
+    skippable: bool = False
 
 
 @dataclass

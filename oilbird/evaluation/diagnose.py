@@ -50,8 +50,8 @@ same positions with the token's input embedding instead of the state (key of ``c
 This is the diagnosis, queried at every position with no lag. **The drafter's key**
 (``semantic_reach_drafter``): at draft time the root's own state is not computed yet, so the
 drafter asks with the state one position earlier (input index ``len(prompt) - 2 + t``) and
-keeps the records followed by the root token (:class:`~oilbird.sources.semantic.SemanticConfig`
-``root_widen``); a record at i is a hit iff ``pool[i + 2] == output[t]``.
+keeps the records followed by the root (``SemanticConfig.root_widen``); a record at i is a hit
+iff ``pool[i + 2] == output[t]``. Not asked at t = 0 (None): the prefill gives output[0].
 
 **Copy oracle** (``copy_oracle_tau`` in diagnosis.json, by tree budget): the tau a perfect
 copy drafter would reach on these same outputs, each cycle drafting the longest true
@@ -192,7 +192,7 @@ class RequestDiagnosis:
     oracle_hit: list[bool] = field(default_factory=list)
     match_len: list[int] = field(default_factory=list)
     semantic_hit: list[bool] = field(default_factory=list)     # at every position
-    drafter_hit: list[bool] = field(default_factory=list)      # the drafter's key (module doc)
+    drafter_hit: list[bool | None] = field(default_factory=list)  # the drafter's key (module doc)
     static_hit: list[bool | None] = field(default_factory=list)  # at gap positions, else None
     run_behind: list[int | None] = field(default_factory=list)   # at recovered gap positions
     run_available: list[int | None] = field(default_factory=list)  # at gap positions
@@ -330,8 +330,8 @@ class Pool:
             d.semantic_hit.append(bool(sem))
             root = context[P - 1 + t]
             lagged = [i for i in (self.record_pos[r] for r in lag[t] if r >= 0) if self.stream[i + 1] == root]
-            # (no drafter drafts output[0]: the prefill's forward gives it)
-            d.drafter_hit.append(t > 0 and any(self.stream[i + 2] == output[t] for i in lagged[:self.k]))
+            # None at t = 0: no drafter drafts output[0] (the prefill gives it), so it is not counted
+            d.drafter_hit.append(any(self.stream[i + 2] == output[t] for i in lagged[:self.k]) if t else None)
             gap = p2 and not hit
             if gap and self.static is not None and len(self):
                 st = self._static_top(ctx[-1])
@@ -350,7 +350,7 @@ def _frac(num: int, den: int) -> float | None:
 def summarise(diags: Iterable[RequestDiagnosis]) -> dict:
     """The fractions of diagnosis.json (positions pooled over requests)."""
     diags = list(diags)
-    P2, P4, H, G, G4, S, ST, RB, RA, ML_G, ML_H = ([] for _ in range(11))
+    P2, P4, H, G, G4, S, ST, RB, RA, ML_G, ML_H, DR = ([] for _ in range(12))
     g_start = 0
     for d in diags:
         P2 += d.present_2
@@ -363,6 +363,7 @@ def summarise(diags: Iterable[RequestDiagnosis]) -> dict:
             if g:
                 g_start += t < 2
                 ML_G.append(d.match_len[t])
+                DR += [] if d.drafter_hit[t] is None else [d.drafter_hit[t]]     # positions a drafter drafts
                 if d.static_hit[t] is not None:
                     ST.append(d.static_hit[t])
                 if d.semantic_hit[t]:
@@ -382,7 +383,7 @@ def summarise(diags: Iterable[RequestDiagnosis]) -> dict:
         "static_reach": _frac(sum(ST), len(ST)),
         "run_behind": _frac(sum(RB), len(RB)), "run_available": _frac(sum(RA), len(RA)),
         "semantic_hit_all": _frac(sum(S), n),
-        "semantic_reach_drafter": _frac(sum(x for d in diags for x, g in zip(d.drafter_hit, d.gap) if g), sum(G)),
+        "semantic_reach_drafter": _frac(sum(DR), len(DR)),
         "match_len_gap_median": median(ML_G) if ML_G else None,
         "match_len_hit_median": median(ML_H) if ML_H else None,
         "n_gap": sum(G), "n_gap_4": sum(G4), "n_recovered": len(RB),
@@ -567,7 +568,6 @@ def build_report(res: dict, meta: dict) -> dict:
         report["copy_oracle_tau"] = {str(c + 1): v for c, v in copy_oracle_tau(res["pairs"]).items()}
     report["requests"] = [d.request_id for d in diags]
     report["labels"] = {d.request_id: d.labels for d in diags}
-    report["drafter_reach"] = {d.request_id: list(d.drafter_hit) for d in diags}
     report["output_text"] = {d.request_id: res["texts"][d.request_id] for d in diags}
     report["detail"] = {d.request_id: d.detail() for d in diags}
     return report

@@ -61,7 +61,7 @@ def attach_report(traces, report: dict) -> None:
     for tr in traces:
         lab = report["labels"].get(tr.request_id)
         fits = lab is not None and len(lab) == len(tr.output_ids)
-        reach = report.get("drafter_reach", {}).get(tr.request_id)
+        reach = report.get("detail", {}).get(tr.request_id, {}).get("drafter_hit")
         tr.gap_labels = lab if fits else None
         tr.drafter_reach = reach if fits and reach is not None else None
 

@@ -20,15 +20,13 @@ import plotly.graph_objects as go
 from oilbird.trace import RequestTrace
 
 from ..palette import (DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT, GAP_COLOURS,
-                       GAP_DESCRIPTIONS,
-                       GAP_EXPLANATIONS, GAP_LABELS, GAP_PATTERNS, GAP_POOL, Style)
+                       GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS, GAP_PATTERNS, GAP_POOL, Style)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
 from .provenance import committed_upto
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
 GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
 NO_COLOUR = "#777777"
-GAPS = ("gap_recovered", "gap_missed")     # the labels whose cells carry the drafter's mark
 
 
 def _no_labels_why(request: RequestTrace) -> str:
@@ -54,7 +52,24 @@ class GapCell:
     label: str
     text: str        # the token's text, raw ("?" where the trace has fewer texts than labels)
     now: bool        # committed in the selected cycle (outlined)
-    drafter: bool | None = None   # at a gap position: the drafter's key reaches it (None: not a gap, or not known)
+    # at a gap position a drafter drafts: does the drafter's own key reach it? (None: not a gap,
+    # not known, or the first token, which the prefill gives: ``prefill``)
+    drafter: bool | None = None
+    prefill: bool = False
+
+
+@dataclass(frozen=True)
+class DrafterCount:
+    """The drafter's marks of one strip: of the gap tokens a drafter drafts (all but a first
+    token), how many its own key reaches, and the same among those within the semantic key's reach."""
+    marked: int
+    gaps: int
+    marked_recovered: int
+    recovered: int
+
+    def words(self) -> str:
+        return (f"{self.marked} of {self.gaps} gap tokens ({self.marked_recovered} of the {self.recovered} "
+                f"within the semantic key's reach)")
 
 
 @dataclass(frozen=True)
@@ -67,27 +82,24 @@ class GapStrip:
     span: tuple[int, int] | None        # the selected cycle's tokens [lo, hi), None if it has none
     missing: str                        # why there are no labels ("" when there are)
     inconsistent: str                   # "" unless the labels do not match the output's length
-    drafter: dict[str, int] | None = None   # per gap label, its cells the drafter's key reaches (None: not known)
+    drafter: DrafterCount | None = None   # None: the trace does not say where the drafter's key reaches
+
+    @property
+    def marked(self) -> bool:
+        """Whether the strip can carry marks (the drafter's reach known, and gap tokens it drafts)."""
+        return self.drafter is not None and self.drafter.gaps > 0
 
     @property
     def drafter_line(self) -> str:
-        """The marks' count in words ("" without labels), or why there are none. A renderer puts
-        what the mark looks like before it ("black band: ...", "▼ ...") where there are marks."""
+        """The marks in words ("" without labels), or why there are none; a renderer says what
+        the mark looks like before it where there are marks (:data:`DRAFTER_LEGEND`)."""
         if self.missing:
             return ""
         if self.drafter is None:
             return DRAFTER_MISSING
-        n_gap = sum(self.counts.get(g) or 0 for g in GAPS)
-        if not n_gap:
-            return "no gap tokens in this request: nothing for the drafter's own key to mark"
-        return (f"{DRAFTER_LEGEND}: {sum(self.drafter.values())} of {n_gap} gap tokens "
-                f"({self.drafter.get('gap_recovered', 0)} of the {self.counts.get('gap_recovered') or 0} "
-                f"within the semantic key's reach)")
-
-    @property
-    def marked(self) -> bool:
-        """Whether the strip can carry marks (labels, the drafter's reach, and gap tokens)."""
-        return self.drafter is not None and any(self.counts.get(g) for g in GAPS)
+        if not self.marked:
+            return "no gap tokens a drafter drafts in this request: nothing for the drafter's own key to mark"
+        return f"{DRAFTER_LEGEND}: {self.drafter.words()}"
 
 
 def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
@@ -99,12 +111,20 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
         span = (lo, hi) if hi > lo else None
     if labels is None:
         return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, _no_labels_why(request), "")
-    reach = request.drafter_reach if request.drafter_reach is not None and len(request.drafter_reach) == len(labels) else None
-    cells = [GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
-                     span is not None and span[0] <= k < span[1],
-                     bool(reach[k]) if reach is not None and lab in GAPS else None) for k, lab in enumerate(labels)]
+    reach = request.drafter_reach
+    reach = reach if reach is not None and len(reach) == len(labels) else None
+    cells = []
+    for k, lab in enumerate(labels):
+        drafted = reach is not None and lab in GAP_KINDS and k > 0       # the prefill gives token 0
+        cells.append(GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
+                             span is not None and span[0] <= k < span[1], bool(reach[k]) if drafted else None,
+                             reach is not None and lab in GAP_KINDS and k == 0))
     counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
-    drafter = None if reach is None else {g: sum(1 for c in cells if c.label == g and c.drafter) for g in GAPS}
+    drafter = None
+    if reach is not None:
+        seen = [c for c in cells if c.drafter is not None]
+        rec = [c for c in seen if c.label == "gap_recovered"]
+        drafter = DrafterCount(sum(c.drafter for c in seen), len(seen), sum(c.drafter for c in rec), len(rec))
     bad = f"{len(labels)} labels for {n} output tokens: the trace is inconsistent" if len(labels) != n else ""
     return GapStrip(request.method, n, cells, counts, span, "", bad, drafter)
 
@@ -112,6 +132,8 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
 def cell_hover(c: GapCell) -> str:
     """A cell's label in words, and at a gap position whether the drafter's key reaches it."""
     said = gap_hover(c.label)
+    if c.prefill:
+        return f"{said}; the first token: the prefill gives it, no drafter drafts it"
     if c.drafter is None:
         return said
     return f"{said}. The drafter's own key reaches it: {DRAFTER_EXPLANATION}" if c.drafter else f"{said}; {DRAFTER_NOT}"
@@ -138,14 +160,15 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
             "hovertext": [f"token {c.index}: {esc(c.text)}<br>{html.escape(cell_hover(c), quote=False)}<br>{pool}"
                           for c in ks] or None,
             "hoverinfo": "text", "meta": lab})
-    if g.drafter is not None:
+    if g.marked:
         marked = [c for c in g.cells if c.drafter]
         data.append({
             "type": "scatter", "mode": "markers", "x": [c.index for c in marked] or [None],
             "y": [1.04] * len(marked) if marked else [None],
-            "name": f"{DRAFTER_MARK} ({sum(g.drafter.values())} of {sum(g.counts.get(x) or 0 for x in GAPS)} gap tokens)",
+            "name": f"{DRAFTER_MARK} ({g.drafter.marked} of {g.drafter.gaps} gap tokens)",
             "marker": {"symbol": "triangle-down", "size": 7, "color": "#111111"}, "showlegend": True,
-            "hovertext": [f"token {c.index}: {esc(c.text)}<br>{html.escape(DRAFTER_MARK + ': ' + DRAFTER_EXPLANATION, quote=False)}"
+            "hovertext": [f"token {c.index}: {esc(c.text)}<br>"
+                          f"{html.escape(DRAFTER_MARK + ': ' + DRAFTER_EXPLANATION, quote=False)}"
                           for c in marked] or None,
             "hoverinfo": "text", "meta": "drafter"})
     notes, shapes = [], []
@@ -157,14 +180,13 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
         shapes.append({"type": "rect", "x0": g.span[0] - 0.5, "x1": g.span[1] - 0.5, "y0": -0.05, "y1": 1.1,
                        "xref": "x", "yref": "y", "line": {"width": 2.5, "color": "#111111"},
                        "fillcolor": "rgba(0,0,0,0)"})
-    drafter = (f"<br>{'▼ ' if g.marked else ''}"
-               + html.escape(g.drafter_line, quote=False).replace(" reaches the token: ", " reaches the token:<br>")
-               if g.drafter_line else "")
+    drafter = (f"<br>▼ {html.escape(DRAFTER_LEGEND, quote=False)}:<br>{g.drafter.words()}" if g.marked
+               else f"<br>{html.escape(g.drafter_line, quote=False)}" if g.drafter_line else "")
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#777'>"
              f"{GAP_SCOPE.format(method=html.escape(request.method))}<br>{pool}{drafter}</span>")
-    lay = panel_layout(s, title, height=(300 if g.marked else 270) if drafter else 240, annotations=notes, shapes=shapes, barmode="overlay",
-                       bargap=0, legend={"orientation": "h", "y": -0.3},
+    lay = panel_layout(s, title, height=(300 if g.marked else 270) if drafter else 240, annotations=notes,
+                       shapes=shapes, barmode="overlay", bargap=0, legend={"orientation": "h", "y": -0.3},
                        margin={"l": 20, "r": 10, "t": (135 if g.marked else 110) if drafter else 85, "b": 20},
                        xaxis={"range": [-0.5, max(g.n_tokens, 1) - 0.5], "showgrid": False},
                        yaxis={"visible": False, "range": [0, 1.15]})
@@ -197,8 +219,8 @@ def _html_key(g: GapStrip) -> str:
     drafter's mark and its count (or why the trace has none)."""
     mark = ""
     if g.drafter_line:
-        swatch = (f"<span style='{_CELL}width:14px;background:{GAP_COLOURS['gap_recovered']};{_MARK}'></span> black band: "
-                  if g.marked else "")
+        swatch = (f"<span style='{_CELL}width:14px;background:{GAP_COLOURS['gap_recovered']};{_MARK}'></span> "
+                  "black band: " if g.marked else "")
         mark = (f"<div class='gap-drafter' title='{html.escape(DRAFTER_EXPLANATION, quote=True)}' "
                 f"style='font-size:0.85em;margin-top:4px'>{swatch}{html.escape(g.drafter_line, quote=False)}</div>")
     return " ".join(

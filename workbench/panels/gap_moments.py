@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from oilbird.trace import CycleTrace, RequestTrace
 
-from ..palette import GAP_DESCRIPTIONS
+from ..palette import GAP_DESCRIPTIONS, GAP_KINDS
 from .base import visible
 from .provenance import token_cycles
 
@@ -39,6 +39,7 @@ class GapMoment:
     contested: int = 0   # of those, tokens where a lexical source proposed a different token at the
                          # same place of the tree: the exact-match key wrong, the hidden-state key right
     drafter: int | None = None   # at a gap run: its tokens the drafter's key reaches (drafter_reach; None: unknown)
+    drafted: int = 0             # ... of its tokens a drafter drafts (all but a request's first token)
 
     @property
     def key(self) -> str:
@@ -49,7 +50,7 @@ class GapMoment:
         where = f"token {self.start}" if self.end - self.start == 1 else f"tokens {self.start}-{self.end - 1}"
         text = self.text if len(self.text) <= 24 else self.text[:23] + "…"
         at = f"cycle {self.cycle}" if self.cycle is not None else "no cycle"
-        reach = "" if self.drafter is None else f" · drafter's key {self.drafter}/{self.end - self.start}"
+        reach = "" if self.drafter is None else f" · drafter's key {self.drafter}/{self.drafted}"
         return f"{where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach} · {at}"
 
 
@@ -76,9 +77,9 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
             text = "".join(visible(request.output_text[i]) for i in range(k, j) if i < len(request.output_text))
             sem = [i for i in range(k, j) if i < len(sources) and sources[i] == ["semantic"]]
             contested = sum(lexical_proposed_other(request.cycles[where[i]], offset[i]) for i in sem)
-            drafter = sum(map(bool, reach[k:j])) if reach is not None and lab[k] in ("gap_recovered", "gap_missed") else None
+            drafted = [bool(reach[i]) for i in range(max(k, 1), j)] if reach is not None and lab[k] in GAP_KINDS else []
             out.append(GapMoment(lab[k], k, j, text, where[k] if k < len(where) else None, len(sem), contested,
-                                 drafter))
+                                 sum(drafted) if drafted else None, len(drafted)))
         k = j
     return out
 
@@ -129,8 +130,8 @@ def clearest_moment(request: RequestTrace) -> GapMoment | None:
     """The moment that shows the gap best in this trace: a ``gap_recovered`` run where the
     exact-match key proposed a wrong token and the semantic source alone the right one (most
     such tokens), then most tokens the semantic source alone delivered, then the longest run,
-    then the earliest; else the longest ``gap_missed`` one."""
-    ms = [m for m in gap_moments(request, ("gap_recovered", "gap_missed")) if m.cycle is not None]
+    then the earliest; else the ``gap_missed`` one first in the same order."""
+    ms = [m for m in gap_moments(request, GAP_KINDS) if m.cycle is not None]
     return max(ms, key=_clarity) if ms else None
 
 
