@@ -238,8 +238,7 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
         skipped += [{"file": str(p), "line": no, "error": str(exc)} for no, exc in bad]
         bad = []
     if bad and skipped is not None:           # and nothing good in the file: say so, as a folder does
-        raise ConversationError(f"no conversation in the file loads: {len(bad)} bad line{'s' if len(bad) > 1 else ''}, "
-                                f"the first: {bad[0][1]}", p)
+        raise _none_loads("the file", [str(exc) for _, exc in bad])
     if bad:
         first, more = bad[0][1], [no for no, _ in bad[1:]]
         if more:
@@ -252,6 +251,13 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
         raise ConversationError(f"'{p}': no conversations in file (expected JSON lines, one "
                                 "{\"messages\": [...]} object per line)")
     return out
+
+
+def _none_loads(where: str, errors: list[str]) -> ConversationError:
+    """The refusal of a file (or folder) none of whose lines loads, with the first line's error."""
+    n = len(errors)
+    return ConversationError(f"no conversation in {where} loads: {n} bad line{'s' if n > 1 else ''}, "
+                             f"the first: {errors[0]}")
 
 
 def _conversation_files(folder: Path) -> list[Path]:
@@ -299,8 +305,7 @@ def _read_folder(files: list[Path], skipped: list[dict] | None = None) -> list[C
         n, first = len(bad), bad[0]["error"]
         exc = (ConversationError(f"{first} (and {n - 1} more bad line{'s' if n > 2 else ''} in the folder)" if n > 1
                                  else first) if out else
-               ConversationError(f"no conversation in {len(files)} file{'s' if len(files) > 1 else ''} loads: "
-                                 f"{n} bad line{'s' if n > 1 else ''}, the first: {first}"))
+               _none_loads(f"{len(files)} file{'s' if len(files) > 1 else ''}", [b["error"] for b in bad]))
         exc.skippable = bool(out)
         raise exc
     if skipped is not None:

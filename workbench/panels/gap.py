@@ -102,6 +102,17 @@ class GapStrip:
         return f"{DRAFTER_LEGEND}: {self.drafter.words()}"
 
 
+def drafter_marks(request: RequestTrace) -> list[bool | None] | None:
+    """Per output token, whether the drafter's own key reaches it, at the gap tokens a drafter
+    drafts (a gap label, and not the first token, which the prefill gives); None at every other
+    token. None for the whole request where the trace has no labels or no ``drafter_reach`` (or
+    lists of another length). The one rule of the strip's marks and the moments' counts."""
+    labels, reach = request.gap_labels, request.drafter_reach
+    if labels is None or reach is None or len(reach) != len(labels):
+        return None
+    return [bool(x) if lab in GAP_KINDS and k > 0 else None for k, (lab, x) in enumerate(zip(labels, reach))]
+
+
 def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
     """The cells of ``request``'s strip with cycle index ``cycle``'s tokens marked."""
     labels, n = request.gap_labels, len(request.output_ids)
@@ -111,17 +122,13 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
         span = (lo, hi) if hi > lo else None
     if labels is None:
         return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, _no_labels_why(request), "")
-    reach = request.drafter_reach
-    reach = reach if reach is not None and len(reach) == len(labels) else None
-    cells = []
-    for k, lab in enumerate(labels):
-        drafted = reach is not None and lab in GAP_KINDS and k > 0       # the prefill gives token 0
-        cells.append(GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
-                             span is not None and span[0] <= k < span[1], bool(reach[k]) if drafted else None,
-                             reach is not None and lab in GAP_KINDS and k == 0))
+    marks = drafter_marks(request)
+    cells = [GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
+                     span is not None and span[0] <= k < span[1], marks[k] if marks else None,
+                     marks is not None and k == 0 and lab in GAP_KINDS) for k, lab in enumerate(labels)]
     counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
     drafter = None
-    if reach is not None:
+    if marks is not None:
         seen = [c for c in cells if c.drafter is not None]
         rec = [c for c in seen if c.label == "gap_recovered"]
         drafter = DrafterCount(sum(c.drafter for c in seen), len(seen), sum(c.drafter for c in rec), len(rec))

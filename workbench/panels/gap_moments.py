@@ -21,6 +21,7 @@ from oilbird.trace import CycleTrace, RequestTrace
 
 from ..palette import GAP_DESCRIPTIONS, GAP_KINDS
 from .base import visible
+from .gap import drafter_marks
 from .provenance import token_cycles
 
 MOMENT_LABELS = ("gap_recovered", "gap_missed", "absent")
@@ -66,7 +67,7 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
     where = token_cycles(request)
     sources = [s for c in request.cycles for s in c.committed_sources]
     offset = [p - sum(len(c.committed) for c in request.cycles[:k]) for p, k in enumerate(where)]
-    reach = request.drafter_reach if request.drafter_reach is not None and len(request.drafter_reach) == n else None
+    marks = drafter_marks(request)
     out: list[GapMoment] = []
     k = 0
     while k < n:
@@ -77,7 +78,7 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
             text = "".join(visible(request.output_text[i]) for i in range(k, j) if i < len(request.output_text))
             sem = [i for i in range(k, j) if i < len(sources) and sources[i] == ["semantic"]]
             contested = sum(lexical_proposed_other(request.cycles[where[i]], offset[i]) for i in sem)
-            drafted = [bool(reach[i]) for i in range(max(k, 1), j)] if reach is not None and lab[k] in GAP_KINDS else []
+            drafted = [x for x in marks[k:j] if x is not None] if marks is not None else []
             out.append(GapMoment(lab[k], k, j, text, where[k] if k < len(where) else None, len(sem), contested,
                                  sum(drafted) if drafted else None, len(drafted)))
         k = j
