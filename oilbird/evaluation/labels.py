@@ -48,8 +48,7 @@ def label_traces(traces, requests, lm, max_new_tokens: int, progress: bool = Fal
     for tr in traces:
         d = by_id.get(tr.request_id)
         same = d is not None and list(tr.output_ids) == d.output
-        tr.gap_labels = d.labels if same else None
-        tr.drafter_reach = list(d.drafter_hit) if same else None
+        _give(tr, d.labels if same else None, d.drafter_hit if same else None)
     return res
 
 
@@ -62,8 +61,16 @@ def attach_report(traces, report: dict) -> None:
         lab = report["labels"].get(tr.request_id)
         fits = lab is not None and len(lab) == len(tr.output_ids)
         reach = report.get("detail", {}).get(tr.request_id, {}).get("drafter_hit")
-        tr.gap_labels = lab if fits else None
-        tr.drafter_reach = reach if fits and reach is not None else None
+        _give(tr, lab if fits else None, reach if fits else None)
+
+
+def _give(tr, labels, reach) -> None:
+    """The one assignment both rules end in, once each has decided whether its request's labels
+    belong to this trace's output (None where they do not): the labels, and the drafter's reach
+    only beside them and only as long as they are (a report written before the field has none)."""
+    tr.gap_labels = list(labels) if labels is not None else None
+    tr.drafter_reach = (list(reach) if labels is not None and reach is not None and len(reach) == len(labels)
+                        else None)
 
 
 def attach_labels(trace_path, requests, lm, max_new_tokens: int) -> None:
