@@ -157,7 +157,8 @@ def test_tree_bonus_only_when_committed_and_labelled_with_its_own_text():
 
 def test_tree_bonus_never_sits_on_a_draft_node():
     """Inner nodes sit on fractional rows: the root of this tree is at y = -1.75, a quarter row
-    from node 2 in the column where its bonus goes; the bonus moves to a spot half a row clear."""
+    from node 2 in the column where its bonus goes; the bonus moves to the nearest spot a whole
+    row clear of that column's nodes (at -0.5, -2, -3: none between them, so above -0.5)."""
     parents = [-1, 0, 0, 0, 1, 1]
     pos = F.tree_layout(parents)
     c = CycleTrace(request_id="r", method="m", cycle=1, prefix_len=3, generated_before=1,
@@ -167,8 +168,8 @@ def test_tree_bonus_never_sits_on_a_draft_node():
                    committed_sources=[["bonus"]])
     bonus = by_meta(F.tree_figure(c), "bonus")
     bx, by = bonus.x[0], bonus.y[0]
-    assert all(not (abs(x - bx) < 0.5 and abs(y - by) < 0.5) for x, y in pos.values())
-    assert abs(by - pos[0][1]) <= 1.0                                     # still next to its parent
+    assert sorted(y for x, y in pos.values() if x == bx) == [-3.0, -2.0, -0.5]
+    assert by == 0.5                                                      # the nearest free spot, above
     lo, hi = F.tree_spec(c)["layout"]["yaxis"]["range"]
     assert lo < by < hi
 
@@ -726,3 +727,22 @@ def test_neighbour_cells_break_at_visible_spaces_before_breaking_a_word():
     assert _wrap("ok⏎done", 4) == ["ok⏎", "done"]
     assert _wrap("abcdefghijklmnopqrstuvwxyz", 10) == ["abcdefghij", "klmnopqrst", "uvwxyz"]
     assert _wrap("a b c", 10) == ["a b c"] and _wrap("", 5) == [""]
+
+
+def test_bonus_marker_keeps_a_whole_row_from_the_nodes_of_its_column():
+    """The bonus hangs off the last accepted node, in the next column; where that node sits
+    midway between two rejected children there, half a row from each, its label (drawn above
+    it) would land on a node: it moves to a spot a whole row from every node of the column."""
+    c = CycleTrace(request_id="r1", method="oilbird", cycle=1, prefix_len=20, generated_before=1,
+                   tokens=[10, 11, 12, 13], token_text=["a", "b", "c", "d"], parents=[-1, 0, 1, 1],
+                   depths=[0, 1, 2, 2], sources=[[], ["pld"], ["pld"], ["semantic"]],
+                   scores=[{}, {"pld": 1.0}, {"pld": 1.0}, {"semantic": 0.9}], argmax=[11, 99, 0, 0],
+                   argmax_text=["b", "!", "", ""], accepted=[0, 1], bonus=99, committed=[11, 99],
+                   committed_text=["b", "!"], committed_sources=[["pld"], ["bonus"]])
+    pos = F.tree_layout(c.parents)
+    assert pos[1][1] == -0.5 and {pos[2][1], pos[3][1]} == {0.0, -1.0}    # the crowded case
+    bonus = by_meta(F.tree_figure(c), "bonus")
+    bx, by = bonus.x[0], bonus.y[0]
+    assert bx == 2.0
+    assert all(abs(y - by) >= 1.0 for x, y in pos.values() if x == bx)
+    assert abs(by - pos[1][1]) <= 1.5                                     # and still near its parent

@@ -108,15 +108,14 @@ def _bonus_text(cycle: CycleTrace) -> str:
 
 
 def _free_spot(pos: dict[int, tuple[float, float]], x: float, y: float) -> float:
-    """A y near ``y`` in column ``x`` with no node within half a column and half a row (rows
-    of inner nodes are fractional, e.g. 0.25 apart, so an exact-match test misses them):
-    ``y``, then y + 0.5, y - 0.5, y + 1, ... The bonus marker goes there."""
+    """The y nearest ``y`` in column ``x`` that is a whole row from every node there, as the
+    draft nodes of one column are from each other (:func:`tree_layout`): a label drawn above a
+    marker then never lands on its neighbour. The nearest such spot is ``y`` itself or a row
+    above or below some node of the column (above on a tie). The bonus marker goes there."""
     column = [py for px, py in pos.values() if abs(px - x) < 0.5]
-    for k in range(2 * len(column) + 2):
-        cand = y + (k + 1) // 2 * 0.5 * (1 if k % 2 else -1)
-        if all(abs(py - cand) >= 0.5 - 1e-9 for py in column):
-            return cand
-    return min(column, default=y) - 1.0
+    spots = [y] + [py + d for py in column for d in (1.0, -1.0)]
+    free = [c for c in spots if all(abs(py - c) >= 1.0 - 1e-9 for py in column)]
+    return min(free, key=lambda c: (abs(c - y), -c))
 
 
 def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
