@@ -71,15 +71,15 @@ def test_without_descriptions_the_system_message_is_the_instruction():
 
 
 BAD = {
-    "not json": ('{"role": "User", "text": ', ["line 2", "not valid JSON"]),
-    "not an object": ('["User", "hi"]', ["line 2", "expected a JSON object"]),
-    "unknown role": ({"role": "Robot", "text": "beep"}, ["line 2", "unknown role 'Robot'"]),
-    "no text": ({"role": "AI"}, ["line 2", "AI record needs a 'text' string"]),
-    "no api name": ({"role": "API", "param_dict": {}, "result": {}}, ["line 2", "'api_name'"]),
+    "not json": ('{"role": "User", "text": ', ["not valid JSON"]),
+    "not an object": ('["User", "hi"]', ["expected a JSON object"]),
+    "unknown role": ({"role": "Robot", "text": "beep"}, ["unknown role 'Robot'"]),
+    "no text": ({"role": "AI"}, ["AI record needs a 'text' string"]),
+    "no api name": ({"role": "API", "param_dict": {}, "result": {}}, ["'api_name'"]),
     "params not an object": ({"role": "API", "api_name": "X", "param_dict": "a=1", "result": {}},
-                             ["line 2", "X", "'param_dict' must be a JSON object"]),
+                             ["X", "'param_dict' must be a JSON object"]),
     "result missing": ({"role": "API", "api_name": "X", "param_dict": {}},
-                       ["line 2", "X", "'result' must be a JSON object"]),
+                       ["X", "'result' must be a JSON object"]),
 }
 
 
@@ -91,15 +91,15 @@ def test_a_bad_record_is_named_by_file_and_line(tmp_path, case):
         ab.read_dialogue(p, {})
     msg = str(exc.value)
     assert isinstance(exc.value, DataError)
-    assert "Bad-level-1-1.jsonl' line 2" in msg or "Bad-level-1-1.jsonl:2:" in msg, msg
-    for part in expected[1:]:
+    assert msg.startswith(f"{p}:2: "), msg                  # as every InputError names a line
+    for part in expected:
         assert part in msg, (part, msg)
 
 
 def test_a_dialogue_without_a_turn_to_replay_or_without_a_request_is_refused(tmp_path):
     with pytest.raises(ConversationError, match=r"dialogue 'Quiet'.*no AI or API record"):
         ab.read_dialogue(write(tmp_path / "Quiet.jsonl", [{"role": "User", "text": "hello?"}]), {})
-    with pytest.raises(ConversationError, match=r"line 1 \(dialogue 'Eager'\).*no user request"):
+    with pytest.raises(ConversationError, match=r"Eager.jsonl:1: dialogue 'Eager'.*no user request"):
         ab.read_dialogue(write(tmp_path / "Eager.jsonl", [{"role": "AI", "text": "Hi!"}]), {})
 
 
@@ -124,7 +124,7 @@ def test_a_folder_skips_empty_files_and_refuses_a_bad_one(tmp_path, monkeypatch)
     [conv] = load_conversations("api-bank-dialogues", limit=1)
     assert '"Log a user in."' in conv.messages[0]["content"]
     write(d / "D-level-1-1.jsonl", [{"role": "User", "text": "x"}, {"role": "AI"}])
-    with pytest.raises(ConversationError, match=r"D-level-1-1.jsonl' line 2"):
+    with pytest.raises(ConversationError, match=r"D-level-1-1.jsonl:2: "):
         load_conversations(d)
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConversationError, match="no dialogue files"):
@@ -137,7 +137,7 @@ def test_a_folder_skips_empty_files_and_refuses_a_bad_one(tmp_path, monkeypatch)
 
 def test_a_bad_descriptions_file_is_named(tmp_path):
     p = write(tmp_path / "api_descriptions.jsonl", [{"description": "no name"}])
-    with pytest.raises(ConversationError, match=r"api_descriptions.jsonl' line 1.*'name'"):
+    with pytest.raises(ConversationError, match=r"api_descriptions.jsonl:1: .*'name'"):
         ab.read_descriptions(p)
     assert ab.read_descriptions(tmp_path / "missing.jsonl") == {}
 

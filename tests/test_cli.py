@@ -186,7 +186,7 @@ def test_replay_refuses_a_bad_conversation_by_line_before_the_model_loads(tmp_pa
     data = tmp_path / "convs.jsonl"
     data.write_text(good + "\n" + bad + "\n")
     out = tmp_path / "out"
-    _fails(["replay", "--data", str(data), "--out", str(out)], capsys, "line 2")
+    _fails(["replay", "--data", str(data), "--out", str(out)], capsys, "convs.jsonl:2: ")
     assert not out.exists()
     _fails(["replay", "--data", str(data), "--out", str(out)], capsys, "(--skip-bad replays the other lines)")
 

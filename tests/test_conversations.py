@@ -73,7 +73,7 @@ def test_bad_line_names_file_line_conversation_and_turn(tmp_path, case):
         load_conversations(p)
     msg = str(exc.value)
     assert isinstance(exc.value, DataError)
-    assert "convs.jsonl" in msg and ("line 2" in msg or "convs.jsonl:2:" in msg), msg
+    assert msg.startswith(f"{p}:2: "), msg              # every error names a line as InputError does
     for part in expected:
         assert part in msg, (part, msg)
 
@@ -97,7 +97,7 @@ def test_empty_file_and_missing_data_are_refused_by_name(tmp_path, monkeypatch):
 def test_a_bad_line_after_the_limit_is_still_refused(tmp_path):
     p = tmp_path / "c.jsonl"
     p.write_text(GOOD + "\n" + BAD["unknown role"][0] + "\n")
-    with pytest.raises(ConversationError, match="line 2"):
+    with pytest.raises(ConversationError, match="c.jsonl:2: "):
         load_conversations(p, limit=1)
 
 
@@ -164,7 +164,7 @@ def test_rendering_is_the_documented_form():
 
 def _conv(messages=TINY):
     from oilbird.data.conversations import Conversation
-    return Conversation(id="t", model=None, messages=tuple(messages), source="'x.jsonl' line 1")
+    return Conversation(id="t", model=None, messages=tuple(messages), source="x.jsonl:1")
 
 
 class ChatMLBytes:
@@ -227,7 +227,7 @@ def test_a_template_refusing_role_tool_gets_tool_results_as_user():
 def test_a_template_that_rewrites_earlier_turns_is_refused_by_turn():
     tok = ChatMLBytes()
     tok.strip_old_assistant = True            # turns 0 and 1 pass: the rewritten message is not in them yet
-    where = r"'x.jsonl' line 1 \(conversation 't'\) message 5 \(assistant turn 2\)"
+    where = r"x.jsonl:1: conversation 't' message 5 \(assistant turn 2\)"
     with pytest.raises(ConversationError, match=where + ".*not a prefix"):
         encode_conversation(tok, _conv())
 
@@ -460,7 +460,7 @@ def test_every_bad_line_is_counted_and_the_first_is_told(tmp_path):
     with pytest.raises(ConversationError) as exc:
         load_conversations(p)
     msg = str(exc.value)
-    assert "line 2" in msg and "unknown role 'robot'" in msg
+    assert msg.startswith(f"{p}:2: ") and "unknown role 'robot'" in msg
     assert msg.endswith("(and 2 more bad lines: 4, 5)")
     assert "\n" not in msg
     assert exc.value.reason.endswith("(and 2 more bad lines: 4, 5)")   # the parts still rebuild it

@@ -70,18 +70,18 @@ def read_descriptions(path: str | Path | None = None) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for no, d in json_lines(read_text(p, ConversationError), ConversationError, p):
         if not isinstance(d, dict) or not isinstance(d.get("name"), str):
-            raise ConversationError(f"'{p}' line {no}: an API description needs a 'name' string")
+            raise ConversationError("an API description needs a 'name' string", p, no)
         out.setdefault(d["name"], d)
     return out
 
 
-def dialogue_messages(records: list[tuple[int, object]], where: str) -> list[dict]:
+def dialogue_messages(records: list[tuple[int, object]], path) -> list[dict]:
     """``(line, record)`` pairs of one dialogue -> messages in the conversation input form (without
-    the system message). ``where`` names the file in every error (``"'path'"``)."""
+    the system message). Every error names ``path`` and the record's line."""
     msgs: list[dict] = []
     for no, r in records:
         def err(problem, _no=no):
-            return ConversationError(f"{where} line {_no}: {problem}")
+            return ConversationError(problem, path, _no)
         if not isinstance(r, dict):
             raise err(f"expected a JSON object (a dialogue record), got {type(r).__name__}")
         role = r.get("role")
@@ -118,16 +118,15 @@ def read_dialogue(path: str | Path, descriptions: dict[str, dict] | None = None)
     empty file (no records). ``descriptions``: from :func:`read_descriptions` (default: the
     shared data's, if there)."""
     p = Path(path)
-    where = f"'{p}'"
     records = list(json_lines(read_text(p, ConversationError), ConversationError, p))
     if not records:
         return None
-    msgs = dialogue_messages(records, where)
+    msgs = dialogue_messages(records, p)
     if not any(m["role"] == "assistant" for m in msgs):
-        raise ConversationError(f"{where} (dialogue '{p.stem}'): no AI or API record, nothing to replay")
+        raise ConversationError(f"dialogue '{p.stem}': no AI or API record, nothing to replay", p)
     if msgs[0]["role"] != "user":
-        raise ConversationError(f"{where} line {records[0][0]} (dialogue '{p.stem}'): the dialogue starts with "
-                                "an AI or API record; its first turn has no user request before it")
+        raise ConversationError(f"dialogue '{p.stem}': the dialogue starts with an AI or API record; "
+                                "its first turn has no user request before it", p, records[0][0])
     descriptions = read_descriptions() if descriptions is None else descriptions
     calls = [c["name"] for m in msgs for c in m.get("tool_calls", ())]
     return {"id": p.stem, "model": RECORDED_BY,

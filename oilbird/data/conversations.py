@@ -124,9 +124,11 @@ class ReplayTurn:
 # ---------------------------------------------------------------- loading and validation
 
 def _where(source: str, conv_id: str | None = None, message: int | None = None) -> str:
+    """Where a conversation's problem lies, the prefix of its error: ``file.jsonl:3: conversation
+    'c1' message 5`` (a file's line spelled as :class:`~oilbird.errors.InputError` spells it)."""
     out = source
     if conv_id is not None:
-        out += f" (conversation '{conv_id}')"
+        out += f": conversation '{conv_id}'"
     if message is not None:
         out += f" message {message}"
     return out
@@ -134,7 +136,7 @@ def _where(source: str, conv_id: str | None = None, message: int | None = None) 
 
 def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
     """Validate and normalise one conversation object; ``source`` names where it came from
-    (e.g. ``"'file.jsonl' line 3"``) in every error."""
+    (e.g. ``"file.jsonl:3"``, as :class:`~oilbird.errors.InputError` names a line) in every error."""
     if not isinstance(d, dict):
         raise ConversationError(f"{source}: expected a JSON object (a conversation), "
                                 f"got {type(d).__name__}")
@@ -221,7 +223,7 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
     for no, line in enumerate(text.split("\n"), start=1):
         if not line.strip(" \t\r"):
             continue
-        source = f"'{p}' line {no}"
+        source = f"{p}:{no}"                          # as every InputError names a file's line
         try:
             if undecodable(line):
                 raise ConversationError("not UTF-8 text", p, no)
