@@ -503,8 +503,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="run every verify forward (real hidden states, top-k and cost; tokens/s) instead of "
                         "one teacher-forced forward per turn shared by every method")
     p.add_argument("--skip-bad", action="store_true",
-                   help="leave out a recording's bad lines (a repeated id counts as one; the first is named on "
-                        "stderr, all are listed in results.json) instead of stopping")
+                   help="leave out a recording's bad lines (a repeated id counts as one; a bad API-Bank dialogue "
+                        "file, or a damaged .gz's break and the rest, as one; the first is named on stderr, all are "
+                        "listed in results.json) instead of stopping")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl (one trace per turn and method)")
     p.add_argument("--diagnose", action="store_true",
                    help="also write diagnosis.json: the identifiability-gap table and copy-oracle tau on the recordings")

@@ -66,19 +66,42 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, max(pos, 0)) + 1
 
 
+def _read_gzip(f, limit: int) -> tuple[bytes, Exception | None]:
+    """Up to ``limit`` + 1 decompressed bytes of the gzip file ``f``, and the error that stopped
+    it early (damage or truncation; None if none did), keeping everything decompressed before it:
+    each ``read1`` decompresses what one buffer of input holds, so only the damaged part is lost."""
+    chunks, n = [], 0
+    try:
+        while n <= limit:
+            b = f.read1(1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        return b"".join(chunks), exc
+    return b"".join(chunks), None
+
+
 def read_text(path, error: type[InputError] = InputError, per_line: bool = False) -> str:
     """The text of ``path`` (decompressed if it ends in ``.gz``), checked as above. ``per_line``:
     bytes that are not UTF-8 are kept as lone surrogates (``surrogateescape``) for a line-by-line
-    reader to refuse by line (:func:`undecodable`), instead of refusing the whole file."""
+    reader to refuse by line (:func:`undecodable`), instead of refusing the whole file; and a
+    damaged or truncated ``.gz`` is refused at the line where it breaks, the error carrying the
+    whole lines before it as ``partial`` (a reader may keep them: ``replay --skip-bad``)."""
     p = Path(path)
+    cut = None
     try:
         if not p.exists():
             raise error("no such file", p)
         if not p.is_file():
             raise error("not a file (a folder?)", p)
-        opener = gzip.open if p.suffix == ".gz" else open
-        with opener(p, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+        if p.suffix == ".gz":
+            with gzip.open(p, "rb") as f:
+                data, cut = _read_gzip(f, MAX_BYTES)
+        else:
+            with open(p, "rb") as f:
+                data = f.read(MAX_BYTES + 1)
     except InputError:
         raise
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
@@ -87,6 +110,14 @@ def read_text(path, error: type[InputError] = InputError, per_line: bool = False
         raise error(f"cannot read ({exc.strerror or type(exc).__name__})", p) from None
     if len(data) > MAX_BYTES:
         raise error(f"more than {MAX_BYTES >> 30} GiB of text: split it", p)
+    if cut is not None:
+        if not per_line:
+            raise error(f"damaged or truncated gzip file ({cut})", p)
+        data = data[:data.rfind(b"\n") + 1]          # the line it breaks in is lost with the rest
+        exc = error(f"damaged or truncated gzip file ({cut}): this line and the rest are lost", p,
+                    data.count(b"\n") + 1)
+        exc.partial = data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+        raise exc
     try:
         text = data.decode("utf-8", errors="surrogateescape" if per_line else "strict")
     except UnicodeDecodeError as exc:

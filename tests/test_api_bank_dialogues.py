@@ -35,7 +35,7 @@ DESCRIPTIONS = {"Login": {"name": "Login", "description": "Log a user in."},
 
 def read(path, descriptions):
     """One dialogue file, validated as load_conversations validates it."""
-    return conversation_from_obj(ab.read_dialogue(path, descriptions), f"'{path}'", path.stem)
+    return conversation_from_obj(ab.read_dialogue(path, descriptions), str(path), path.stem)
 
 
 def write(path, records):
@@ -148,3 +148,29 @@ def test_the_shared_dialogues_load():
     assert len(convs) == 213                   # 214 files, one of them empty upstream
     assert len({c.id for c in convs}) == 213 and all(c.model == ab.RECORDED_BY for c in convs)
     assert sum(len(c.assistant_indices) for c in convs) == 1001 + 389    # AI turns + API calls
+
+
+def test_a_bad_dialogue_file_can_be_left_out_as_a_bad_line_is(tmp_path):
+    """A dialogue folder with a bad file: refused by the first one's file and line, counting the
+    others and saying the rest would load (``skippable``); with a ``skipped`` list (``replay
+    --skip-bad``) the bad files are listed and the good dialogues load; a folder none of whose
+    dialogues loads is refused either way."""
+    d = tmp_path / "dialogues"
+    d.mkdir()
+    write(d / "A-level-1-1.jsonl", DIALOGUE)
+    write(d / "B-level-1-1.jsonl", [{"role": "User", "text": "x"}, {"role": "AI"}])
+    write(d / "C-level-1-1.jsonl", [{"role": "Robot", "text": "beep"}])
+    with pytest.raises(ConversationError) as exc:
+        load_conversations(d)
+    assert str(exc.value).startswith(f"{d / 'B-level-1-1.jsonl'}:2: ")
+    assert str(exc.value).endswith("(and 1 more bad dialogue file in the folder)") and exc.value.skippable
+    skipped: list[dict] = []
+    assert [c.id for c in load_conversations(d, skipped=skipped)] == ["A-level-1-1"]
+    assert [(b["file"], b["line"]) for b in skipped] == [(str(d / "B-level-1-1.jsonl"), 2),
+                                                         (str(d / "C-level-1-1.jsonl"), 1)]
+    assert "unknown role 'Robot'" in skipped[1]["error"]
+    (d / "A-level-1-1.jsonl").unlink()
+    for kept in (None, []):
+        with pytest.raises(ConversationError, match="no conversation in the folder .* loads: 2 bad dialogue files") as exc:
+            load_conversations(d, skipped=kept)
+        assert not exc.value.skippable

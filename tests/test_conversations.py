@@ -493,6 +493,31 @@ def test_skipping_bad_lines_keeps_the_good_ones_and_lists_the_bad(tmp_path):
         load_conversations(_only(tmp_path, "{not json\n"), skipped=[])
 
 
+def test_a_truncated_gz_recording_keeps_its_lines_before_the_break(tmp_path):
+    """A ``.jsonl.gz`` copied while it was written ends mid-stream: refused at the line where it
+    breaks (the lines before it would load: ``skippable``); with a ``skipped`` list every whole
+    line before the break loads and the break is one listed entry. A file cut inside its first
+    line has nothing to keep and is refused either way."""
+    lines = [GOOD.replace('"c0"', f'"c{i}"').replace("hello", f"hello {i} " * 30) for i in range(400)]
+    whole = gzip.compress(("\n".join(lines) + "\n").encode())
+    p = tmp_path / "log.jsonl.gz"
+    p.write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(ConversationError, match="damaged or truncated gzip file") as exc:
+        load_conversations(p)
+    assert exc.value.skippable and exc.value.path == str(p)
+    skipped: list[dict] = []
+    convs = load_conversations(p, skipped=skipped)
+    assert 0 < len(convs) < 400 and [c.id for c in convs] == [f"c{i}" for i in range(len(convs))]
+    assert [(b["file"], b["line"]) for b in skipped] == [(str(p), len(convs) + 1)]
+    assert "this line and the rest are lost" in skipped[0]["error"]
+    assert exc.value.line == len(convs) + 1
+    p.write_bytes(whole[:30])
+    for kept in (None, []):
+        with pytest.raises(ConversationError, match="truncated gzip") as exc:
+            load_conversations(p, skipped=kept)
+        assert not exc.value.skippable
+
+
 def _only(tmp_path, text):
     d = tmp_path / "only-bad"
     d.mkdir()

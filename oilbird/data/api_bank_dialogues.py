@@ -46,7 +46,7 @@ import json
 from pathlib import Path
 
 from ..jsonio import json_lines, read_text
-from .requests import ConversationError, DataError, data_root
+from .requests import ConversationError, DataError, data_root, none_loads
 
 NAME = "api-bank-dialogues"
 DIALOGUES_DIR = Path("api-bank") / "lv1-lv2-samples" / "level-1-given-desc"
@@ -133,10 +133,14 @@ def read_dialogue(path: str | Path, descriptions: dict[str, dict] | None = None)
             "messages": [{"role": "system", "content": system_message(calls, descriptions)}] + msgs}
 
 
-def read_dialogues(folder: str | Path, descriptions: dict[str, dict] | None = None
-                   ) -> tuple[list[tuple[dict, str]], list[str]]:
+def read_dialogues(folder: str | Path, descriptions: dict[str, dict] | None = None,
+                   skipped: list[dict] | None = None) -> tuple[list[tuple[dict, str]], list[str]]:
     """Every ``*.jsonl`` dialogue of ``folder`` in name order as ``(conversation object, where it
-    was read)``, and the names of the empty files skipped. A folder without dialogues is refused."""
+    was read)``, and the names of the empty files skipped. A folder without dialogues is refused.
+    Every file is read before a bad one stops the load, so the refusal says how many there are
+    and whether the others would load (``skippable``); with a ``skipped`` list a bad file is
+    listed there instead, as ``{"file", "line", "error"}`` (as a recording's bad line is), and
+    the others load. A folder none of whose dialogues loads is refused either way."""
     d = Path(folder)
     if not d.is_dir():
         raise DataError(f"'{d}': no such folder of API-Bank dialogues")
@@ -144,27 +148,42 @@ def read_dialogues(folder: str | Path, descriptions: dict[str, dict] | None = No
     if not files:
         raise ConversationError(f"'{d}': no dialogue files (*.jsonl) in the folder")
     descriptions = read_descriptions() if descriptions is None else descriptions
-    out, empty = [], []
+    out, empty, bad = [], [], []
     for f in files:
-        obj = read_dialogue(f, descriptions)
+        try:
+            obj = read_dialogue(f, descriptions)
+        except ConversationError as exc:
+            bad.append((f, exc))
+            continue
         if obj is None:
             empty.append(f.name)
         else:
-            out.append((obj, f"'{f}'"))
+            out.append((obj, str(f)))
+    if bad and (skipped is None or not out):
+        if not out:
+            raise none_loads(f"the folder '{d}'", [str(exc) for _, exc in bad], unit="dialogue file")
+        first, n = bad[0][1], len(bad)
+        if n > 1:
+            first = ConversationError(f"{first.reason} (and {n - 1} more bad dialogue file{'s' if n > 2 else ''} "
+                                      "in the folder)", first.path, first.line)
+        first.skippable = True                 # the other dialogues would load without the bad ones
+        raise first
     if not out:
         raise ConversationError(f"'{d}': every dialogue file is empty")
+    if skipped is not None:
+        skipped += [{"file": str(f), "line": exc.line, "error": str(exc)} for f, exc in bad]
     return out, empty
 
 
-def load_dialogues(folder: str | Path | None = None) -> list[tuple[dict, str]]:
+def load_dialogues(folder: str | Path | None = None, skipped: list[dict] | None = None) -> list[tuple[dict, str]]:
     """The named set (``--data api-bank-dialogues``): the level-1 dialogues of the shared data,
-    or those of ``folder``, as :func:`read_dialogues` gives them; refused with one line when the
-    data is not there."""
+    or those of ``folder``, as :func:`read_dialogues` gives them (``skipped`` as there); refused
+    with one line when the data is not there."""
     d = Path(folder) if folder is not None else data_root() / DIALOGUES_DIR
     if folder is None and not d.is_dir():
         raise DataError(f"'{d}': API-Bank's recorded dialogues are not there (set $OILBIRD_DATA to the folder "
                         "that holds api-bank/, or use --data agent-builtin)")
-    return read_dialogues(d)[0]
+    return read_dialogues(d, skipped=skipped)[0]
 
 
 def available() -> bool:

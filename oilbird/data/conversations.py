@@ -71,7 +71,7 @@ from pathlib import Path
 
 from ..jsonio import loads, read_text, undecodable
 from .openai_messages import ToolCall, message_text, read_tool_call, with_tools
-from .requests import ConversationError, DataError, Request, data_root, encode, has_text
+from .requests import ConversationError, DataError, Request, data_root, encode, has_text, none_loads
 
 ROLES = ("system", "user", "assistant", "tool")
 # other spellings read as one of ROLES: OpenAI's newer name for the system message, and the
@@ -215,7 +215,12 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
     id) is appended to it instead, as ``{"file", "line", "error"}`` (the one-line message), and
     the other lines load; a file that holds no good line still raises."""
     p = Path(path)
-    text = read_text(p, ConversationError, per_line=True)
+    try:
+        text, cut = read_text(p, ConversationError, per_line=True), None
+    except ConversationError as exc:          # a damaged .gz: its whole lines before the damage load
+        if getattr(exc, "partial", None) is None:
+            raise
+        text, cut = exc.partial, exc
     out: list[Conversation] = []
     seen: dict[str, int] = {}
     bad: list[tuple[int, ConversationError]] = []   # every bad line is checked, the first one told
@@ -236,11 +241,13 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
             continue
         seen[conv.id] = no
         out.append(replace(conv, line=no))
+    if cut is not None:
+        bad.append((cut.line, cut))
     if bad and skipped is not None and (out or empty_ok):      # empty_ok: a folder's file, judged with the rest
         skipped += [{"file": str(p), "line": no, "error": str(exc)} for no, exc in bad]
         bad = []
     if bad and skipped is not None:           # and nothing good in the file: say so, as a folder does
-        raise _none_loads("the file", [str(exc) for _, exc in bad])
+        raise none_loads("the file", [str(exc) for _, exc in bad])
     if bad:
         first, more = bad[0][1], [no for no, _ in bad[1:]]
         if more:
@@ -253,13 +260,6 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
         raise ConversationError(f"'{p}': no conversations in file (expected JSON lines, one "
                                 "{\"messages\": [...]} object per line)")
     return out
-
-
-def _none_loads(where: str, errors: list[str]) -> ConversationError:
-    """The refusal of a file (or folder) none of whose lines loads, with the first line's error."""
-    n = len(errors)
-    return ConversationError(f"no conversation in {where} loads: {n} bad line{'s' if n > 1 else ''}, "
-                             f"the first: {errors[0]}")
 
 
 def _conversation_files(folder: Path) -> list[Path]:
@@ -307,7 +307,7 @@ def _read_folder(files: list[Path], skipped: list[dict] | None = None) -> list[C
         n, first = len(bad), bad[0]["error"]
         exc = (ConversationError(f"{first} (and {n - 1} more bad line{'s' if n > 2 else ''} in the folder)" if n > 1
                                  else first) if out else
-               _none_loads(f"{len(files)} file{'s' if len(files) > 1 else ''}", [b["error"] for b in bad]))
+               none_loads(f"{len(files)} file{'s' if len(files) > 1 else ''}", [b["error"] for b in bad]))
         exc.skippable = bool(out)
         raise exc
     if skipped is not None:
@@ -350,7 +350,7 @@ def load_conversations(data: str | Path, limit: int | None = None,
     elif name == "api-bank-dialogues" or Path(name).expanduser().is_dir():
         from .api_bank_dialogues import load_dialogues
         convs = [conversation_from_obj(obj, source, obj["id"]) for obj, source in
-                 load_dialogues(None if name == "api-bank-dialogues" else Path(name).expanduser())]
+                 load_dialogues(None if name == "api-bank-dialogues" else Path(name).expanduser(), skipped)]
     else:
         p = Path(name).expanduser()
         if not p.is_file():

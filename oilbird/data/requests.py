@@ -33,6 +33,14 @@ class ConversationError(DataError):
     skippable: bool = False
 
 
+def none_loads(where: str, errors: list[str], unit: str = "line") -> ConversationError:
+    """The refusal of a recording (a file, a folder) none of whose lines (or dialogue files)
+    loads, with the first one's error."""
+    n = len(errors)
+    return ConversationError(f"no conversation in {where} loads: {n} bad {unit}{'s' if n > 1 else ''}, "
+                             f"the first: {errors[0]}")
+
+
 @dataclass
 class Request:
     """One chat request. ``reference`` is the data set's gold answer when it has one."""
