@@ -746,3 +746,21 @@ def test_bonus_marker_keeps_a_whole_row_from_the_nodes_of_its_column():
     assert bx == 2.0
     assert all(abs(y - by) >= 1.0 for x, y in pos.values() if x == bx)
     assert abs(by - pos[1][1]) <= 1.5                                     # and still near its parent
+
+
+def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():
+    """Each node's label is drawn above its marker: a row must hold both, so a tree with many
+    leaves gets a taller figure than the style's height instead of squeezing its rows."""
+    few = F.tree_spec(cycle1())["layout"]
+    assert few["height"] == F.DEFAULT_STYLE.height
+    parents = [-1] + [0] * 20                                 # 20 leaves under the root
+    c = CycleTrace(request_id="r", method="m", cycle=1, prefix_len=3, generated_before=1,
+                   tokens=list(range(21)), token_text=[f"t{i}" for i in range(21)], parents=parents,
+                   depths=[0] + [1] * 20, sources=[[]] + [["pld"]] * 20, argmax=[9] * 21,
+                   argmax_text=["z"] * 21, accepted=[0], bonus=9, committed=[9], committed_text=["z"],
+                   committed_sources=[["bonus"]])
+    lay = F.tree_spec(c)["layout"]
+    lo, hi = lay["yaxis"]["range"]
+    px_per_row = (lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]) / (hi - lo)
+    s = F.DEFAULT_STYLE
+    assert px_per_row >= s.node_size + s.font_size

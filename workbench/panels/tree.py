@@ -228,9 +228,13 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                            "the verifier gives the first token", y=0.85))
     ys = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
     max_depth = max((p[0] for p in pos.values()), default=0) + 1
-    layout = panel_layout(s, title, annotations=notes, dragmode="pan",
+    top = 70 if n and output_stops(cycle) else 50
+    # a row must hold a marker and the label above it: a tree of many leaves grows taller
+    span = max(ys, default=0) - min(ys, default=0) + 1.4           # the y range below, in rows
+    height = max(s.height, round(top + 40 + span * (s.node_size + s.font_size + 8)))
+    layout = panel_layout(s, title, height=height, annotations=notes, dragmode="pan",
                      legend={"itemsizing": "constant", "tracegroupgap": 2},
-                     margin={"l": 40, "r": 10, "t": 70 if n and output_stops(cycle) else 50, "b": 40},
+                     margin={"l": 40, "r": 10, "t": top, "b": 40},
                      xaxis={"title": {"text": "depth"}, "dtick": 1, "range": [-0.5, max_depth + 0.7],
                             "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
                      yaxis={"visible": False, "range": [min(ys, default=0) - 0.6, max(ys, default=0) + 0.8]})
