@@ -127,3 +127,29 @@ def test_where_a_cycle_commits_several_moments_the_menu_shows_the_clearest():
     recovery (the one the app opens on), not the first of the two."""
     r = request_oilbird(gap_labels=["lexical_hit", "absent", "gap_recovered", "gap_recovered", "gap_missed"])
     assert F.moment_at(r, 1) == "2" and F.clearest_moment(r).key == "2"
+
+
+def test_a_moment_jumps_to_its_contested_token_and_the_menu_follows_every_cycle_of_the_run():
+    """A recovery run from token 0 (the prefill's) to token 2; the exact-match key lost at token
+    1, in cycle 1: the moment jumps there, not to the cycle of its first token, and the menu
+    shows it on both cycles the run spans."""
+    from dataclasses import replace
+    r = request_oilbird(gap_labels=["gap_recovered"] * 3 + ["lexical_hit", "absent"])
+    c = r.cycles[1]
+    cyc = replace(c, sources=[[], ["semantic"], ["pld"], ["pld"], ["semantic"]],      # node 3: pld's rival of node 1
+                  committed_sources=[["semantic"], ["pld"], ["bonus"]])
+    r = replace(r, cycles=[r.cycles[0], cyc, r.cycles[2]])
+    [m] = F.gap_moments(r, ("gap_recovered",))
+    assert (m.start, m.end, m.contested, m.rivals, m.cycle) == (0, 3, 1, 1, 1)
+    assert F.moment_cycle(r, m.key) == 1 and F.clearest_moment(r).cycle == 1
+    assert F.moment_at(r, 0) == F.moment_at(r, 1) == m.key
+
+
+def test_among_contested_moments_the_one_with_more_lexical_rivals_shows_the_gap_better():
+    """The identifiability story: where the exact-match key offered several wrong tokens and the
+    state chose the right one, the gap shows more clearly than where it offered one."""
+    from dataclasses import replace
+    one = F.GapMoment("gap_recovered", 0, 1, "a", 1, semantic=1, contested=1, rivals=1)
+    three = replace(one, start=5, end=6, rivals=3)
+    assert max([one, three], key=F.clarity) is three
+    assert max([one, replace(three, contested=0, rivals=0)], key=F.clarity) is one

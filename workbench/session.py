@@ -22,7 +22,7 @@ from oilbird.methods import PRESETS
 from oilbird.trace import RequestTrace, TraceError, load_traces
 
 from .panels.cycle import first_cycle
-from .panels.gap_moments import clearest_moment
+from .panels.gap_moments import clarity, clearest_moment
 
 TITLE = "Oilbird workbench"
 LIVE_MAX_NEW_TOKENS = 48   # new tokens per live run (the app's --max-new-tokens default)
@@ -181,8 +181,7 @@ def opening_rank(tr: RequestTrace | None) -> tuple:
     by_model = isinstance(replay, dict) and replay.get("recorded_by") not in (None, SCRIPTED)
     best = clearest_moment(tr)
     return (replay is not None, by_model,
-            (best.label == "gap_recovered", best.contested, best.semantic, best.end - best.start) if best
-            else (False, 0, 0, 0),
+            clarity(best) if best else (False,),
             sum(s == ["semantic"] for c in tr.cycles for s in c.committed_sources),
             any(c.neighbours for c in tr.cycles))
 

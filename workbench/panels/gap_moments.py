@@ -3,7 +3,8 @@
 A *gap moment* is a run of consecutive output tokens with the same identifiability-gap label
 other than ``lexical_hit`` (``gap_recovered``: the exact-match key missed, the hidden-state key
 found the true next token; ``gap_missed``: both missed; ``absent``: the token's pair occurs
-nowhere in the pool), with the cycle that committed its first token, so a view can jump there.
+nowhere in the pool), with the cycle that shows it best (its first contested token's, see
+:class:`GapMoment`), so a view can jump there.
 The labels are the request's ``gap_labels`` (``python -m oilbird trace|replay ... --diagnose``),
 one diagnosis of the output, the same for every method; the cycle is this method's. A gap run
 says how many of its tokens the drafter's own key reaches (``drafter_reach``), where the trace
@@ -35,10 +36,14 @@ class GapMoment:
     start: int           # first output token of the run
     end: int             # one past its last token
     text: str            # the run's tokens, whitespace made visible
-    cycle: int | None    # index into request.cycles of the cycle that committed token ``start``
+    cycle: int | None    # index into request.cycles of the cycle that shows the run best: the one that
+                         # committed its first contested token, else its first token the semantic
+                         # source alone delivered, else token ``start``
     semantic: int        # tokens of the run the semantic source alone delivered in this trace
     contested: int = 0   # of those, tokens where a lexical source proposed a different token at the
                          # same place of the tree: the exact-match key wrong, the hidden-state key right
+    rivals: int = 0      # the most distinct wrong tokens the lexical sources offered at one contested
+                         # place: how ambiguous the exact-match key was where the state chose right
     drafter: int | None = None   # at a gap run: its tokens the drafter's key reaches (drafter_reach; None: unknown)
     drafted: int = 0             # ... of its tokens a drafter drafts (all but a request's first token)
 
@@ -77,23 +82,32 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
         if lab[k] in labels:
             text = "".join(visible(request.output_text[i]) for i in range(k, j) if i < len(request.output_text))
             sem = [i for i in range(k, j) if i < len(sources) and sources[i] == ["semantic"]]
-            contested = sum(lexical_proposed_other(request.cycles[where[i]], offset[i]) for i in sem)
+            rivals = {i: len(lexical_rivals(request.cycles[where[i]], offset[i])) for i in sem}
+            won = [i for i in sem if rivals[i]]
+            shown = (won or sem or [k])[0]
             drafted = [x for x in marks[k:j] if x is not None] if marks is not None else []
-            out.append(GapMoment(lab[k], k, j, text, where[k] if k < len(where) else None, len(sem), contested,
-                                 sum(drafted) if drafted else None, len(drafted)))
+            out.append(GapMoment(lab[k], k, j, text, where[shown] if shown < len(where) else None, len(sem),
+                                 len(won), max(rivals.values(), default=0), sum(drafted) if drafted else None,
+                                 len(drafted)))
         k = j
     return out
 
 
-def lexical_proposed_other(c: CycleTrace, j: int) -> bool:
-    """Did a lexical source (:data:`LEXICAL`: the exact-match keys) propose, in cycle ``c``'s
-    tree, a token other than the one committed ``j``-th in that cycle, at the same place (a
-    sibling of the accepted node)? False for the bonus token (it was not drafted)."""
+def lexical_rivals(c: CycleTrace, j: int) -> set[int]:
+    """The tokens other than the one committed ``j``-th in cycle ``c`` that a lexical source
+    (:data:`LEXICAL`: the exact-match keys) proposed at the same place of the tree (siblings of
+    the accepted node); empty for the bonus token (it was not drafted)."""
     if j + 1 >= len(c.accepted):
-        return False
+        return set()
     node, parent = c.accepted[j + 1], c.accepted[j]
-    return any(c.parents[n] == parent and n != node and c.tokens[n] != c.tokens[node]
-               and any(src in LEXICAL for src in c.sources[n]) for n in range(1, len(c.tokens)))
+    return {c.tokens[n] for n in range(1, len(c.tokens)) if c.parents[n] == parent and n != node
+            and c.tokens[n] != c.tokens[node] and any(src in LEXICAL for src in c.sources[n])}
+
+
+def lexical_proposed_other(c: CycleTrace, j: int) -> bool:
+    """Did a lexical source propose another token where cycle ``c`` committed its ``j``-th
+    (:func:`lexical_rivals`)?"""
+    return bool(lexical_rivals(c, j))
 
 
 def moment_choices(request: RequestTrace | None, labels: tuple[str, ...] = SHOWN) -> list[tuple[str, str]]:
@@ -104,17 +118,27 @@ def moment_choices(request: RequestTrace | None, labels: tuple[str, ...] = SHOWN
 
 
 def moment_at(request: RequestTrace | None, cycle: int) -> str | None:
-    """The menu value (:func:`moment_choices`) of the moment committed in ``cycle`` that shows the
-    gap best (:func:`clearest_moment`'s order; one cycle can commit several), or None: a menu
-    follows the cycle on screen, so picking a moment again after stepping away jumps back to it."""
-    here = [m for m in gap_moments(request, SHOWN) if m.cycle == cycle]
-    return max(here, key=_clarity).key if here else None
+    """The menu value (:func:`moment_choices`) of the moment that shows the gap best
+    (:func:`clarity`) among those with a token committed in ``cycle`` (one cycle can commit
+    several, and a run can span cycles), or None: a menu follows the cycle on screen, so picking
+    a moment again after stepping away jumps back to it."""
+    if request is None:
+        return None
+    where = token_cycles(request)
+    here = [m for m in gap_moments(request, SHOWN) if m.cycle is not None
+            and any(where[i] == cycle for i in range(m.start, min(m.end, len(where))))]
+    return max(here, key=clarity).key if here else None
 
 
-def _clarity(m: GapMoment) -> tuple:
-    """How well a moment shows the gap: a recovery over a miss over an absence, then contested
-    tokens, tokens the semantic source alone delivered, the run's length, the earlier start."""
-    return (m.label == "gap_recovered", m.label == "gap_missed", m.contested, m.semantic, m.end - m.start, -m.start)
+def clarity(m: GapMoment) -> tuple:
+    """How well a moment shows the gap (higher first): a recovery over a miss over an absence,
+    then contested tokens, how many wrong tokens the exact-match key offered at one of them (the
+    ambiguity the state resolved), tokens the semantic source alone delivered, the share of the
+    run they are (a run the lexical sources mostly delivered shows their success, not the gap),
+    the earlier start."""
+    n = max(1, m.end - m.start)
+    return (m.label == "gap_recovered", m.label == "gap_missed", m.contested, m.rivals, m.semantic,
+            m.semantic / n, -m.start)
 
 
 def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | None:
@@ -128,12 +152,13 @@ def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | N
 
 
 def clearest_moment(request: RequestTrace) -> GapMoment | None:
-    """The moment that shows the gap best in this trace: a ``gap_recovered`` run where the
-    exact-match key proposed a wrong token and the semantic source alone the right one (most
-    such tokens), then most tokens the semantic source alone delivered, then the longest run,
-    then the earliest; else the ``gap_missed`` one first in the same order."""
+    """The moment that shows the gap best in this trace (:func:`clarity`): a ``gap_recovered``
+    run where the exact-match key proposed a wrong token and the semantic source alone the right
+    one (most such tokens, then most wrong tokens offered at one), then most tokens the semantic
+    source alone delivered and the largest share of the run, then the earliest; else the
+    ``gap_missed`` one first in the same order."""
     ms = [m for m in gap_moments(request, GAP_KINDS) if m.cycle is not None]
-    return max(ms, key=_clarity) if ms else None
+    return max(ms, key=clarity) if ms else None
 
 
 def moment_summary(request: RequestTrace | None) -> str:
