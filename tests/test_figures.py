@@ -453,17 +453,27 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     g = F.gap_cells(r, 1)
     assert [c.drafter for c in g.cells] == [None, None, True, False, None]
     assert g.drafter == F.DrafterCount(marked=1, gaps=2, marked_recovered=1, recovered=1)
-    assert "1 of 2 gap tokens (1 of the 1 within the semantic key's reach)" in g.drafter_line
+    assert "1 of the 2 gap tokens a drafter drafts (1 of the 1 within the semantic key's reach)" in g.drafter_line
+    assert "prefill" not in g.drafter_line                  # token 0 is no gap token here
     fig = F.gap_strip_figure(r, 1)
     marks = by_meta(fig, "drafter")
     assert list(marks.x) == [2] and "1 of 2 gap tokens" in marks.name
-    assert "1 of 2 gap tokens" in fig.layout.title.text
+    assert "1 of the 2 gap tokens" in fig.layout.title.text
     page = F.gap_strip_html(r, 1)
     cells = [t for t in _tags(page, "span") if t.get("class") == "gap-cell"]
     assert [c.get("data-drafter") for c in cells] == [None, None, "true", "false", None]
     assert "inset 0 5px" in cells[2]["style"] and "inset" not in cells[3]["style"]
     assert "drafter's own key reaches it" in cells[2]["title"] and "does not reach it" in cells[3]["title"]
-    assert "black band: the drafter's own key" in page and "1 of 2 gap tokens" in page.split("gap-row")[1]
+    assert "black band: the drafter's own key" in page and "1 of the 2 gap tokens" in page.split("gap-row")[1]
+    first = request_oilbird(["gap_missed"] + LABELS[1:])            # a gap at token 0: the prefill's, not counted
+    first.drafter_reach = [None, True, True, False, False]
+    assert F.gap_cells(first).drafter.gaps == 2 and "the first token, a gap token too, is the prefill's" in (
+        F.gap_cells(first).drafter_line)
+    goose = replace(r, method="goose")                              # no hidden-state key: no marks, and why
+    assert F.gap_cells(goose).drafter is None and not F.drafter_marks(goose)
+    assert "goose has no hidden-state key" in F.gap_cells(goose).drafter_line
+    assert not any(d.meta == "drafter" for d in F.gap_strip_figure(goose).data)
+    assert all("drafter's key" not in m.describe() for m in F.gap_moments(goose))
     old = request_oilbird(LABELS)                       # a trace from before the field
     assert F.gap_cells(old).drafter is None and "made before it recorded drafter_reach" in F.gap_strip_html(old)
     assert not any(d.meta == "drafter" for d in F.gap_strip_figure(old).data)

@@ -12,11 +12,13 @@ the cells of the selected cycle come from its ``committed`` tokens.
 """
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from oilbird.methods import parse_method
 from oilbird.trace import RequestTrace
 
 from ..palette import (DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT, GAP_COLOURS,
@@ -66,10 +68,12 @@ class DrafterCount:
     gaps: int
     marked_recovered: int
     recovered: int
+    prefill: bool = False     # the first token is a gap token too, left out: the prefill gives it
 
     def words(self) -> str:
-        return (f"{self.marked} of {self.gaps} gap tokens ({self.marked_recovered} of the {self.recovered} "
-                f"within the semantic key's reach)")
+        first = "; the first token, a gap token too, is the prefill's: no drafter drafts it" if self.prefill else ""
+        return (f"{self.marked} of the {self.gaps} gap tokens a drafter drafts ({self.marked_recovered} of the "
+                f"{self.recovered} within the semantic key's reach){first}")
 
 
 @dataclass(frozen=True)
@@ -96,19 +100,34 @@ class GapStrip:
         if self.missing:
             return ""
         if self.drafter is None:
-            return DRAFTER_MISSING
+            return (f"{self.method} has no hidden-state key: no drafter's key to mark (the labels are the "
+                    "output's, the same for every method)" if keyless(self.method) else DRAFTER_MISSING)
         if not self.marked:
             return "no gap tokens a drafter drafts in this request: nothing for the drafter's own key to mark"
         return f"{DRAFTER_LEGEND}: {self.drafter.words()}"
+
+
+@functools.lru_cache(maxsize=256)
+def keyless(method: str) -> bool:
+    """Does ``method`` draft without the hidden-state key (``goose``, ``oilbird-no-semantic``, the
+    peers)? Its trace carries the request's ``drafter_reach`` (one diagnosis of the output, the
+    same for every method), but no drafter of its own asks that key. False for a name this
+    version does not know (a trace from elsewhere: its marks are shown)."""
+    try:
+        m = parse_method(method)
+    except ValueError:
+        return False
+    return not m.has_semantic
 
 
 def drafter_marks(request: RequestTrace) -> list[bool | None] | None:
     """Per output token, whether the drafter's own key reaches it, at the gap tokens a drafter
     drafts (a gap label, and not the first token, which the prefill gives); None at every other
     token. None for the whole request where the trace has no labels or no ``drafter_reach`` (or
-    lists of another length). The one rule of the strip's marks and the moments' counts."""
+    lists of another length), or its method has no hidden-state key (:func:`keyless`). The one
+    rule of the strip's marks and the moments' counts."""
     labels, reach = request.gap_labels, request.drafter_reach
-    if labels is None or reach is None or len(reach) != len(labels):
+    if labels is None or reach is None or len(reach) != len(labels) or keyless(request.method):
         return None
     return [bool(x) if lab in GAP_KINDS and k > 0 else None for k, (lab, x) in enumerate(zip(labels, reach))]
 
@@ -131,7 +150,8 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
     if marks is not None:
         seen = [c for c in cells if c.drafter is not None]
         rec = [c for c in seen if c.label == "gap_recovered"]
-        drafter = DrafterCount(sum(c.drafter for c in seen), len(seen), sum(c.drafter for c in rec), len(rec))
+        drafter = DrafterCount(sum(c.drafter for c in seen), len(seen), sum(c.drafter for c in rec), len(rec),
+                               bool(cells) and cells[0].prefill)
     bad = f"{len(labels)} labels for {n} output tokens: the trace is inconsistent" if len(labels) != n else ""
     return GapStrip(request.method, n, cells, counts, span, "", bad, drafter)
 
