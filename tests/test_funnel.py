@@ -262,3 +262,21 @@ def test_a_method_that_drafts_no_tree_has_no_funnel():
     acc = Accumulator()
     acc.add(traces)
     assert list(acc.result()) == ["oilbird", "mine"]
+
+
+def test_the_apps_funnel_counts_the_selected_requests_traffic_with_the_key():
+    """The app's funnel counts the methods with the hidden-state key (goose's funnel would be
+    its drafting cycles and nothing after) over the selected request's traffic: gpt-4o's replayed
+    turns are not counted with live decoding; its title says what it counts."""
+    from wb_traces import request_goose, request_oilbird
+    from workbench import figures as F
+    live = request_oilbird()
+    replayed = replace(request_oilbird(), request_id="g#0", meta={"replay": {"recorded_by": "gpt-4o"}})
+    trs = [live, request_goose(), replayed]
+    mine, scope = F.funnel_scope(trs, replayed)
+    assert mine == [replayed] and scope == "1 request: gpt-4o's recorded turns, replayed"
+    mine, scope = F.funnel_scope(trs, request_goose())            # goose selected: its traffic, oilbird's traces
+    assert mine == [live] and scope == f"1 request: {live.model} decoding live"
+    assert F.funnel_scope([request_goose()], None) == ([], "")
+    fig = F.funnel_figure(mine, scope=scope)
+    assert scope in fig.layout.title.text

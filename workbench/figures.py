@@ -46,7 +46,7 @@ from .panels.base import (BY_PRIMARY, BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, 
                           WHITESPACE, figure, message_spec, spec_json, visible)
 from .panels.compare import compare_figure, compare_spec, first_difference
 from .panels.cycle import counter_html, cycle_at, cycle_figures, cycle_specs, first_cycle, last_cycle
-from .panels.funnel import FUNNEL_TITLE, LOSSES, as_funnel, funnel_figure, funnel_spec
+from .panels.funnel import FUNNEL_TITLE, LOSSES, as_funnel, funnel_figure, funnel_scope, funnel_spec
 from .panels.gap import (GAP_BORDERS, GAP_SCOPE, DrafterCount, GapCell, GapStrip, drafter_marks, gap_cells,
                          gap_strip_figure, gap_strip_html, gap_strip_spec, keyless)
 from .panels.gap_moments import (MOMENT_LABELS, GapMoment, clarity, clearest_moment, gap_moments, lexical_proposed_other,
@@ -90,5 +90,5 @@ __all__ = [
     "moment_summary",
     "metrics_figure", "metrics_spec",
     "compare_figure", "compare_spec", "first_difference",
-    "FUNNEL_TITLE", "LOSSES", "as_funnel", "funnel_figure", "funnel_spec",
+    "FUNNEL_TITLE", "LOSSES", "as_funnel", "funnel_figure", "funnel_scope", "funnel_spec",
 ]

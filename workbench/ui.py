@@ -171,20 +171,29 @@ def draw_all(tr: RequestTrace) -> None:
 
 # --------------------------------------------------------------------------- the app
 
+def funnel_traces(st: Session, cat: Catalogue) -> tuple[list, str]:
+    """What the funnel counts (:func:`workbench.figures.funnel_scope`): of every trace this
+    session shows (the catalogue's, and its own, uploaded or live, in their place), those of
+    methods with the hidden-state key over the selected request's traffic; and the words."""
+    return F.funnel_scope(list({**cat.traces, **st.extra}.values()), find(st, cat, st.request, st.method))
+
+
 def funnel_plot(st: Session, cat: Catalogue) -> PlotData:
-    """The conversion funnel (:func:`workbench.figures.funnel_spec`) over every trace this
-    session shows: the catalogue's, and its own (uploaded, live) in their place."""
-    traces = list({**cat.traces, **st.extra}.values())
+    """The conversion funnel (:func:`workbench.figures.funnel_spec`) of :func:`funnel_traces`."""
+    traces, scope = funnel_traces(st, cat)
     if not any(c.tokens for t in traces for c in t.cycles):
-        return _plot(F.message_spec(F.FUNNEL_TITLE, "no trace with a draft tree yet: load one or run live"))
-    return _plot(F.funnel_spec(traces))
+        return _plot(F.message_spec(F.FUNNEL_TITLE, "no trace with a draft tree from a method with the hidden-state "
+                                                    "key yet: load one or run live"))
+    return _plot(F.funnel_spec(traces, scope=scope))
 
 
 def funnel_component(state: gr.State, cat: Catalogue) -> gr.Plot:
     """The funnel panel, a component of its own: counted on demand (``/funnel``), since it
     reads every trace of the session."""
     with gr.Accordion("conversion funnel · where the semantic key's reach is lost", open=False):
-        gr.Markdown("Every drafting cycle of every trace here, stage by stage: was the key's gate open, did a "
+        gr.Markdown("Every drafting cycle of the traces here over the selected request's traffic (one model's "
+                    "recorded turns, or live decoding), of the methods with the hidden-state key, stage by stage: "
+                    "was the key's gate open, did a "
                     "record it found continue with the next token, did that record clear the floor, escape "
                     "muting and the copy-depth cut, get a node, and get accepted "
                     "(`oilbird/evaluation/funnel.py`).")
@@ -415,11 +424,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                     figs["compare"] = F.compare_figure(tr, other, k)
             except Exception as exc:   # noqa: BLE001 - a trace that cannot be drawn: say so
                 return [], _warn(f"Nothing exported: the figures cannot be drawn: {type(exc).__name__}: {exc}")
-            shown = list({**cat.traces, **st.extra}.values())         # the funnel panel's traces, for a handout
+            shown, scope = funnel_traces(st, cat)                      # the funnel panel's, for a handout
             left_out = ""
             try:
                 if any(c.tokens for t in shown for c in t.cycles):
-                    figs["funnel"] = F.funnel_figure(shown)
+                    figs["funnel"] = F.funnel_figure(shown, scope=scope)
             except Exception as exc:   # noqa: BLE001 - the cycle's figures go out without it, said
                 left_out = f"The funnel was left out: {type(exc).__name__}: {exc}"
             stem = safe_name(tr.request_id, tr.method, f"cycle{tr.cycles[k].cycle}")

@@ -20,6 +20,8 @@ from oilbird.trace import RequestTrace
 
 from ..palette import OKABE_ITO, Style
 from .base import axis_key, centred_note, figure, grid, panel_layout, style_or_default
+from .gap import keyless
+from .provenance import traffic
 
 # one colour per method, in order (Okabe-Ito, skipping black and grey)
 METHOD_COLOURS = (OKABE_ITO["vermillion"], OKABE_ITO["blue"], OKABE_ITO["bluish_green"], OKABE_ITO["orange"],
@@ -35,9 +37,25 @@ def as_funnel(source: dict | Iterable[RequestTrace]) -> dict:
     return funnel(list(source))
 
 
+def funnel_scope(traces: Iterable[RequestTrace], selected: RequestTrace | None) -> tuple[list[RequestTrace], str]:
+    """The traces a funnel beside ``selected`` counts, and the words for them: those of methods
+    with the hidden-state key (the funnel's stages are its; :func:`~workbench.panels.gap.keyless`)
+    over the same traffic as ``selected`` (:func:`~workbench.panels.provenance.traffic`: a
+    replay's recorded turns are not counted with live decoding, nor one agent's with another's).
+    Without a selection, every such trace of the first traffic among them."""
+    keyed = [t for t in traces if not keyless(t.method)]
+    if not keyed:
+        return [], ""
+    scope = traffic(selected if selected is not None else keyed[0])
+    mine = [t for t in keyed if traffic(t) == scope]
+    n = len({t.request_id for t in mine})
+    return mine, f"{n} request{'s' if n != 1 else ''}: {scope}"
+
+
 def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None = None,
-                style: Style | None = None) -> dict:
-    """The funnel panel (see :func:`funnel_figure`) as a plain plotly spec."""
+                style: Style | None = None, scope: str = "") -> dict:
+    """The funnel panel (see :func:`funnel_figure`) as a plain plotly spec; ``scope`` says what
+    it counts, under the title (:func:`funnel_scope`)."""
     s = style_or_default(style)
     fun = as_funnel(source)
     names = [m for m in (methods or list(fun)) if m in fun]
@@ -67,7 +85,9 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                      "hovertext": [f"{html.escape(m)} · {label}: {v} cycles ({_pct(v, right)} of the {right} "
                                    f"with a right record)" for label, v in zip(LOSSES, values)],
                      "xaxis": ref[(1, 2)][0], "yaxis": ref[(1, 2)][1]})
-    layout = panel_layout(s, FUNNEL_TITLE, height=max(s.height, 460), barmode="group", funnelmode="group",
+    title = FUNNEL_TITLE + (f"<br><span style='font-size:{s.font_size}px;color:#555'>{html.escape(scope)}</span>"
+                            if scope else "")
+    layout = panel_layout(s, title, height=max(s.height, 460), barmode="group", funnelmode="group",
                           legend={"title": {"text": "method"}, "orientation": "h", "y": -0.12},
                           # the values in the bars stay readable (plotly shrinks them to fit the bar)
                           uniformtext={"minsize": max(9, s.font_size - 2), "mode": "show"}, **axes)
@@ -84,10 +104,10 @@ def _pct(n: int, d: int) -> str:
 
 
 def funnel_figure(source: dict | Iterable[RequestTrace], methods: list[str] | None = None,
-                  style: Style | None = None) -> go.Figure:
+                  style: Style | None = None, scope: str = "") -> go.Figure:
     """Where the semantic key's reach is lost, per method: the nested stages of
     :data:`oilbird.evaluation.funnel.STAGES` as one funnel per method (left), and the cycles
     whose right record was lost at the floor, to muting, copy depth or the budget, or which
     accepted fewer tokens than it held (right). ``source``: request traces (counted here) or a
     funnel dict (diagnosis.json's ``funnel``); ``methods`` picks and orders them (default: all)."""
-    return figure(funnel_spec(source, methods, style), style)
+    return figure(funnel_spec(source, methods, style, scope), style)

@@ -30,6 +30,21 @@ def replay_note(request: RequestTrace) -> str:
     return f"replay of {who}'s recorded turn{mode}: the verdict is the recording"
 
 
+def traffic(request: RequestTrace) -> str:
+    """Whose outputs a trace holds, the scope a count over several traces keeps to: one model's
+    recorded turns (a replay) or what the local model decoded live.
+
+    >>> traffic(RequestTrace("c#0", "goose", "m", [], "", meta={"replay": {"recorded_by": "gpt-4o"}}))
+    "gpt-4o's recorded turns, replayed"
+    >>> traffic(RequestTrace("r1", "goose", "SmolLM2", [], ""))
+    'SmolLM2 decoding live'
+    """
+    rp = request.meta.get("replay")
+    if isinstance(rp, dict):
+        return f"{rp.get('recorded_by') or 'a recorded model'}'s recorded turns, replayed"
+    return f"{request.model or 'the local model'} decoding live"
+
+
 def token_sources(request: RequestTrace) -> list[list[str]]:
     """Sources that delivered each output token (``["bonus"]`` for the verifier's tokens):
     ``CycleTrace.committed_sources`` concatenated over the cycles."""
