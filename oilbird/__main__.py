@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["report"]:          # its own parser: python -m oilbird.evaluation.report
         from .evaluation.report import main as report
-        return report(argv[1:])
+        return report(argv[1:], prog="python -m oilbird report")
     args = ap.parse_args(argv)
     try:
         return {"bench": _bench, "trace": _trace, "decode": _decode, "diagnose": _diagnose,

@@ -13,6 +13,7 @@ never needs the tokenizer.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import types
 import typing
@@ -299,11 +300,12 @@ def request_to_lines(r: RequestTrace) -> list[str]:
 
 
 def save_traces(traces: Iterable[RequestTrace], path: str | Path) -> Path:
-    """Write request traces as JSONL (atomically: a crash never leaves half a file)."""
+    """Write request traces as JSONL, gzipped where ``path`` ends in ``.gz`` (as every reader
+    takes it); atomically: a crash never leaves half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    with (gzip.open(tmp, "wt", encoding="utf-8") if path.suffix == ".gz" else tmp.open("w", encoding="utf-8")) as f:
         for r in traces:
             for line in request_to_lines(r):
                 f.write(line + "\n")

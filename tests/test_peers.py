@@ -282,6 +282,14 @@ def test_report_cli_on_a_trace_file(tmp_path, capsys):
     bad.write_text("{not json\n")
     assert main([str(bad)]) == 2
     assert "bad.jsonl:1" in capsys.readouterr().err
+    # a replay's traces: whose outputs they are, and the check column says they follow the recording
+    from dataclasses import replace
+    rp = {"recorded_by": "gpt-4o", "mode": "fast"}
+    replayed = save_traces([replace(t, meta={**t.meta, "replay": rp}) for t in all_requests()], tmp_path / "r.jsonl.gz")
+    assert main([str(replayed)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("(a replay of gpt-4o's recorded outputs") and "| follows recording |" in out
+    assert "| lossless |" not in out
 
 
 @needs_arctic

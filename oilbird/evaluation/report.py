@@ -212,14 +212,33 @@ def trace_methods(traces) -> dict:
     return {m: st.summary() for m, st in stats.items()}
 
 
-def source_table(methods: dict) -> str:
+def trace_origin(traces) -> dict:
+    """What a trace file's requests are, in a results file's words (for :func:`whose` and the
+    check column): ``{"model", "replay": {"recorded_by", "mode"}}`` when every trace is a
+    replay's (``python -m oilbird replay --traces``), ``{"model"}`` when none is, ``{}`` for a
+    mix or no traces."""
+    if not traces:
+        return {}
+    replays = [t.meta.get("replay") for t in traces]
+    models = sorted({t.model for t in traces if t.model})
+    model = {"model": ", ".join(models)} if models else {}
+    if all(isinstance(r, dict) for r in replays):
+        who = sorted({str(r.get("recorded_by") or "a recorded model") for r in replays})
+        modes = sorted({str(r["mode"]) for r in replays if r.get("mode")})
+        return {**model, "replay": {"recorded_by": ", ".join(who), **({"mode": "/".join(modes)} if modes else {})}}
+    return model if not any(isinstance(r, dict) for r in replays) else {}
+
+
+def source_table(methods: dict, check: str = "lossless") -> str:
     """Per method: tau and where its committed tokens came from (a drafted token proposed by
     several sources split evenly between them; the verifier's own token is ``bonus``), and the
-    tokens only one source proposed. Markdown, for a trace file's summary."""
+    tokens only one source proposed. Markdown, for a trace file's summary; ``check`` names the
+    last column (:func:`~oilbird.evaluation.results.check_header`: a replay's traces follow
+    their recording, they are not audited against greedy decoding)."""
     def counts(d: dict) -> str:
         items = sorted(d.items(), key=lambda kv: (kv[0] == "bonus", -kv[1]))
         return ", ".join(f"{k} {v:.1f}".removesuffix(".0") for k, v in items if v) or "-"
-    rows = ["| method | requests | tau | mean nodes | accepted tokens by source | sole-source tokens | lossless |",
+    rows = [f"| method | requests | tau | mean nodes | accepted tokens by source | sole-source tokens | {check} |",
             "| --- | ---: | ---: | ---: | --- | --- | --- |"]
     for m, r in methods.items():
         rows.append(f"| {m} | {r['n_requests']} | {r['tau']:.2f} | {r.get('mean_nodes', 0):.1f} | "
@@ -355,7 +374,7 @@ def load_results(path) -> tuple[str, dict]:
         from ..trace import load_traces
         from .funnel import funnel
         traces = load_traces(path)
-        return "traces", {"methods": trace_methods(traces), "funnel": funnel(traces)}
+        return "traces", {"methods": trace_methods(traces), "funnel": funnel(traces), **trace_origin(traces)}
     if not path.exists():
         raise ResultsError("no such file (give a bench results.json, a diagnosis.json, a trace .jsonl, "
                            "or the folder bench, replay or diagnose wrote)", path)
@@ -388,16 +407,17 @@ def whose(res: dict) -> str:
     return ""
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m oilbird.evaluation.report DIR/results.json``: the Markdown tables of docs/results.md.
-    ``python -m oilbird.evaluation.report FILE.jsonl``: a trace file's tau and tokens by source.
-    ``python -m oilbird.evaluation.report DIR/diagnosis.json``: the diagnosis table ``diagnose`` printed.
-    A file that is none of these is one line on stderr, exit code 2."""
+def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluation.report") -> int:
+    """``report DIR/results.json`` (or DIR): the Markdown tables of docs/results.md (a replay's
+    with whose outputs they are). ``report FILE.jsonl[.gz]``: a trace file's tau and tokens by
+    source, and its conversion funnel. ``report DIR/diagnosis.json``: the diagnosis table
+    ``diagnose`` printed. A file that is none of these is one line on stderr, exit code 2.
+    (``python -m oilbird report`` and ``python -m oilbird.evaluation.report`` are the same.)"""
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m oilbird.evaluation.report", description=main.__doc__)
-    ap.add_argument("results", help="a bench results.json (or the bench --out folder), a trace file "
-                                    "(.jsonl) from bench --traces or python -m oilbird trace, or a "
-                                    "diagnosis.json")
+    ap = argparse.ArgumentParser(prog=prog, description=main.__doc__)
+    ap.add_argument("results", help="a bench, replay or diagnose results.json or diagnosis.json (or the --out "
+                                    "folder that holds it), or a trace file (.jsonl or .jsonl.gz) from "
+                                    "bench --traces, replay --traces or python -m oilbird trace")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also compare method A with method B request by request (repeatable)")
     args = ap.parse_args(argv)
@@ -424,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = next((p for p in extra if len(p) != 2 or not all(m in res["methods"] for m in p)), None)
     if bad:
         ap.error(f"--pair {','.join(bad)}: give two methods of this run, A,B ({', '.join(res['methods'])})")
-    print(source_table(res["methods"]) if kind == "traces" else markdown_table(res))
+    print(source_table(res["methods"], check_header(res)) if kind == "traces" else markdown_table(res))
     if kind == "traces":
         from .funnel import funnel_lines
         print()
