@@ -469,6 +469,21 @@ def test_bad_precomputed_traces_at_start_are_one_line(tmp_path, capsys):
         assert str(tmp_path) not in cat.error and err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_the_app_does_not_start_on_trace_files_it_was_given_and_cannot_read(tmp_path, capsys):
+    """--traces names files: one that cannot be read stops the start (exit 2, its full path on
+    the terminal), as every command refuses a bad input, instead of serving an empty app."""
+    import socket
+
+    from workbench import app
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    missing = tmp_path / "deep" / "missing.jsonl"
+    assert app.main(["--traces", str(missing), "--port", str(port), "--no-preview"]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "no such file" in err and "not starting" in err and "Traceback" not in err
+
+
 def test_the_app_builds_and_steps_without_readable_traces(tmp_path, capsys):
     """--traces missing: one line on the terminal, then the app (its requests from --data, none
     with a trace) builds, and the gap-moments menu follows selections and steps without one."""

@@ -52,7 +52,7 @@ def load(traces: str | Path | list | None, data: str) -> tuple[Catalogue, Data]:
     """The precomputed traces and the live-run requests; a problem with either is said on the
     terminal too (the UI banner that shows it clears on the first step)."""
     cat, requests = Catalogue.load(traces), Data.load(data)
-    for error in (cat.error, requests.error):
+    for error in [f"could not read the precomputed traces: {why}" for why in cat.unread] + [requests.error]:
         if error:
             print(f"workbench: {error}", file=sys.stderr, flush=True)
     return cat, requests
@@ -157,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"require this login (gradio's); default ${AUTH_ENV} if set, else no login")
     ap.add_argument("--model", default=None, help="local HF model dir or .gguf for live runs (default SmolLM2-135M)")
     ap.add_argument("--data", default="builtin", help="requests for live runs: builtin | api-bank | PATH")
-    ap.add_argument("--traces", nargs="+", default=[str(p) for p in DEFAULT_TRACES],
-                    help="precomputed trace files (JSONL), from python -m oilbird trace or replay --traces")
+    ap.add_argument("--traces", nargs="+", default=None,
+                    help="precomputed trace files (.jsonl or .jsonl.gz), from python -m oilbird trace or replay "
+                         "--traces (default: the shipped ones in assets/traces); a file that cannot be read "
+                         "stops the start")
     ap.add_argument("--max-new-tokens", type=int, default=LIVE_MAX_NEW_TOKENS, help="for live runs")
     ap.add_argument("--no-preview", action="store_true",
                     help="do not serve the static first-cycle preview while gradio loads")
@@ -176,7 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     if why is not None:
         print(f"workbench: {why}", file=sys.stderr, flush=True)
         return 1
-    cat, data = load(args.traces, args.data)
+    cat, data = load(args.traces or [str(p) for p in DEFAULT_TRACES], args.data)
+    if args.traces and cat.unread:        # files the user named (said above): refused, as every command refuses bad input
+        print("workbench: not starting: give --traces files that can be read (or none, for the shipped ones)",
+              file=sys.stderr, flush=True)
+        return 2
     preview = None
     # the preview has no login: behind --auth it would show the first cycle to anyone
     page = None if args.no_preview or auth is not None else first_preview(cat, data)

@@ -66,7 +66,8 @@ class Catalogue:
     """Precomputed traces by (request id, method), in file order. Read-only after start."""
     traces: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
     origin: str = ""
-    error: str = ""
+    error: str = ""                                     # the first file that could not be read, for a browser
+    unread: list[str] = field(default_factory=list)     # each such file, with its full path, for the terminal
 
     @classmethod
     def load(cls, path: str | Path | list | tuple | None) -> "Catalogue":
@@ -82,6 +83,7 @@ class Catalogue:
                 traces = load_traces(p)
             except Exception as exc:   # noqa: BLE001 - TraceError, or whatever a loader lets through: one line
                 cat.error = cat.error or f"Could not read the precomputed traces: {read_error(exc, p)}"
+                cat.unread.append(str(exc) if isinstance(exc, TraceError) else f"{p}: {type(exc).__name__}: {exc}")
                 continue
             cat.traces.update({(t.request_id, t.method): t for t in traces})
         return cat
