@@ -605,7 +605,8 @@ def test_start_up_problems_are_said_on_the_terminal(tmp_path, capsys):
     (tmp_path / "garbage.jsonl").write_text("not json\n")
     cat, data = app.load(tmp_path / "garbage.jsonl", str(tmp_path / "no-such-requests"))
     err = capsys.readouterr().err
-    assert cat.error and cat.error in err and "garbage.jsonl:1" in err
+    assert cat.error and "garbage.jsonl:1" in cat.error and "\n" not in cat.error     # the browser's line
+    assert f"could not read the precomputed traces: {tmp_path / 'garbage.jsonl'}:1: not valid JSON" in err  # full path
     assert data.error and data.error in err
 
 

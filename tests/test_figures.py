@@ -774,3 +774,19 @@ def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():
     px_per_row = (lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]) / (hi - lo)
     s = F.DEFAULT_STYLE
     assert px_per_row >= s.node_size + s.font_size
+
+
+def test_a_gap_cell_says_what_this_methods_drafter_did_at_the_token():
+    """The labels read only earlier requests' outputs; a drafter also reads the prompt. Each
+    cell's hover says what the selected method's drafter did there (its trace's committed
+    sources), in the figure and the HTML alike: the per-position answer to why it missed."""
+    r = request_oilbird(LABELS)           # token 1 (a lexical hit): pld and semantic; 2: pld; 4: a bonus
+    g = F.gap_cells(r)
+    assert g.cells[1].delivered == ("pld", "semantic") and g.cells[4].delivered == ("bonus",)
+    fig = F.gap_strip_figure(r)
+    assert "oilbird drafted it: prompt lookup, semantic key" in by_meta(fig, "lexical_hit").hovertext[0]
+    assert "oilbird drafted it: prompt lookup<br>" in by_meta(fig, "gap_recovered").hovertext[0]
+    assert "oilbird had not drafted it: the verifier's own token (bonus)" in by_meta(fig, "absent").hovertext[-1]
+    cells = [t for t in _tags(F.gap_strip_html(r), "span") if t.get("class") == "gap-cell"]
+    assert "oilbird drafted it: prompt lookup, semantic key" in cells[1]["title"]
+    assert "drafted it" not in cells[0]["title"]     # the first token: the prefill's, said as such

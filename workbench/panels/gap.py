@@ -21,10 +21,11 @@ import plotly.graph_objects as go
 from oilbird.methods import parse_method
 from oilbird.trace import RequestTrace
 
-from ..palette import (DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT, GAP_COLOURS,
-                       GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS, GAP_PATTERNS, GAP_POOL, Style)
+from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
+                       GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS, GAP_PATTERNS, GAP_POOL,
+                       Style, source_label)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
-from .provenance import committed_upto
+from .provenance import committed_upto, token_sources
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
 GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
@@ -58,6 +59,9 @@ class GapCell:
     # not known, or the first token, which the prefill gives: ``prefill``)
     drafter: bool | None = None
     prefill: bool = False
+    # what this trace's method did at the token: the sources that proposed it where it was drafted
+    # and accepted, ("bonus",) where the verifier gave it (no draft had it); () where not known
+    delivered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,9 +146,11 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
     if labels is None:
         return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, _no_labels_why(request), "")
     marks = drafter_marks(request)
+    got = token_sources(request)
     cells = [GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
                      span is not None and span[0] <= k < span[1], marks[k] if marks else None,
-                     marks is not None and k == 0 and lab in GAP_KINDS) for k, lab in enumerate(labels)]
+                     marks is not None and k == 0 and lab in GAP_KINDS, tuple(got[k]) if k < len(got) else ())
+             for k, lab in enumerate(labels)]
     counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
     drafter = None
     if marks is not None:
@@ -156,14 +162,31 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
     return GapStrip(request.method, n, cells, counts, span, "", bad, drafter)
 
 
-def cell_hover(c: GapCell) -> str:
-    """A cell's label in words, and at a gap position whether the drafter's key reaches it."""
+def cell_hover(c: GapCell, method: str = "") -> str:
+    """A cell's label in words, at a gap position whether the drafter's key reaches it, and what
+    ``method``'s drafter did there (the label is the output's; this answers why it missed)."""
     said = gap_hover(c.label)
-    if c.prefill:
+    if c.index == 0:
         return f"{said}; the first token: the prefill gives it, no drafter drafts it"
-    if c.drafter is None:
-        return said
-    return f"{said}. The drafter's own key reaches it: {DRAFTER_EXPLANATION}" if c.drafter else f"{said}; {DRAFTER_NOT}"
+    if c.drafter is not None:
+        said = (f"{said}. The drafter's own key reaches it: {DRAFTER_EXPLANATION}" if c.drafter
+                else f"{said}; {DRAFTER_NOT}")
+    return f"{said}. {delivered_words(c.delivered, method)}" if c.delivered else said
+
+
+def delivered_words(sources: tuple[str, ...], method: str = "") -> str:
+    """What a method's drafter did at one output token, in words (its trace's committed sources:
+    the exact-match labels read only earlier requests' outputs, a drafter also reads the prompt).
+
+    >>> delivered_words(("pld", "semantic"), "oilbird")
+    'oilbird drafted it: prompt lookup, semantic key'
+    >>> delivered_words(("bonus",), "goose")
+    "goose had not drafted it: the verifier's own token (bonus)"
+    """
+    who = method or "the drafter"
+    if tuple(sources) == (BONUS,):
+        return f"{who} had not drafted it: the verifier's own token (bonus)"
+    return f"{who} drafted it: {', '.join(source_label(x) for x in sources)}"
 
 
 def _count(c: int | None) -> str:
@@ -184,7 +207,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
             "marker": {"color": GAP_COLOURS.get(lab, NO_COLOUR),
                        "pattern": {"shape": GAP_PATTERNS.get(lab, ""), "fgcolor": "#333333", **PATTERN},
                        "line": {"width": 0.5, "color": "white"}},
-            "hovertext": [f"token {c.index}: {esc(c.text)}<br>{html.escape(cell_hover(c), quote=False)}<br>{pool}"
+            "hovertext": [f"token {c.index}: {esc(c.text)}<br>{html.escape(cell_hover(c, g.method), quote=False)}<br>{pool}"
                           for c in ks] or None,
             "hoverinfo": "text", "meta": lab})
     if g.marked:
@@ -276,7 +299,7 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
         mark = _MARK if c.drafter else ""
         drafter = "" if c.drafter is None else f" data-drafter='{str(c.drafter).lower()}'"
         cells.append(f"<span class='gap-cell' data-label='{html.escape(c.label)}'{drafter} title='{c.index}: "
-                     f"{html.escape(visible(c.text), quote=True)} · {html.escape(cell_hover(c), quote=True)}' "
+                     f"{html.escape(visible(c.text), quote=True)} · {html.escape(cell_hover(c, g.method), quote=True)}' "
                      f"style='{_CELL}background:{GAP_COLOURS.get(c.label, NO_COLOUR)};"
                      f"border-bottom:4px {GAP_BORDERS.get(c.label, 'solid')} #333;{mark}{now}'></span>")
     warn = f"<div style='color:#D55E00'>{g.inconsistent}</div>" if g.inconsistent else ""
