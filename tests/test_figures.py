@@ -84,7 +84,7 @@ def test_tree_nodes_coloured_and_shaped_by_primary_source():
     assert len(ring.x) == 1
     sem = by_meta(fig, "semantic")
     assert "prompt lookup 1" in sem.hovertext[0] and "semantic key 0.91" in sem.hovertext[0]   # named as the key names them
-    assert "verifier argmax here: ⏎" in sem.hovertext[0]
+    assert "verifier's next token after it (argmax): ⏎" in sem.hovertext[0]
 
 
 def test_tree_accepted_path_bold_rejected_faded_dashed():
@@ -254,6 +254,10 @@ def test_neighbours_html_fits_its_panel():
     assert max(widths[3], widths[4]) <= 30                               # context, proposed capped
     cells = _tags(page, "td") + _tags(page, "th")
     assert len(cells) == 8 * 7 + 7 and all("overflow-wrap:anywhere" in c["style"] for c in cells)
+    # each column says what it means on hover, and the caption says the two a class asks first
+    heads = _tags(page, "th")
+    assert [h["title"] for h in heads] == list(F.NB_HEADER_HELP) and all(heads[k]["title"] for k in range(7))
+    assert "the token after it is our root" in page and "our last N tokens, the root first" in page
 
 
 @pytest.mark.browser
@@ -701,9 +705,9 @@ def test_a_replays_bonus_is_the_recordings_token_and_its_hovers_say_whose_argmax
     assert bonus.text[0] == F.visible(c.committed_text[-1]) != F.visible(c.argmax_text[c.accepted[-1]])
     assert "the recording's next token" in bonus.hovertext[0]
     hovers = " ".join(h for d in fig.data if d.hovertext for h in d.hovertext)
-    assert "local model's argmax here" in hovers and "verifier argmax here" not in hovers
+    assert "local model's next token after it" in hovers and "verifier's next token" not in hovers
     live = F.tree_figure(c)                               # the same cycle drawn as a live one
-    assert "verifier argmax here" in " ".join(h for d in live.data if d.hovertext for h in d.hovertext)
+    assert "verifier's next token after it" in " ".join(h for d in live.data if d.hovertext for h in d.hovertext)
 
 
 def test_a_fast_replays_time_panel_says_no_verify_forward_was_timed():

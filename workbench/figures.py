@@ -53,7 +53,7 @@ from .panels.gap_moments import (MOMENT_LABELS, GapMoment, clarity, clearest_mom
                                  moment_at, moment_choices,
                                  moment_cycle, moment_summary)
 from .panels.metrics import metrics_figure, metrics_spec
-from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_PX, NB_HEADER,
+from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_PX, NB_HEADER, NB_HEADER_HELP,
                                 NOT_IN_TREE, SIMILARITY_FLOOR, NeighbourResult, NeighbourRow, NeighbourTable,
                                 SemanticOutcome, neighbour_result, neighbour_table, neighbours_figure,
                                 neighbours_html, neighbours_spec, semantic_outcome)
@@ -80,7 +80,7 @@ __all__ = [
     # the panels
     "is_replay", "tree_figure", "tree_layout", "tree_spec",
     "TEXT_BORDERS", "TokenCell", "text_cells", "text_figure", "text_html", "text_spec",
-    "CELL_HEIGHT", "CELL_PAD", "NB_COLUMN_PCT", "NB_COLUMN_PX", "NB_HEADER", "NOT_IN_TREE", "SIMILARITY_FLOOR",
+    "CELL_HEIGHT", "CELL_PAD", "NB_COLUMN_PCT", "NB_COLUMN_PX", "NB_HEADER", "NB_HEADER_HELP", "NOT_IN_TREE", "SIMILARITY_FLOOR",
     "NeighbourResult", "NeighbourRow", "NeighbourTable", "SemanticOutcome", "chain_result", "neighbour_result",
     "neighbour_table", "neighbours_figure", "neighbours_html", "neighbours_spec", "semantic_outcome",
     "GAP_BORDERS", "GAP_SCOPE", "DrafterCount", "GapCell", "GapStrip", "drafter_marks", "gap_cells",

@@ -93,7 +93,8 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                           uniformtext={"minsize": max(9, s.font_size - 2), "mode": "show"}, **axes)
     layout[axis_key(ref[(1, 1)][1])].update({"autorange": "reversed", "automargin": True})
     layout[axis_key(ref[(1, 2)][1])].update({"autorange": "reversed", "automargin": True})
-    layout[axis_key(ref[(1, 2)][0])]["title"] = {"text": "cycles"}
+    layout[axis_key(ref[(1, 2)][0])]["title"] = {"text": "cycles<br><span style='font-size:0.85em;color:#555'>lost: "
+                                                       "no node for its token<br>short: fewer nodes than it held</span>"}
     if not names:
         layout["annotations"].append(centred_note("no drafting cycles: no trace with a tree"))
     return {"data": data, "layout": layout}

@@ -31,6 +31,22 @@ from ..palette import Style
 from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, style_or_default, visible
 
 NB_HEADER = ("#", "similarity", "from", "context (matched token in [ ])", "proposed", "accepted", "lexical key?")
+# what each column means (the HTML header's tooltips; the caption says the two a class asks first)
+NB_HEADER_HELP = (
+    "rank, most similar first",
+    "cosine similarity of the record's stored state to the query (the state of the token before our root); "
+    "'N agree': how many of our last tokens, the root first, equal the record's own (the tree prices a chain "
+    "by it beside the similarity)",
+    "the request and output position the record came from",
+    "the record's text around it; [ ]: the record the key found, whose state is near the query; the token "
+    "after it equals our root, so its proposal starts one token later",
+    "the tokens that followed in its request: the chain it offered the tree",
+    "of its chain's nodes in the tree, how many the verifier accepted (hover: why not more)",
+    "did a lexical source (prompt lookup, suffix index) propose the same first token? 'no': only the "
+    "hidden-state key (or the rejected-branch pool) could",
+)
+NB_CAPTION = ("[ ] = the record the key found (the token before our root); the token after it is our root, and "
+              "'proposed' follows that · 'N agree' = our last N tokens, the root first, equal its own")
 # oilbird.sources.semantic.SemanticConfig.entry_floor, the default (a view never imports the
 # runtime; tests/test_figures.py checks it)
 SIMILARITY_FLOOR = 0.80
@@ -285,7 +301,8 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
     scrolling div only below a minimum width."""
     s = style_or_default(style)
     t = neighbour_table(cycle, selection)
-    head = "".join(f"<th style='{_WRAP}'>{h}</th>" for h in NB_HEADER)
+    head = "".join(f"<th style='{_WRAP}' title='{html.escape(why, quote=True)}'>{h}</th>"
+                   for h, why in zip(NB_HEADER, NB_HEADER_HELP))
     cols = "".join(f"<col style='width:{w}%'>" for w in NB_COLUMN_PCT)
     td = f"<td style='{_WRAP}'>"
     rows = []
@@ -305,6 +322,7 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
     notes = "".join(f"<div style='color:#777;font-size:0.85em'>{html.escape(n)}</div>" for n in t.footnotes)
     return (f"<div class='wb-neighbours' style='max-width:100%;overflow-x:auto'>"
             f"<b>nearest neighbours</b> · cycle {t.cycle}: {len(t.rows)} retrieved{t.store}"
-            f"<table style='font-size:0.85em;width:100%;min-width:480px;table-layout:fixed'>"
+            + (f"<div style='color:#777;font-size:0.8em'>{html.escape(NB_CAPTION, quote=False)}</div>" if t.rows else "")
+            + f"<table style='font-size:0.85em;width:100%;min-width:480px;table-layout:fixed'>"
             f"<colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>{notes}</div>")

@@ -62,11 +62,11 @@ def _node_hover(c: CycleTrace, i: int, status: str, replay: bool = False) -> str
     if i < len(c.argmax):
         am = esc(c.argmax_text[i]) if i < len(c.argmax_text) else "?"
         if not replay:
-            lines.append(f"verifier argmax here: {am} (id {c.argmax[i]})")
+            lines.append(f"verifier's next token after it (argmax): {am} (id {c.argmax[i]})")
         elif c.argmax[i] >= 0:      # a replay's verdict is the recording's; this is the local model's guess
-            lines.append(f"local model's argmax here: {am} (id {c.argmax[i]}; the recording decides)")
+            lines.append(f"local model's next token after it (argmax): {am} (id {c.argmax[i]}; the recording decides)")
         else:
-            lines.append("local model's argmax here: not computed (fast replay: the recording decides)")
+            lines.append("local model's next token after it: not computed (fast replay: the recording decides)")
     sampled = sampled_decision(c, i)
     if sampled:
         lines.append(sampled)
