@@ -491,13 +491,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/serve-bench-DATA-TIME-PID)")
     _force(p)
 
-    p = sub.add_parser("replay", help="replay recorded conversations through every drafter (what each would buy)")
+    p = sub.add_parser("replay", help="replay recorded conversations through every drafter (what each would buy)",
+                       description="Replay recorded conversations (every assistant turn is one request) through each "
+                                   "drafter on the local model: tau is what each would have committed per forward on "
+                                   "the recorded outputs, whose verdict is the recording's. docs/replay.md says how.")
     p.add_argument("--data", default="agent-builtin",
                    help="agent-builtin (generated here) | agent-builtin-long (the same, ~6k-token system prompt) | "
                         "agent-transcripts, api-bank-dialogues (../shared/data) | a JSONL file of "
                         "conversations (one per line, OpenAI-style messages with tool calls)")
     p.add_argument("--methods", default="ar,goose,oilbird",
-                   help="comma-separated methods, each once: ar, suffix-arctic and the presets (hf-pld and hf-greedy cannot replay)")
+                   help="comma-separated methods, each once (default ar,goose,oilbird): ar, suffix-arctic and the "
+                        "presets (hf-pld and hf-greedy cannot replay)")
     p.add_argument("--limit", type=_at_least(1), default=None, help="replay only the first N conversations")
     p.add_argument("--exact", action="store_true",
                    help="run every verify forward (real hidden states, top-k and cost; tokens/s) instead of "
