@@ -43,14 +43,16 @@ def test_palette_covers_every_source_with_distinct_colour_and_shape():
 
 
 @pytest.mark.parametrize("sources, expected", [
-    (["pld", "semantic"], "semantic"),       # semantic first
+    (["pld", "semantic"], "pld"),            # exact match first: the key's colour is what it added
+    (["semantic", "recycling"], "semantic"),
     (["recycling", "suffix"], "suffix"),
     (["pld", "recycling"], "pld"),
-    (["rejected", "suffix"], "rejected"),
+    (["rejected", "suffix"], "suffix"),
+    (["rejected", "recycling"], "rejected"),
     (["bonus"], "bonus"),
     ([], "root"),
 ])
-def test_primary_source_is_the_most_specific(sources, expected):
+def test_primary_source_is_exact_match_first(sources, expected):
     assert primary_source(sources) == expected
 
 
@@ -70,9 +72,10 @@ def test_tree_one_marker_per_node_plus_bonus():
 
 def test_tree_nodes_coloured_and_shaped_by_primary_source():
     fig = F.tree_figure(cycle1())
-    # node 1 was proposed by pld + semantic -> semantic; node 2 pld; node 3 recycling; node 4 semantic
-    assert list(by_meta(fig, "semantic").customdata) == [1, 4]
-    assert list(by_meta(fig, "pld").customdata) == [2]
+    # node 1 was proposed by pld + semantic -> pld (exact match first); node 2 pld; node 3 recycling;
+    # node 4 semantic (the key's own)
+    assert list(by_meta(fig, "semantic").customdata) == [4]
+    assert list(by_meta(fig, "pld").customdata) == [1, 2]
     assert list(by_meta(fig, "recycling").customdata) == [3]
     assert list(by_meta(fig, "root").customdata) == [0]
     for src in ("semantic", "pld", "recycling", "root", "bonus"):
@@ -82,9 +85,9 @@ def test_tree_nodes_coloured_and_shaped_by_primary_source():
     # the node several sources proposed carries a ring, and its hover lists both with scores
     ring = by_meta(fig, "multi-source")
     assert len(ring.x) == 1
-    sem = by_meta(fig, "semantic")
-    assert "prompt lookup 1" in sem.hovertext[0] and "semantic key 0.91" in sem.hovertext[0]   # named as the key names them
-    assert "verifier's next token after it (argmax): ⏎" in sem.hovertext[0]
+    both = by_meta(fig, "pld")
+    assert "prompt lookup 1" in both.hovertext[0] and "semantic key 0.91" in both.hovertext[0]   # named as the key names them
+    assert "verifier's next token after it (argmax): ⏎" in both.hovertext[0]
 
 
 def test_tree_accepted_path_bold_rejected_faded_dashed():
@@ -95,9 +98,9 @@ def test_tree_accepted_path_bold_rejected_faded_dashed():
     assert rej.opacity < acc.opacity
     # accepted edges 0->1, 1->2; rejected 0->3, 1->4 (segments are separated by None)
     assert sum(x is None for x in acc.x) == 2 and sum(x is None for x in rej.x) == 2
-    # accepted node 1 is opaque, rejected node 4 faded (both in the semantic trace)
-    sem = by_meta(fig, "semantic")
-    assert list(sem.marker.opacity) == [STATUS_STYLES["accepted"].opacity, STATUS_STYLES["rejected"].opacity]
+    # accepted node 2 is opaque, rejected node 4 faded (in the pld and the semantic trace)
+    assert list(by_meta(fig, "pld").marker.opacity)[1] == STATUS_STYLES["accepted"].opacity
+    assert list(by_meta(fig, "semantic").marker.opacity) == [STATUS_STYLES["rejected"].opacity]
 
 
 def test_tree_legend_lists_everything_even_on_the_empty_prefill_cycle():
@@ -188,7 +191,7 @@ def test_text_figure_colours_tokens_by_delivering_source():
     lines = by_meta(fig, "text").text
     assert len(lines) == 2                                          # "Hi·there⏎" then "!!"
     assert f"color:{SOURCE_COLOURS['bonus']}'>Hi" in lines[0]
-    assert f"color:{SOURCE_COLOURS['semantic']}'><b><u>·there" in lines[0]   # cycle 1 is emphasised
+    assert f"color:{SOURCE_COLOURS['pld']}'><b><u>·there" in lines[0]   # cycle 1 is emphasised; pld + semantic: pld
     assert f"color:{SOURCE_COLOURS['pld']}'><b><u>⏎" in lines[0]
     assert {source_label(s) for s in DRAFT_SOURCES + ("bonus",)} <= legend_names(fig)
     assert source_label("suffix-arctic") not in legend_names(fig)   # a peer's source: only where present
@@ -524,7 +527,7 @@ def test_compare_side_by_side_same_request_only():
     a, b = request_oilbird(), request_goose()
     fig = F.compare_figure(a, b)
     assert "identical outputs" in fig.layout.title.text
-    assert list(by_meta(fig, "oilbird:semantic").y) == [0, 1, 0]
+    assert list(by_meta(fig, "oilbird:pld").y) == [0, 2, 0]      # cycle 1: " there" (pld + semantic: pld), "\n" (pld)
     assert list(by_meta(fig, "goose:bonus").y) == [1, 1, 1, 1, 1]
     assert by_meta(fig, "oilbird:strip").xaxis != by_meta(fig, "goose:strip").xaxis
     b.output_ids = b.output_ids[:3] + [7, 2]
@@ -555,17 +558,18 @@ def test_compare_subplot_titles_fit_half_the_figure():
 
 
 def test_panels_name_their_rule_for_a_token_several_sources_proposed():
-    """metrics splits such a token's credit; text, comparison and strips colour it by its most
-    specific source. Both are meant; each panel says which it uses."""
+    """metrics splits such a token's credit; text, comparison and strips colour it by one source,
+    exact match first. Both are meant; each panel says which it uses."""
     r = request_oilbird()
     met = F.metrics_figure(r)
     assert "split credit" in met.layout.annotations[2].text
     assert "split evenly" in by_meta(met, "share").hovertemplate
-    assert "most specific source" in F.text_figure(r, 1).layout.title.text
-    assert "most specific source" in F.text_html(r, 1).split("wb-legend")[1]
+    rule = "exact match first"
+    assert rule in F.text_figure(r, 1).layout.title.text
+    assert rule in F.text_html(r, 1).split("wb-legend")[1]
     cmp = F.compare_figure(r, request_goose())
-    assert "most specific source" in cmp.layout.legend.title.text
-    assert "most specific source" in by_meta(cmp, "oilbird:pld").hovertemplate
+    assert rule in cmp.layout.legend.title.text
+    assert rule in by_meta(cmp, "oilbird:pld").hovertemplate
 
 
 # --------------------------------------------------------------------------- sources beyond the palette

@@ -338,7 +338,8 @@ def test_lesson_figures():
     res = {"methods": {"ar": {"tau": 1.0, "tokens": 4},
                        "oilbird": {"tokens": 4, "accepted_by_source": {"semantic": 1.0, "bonus": 3.0}}}}
     fig = L.source_share_figure(res)
-    assert list(fig.data[0].x) == ["oilbird"] and fig.data[0].meta == "semantic" and fig.data[0].y[0] == 0.25
+    sem = next(t for t in fig.data if t.meta == "semantic")
+    assert list(sem.x) == ["oilbird"] and sem.y[0] == 0.25
     rows = L.diagnosis_rows({"gap": 0.05, "run_behind": 3.0}, full={})
     assert rows[3] == {"measure": "gap", "ours": "5.0%", "full pool": "-", "paper (API-Bank)": "6.8%"}
     diag = {"copy_oracle_tau": {"12": 4.48, "64": 4.97}, "n_requests": 2, "max_new_tokens": 8}

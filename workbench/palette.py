@@ -8,14 +8,16 @@ source also has its own marker shape, each status its own line width and dash, a
 label its own fill pattern.
 
 Nodes proposed by several sources (a chain that re-walks nodes another source paid for) are
-coloured by their *most specific* source, in the order of :data:`PRECEDENCE`::
+coloured by one of them, in the order of :data:`PRECEDENCE`, *exact match first*::
 
-    semantic > rejected > suffix > suffix-arctic > pld > recycling
+    suffix > suffix-arctic > pld > semantic > rejected > recycling
 
-i.e. the hidden-state key first (the source this workbench exists to show), then the
-rejected-branch pool, then the lexical sources from the most to the least specific match,
-and token adjacency (recycling) last. Such nodes also get a grey ring ("several sources" in
-the legend) and the hover lists every source with its score, so the overlap is never hidden.
+i.e. the exact-match (lexical) sources from the most to the least specific match, then the
+hidden-state key, the rejected-branch pool, and token adjacency (recycling) last. So the
+hidden-state key's colour marks what it added beyond what exact matching already had: the
+question this workbench is asked (colouring the key first made every token it shared with
+prompt lookup look like its own). Such nodes also get a grey ring ("several sources" in the
+legend) and the hover lists every source with its score, so the overlap is never hidden.
 
 ``suffix-arctic`` is the source of the published SuffixDecoding peer (:mod:`oilbird.evaluation.peers`),
 a light cyan beside the suffix index's sky blue. A source this palette does not know is drawn
@@ -46,8 +48,8 @@ ALL_SOURCES = DRAFT_SOURCES + (BONUS, ROOT)   # in every key, so the key never c
 # sources of the peer decoders (oilbird.evaluation.peers): coloured, but keyed only in views that hold them
 PEER_SOURCES = ("suffix-arctic",)
 
-# most specific first; see the module docstring
-PRECEDENCE = ("semantic", "rejected", "suffix", "suffix-arctic", "pld", "recycling")
+# exact match first, then the hidden-state key; see the module docstring
+PRECEDENCE = ("suffix", "suffix-arctic", "pld", "semantic", "rejected", "recycling")
 
 SOURCE_COLOURS = {
     "semantic": OKABE_ITO["vermillion"],
@@ -154,9 +156,12 @@ MULTI_SOURCE_RING = "#555555"
 
 
 def primary_source(sources) -> str:
-    """The source a node (or committed token) is coloured by: the most specific one.
+    """The source a node (or committed token) is coloured by: the first in :data:`PRECEDENCE`
+    (an exact-match source where one proposed it, else the hidden-state key, ...).
 
     >>> primary_source(["pld", "semantic"])
+    'pld'
+    >>> primary_source(["semantic", "recycling"])
     'semantic'
     >>> primary_source([])
     'root'

@@ -25,11 +25,11 @@ TABLE_WIDTH = 700
 CHAR_EM = 0.62
 
 # two rules of credit, both intended, named where they show so they are not read as a
-# contradiction: a token several sources proposed is coloured by the most specific one in the
+# contradiction: a token several sources proposed is coloured by one (exact match first) in the
 # text, the comparison and the strips, and split evenly among them in the metrics' share
-BY_PRIMARY = "colour: each token's most specific source, hover: all"
+BY_PRIMARY = "colour: one source per token, exact match first (the semantic colour: what the key added), hover: all"
 SHARE_TITLE = "share by source (split credit)"
-BY_PRIMARY_KEY = "each token under its most specific source:"
+BY_PRIMARY_KEY = "each token under one source, exact match first:"
 
 
 def visible(token: str) -> str:

@@ -66,8 +66,8 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
             data.append({"type": "bar", "x": cyc, "y": counts[col].get(k, [0] * len(r.cycles)),
                          "name": source_label(k), "legendgroup": k,
                          "showlegend": col == 1, "marker": {"color": s.colour(k)}, "meta": f"{r.method}:{k}",
-                         "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} with {k} as the most "
-                                          f"specific source<extra></extra>",
+                         "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} coloured {k} (one source "
+                                          f"per token, exact match first)<extra></extra>",
                          "xaxis": xr, "yaxis": yr})
         srcs = token_sources(r)
         prim = [primary_source(x or [BONUS]) for x in srcs]

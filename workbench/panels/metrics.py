@@ -46,8 +46,8 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
         {"type": "bar", "x": order, "y": [share.get(k, 0.0) for k in order],
          "marker": {"color": [s.colour(k) for k in order]}, "showlegend": False, "name": "share",
          "meta": "share", "hovertemplate": "%{x}: %{y:.1%} of output tokens<br>a token several sources "
-         "proposed is split evenly among them<br>(the text and comparison colour it by the most specific "
-         "one)<extra></extra>", **at((2, 1))},
+         "proposed is split evenly among them<br>(the text and comparison colour it by one, exact "
+         "match first)<extra></extra>", **at((2, 1))},
     ]
     for st in STAGES:
         data.append({"type": "bar", "x": cyc, "y": [1000 * c.timings.get(st, 0.0) for c in request.cycles],
@@ -78,7 +78,7 @@ def metrics_figure(request: RequestTrace, cycle: int | None = None, style: Style
     """Four panels for one request: tokens committed per cycle (their mean is tau), the running
     tokens per forward, the share of output tokens each source delivered (split credit, see
     :func:`accepted_share`; its title and hover say so, since the text and the comparison
-    colour a token by its most specific source instead), and the time per stage of every cycle (from
+    colour a token by one source, exact match first, instead), and the time per stage of every cycle (from
     ``CycleTrace.timings``). A dotted line marks cycle index ``cycle``."""
     return figure(metrics_spec(request, cycle, style), style)
 

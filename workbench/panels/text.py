@@ -5,7 +5,7 @@ One row list (:func:`text_cells`: one :class:`TokenCell` per committed token) is
 two renderers: :func:`text_spec` (a plotly figure, for notebooks and exports) and
 :func:`text_html` (the app's panel). Reads the request's ``output_text``, ``output_ids`` and
 each cycle's ``committed_sources``; which source colours a token is the palette's
-:func:`~workbench.palette.primary_source` (the most specific one).
+:func:`~workbench.palette.primary_source` (exact match first).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class TokenCell:
     text: str                  # the token's text, raw
     token_id: int | None       # None where the trace has fewer ids than texts
     delivered_by: str          # the sources that delivered it, "?" where the trace does not say
-    source: str                # the most specific of them: its colour
+    source: str                # the one it is coloured by (primary_source: exact match first)
     cycle: int | str           # the recorded number of the cycle that committed it ("?": unknown)
     now: bool                  # committed in the selected cycle
 
@@ -52,7 +52,7 @@ def text_cells(request: RequestTrace, cycle: int | None = None) -> list[TokenCel
 
 
 def text_key(request: RequestTrace) -> list[str]:
-    """The sources the key lists: the most specific source of every output token (so the key
+    """The sources the key lists: the colouring source (primary_source) of every output token (so the key
     holds still while one steps through the cycles)."""
     return shown_sources(primary_source(x) for x in token_sources(request))
 
@@ -114,7 +114,7 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
 def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
     """The generated text through cycle index ``cycle``, each token coloured by the source that
     delivered it (``CycleTrace.committed_sources``; ``<span style='color:...'>`` inside one
-    text element per line), the most specific one where several proposed it (the title says
+    text element per line), one (exact match first) where several proposed it (the title says
     so; the hover lists them all); the tokens committed in that cycle are bold and underlined.
     Whitespace is visible; lines wrap at ``style.line_chars``. Trace 0 holds the lines, then
     one legend-only trace per source."""

@@ -1,7 +1,7 @@
 """The draft-tree panel: one cycle's tree, as the verifier judged it.
 
 One marker per draft node at (depth, row) (:func:`tree_layout`), coloured and shaped by its
-most specific source; the accepted path bold, rejected nodes faded, the bonus token hanging
+source (exact match first where several proposed it); the accepted path bold, rejected nodes faded, the bonus token hanging
 off the last accepted node. Reads one :class:`~oilbird.trace.CycleTrace` (its tokens,
 parents, sources, scores, verdict); knows nothing about the request around it except the
 sources a caller asks to keep in the key (``keyed``).
@@ -246,7 +246,7 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     """The draft tree of one cycle.
 
     One marker per draft node at (depth, row) (:func:`tree_layout`), coloured and shaped by its
-    most specific source (:func:`workbench.palette.primary_source`; a grey ring marks nodes that
+    source (:func:`workbench.palette.primary_source`: exact match first; a grey ring marks nodes that
     several sources proposed, and the hover lists them all with their scores and the verifier's
     argmax at the node); the accepted path is drawn bold and opaque, rejected nodes faded with
     dashed edges, and the bonus token (the verifier's own next token) hangs off the last
