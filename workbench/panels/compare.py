@@ -106,8 +106,8 @@ def compare_figure(a: RequestTrace, b: RequestTrace, selection: int | None = Non
                    style: Style | None = None) -> go.Figure:
     """Two methods on the same request side by side: tokens per cycle stacked by the source
     that delivered them (top, shared y axis), and the output tokens (x: token position) as a
-    strip coloured by delivering source (bottom). Both count each token once, under its most
-    specific source (:func:`~workbench.palette.primary_source`, as the text does; the metrics'
+    strip coloured by delivering source (bottom). Both count each token once, under one
+    source, exact match first (:func:`~workbench.palette.primary_source`, as the text does; the metrics'
     share splits it instead), and say so. Subplot titles give each method's tau on a line that
     fits half the figure, tokens and forwards below it. Lossless methods have
     identical outputs; if they differ, the title says from which token and the strips mark it.
