@@ -144,7 +144,7 @@ class Stepper:
         return F.moment_choices(self.trace(self.request, self.method))
 
     def jump(self, key: str | int) -> dict[str, go.Figure]:
-        """Go to the cycle that committed gap moment ``key`` (a value of :meth:`moments`)."""
+        """Go to the cycle that shows gap moment ``key`` (a value of :meth:`moments`; ``GapMoment.cycle``)."""
         k = F.moment_cycle(self.trace(self.request, self.method), key)
         if k is None:
             have = ", ".join(v for _, v in self.moments()) or "none"

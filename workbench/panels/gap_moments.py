@@ -119,14 +119,10 @@ def moment_choices(request: RequestTrace | None, labels: tuple[str, ...] = SHOWN
 
 def moment_at(request: RequestTrace | None, cycle: int) -> str | None:
     """The menu value (:func:`moment_choices`) of the moment that shows the gap best
-    (:func:`clarity`) among those with a token committed in ``cycle`` (one cycle can commit
-    several, and a run can span cycles), or None: a menu follows the cycle on screen, so picking
-    a moment again after stepping away jumps back to it."""
-    if request is None:
-        return None
-    where = token_cycles(request)
-    here = [m for m in gap_moments(request, SHOWN) if m.cycle is not None
-            and any(where[i] == cycle for i in range(m.start, min(m.end, len(where))))]
+    (:func:`clarity`) among those that jump to ``cycle`` (one cycle can show several), or None:
+    a menu follows the cycle on screen, so picking a moment again after stepping away (to any
+    other cycle, one its run spans included) jumps back to it."""
+    here = [m for m in gap_moments(request, SHOWN) if m.cycle == cycle]
     return max(here, key=clarity).key if here else None
 
 
