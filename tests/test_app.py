@@ -814,3 +814,24 @@ def test_live_run_passes_sampling_settings(app_fns, session, monkeypatch):
     with pytest.warns(UserWarning):
         app_fns[2]["run_live"](session, "r1", "oilbird", 0, 1, "0", progress=lambda *a, **k: None)
     assert seen["sampling"] is None                     # temperature 0: the greedy path
+
+
+def test_a_counted_funnel_follows_the_selection_to_its_traffic():
+    """The funnel is counted on demand; once counted, each new selection counts it again over
+    that selection's traffic (a replay's recorded turns, or live decoding), so its title never
+    names the traffic of a request no longer selected. Before the first count it waits."""
+    from dataclasses import replace
+
+    from wb_traces import request_oilbird
+
+    from workbench import ui
+    from workbench.session import Catalogue, Session
+    live = request_oilbird()
+    replayed = replace(request_oilbird(), request_id="g#0", meta={"replay": {"recorded_by": "gpt-4o"}})
+    cat = Catalogue(traces={(t.request_id, t.method): t for t in (live, replayed)})
+    st = Session("r1", "oilbird", "oilbird")
+    assert not isinstance(ui.funnel_follow(st, cat), ui.PlotData)           # not counted yet: no update
+    assert "decoding live" in json.loads(ui.funnel_plot(st, cat).plot)["layout"]["title"]["text"]
+    st.request = "g#0"
+    title = json.loads(ui.funnel_follow(st, cat).plot)["layout"]["title"]["text"]
+    assert "gpt-4o&#x27;s recorded turns, replayed" in title and "decoding live" not in title     # escaped in the title

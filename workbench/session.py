@@ -147,7 +147,8 @@ class Session:
 
     ``extra``: the traces this session uploaded or decoded live, by (request id, method),
     looked up before the catalogue's; ``decoders``: its live decoders by method, made on first
-    use so that its store grows over its live runs."""
+    use so that its store grows over its live runs; ``funnel_shown``: the funnel was counted,
+    so it is counted again for each new selection (its scope is the selection's traffic)."""
     request: str
     method: str
     compare: str
@@ -155,6 +156,7 @@ class Session:
     playing: bool = False
     extra: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
     decoders: dict[str, object] = field(default_factory=dict)
+    funnel_shown: bool = False       # counted once: the funnel then follows every new selection
 
 
 def new_session(cat: Catalogue, data: Data) -> Session:

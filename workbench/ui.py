@@ -179,12 +179,20 @@ def funnel_traces(st: Session, cat: Catalogue) -> tuple[list, str]:
 
 
 def funnel_plot(st: Session, cat: Catalogue) -> PlotData:
-    """The conversion funnel (:func:`workbench.figures.funnel_spec`) of :func:`funnel_traces`."""
+    """The conversion funnel (:func:`workbench.figures.funnel_spec`) of :func:`funnel_traces`;
+    from now on it follows the session's selection (:func:`funnel_follow`)."""
+    st.funnel_shown = True
     traces, scope = funnel_traces(st, cat)
     if not any(c.tokens for t in traces for c in t.cycles):
         return _plot(F.message_spec(F.FUNNEL_TITLE, "no trace with a draft tree from a method with the hidden-state "
                                                     "key yet: load one or run live"))
     return _plot(F.funnel_spec(traces, scope=scope))
+
+
+def funnel_follow(st: Session, cat: Catalogue):
+    """After a new selection: the funnel of its traffic where one was counted (a few ms), else
+    nothing (the panel waits for its button)."""
+    return funnel_plot(st, cat) if st.funnel_shown else gr.skip()
 
 
 def funnel_component(state: gr.State, cat: Catalogue) -> gr.Plot:
@@ -237,7 +245,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Row():
             metrics = gr.Plot(first.metrics, label="metrics", show_label=False, elem_id="wb-metrics")
             compare = gr.Plot(first.compare, label="comparison", show_label=False, elem_id="wb-compare-plot")
-        funnel_component(state, cat)
+        funnel = funnel_component(state, cat)
         with gr.Accordion("prompt", open=False):
             prompt = gr.Textbox(first.prompt, show_label=False, lines=6, max_lines=20, interactive=False,
                                 elem_id="wb-prompt")
@@ -408,6 +416,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         selected.append(live_btn.click(run_live, [state, request_dd, method_dd, live_t, live_p, live_seed],
                                        outputs(Selected), api_name="run_live", concurrency_limit=1))
         moments.wire(state, selected, steps, outputs(Step), goto, fast)
+        for dep in selected:           # a counted funnel follows the selection's traffic
+            dep.then(lambda st: funnel_follow(st, cat), state, funnel, **fast)
 
         def export_figs(st, fmt_name, progress=gr.Progress()):
             tr = find(st, cat, st.request, st.method)
@@ -463,7 +473,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
 class GapMomentsMenu:
     """The gap moments of the selected request (:mod:`workbench.panels.gap_moments`) as a menu
-    above the cycle counter: picking one jumps to the cycle that committed it (endpoint
+    above the cycle counter: picking one jumps to the cycle that shows it (``GapMoment.cycle``; endpoint
     ``/gap_moment``); the menu follows every new selection (a ``.then`` after it)."""
 
     def __init__(self, st: Session, cat: Catalogue):
