@@ -215,13 +215,16 @@ def trace_methods(traces) -> dict:
 def trace_origin(traces) -> dict:
     """What a trace file's requests are, in a results file's words (for :func:`whose` and the
     check column): ``{"model", "replay": {"recorded_by", "mode"}}`` when every trace is a
-    replay's (``python -m oilbird replay --traces``), ``{"model"}`` when none is, ``{}`` for a
-    mix or no traces."""
+    replay's (``python -m oilbird replay --traces``), ``{"model", "sampling"}`` when every one
+    was sampled, ``{"model"}`` when none is either, ``{}`` for a mix or no traces."""
     if not traces:
         return {}
     replays = [t.meta.get("replay") for t in traces]
     models = sorted({t.model for t in traces if t.model})
     model = {"model": ", ".join(models)} if models else {}
+    sampled = [t.meta["sampling"] for t in traces if t.meta.get("sampling")]
+    if sampled:                      # sampled decoding: never called greedy, nor lossless
+        return {**model, "sampling": sampled[0]} if len(sampled) == len(traces) else {}
     if all(isinstance(r, dict) for r in replays):
         who = sorted({str(r.get("recorded_by") or "a recorded model") for r in replays})
         modes = sorted({str(r["mode"]) for r in replays if r.get("mode")})
@@ -403,7 +406,7 @@ def whose(res: dict) -> str:
         return (f"a replay of {who}'s recorded outputs on {model} ({mode} mode): tau is what each drafter "
                 f"would have committed per forward on them{timed}")
     if isinstance(res.get("model"), str):
-        return f"{model}'s own greedy outputs"
+        return f"{model}'s own {'sampled' if res.get('sampling') else 'greedy'} outputs"
     return ""
 
 
