@@ -70,17 +70,16 @@ def _read_gzip(f, limit: int) -> tuple[bytes, Exception | None]:
     """Up to ``limit`` + 1 decompressed bytes of the gzip file ``f``, and the error that stopped
     it early (damage or truncation; None if none did), keeping everything decompressed before it:
     each ``read1`` decompresses what one buffer of input holds, so only the damaged part is lost."""
-    chunks, n = [], 0
+    data = bytearray()
     try:
-        while n <= limit:
+        while len(data) <= limit:
             b = f.read1(1 << 16)
             if not b:
                 break
-            chunks.append(b)
-            n += len(b)
+            data += b
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        return b"".join(chunks), exc
-    return b"".join(chunks), None
+        return bytes(data), exc
+    return bytes(data), None
 
 
 def read_text(path, error: type[InputError] = InputError, per_line: bool = False) -> str:
@@ -111,12 +110,13 @@ def read_text(path, error: type[InputError] = InputError, per_line: bool = False
     if len(data) > MAX_BYTES:
         raise error(f"more than {MAX_BYTES >> 30} GiB of text: split it", p)
     if cut is not None:
-        if not per_line:
+        whole = data[:data.rfind(b"\n") + 1]         # the line it breaks in is lost with the rest
+        n = whole.count(b"\n")
+        if not per_line or not n:
             raise error(f"damaged or truncated gzip file ({cut})", p)
-        data = data[:data.rfind(b"\n") + 1]          # the line it breaks in is lost with the rest
-        exc = error(f"damaged or truncated gzip file ({cut}): this line and the rest are lost", p,
-                    data.count(b"\n") + 1)
-        exc.partial = data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+        exc = error(f"damaged or truncated gzip file ({cut}): it breaks after line {n}; what followed is lost", p,
+                    n + 1)
+        exc.partial = whole.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
         raise exc
     try:
         text = data.decode("utf-8", errors="surrogateescape" if per_line else "strict")

@@ -305,10 +305,14 @@ def save_traces(traces: Iterable[RequestTrace], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with (gzip.open(tmp, "wt", encoding="utf-8") if path.suffix == ".gz" else tmp.open("w", encoding="utf-8")) as f:
+    with tmp.open("wb") as raw:
+        # gzip without a name or a time in its header: the same traces give the same bytes
+        out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
         for r in traces:
             for line in request_to_lines(r):
-                f.write(line + "\n")
+                out.write((line + "\n").encode("utf-8"))
+        if out is not raw:
+            out.close()                 # the gzip trailer; the file itself closes with the block
     tmp.replace(path)
     return path
 

@@ -509,7 +509,7 @@ def test_a_truncated_gz_recording_keeps_its_lines_before_the_break(tmp_path):
     convs = load_conversations(p, skipped=skipped)
     assert 0 < len(convs) < 400 and [c.id for c in convs] == [f"c{i}" for i in range(len(convs))]
     assert [(b["file"], b["line"]) for b in skipped] == [(str(p), len(convs) + 1)]
-    assert "this line and the rest are lost" in skipped[0]["error"]
+    assert f"it breaks after line {len(convs)}; what followed is lost" in skipped[0]["error"]
     assert exc.value.line == len(convs) + 1
     p.write_bytes(whole[:30])
     for kept in (None, []):

@@ -384,6 +384,17 @@ def test_line_separators_inside_strings_do_not_split_a_trace_line(tmp_path):
     assert load_traces(save_traces(reqs, tmp_path / "t.jsonl")) == reqs
 
 
+def test_traces_saved_to_a_gz_path_are_gzipped_and_the_same_bytes_each_time(tmp_path):
+    """save_traces gzips a .gz path (every reader takes it so; it used to write plain text there,
+    which no reader could open), with no name or time in the header: the same traces, the same bytes."""
+    reqs = all_requests()
+    a = save_traces(reqs, tmp_path / "a.jsonl.gz")
+    b = save_traces(reqs, tmp_path / "deeper" / "b.jsonl.gz")
+    assert a.read_bytes()[:2] == b"\x1f\x8b" and a.read_bytes() == b.read_bytes()
+    assert load_traces(a) == reqs
+    assert gzip.decompress(a.read_bytes()) == save_traces(reqs, tmp_path / "c.jsonl").read_bytes()
+
+
 # -- results.json and diagnosis.json of the right outline but wrong field types (issue 20 #6) -----------
 def _results_with(method_row) -> dict:
     return {"methods": {"goose": _method_row(2.0), "x": method_row}}
