@@ -46,7 +46,7 @@ import json
 from pathlib import Path
 
 from ..jsonio import json_lines, read_text
-from .requests import ConversationError, DataError, data_root, none_loads
+from .requests import ConversationError, DataError, data_root, refusal
 
 NAME = "api-bank-dialogues"
 DIALOGUES_DIR = Path("api-bank") / "lv1-lv2-samples" / "level-1-given-desc"
@@ -160,14 +160,7 @@ def read_dialogues(folder: str | Path, descriptions: dict[str, dict] | None = No
         else:
             out.append((obj, str(f)))
     if bad and (skipped is None or not out):
-        if not out:
-            raise none_loads(f"the folder '{d}'", [str(exc) for _, exc in bad], unit="dialogue file")
-        first, n = bad[0][1], len(bad)
-        if n > 1:
-            first = ConversationError(f"{first.reason} (and {n - 1} more bad dialogue file{'s' if n > 2 else ''} "
-                                      "in the folder)", first.path, first.line)
-        first.skippable = True                 # the other dialogues would load without the bad ones
-        raise first
+        raise refusal([str(exc) for _, exc in bad], bool(out), "dialogue file", "the folder", f"the folder '{d}'")
     if not out:
         raise ConversationError(f"'{d}': every dialogue file is empty")
     if skipped is not None:

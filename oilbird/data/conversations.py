@@ -71,7 +71,7 @@ from pathlib import Path
 
 from ..jsonio import loads, read_text, undecodable
 from .openai_messages import ToolCall, message_text, read_tool_call, with_tools
-from .requests import ConversationError, DataError, Request, data_root, encode, has_text, none_loads
+from .requests import ConversationError, DataError, Request, data_root, encode, has_text, none_loads, refusal
 
 ROLES = ("system", "user", "assistant", "tool")
 # other spellings read as one of ROLES: OpenAI's newer name for the system message, and the
@@ -304,12 +304,8 @@ def _read_folder(files: list[Path], skipped: list[dict] | None = None) -> list[C
             seen[conv.id] = conv.source
             out.append(conv)
     if bad and (skipped is None or not out):
-        n, first = len(bad), bad[0]["error"]
-        exc = (ConversationError(f"{first} (and {n - 1} more bad line{'s' if n > 2 else ''} in the folder)" if n > 1
-                                 else first) if out else
-               none_loads(f"{len(files)} file{'s' if len(files) > 1 else ''}", [b["error"] for b in bad]))
-        exc.skippable = bool(out)
-        raise exc
+        raise refusal([b["error"] for b in bad], bool(out), "line", "the folder",
+                      f"{len(files)} file{'s' if len(files) > 1 else ''}")
     if skipped is not None:
         skipped += bad
     return out

@@ -41,6 +41,20 @@ def none_loads(where: str, errors: list[str], unit: str = "line") -> Conversatio
                              f"the first: {errors[0]}")
 
 
+def refusal(errors: list[str], loaded: bool, unit: str, where: str, nothing: str) -> ConversationError:
+    """The refusal of a folder with bad entries (lines, or dialogue files), each one's error in
+    ``errors``: where the rest loads (``loaded``), the first error counting the others "in
+    ``where``", marked ``skippable`` (``replay --skip-bad`` would go on); where nothing does,
+    :func:`none_loads` of ``nothing``."""
+    if not loaded:
+        return none_loads(nothing, errors, unit)
+    n = len(errors)
+    exc = ConversationError(f"{errors[0]} (and {n - 1} more bad {unit}{'s' if n > 2 else ''} in {where})"
+                            if n > 1 else errors[0])
+    exc.skippable = True
+    return exc
+
+
 @dataclass
 class Request:
     """One chat request. ``reference`` is the data set's gold answer when it has one."""

@@ -42,8 +42,8 @@ NB_HEADER_HELP = (
     "after it equals our root, so its proposal starts one token later",
     "the tokens that followed in its request: the chain it offered the tree",
     "of its chain's nodes in the tree, how many the verifier accepted (hover: why not more)",
-    "did a lexical source (prompt lookup, suffix index) propose the same first token? 'no': only the "
-    "hidden-state key (or the rejected-branch pool) could",
+    "did a lexical source (prompt lookup, suffix index, token recycling: the text-keyed ones) propose the "
+    "same first token? 'no': only the hidden-state key (or the rejected-branch pool) could",
 )
 NB_CAPTION = ("[ ] = the record the key found (the token before our root); the token after it is our root, and "
               "'proposed' follows that · 'N agree' = our last N tokens, the root first, equal its own")
