@@ -18,6 +18,7 @@ in one place, :meth:`Method.tree`.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 # --------------------------------------------------------------------------- the tree
@@ -194,18 +195,24 @@ def as_methods(methods) -> list[Method]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def lookup(method: str) -> Method | None:
+    """:func:`parse_method`, or None for a name this registry does not know (a trace from
+    elsewhere); parsed once per name, since views ask it once per trace."""
+    try:
+        return parse_method(method)
+    except ValueError:
+        return None
+
+
 def has_semantic(method: str) -> bool:
     """Does ``method`` (a name, optionally with a fill) draft with the semantic key? False for
     a name this registry does not know."""
-    try:
-        return parse_method(method).has_semantic
-    except ValueError:
-        return False
+    m = lookup(method)
+    return m is not None and m.has_semantic
 
 
 def semantic_gated(method: str) -> bool:
     """Does its semantic key look up only after a lexical match (every preset but ``-ungated``)?"""
-    try:
-        return parse_method(method).semantic_gated
-    except ValueError:
-        return True
+    m = lookup(method)
+    return m is None or m.semantic_gated

@@ -50,7 +50,6 @@ and a below-floor lookup left no records: those stages read low).
 """
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
@@ -218,16 +217,9 @@ def count(facts: Iterable[CycleFacts]) -> dict:
 def drafts(trace) -> bool:
     """Does ``trace``'s method draft trees (``ar`` does not: its cycles are no drafting cycles)?
     A method name the registry does not know is taken to draft."""
-    return _drafts(trace.method)
-
-
-@functools.lru_cache(maxsize=256)
-def _drafts(method: str) -> bool:             # parsed once per name, not once per trace
-    from ..methods import parse_method
-    try:
-        return parse_method(method).drafts_tree
-    except ValueError:
-        return True
+    from ..methods import lookup
+    m = lookup(trace.method)
+    return m is None or m.drafts_tree
 
 
 def funnel(traces) -> dict:

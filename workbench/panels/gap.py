@@ -12,13 +12,12 @@ the cells of the selected cycle come from its ``committed`` tokens.
 """
 from __future__ import annotations
 
-import functools
 import html
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from oilbird.methods import parse_method
+from oilbird.methods import lookup
 from oilbird.trace import RequestTrace
 
 from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
@@ -111,17 +110,13 @@ class GapStrip:
         return f"{DRAFTER_LEGEND}: {self.drafter.words()}"
 
 
-@functools.lru_cache(maxsize=256)
 def keyless(method: str) -> bool:
     """Does ``method`` draft without the hidden-state key (``goose``, ``oilbird-no-semantic``, the
     peers)? Its trace carries the request's ``drafter_reach`` (one diagnosis of the output, the
     same for every method), but no drafter of its own asks that key. False for a name this
     version does not know (a trace from elsewhere: its marks are shown)."""
-    try:
-        m = parse_method(method)
-    except ValueError:
-        return False
-    return not m.has_semantic
+    m = lookup(method)
+    return m is not None and not m.has_semantic
 
 
 def drafter_marks(request: RequestTrace) -> list[bool | None] | None:
