@@ -385,12 +385,21 @@ class Store:
     def _request_of(self, i: int) -> int:
         return bisect.bisect_right(self._q_first, i, lo=self._q_live) - 1
 
-    def search(self, query: np.ndarray, k: int = 8) -> list[tuple[int, float]]:
+    def search(self, query: np.ndarray, k: int = 8, followed_by: int | None = None,
+               step: int = 1) -> list[tuple[int, float]]:
         """Top-k live records by cosine with ``query`` (normalised here if it is not already):
-        [(record, similarity)]."""
+        [(record, similarity)]. With ``followed_by``, the top-k of only the records whose token
+        ``step`` after, in their own request, is that token (``step`` 0: the record's own token):
+        exact however far down the whole ranking they sit, and cheaper than the plain search,
+        since only their states are scored (the semantic key's root check)."""
         live = self.index.ntotal - self._row_live
         if live <= 0 or k <= 0:
             return []
+        if followed_by is not None:
+            ids = self._rows_followed_by(int(followed_by), int(step))
+            if not len(ids):
+                return []
+            live = len(ids)
         q = np.asarray(query, dtype=np.float32).reshape(1, -1)
         if q.shape[1] != self.dim:
             raise ValueError(f"query has {q.shape[1]} dims, the store {self.dim}")
@@ -399,8 +408,11 @@ class Store:
             q = q / norm
         kk = min(int(k), live)
         off = self._row_base if self._is_ivf() else 0
-        sel = (faiss.IDSelectorRange(off + self._row_live, off + self.index.ntotal)
-               if self._row_live else None)
+        if followed_by is not None:
+            sel, keep = self._selector(ids)             # (keep: the array the selector reads)
+        else:
+            sel = (faiss.IDSelectorRange(off + self._row_live, off + self.index.ntotal)
+                   if self._row_live else None)
         if self._is_ivf():
             params = faiss.SearchParametersIVF(sel=sel, nprobe=min(self.ivf_nprobe, self.index.nlist))
         else:
@@ -408,6 +420,39 @@ class Store:
         sims, rows = self.index.search(q, kk, params=params)
         rec = self._row_rec.a
         return [(int(rec[r - off]) + self._rbase, float(s)) for r, s in zip(rows[0], sims[0]) if r >= 0]
+
+    def _rows_followed_by(self, token: int, step: int) -> np.ndarray:
+        """The index ids of the live records (with a state) whose token ``step`` after, in their
+        own request, is ``token``: read off the lexical index's positions of ``token``."""
+        if step < 0:
+            raise ValueError(f"step must be >= 0, not {step}")
+        P = self.suffix.positions_of(token)
+        first, n, stream = self._live_requests()
+        if not len(P) or not len(first):
+            return np.zeros(0, dtype=np.int64)
+        q = np.searchsorted(stream, P, side="right") - 1
+        ok = q >= 0
+        q, P = q[ok], P[ok]
+        at = P - stream[q] - step                          # the record's place in its request
+        ok = at >= 0
+        local = (first[q[ok]] + at[ok] - self._rbase).astype(np.int32)
+        rows = self._row_rec.a[:self.index.ntotal]
+        if not len(rows) or not len(local):
+            return np.zeros(0, dtype=np.int64)
+        j = np.minimum(np.searchsorted(rows, local), len(rows) - 1)
+        j = j[(rows[j] == local) & (j >= self._row_live)]   # records without a state have no row
+        return j.astype(np.int64) + (self._row_base if self._is_ivf() else 0)
+
+    def _selector(self, ids: np.ndarray):
+        """A faiss id selector of exactly ``ids``, and the array it reads (keep it alive while
+        searching): a bitmap over the flat index's rows, a hash set over an IVF's growing ids."""
+        if self._is_ivf():
+            ids = np.ascontiguousarray(ids, dtype=np.int64)
+            return faiss.IDSelectorBatch(len(ids), faiss.swig_ptr(ids)), ids
+        mask = np.zeros(self.index.ntotal, dtype=bool)
+        mask[ids] = True
+        bits = np.packbits(mask, bitorder="little")
+        return faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits)), bits
 
     def continuation(self, record: int, start: int, depth: int) -> list[int]:
         """Tokens of the same request from ``record + start`` on, at most ``depth`` (none past the

@@ -265,6 +265,12 @@ class PoolSuffixIndex:
         P = P[P >= self.start]
         return P[-limit:]
 
+    def positions_of(self, token: int) -> np.ndarray:
+        """Every live stream position that holds ``token``, ascending (the unigram run, checked
+        against the stream: a hash collision cannot add a position)."""
+        P = self._lookup(1, _gram_key([token]), len(self._toks.a) + 1)
+        return P[self.tokens_at(P) == int(token)] if len(P) else P
+
     def _match_lengths(self, context: list[int], P: np.ndarray, cap: int) -> np.ndarray:
         """For each end position, how many tokens back the stream equals the context."""
         J = np.arange(cap)

@@ -16,16 +16,18 @@ recordings), from the widest to the drafter's own:
                 the root check keeps of the diagnosis' key);
 ``lag_rooted``  the 8 records followed by the root nearest the state *before* it, among all of
                 them (the state a drafter has: the root's is computed by the next forward);
-``drafter``     the drafter's key as built: the 64 records nearest that state, those followed by
-                the root, the 8 nearest (``SemanticConfig.root_widen``); diagnose's ``drafter_hit``.
+``drafter``     the drafter's key as built, diagnose's ``drafter_hit``: since the twentieth session
+                the exact root check, so the same as ``lag_rooted``; before it, the 8 nearest of
+                those followed by the root among the 64 records nearest that state (the cut).
 
 So own - ceiling is reach through records of another token (a substitution: copying after a
 token we did not write), ceiling - own_rooted what ranking by state loses, own_rooted -
-lag_rooted the lag, lag_rooted - drafter the 64-record cut. It wraps the diagnosis' pool class
-for one run and prints the fractions after the run's own output; the library is unchanged.
-``RD_ROOT_WIDEN=N`` also sets the live key's ``SemanticConfig.root_widen`` for the run (it
-looks up 8 * N records for the root check; default 8, i.e. 64): whether a wider cut, which
-reaches toward ``lag_rooted``, buys tau (the ``drafter`` step still reads the diagnosis' 64).
+lag_rooted the lag, lag_rooted - drafter the 64-record cut (none since the check is exact). It
+wraps the diagnosis' pool class for one run and prints the fractions after the run's own output;
+the library is unchanged. ``RD_ROOT_WIDEN=N`` sets the live key's ``SemanticConfig.root_widen``
+for the run: the root check among the 8 * N nearest records only (the first version's cut was
+N = 8; the default, 0, ranks them all), to measure what the cut costs in tau (the ``drafter``
+step reads the diagnosis' exact key either way).
 Results: docs/results.md, "Where the key's reach goes before the drafter can use it".
 """
 from __future__ import annotations

@@ -118,6 +118,19 @@ def test_the_drafters_key_asks_one_position_earlier_and_checks_the_root():
     assert d.drafter_hit == [None, True]       # t=0 is not asked: the prefill gives output[0]
 
 
+def test_the_drafters_key_ranks_every_record_followed_by_the_root():
+    # ten records nearer the query than the one followed by the root B: the drafter's root check
+    # is exact (the store scores only records followed by the root), so the far one still counts
+    A, B, C = 3, 4, 5
+    pool = Pool(3, k=1)
+    for _ in range(10):
+        pool.add_document([9, 8], np.eye(3, dtype=np.float32)[[0, 0]])
+    pool.add_document([A, B, C], np.array([[0.6, 0.8, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32))
+    e0, e1, e2 = np.eye(3, dtype=np.float32)
+    d = pool.label("q", [7, 8], [B, C], np.stack([e2, e0, e2, e1]))
+    assert d.drafter_hit == [None, True]
+
+
 def test_the_drafters_key_never_reaches_the_first_token_which_the_prefill_gives():
     # pool [9, A, B, C]; prompt [7, A], output [B, C]: the state at 7 (before the root A) is 9's,
     # and 9 is followed by A, then B = output[0]: the key would reach it, were output[0] drafted

@@ -67,6 +67,6 @@ def test_the_tally_wraps_a_pool_class_and_counts_its_requests():
 def test_widen_sets_the_root_check_of_every_key_made_after_it(monkeypatch):
     from oilbird.sources import semantic as S
     monkeypatch.setattr(S.SemanticConfig, "__init__", S.SemanticConfig.__init__)   # undone after the test
-    assert S.SemanticConfig().root_widen == 8
+    assert S.SemanticConfig().root_widen == 0          # the default: the exact check
     rd.widen(125)
     assert S.SemanticConfig().root_widen == 125 and S.SemanticConfig(top_k=4).top_k == 4

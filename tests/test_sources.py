@@ -262,15 +262,15 @@ def test_ungated_semantic_fires_without_a_lexical_match():
 
 
 def test_semantic_root_check_keeps_the_neighbours_whose_next_token_is_the_root():
-    """The query is the state before the root: the key keeps, of the ``top_k * root_widen``
-    nearest records, the ``top_k`` whose own next token is the root (``root_widen=1``: no check)."""
+    """The query is the state before the root: the key keeps the ``top_k`` nearest of the records
+    whose own next token is the root (``root_check=False``: the plain top-k)."""
     store = Store(dim=D)
     s, near, other = unit(1, 0, 0, 0), unit(1, 0.2, 0, 0), unit(0, 0, 0, 1)
     # "a": record 0 is the query's state, but 11 follows it; "b": a near state, then 12 (our root)
     fill(store, "a", [10, 11, 13, 14], [s, other, other, other])
     fill(store, "b", [20, 12, 15, 16], [near, other, other, other])
     ctx = DraftContext(tokens=[5, 12], request_id="n", query_state=s, lexical_match_len=2)
-    plain = SemanticSource(store, SemanticConfig(top_k=1, root_widen=1)).propose(ctx, 0).chains
+    plain = SemanticSource(store, SemanticConfig(top_k=1, root_check=False)).propose(ctx, 0).chains
     assert [c.tokens for c in plain] == [[13, 14]]            # the nearest, answering another root
     root = SemanticSource(store, SemanticConfig(top_k=1)).propose(ctx, 0).chains     # the default
     assert [c.tokens for c in root] == [[15, 16]] and root[0].meta["request_id"] == "b"
@@ -278,6 +278,26 @@ def test_semantic_root_check_keeps_the_neighbours_whose_next_token_is_the_root()
     none = SemanticSource(store, SemanticConfig(top_k=1)).propose(
         DraftContext(tokens=[5, 99], request_id="n", query_state=s, lexical_match_len=2), 0)
     assert none.chains == [] and none.retrieval == "no-root-match"
+
+
+def test_semantic_root_check_is_exact_where_the_cut_loses_the_neighbour():
+    """The exact check finds the record followed by the root however many nearer records are
+    followed by something else; the first version's cut (``root_widen``: among the
+    ``top_k * root_widen`` nearest) does not, once more than that many are nearer."""
+    store = Store(dim=D)
+    s = unit(1, 0, 0, 0)
+    # 6 records nearer to the query than "b"'s, none followed by the root 12
+    for i in range(6):
+        fill(store, f"a{i}", [10, 11, 13], [unit(1, 0.01 * i, 0, 0), s, s])
+    fill(store, "b", [20, 12, 15, 16], [unit(1, 0.3, 0.2, 0), s, s, s])
+    ctx = DraftContext(tokens=[5, 12], request_id="n", query_state=s, lexical_match_len=2)
+    exact = SemanticSource(store, SemanticConfig(top_k=1)).propose(ctx, 0)
+    assert [c.tokens for c in exact.looked_up or exact.chains] == [[15, 16]]
+    cut = SemanticSource(store, SemanticConfig(top_k=1, root_widen=4)).propose(ctx, 0)
+    assert cut.chains == [] and cut.retrieval == "no-root-match"
+    wide = SemanticSource(store, SemanticConfig(top_k=1, root_widen=64)).propose(ctx, 0)
+    assert [c.meta["record"] for c in wide.looked_up or wide.chains] == \
+        [c.meta["record"] for c in exact.looked_up or exact.chains]
 
 
 def test_semantic_chain_carries_its_context_agreement():

@@ -145,6 +145,15 @@ def check_consistent(store: Store, model: Model, rng: np.random.Generator):
     if with_state:
         best = sorted((float(s @ q) for s in with_state.values()), reverse=True)[:5]
         assert np.allclose(sorted((s for _, s in hits), reverse=True), best, atol=2 * tol)
+    # the root check's search: the top-k of only the records followed by a token, exactly
+    for step in (0, 1, 2):
+        tok = int(rng.integers(0, 4))
+        ok = {i: v for i, v in with_state.items()
+              if i + step in recs and recs[i + step][2] == recs[i][2] and recs[i + step][0] == tok}
+        hits = store.search(q, k=3, followed_by=tok, step=step)
+        assert len(hits) == min(3, len(ok)) and all(rec in ok for rec, _ in hits)
+        best = sorted((float(v @ q) for v in ok.values()), reverse=True)[:3]
+        assert np.allclose(sorted((s for _, s in hits), reverse=True), best, atol=2 * tol)
     assert store.index.ntotal - store._row_live == len(with_state)
 
 

@@ -49,8 +49,8 @@ neighbour is the record of B (pool position 1); pool[2] = C is the hit. The stat
 same positions with the token's input embedding instead of the state (key of ``context[-1]``).
 This is the diagnosis, queried at every position with no lag. **The drafter's key**
 (``semantic_reach_drafter``): at draft time the root's own state is not computed yet, so the
-drafter asks with the state one position earlier (input index ``len(prompt) - 2 + t``) and
-keeps the records followed by the root (``SemanticConfig.root_widen``); a record at i is a hit
+drafter asks with the state one position earlier (input index ``len(prompt) - 2 + t``) among
+the records followed by the root, all of them (``SemanticConfig.root_check``); a record at i is a hit
 iff ``pool[i + 2] == output[t]``. Not asked at t = 0 (None): the prefill gives output[0].
 
 **Copy oracle** (``copy_oracle_tau`` in diagnosis.json, by tree budget): the tau a perfect
@@ -79,7 +79,6 @@ from typing import Callable, Iterable, Sequence
 import faiss
 import numpy as np
 
-from ..sources.semantic import SemanticConfig
 
 SEP = -1
 LABELS = ("lexical_hit", "gap_recovered", "gap_missed", "absent")
@@ -290,6 +289,27 @@ class Pool:
         order = np.lexsort((-cand, -sims[cand]))[:k]
         return [self.record_pos[i] for i in cand[order]]
 
+    def _followed_top(self, roots: np.ndarray, queries: np.ndarray) -> list[list[int]]:
+        """For each (root, unit query): the stream positions of the ``k`` records followed by the
+        root nearest the query, best first (ties: older first), all of them ranked."""
+        pos = np.asarray(self.record_pos, dtype=np.int64)
+        nxt = self._arr[pos + 1]          # every document ends in SEP: a record always has a next
+        order = np.argsort(nxt, kind="stable")
+        ranked = nxt[order]
+        X = faiss.rev_swig_ptr(self.index.get_xb(), len(self) * self.dim).reshape(len(self), self.dim)
+        out: list[list[int]] = [[] for _ in range(len(roots))]
+        for root in np.unique(roots):
+            lo, hi = np.searchsorted(ranked, [root, root + 1])
+            if lo == hi:
+                continue
+            rows = order[lo:hi]
+            ts = np.flatnonzero(roots == root)
+            sims = queries[ts] @ X[rows].T
+            top = np.argsort(-sims, axis=1, kind="stable")[:, :self.k]
+            for t, best in zip(ts, top):
+                out[t] = pos[rows[best]].tolist()
+        return out
+
     def label(self, request_id: str, prompt: Sequence[int], output: Sequence[int],
               states: np.ndarray) -> RequestDiagnosis:
         """Label every generated position of one request against this pool (not yet added)."""
@@ -310,9 +330,10 @@ class Pool:
             _, rows = self.index.search(_normalise(states[P - 1:P - 1 + n]), k)
         else:
             rows = np.full((n, 0), -1)
-        # the drafter's key: the k * root_widen records nearest the state one position before the root
-        lag = (self.index.search(_normalise(states[P - 2:P - 2 + n]), min(self.k * SemanticConfig().root_widen, len(self)))[1]
-               if len(self) and n and P >= 2 else np.full((n, 0), -1))
+        # the drafter's key: of the records followed by the root, the k nearest the state one
+        # position before it (all of them ranked, as the drafter's root check does)
+        lagged = (self._followed_top(np.asarray(context[P - 1:P - 1 + n]), _normalise(states[P - 2:P - 2 + n]))
+                  if len(self) and n and P >= 2 else [[] for _ in range(n)])
         for t in range(n):
             ctx = context[:P + t]
             p2 = tuple(output[t:t + 2]) in self.table
@@ -328,10 +349,8 @@ class Pool:
             d.oracle_hit.append(hit)
             d.match_len.append(m)
             d.semantic_hit.append(bool(sem))
-            root = context[P - 1 + t]
-            lagged = [i for i in (self.record_pos[r] for r in lag[t] if r >= 0) if self.stream[i + 1] == root]
             # None at t = 0: no drafter drafts output[0] (the prefill gives it), so it is not counted
-            d.drafter_hit.append(any(self.stream[i + 2] == output[t] for i in lagged[:self.k]) if t else None)
+            d.drafter_hit.append(any(self.stream[i + 2] == output[t] for i in lagged[t]) if t else None)
             gap = p2 and not hit
             if gap and self.static is not None and len(self):
                 st = self._static_top(ctx[-1])

@@ -1,10 +1,11 @@
 """The semantic source (Oilbird): past positions retrieved by the verifier's hidden state.
 
 Query: the L2-normalised state of the newest position that has one (``ctx.query_state``,
-position t-1: the root x_t gets its state only in this cycle's forward). Retrieve the store
-records nearest by cosine and keep the top-k of them whose own next token is the root (the
-root check, ``root_widen``: a record at i with h_i ~ h_{t-1} whose token i+1 is not x_t
-answered another question); use them only if the best similarity reaches the entry floor. A
+position t-1: the root x_t gets its state only in this cycle's forward). Retrieve the top-k
+store records by cosine among those whose own next token is the root (the root check,
+``root_check``: a record at i with h_i ~ h_{t-1} whose token i+1 is not x_t answered another
+question; the lexical index lists them, so the check is exact and only they are scored); use
+them only if the best similarity reaches the entry floor. A
 kept neighbour's token i+1 is our root, and it proposes the tokens from i+2 on, as many as its
 own similarity allows (copy depth). Why the check: docs/results.md ("The whole recorded set").
 
@@ -36,10 +37,12 @@ class SemanticConfig:
     mute_below: float = 0.15
     unmute_above: float = 0.30
     # root agreement: the query is the state *before* the root (module doc), so a neighbour whose
-    # own next token is not the root token is answering another question; with ``root_widen`` > 1
-    # the key looks up ``top_k * root_widen`` records and keeps the ``top_k`` best whose next token
-    # is the root (1: no check)
-    root_widen: int = 8
+    # own next token is not the root token is answering another question. ``root_check`` keeps
+    # the ``top_k`` nearest of the records followed by the root: of all of them (``root_widen``
+    # 0, exact; the store scores only those), or of the ``top_k * root_widen`` nearest records
+    # (the first version's cut: it lost a fifth of the exact check's reach, docs/results.md)
+    root_check: bool = True
+    root_widen: int = 0
 
 
 # tokens of a retrieved record's continuation the trace keeps past its copy depth ("withheld")
@@ -69,12 +72,14 @@ class SemanticSource(DraftSource):
         self.last_chains: list[Chain] = []     # chains computed this cycle (proposed or shadow)
 
     def _search(self, query, root: int | None) -> list[tuple[int, float]]:
-        """The top-k records by similarity; with ``root_widen`` > 1 and a root token, the top-k of
-        the ``top_k * root_widen`` nearest whose next token (the one before their continuation)
-        is the root."""
+        """The top-k records by similarity; with the root check and a root token, the top-k of
+        those whose next token (the one before their continuation) is the root: of all of them,
+        or with ``root_widen`` > 0 of the ``top_k * root_widen`` nearest records."""
         k, widen = self.cfg.top_k, self.cfg.root_widen
-        if widen <= 1 or root is None:
+        if not self.cfg.root_check or root is None:
             return self.store.search(query, k)
+        if widen <= 0:
+            return self.store.search(query, k, followed_by=root, step=self.cfg.lag - 1)
         hits = self.store.search(query, k * widen)
         nxt = self.store.next_tokens([rec for rec, _ in hits], self.cfg.lag - 1)
         return [h for h, t in zip(hits, nxt) if t == root][:k]
@@ -99,7 +104,7 @@ class SemanticSource(DraftSource):
         if len(self.store) == 0:
             return Proposal(retrieval="empty-store", **said)
         hits = self._search(ctx.query_state, ctx.tokens[-1] if ctx.tokens else None)
-        if not hits and self.cfg.root_widen > 1:
+        if not hits and self.cfg.root_check:
             return Proposal(retrieval="no-root-match", **said)
         below = bool(hits) and hits[0][1] < self.cfg.entry_floor
         chains = []
