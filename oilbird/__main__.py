@@ -317,6 +317,14 @@ def _serve_bench(args) -> int:
     return 0 if res["lossless"] or res["lossless"] is None else 1
 
 
+def _left_out(bad: list[dict]) -> str:
+    """What ``replay --skip-bad`` left out, in its own words: a recording's bad lines, or an
+    API-Bank dialogue folder's bad files ("2 bad dialogue files of the folder")."""
+    files = all(b.get("what") == "dialogue file" for b in bad)
+    what, where = ("dialogue file", "folder") if files else ("line", "recording")
+    return f"{len(bad)} bad {what}{'s' if len(bad) > 1 else ''} of the {where}"
+
+
 def _replay(args) -> int:
     from tqdm import tqdm
     from .data.conversations import encode_conversation, load_conversations
@@ -346,8 +354,8 @@ def _replay(args) -> int:
             raise
         raise ConversationError(f"{exc.reason} (--skip-bad replays the other lines)", exc.path, exc.line) from None
     if bad:
-        print(f"--skip-bad: left out {len(bad)} bad line{'s' if len(bad) > 1 else ''} of the recording "
-              f"(all listed in results.json); the first: {bad[0]['error']}", file=sys.stderr)
+        print(f"--skip-bad: left out {_left_out(bad)} (all listed in results.json); the first: {bad[0]['error']}",
+              file=sys.stderr)
     lm = load_model(args.model, state_layer=args.state_layer)
     t0 = time.perf_counter()
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]
@@ -387,8 +395,7 @@ def _replay(args) -> int:
     print(f"{r['turns']} turns of {r['conversations']} conversations recorded by {recorded_by}, replayed in "
           f"{mode} mode on {lm.name}"
           + (f"; {skipped} conversations longer than the model's context skipped" if skipped else "")
-          + (f"; {len(bad)} bad line{'s' if len(bad) > 1 else ''} of the recording left out (--skip-bad)"
-             if bad else ""))
+          + (f"; {_left_out(bad)} left out (--skip-bad)" if bad else ""))
     print("tau is what each drafter would have committed per forward on the recorded outputs; "
           + ("tokens/s and speedup are the local model's cost of these outputs" if mode == "exact"
              else "fast mode times nothing (--exact does)"))

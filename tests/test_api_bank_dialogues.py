@@ -169,6 +169,10 @@ def test_a_bad_dialogue_file_can_be_left_out_as_a_bad_line_is(tmp_path):
     assert [(b["file"], b["line"]) for b in skipped] == [(str(d / "B-level-1-1.jsonl"), 2),
                                                          (str(d / "C-level-1-1.jsonl"), 1)]
     assert "unknown role 'Robot'" in skipped[1]["error"]
+    from oilbird.__main__ import _left_out          # what replay --skip-bad says it left out
+    assert _left_out(skipped) == "2 bad dialogue files of the folder"
+    assert _left_out(skipped[:1]) == "1 bad dialogue file of the folder"
+    assert _left_out([{"file": "x.jsonl", "line": 3, "error": "e"}]) == "1 bad line of the recording"
     (d / "A-level-1-1.jsonl").unlink()
     for kept in (None, []):
         with pytest.raises(ConversationError, match="no conversation in the folder .* loads: 2 bad dialogue files") as exc:

@@ -139,7 +139,8 @@ def read_dialogues(folder: str | Path, descriptions: dict[str, dict] | None = No
     was read)``, and the names of the empty files skipped. A folder without dialogues is refused.
     Every file is read before a bad one stops the load, so the refusal says how many there are
     and whether the others would load (``skippable``); with a ``skipped`` list a bad file is
-    listed there instead, as ``{"file", "line", "error"}`` (as a recording's bad line is), and
+    listed there instead, as ``{"file", "line", "error", "what": "dialogue file"}`` (as a
+    recording's bad line is, less ``what``), and
     the others load. A folder none of whose dialogues loads is refused either way."""
     d = Path(folder)
     if not d.is_dir():
@@ -164,7 +165,7 @@ def read_dialogues(folder: str | Path, descriptions: dict[str, dict] | None = No
     if not out:
         raise ConversationError(f"'{d}': every dialogue file is empty")
     if skipped is not None:
-        skipped += [{"file": str(f), "line": exc.line, "error": str(exc)} for f, exc in bad]
+        skipped += [{"file": str(f), "line": exc.line, "error": str(exc), "what": "dialogue file"} for f, exc in bad]
     return out, empty
 
 
