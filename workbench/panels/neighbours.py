@@ -62,7 +62,7 @@ GATE_CLOSED = "gate-closed"    # no lexical match (and no adjacency row for the 
 NO_QUERY = "no-query"          # no hidden state to look up with
 EMPTY_STORE = "empty-store"    # looked up in a store that held no records yet
 BELOW_FLOOR = "below-floor"    # the best match was below the similarity floor
-NO_ROOT_MATCH = "no-root-match"  # none of the nearest records was followed by the root token
+NO_ROOT_MATCH = "no-root-match"  # no stored record followed by the root token was found
 MUTED = "muted"                # found matches, but self-calibration muted the source
 RETRIEVED = "retrieved"        # found matches and proposed them: the table lists them
 

@@ -126,12 +126,14 @@ def _underline(src: str, s: Style) -> str:
     return f"color:{s.colour(src)};border-bottom:3px {TEXT_BORDERS.get(src, 'solid')} {s.colour(src)};"
 
 
-TEXT_BOX_EM = 8         # the text panel's height (about four lines); longer output scrolls
+TEXT_LINES = 4          # the text panel shows this many whole lines; longer output scrolls
+TEXT_LINE_EM = 1.9      # its line height: the box is a whole number of lines tall, so the top
+TEXT_BOX_EM = TEXT_LINES * TEXT_LINE_EM    # line is never cut in half
 
 
 def text_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
     """The view of :func:`text_figure` as an HTML fragment (the app's text panel), in a box of
-    :data:`TEXT_BOX_EM` that shows the newest lines and scrolls back to the older ones.
+    :data:`TEXT_LINES` whole lines that shows the newest ones and scrolls back to the older ones.
 
     Each token is a ``<span class="tok" data-source=...>`` coloured by its delivering source,
     with a bottom border whose line style also says the source; the tokens of the selected
@@ -154,7 +156,7 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
     # a box of a few lines that opens scrolled to its end (column-reverse), so the panels below
     # it (the tree) stay where they are as the output grows: on a projector, Next and the tree
     # stay on one screen
-    return (f'<div class="wb-text-box" style="max-height:{TEXT_BOX_EM}em;overflow-y:auto;display:flex;'
+    return (f'<div class="wb-text-box" style="max-height:{TEXT_BOX_EM:g}em;overflow-y:auto;display:flex;'
             f'flex-direction:column-reverse"><div class="wb-text" style="font-family:{s.font_family};'
-            f'line-height:1.9;word-break:break-all">{body}</div></div>'
+            f'line-height:{TEXT_LINE_EM:g}em;word-break:break-all">{body}</div></div>'
             f'<div class="wb-legend" style="font-size:0.85em;margin-top:4px">{legend}</div>')
