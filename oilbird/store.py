@@ -40,6 +40,7 @@ import numpy as np
 
 from .errors import InputError
 from .state_index import INT8_RANGE, STATE_DTYPES, default_pq_m, index_kind, ivf_rows, new_state_index
+from .store_snapshot import Snapshot, check_snapshot
 from .suffix_index import SEP, Column, PoolSuffixIndex, SuffixIndex
 
 __all__ = ["SEP", "STATE_DTYPES", "PoolSuffixIndex", "Record", "Snapshot", "Store", "StoreError", "SuffixIndex"]
@@ -64,18 +65,6 @@ class Record:
     token: int
     request_id: str
     position: int
-
-
-@dataclass
-class Snapshot:
-    """A store's committed records as plain parts, what a store file holds: the constructor
-    options (``config``), the counters (``state``), the tables (``arrays``: name -> 1-D numpy
-    array), the ids of the live requests, and the faiss ``index`` of the states."""
-    config: dict
-    state: dict
-    arrays: dict
-    request_ids: list
-    index: object
 
 
 def check_bounds(**bounds) -> None:
@@ -567,61 +556,27 @@ class Store:
 
     @classmethod
     def from_snapshot(cls, snap: Snapshot, clock: Callable[[], float] = time.time) -> "Store":
-        """A new store holding ``snap``, checked end to end: the index against the options,
-        the request table against the records, the token stream against the request table,
-        the state rows against the records. Raises ValueError with the reason otherwise;
-        the suffix index is rebuilt from the tokens rather than trusted."""
-        cfg, st, arr, q_id, index = snap.config, snap.state, snap.arrays, snap.request_ids, snap.index
-        store = cls(clock=clock, **cfg)
-        kind = index_kind(index)
-        if st["trained"]:
-            want = ("ivf-" if cfg["index_type"] == "ivf" else "") + cfg["state_dtype"]
-        else:
-            want = "fp16" if cfg["state_dtype"] == "pq" else cfg["state_dtype"]
-        if kind != want or index.d != store.dim or index.ntotal != st["ntotal"]:
-            raise ValueError(f"state index is {kind} d={index.d} n={index.ntotal}, header says {want} "
-                             f"d={store.dim} n={st['ntotal']}")
-        first, nxt = int(st["first_record"]), int(st["next_record"])
-        q_first, q_n, q_stream = arr["q_first"], arr["q_n"], arr["q_stream"]
-        nq = len(q_id)
-        if not (len(q_first) == len(q_n) == len(q_stream) == len(arr["q_time"]) == nq):
-            raise ValueError("request table lengths disagree")
-        if nq and (q_first[0] != first or np.any(q_first[1:] != q_first[:-1] + q_n[:-1])
-                   or q_first[-1] + q_n[-1] != nxt or np.any(q_n < 1)):
-            raise ValueError("request table does not tile the records")
-        if not nq and first != nxt:
-            raise ValueError("records without requests")
-        s0, s1 = int(st["stream_start"]), int(st["stream_end"])
-        toks = arr["tokens"]
-        if len(toks) != s1 - s0 or (nq and (q_stream[0] != s0 or np.any(
-                q_stream[1:] != q_stream[:-1] + q_n[:-1] + 1))) or int(np.sum(q_n)) + nq != s1 - s0:
-            raise ValueError("token stream does not match the request table")
-        if nq and (np.any(toks[q_stream - s0 + q_n] != SEP)
-                   or np.count_nonzero(toks == SEP) != nq):
-            raise ValueError("token stream separators are misplaced")
-        if len(arr["positions"]) != nxt - first:
-            raise ValueError("positions do not match the records")
-        rows = arr["row_rec"]
-        if len(rows) != index.ntotal or (len(rows) and (rows[0] < 0 or rows[-1] >= nxt - first
-                                                         or np.any(np.diff(rows) <= 0))):
-            raise ValueError("state rows do not map onto the records")
-        row_base = int(st["row_base"])
-        if isinstance(index, faiss.IndexIVF) and not np.array_equal(
-                np.sort(ivf_rows(index)[0]), np.arange(row_base, row_base + len(rows))):
-            raise ValueError("state index ids do not match the rows")
+        """A new store holding ``snap``, checked end to end first (:func:`check_snapshot`: the
+        index against the options, the request table against the records, the token stream
+        against the request table, the state rows against the records; ValueError with the
+        reason otherwise); the suffix index is rebuilt from the tokens rather than trusted."""
+        st, arr, q_id = snap.state, snap.arrays, snap.request_ids
+        store = cls(clock=clock, **snap.config)
+        check_snapshot(snap)
         # everything verified: fill the new object
-        store.index = index
+        q_n, q_stream, s0, toks = arr["q_n"], arr["q_stream"], int(st["stream_start"]), arr["tokens"]
+        store.index = snap.index
         store.trained = bool(st["trained"])
-        store._row_base = row_base
-        store.first_record = store._rbase = first
-        store.next_record = nxt
+        store._row_base = int(st["row_base"])
+        store.first_record = store._rbase = int(st["first_record"])
+        store.next_record = int(st["next_record"])
         store._posn = Column(np.int32, arr["positions"])
-        store._row_rec = Column(np.int32, rows)
+        store._row_rec = Column(np.int32, arr["row_rec"])
         store._q_id = [str(r) for r in q_id]
-        store._q_first, store._q_n = q_first.tolist(), q_n.tolist()
+        store._q_first, store._q_n = arr["q_first"].tolist(), q_n.tolist()
         store._q_stream, store._q_time = q_stream.tolist(), arr["q_time"].tolist()
         store.requests_seen = int(st["requests_seen"])
         store.evicted_records = int(st["evicted_records"])
         store.suffix = PoolSuffixIndex.rebuilt(
-            store.gram, s0, (toks[int(q_stream[q]) - s0:int(q_stream[q]) - s0 + int(q_n[q])] for q in range(nq)))
+            store.gram, s0, (toks[int(q_stream[q]) - s0:int(q_stream[q]) - s0 + int(q_n[q])] for q in range(len(q_id))))
         return store

@@ -1,0 +1,69 @@
+"""A store's committed records as plain parts (:class:`Snapshot`: what a store file holds,
+:meth:`Store.snapshot <oilbird.store.Store.snapshot>`) and the checks one passes before a store
+is built from it (:func:`check_snapshot`, :meth:`Store.from_snapshot
+<oilbird.store.Store.from_snapshot>`). Knows nothing of files (:mod:`oilbird.store_files`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+
+from .state_index import index_kind, ivf_rows
+from .suffix_index import SEP
+
+
+@dataclass
+class Snapshot:
+    """A store's committed records as plain parts, what a store file holds: the constructor
+    options (``config``), the counters (``state``), the tables (``arrays``: name -> 1-D numpy
+    array), the ids of the live requests, and the faiss ``index`` of the states."""
+    config: dict
+    state: dict
+    arrays: dict
+    request_ids: list
+    index: object
+
+
+def check_snapshot(snap: Snapshot) -> None:
+    """``snap`` checked end to end: the index against the options, the request table against
+    the records, the token stream against the request table, the state rows against the
+    records. Raises ValueError with the reason otherwise."""
+    cfg, st, arr, q_id, index = snap.config, snap.state, snap.arrays, snap.request_ids, snap.index
+    kind, dim = index_kind(index), int(cfg["dim"])
+    if st["trained"]:
+        want = ("ivf-" if cfg["index_type"] == "ivf" else "") + cfg["state_dtype"]
+    else:
+        want = "fp16" if cfg["state_dtype"] == "pq" else cfg["state_dtype"]
+    if kind != want or index.d != dim or index.ntotal != st["ntotal"]:
+        raise ValueError(f"state index is {kind} d={index.d} n={index.ntotal}, header says {want} "
+                         f"d={dim} n={st['ntotal']}")
+    first, nxt = int(st["first_record"]), int(st["next_record"])
+    q_first, q_n, q_stream = arr["q_first"], arr["q_n"], arr["q_stream"]
+    nq = len(q_id)
+    if not (len(q_first) == len(q_n) == len(q_stream) == len(arr["q_time"]) == nq):
+        raise ValueError("request table lengths disagree")
+    if nq and (q_first[0] != first or np.any(q_first[1:] != q_first[:-1] + q_n[:-1])
+               or q_first[-1] + q_n[-1] != nxt or np.any(q_n < 1)):
+        raise ValueError("request table does not tile the records")
+    if not nq and first != nxt:
+        raise ValueError("records without requests")
+    s0, s1 = int(st["stream_start"]), int(st["stream_end"])
+    toks = arr["tokens"]
+    if len(toks) != s1 - s0 or (nq and (q_stream[0] != s0 or np.any(
+            q_stream[1:] != q_stream[:-1] + q_n[:-1] + 1))) or int(np.sum(q_n)) + nq != s1 - s0:
+        raise ValueError("token stream does not match the request table")
+    if nq and (np.any(toks[q_stream - s0 + q_n] != SEP)
+               or np.count_nonzero(toks == SEP) != nq):
+        raise ValueError("token stream separators are misplaced")
+    if len(arr["positions"]) != nxt - first:
+        raise ValueError("positions do not match the records")
+    rows = arr["row_rec"]
+    if len(rows) != index.ntotal or (len(rows) and (rows[0] < 0 or rows[-1] >= nxt - first
+                                                     or np.any(np.diff(rows) <= 0))):
+        raise ValueError("state rows do not map onto the records")
+    row_base = int(st["row_base"])
+    if isinstance(index, faiss.IndexIVF) and not np.array_equal(
+            np.sort(ivf_rows(index)[0]), np.arange(row_base, row_base + len(rows))):
+        raise ValueError("state index ids do not match the rows")
