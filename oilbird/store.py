@@ -378,20 +378,21 @@ class Store:
                step: int = 1) -> list[tuple[int, float]]:
         """Top-k live records by cosine with ``query`` (normalised here if it is not already):
         [(record, similarity)]. With ``followed_by``, the top-k of only the records whose token
-        ``step`` after, in their own request, is that token (``step`` 0: the record's own token):
-        exact however far down the whole ranking they sit, and cheaper than the plain search,
-        since only their states are scored (the semantic key's root check)."""
+        ``step`` after, in their own request, is that token (``step`` 0: the record's own token),
+        however far down the whole ranking they sit (the semantic key's root check): exact on a
+        flat index, and on an IVF one among the ``ivf_nprobe`` lists probed, as its plain search
+        is. faiss computes only their similarities; listing them costs O(the token's count)."""
         live = self.index.ntotal - self._row_live
         if live <= 0 or k <= 0:
             return []
+        q = np.asarray(query, dtype=np.float32).reshape(1, -1)
+        if q.shape[1] != self.dim:
+            raise ValueError(f"query has {q.shape[1]} dims, the store {self.dim}")
         if followed_by is not None:
             ids = self._rows_followed_by(int(followed_by), int(step))
             if not len(ids):
                 return []
             live = len(ids)
-        q = np.asarray(query, dtype=np.float32).reshape(1, -1)
-        if q.shape[1] != self.dim:
-            raise ValueError(f"query has {q.shape[1]} dims, the store {self.dim}")
         norm = float(np.linalg.norm(q))
         if norm > 0 and abs(norm - 1.0) > 1e-5:     # a unit query (the drafter's) is used as is
             q = q / norm
@@ -455,7 +456,7 @@ class Store:
 
     def next_tokens(self, records, step: int = 1) -> np.ndarray:
         """The token ``step`` after each record in its own request, -1 past the request's end:
-        ``continuation(r, step, 1)`` of many records at once (the semantic key checks 64 a cycle);
+        ``continuation(r, step, 1)`` of many records at once (the semantic key's cut, ``root_widen``);
         ``step`` 0 is the record's own token (a semantic key with ``lag`` 1 compares it)."""
         if step < 0:
             raise ValueError(f"step must be >= 0, not {step}")

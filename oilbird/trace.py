@@ -61,8 +61,9 @@ RETRIEVAL_OUTCOMES = {
     "no-query": "no hidden state to look up with this cycle",
     "empty-store": "an empty store: no earlier request had finished, so there was nothing to retrieve",
     "below-floor": "the best matches were below the similarity floor",
-    "no-root-match": "no stored record followed by the root token was found (the key looks only among those: "
-                     "its state is the one before the root, so any other record answers another question)",
+    "no-root-match": "no stored record followed by the root token was found where the key looked (it looks "
+                     "only among those: its state is the one before the root, so any other record answers "
+                     "another question)",
     "muted": "the semantic source was muted by self-calibration: it looked up, but drafted nothing",
     "retrieved": "found matches and proposed them",
 }

@@ -771,11 +771,6 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
             now = page.locator("#wb-gap .gap-cell[style*='outline']")
             assert "gap_recovered" in [now.nth(i).get_attribute("data-label") for i in range(now.count())]
             page.screenshot(path=str(ARTIFACTS / "real-traffic-opening.png"), full_page=True)
-            # the text box shows whole lines (as tall as N of its lines, the top one never cut)
-            box_h, line_h = page.evaluate(
-                "() => { const b = document.querySelector('#wb-text .wb-text-box'); "
-                "return [b.clientHeight, parseFloat(getComputedStyle(b.firstElementChild).lineHeight)]; }")
-            assert abs(box_h / line_h - round(box_h / line_h)) < 0.05, (box_h, line_h)
             page.locator("#wb-moments input").click()
             page.get_by_role("option", name=other.describe(), exact=True).click()
             _until(lambda: measure.current_cycle(page) == other.cycle, f"cycle {other.cycle} after picking a moment")
@@ -788,6 +783,13 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
                 box.screenshot(path=str(ARTIFACTS / f"real-traffic-{name}.png"))
             for plot in ("wb-tree", "wb-metrics", "wb-compare-plot"):
                 assert page.locator(f"#{plot} .main-svg").count() > 0, plot
+            # the text box shows whole lines (as tall as N of its lines, the top one never cut),
+            # measured with its text made long enough to scroll (the last check: it edits the page)
+            box_h, line_h, full_h = page.evaluate(
+                "() => { const b = document.querySelector('#wb-text .wb-text-box'), t = b.firstElementChild; "
+                "t.innerHTML = t.innerHTML.repeat(12); "
+                "return [b.clientHeight, parseFloat(getComputedStyle(t).lineHeight), t.scrollHeight]; }")
+            assert full_h > box_h and abs(box_h / line_h - round(box_h / line_h)) < 0.05, (box_h, line_h, full_h)
         finally:
             measure.stop_app(proc)
     print(f"\nlaunch -> first figure {first:.2f} s; a step {ms:.0f} ms (load average {measure.load_average()})")

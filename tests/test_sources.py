@@ -295,6 +295,8 @@ def test_semantic_root_check_is_exact_where_the_cut_loses_the_neighbour():
     assert [c.tokens for c in exact.looked_up or exact.chains] == [[15, 16]]
     cut = SemanticSource(store, SemanticConfig(top_k=1, root_widen=4)).propose(ctx, 0)
     assert cut.chains == [] and cut.retrieval == "no-root-match"
+    with pytest.raises(ValueError, match="root_widen must be >= 0"):
+        SemanticConfig(root_widen=-1)
     wide = SemanticSource(store, SemanticConfig(top_k=1, root_widen=64)).propose(ctx, 0)
     assert [c.meta["record"] for c in wide.looked_up or wide.chains] == \
         [c.meta["record"] for c in exact.looked_up or exact.chains]

@@ -283,6 +283,33 @@ def test_int8_and_pq_search_agree_with_fp16():
     assert worst8 < 0.01 and worstpq < 0.15 and np.mean(losspq) < 0.04
 
 
+def test_the_root_checks_search_on_pq_and_ivf_and_where_nothing_follows():
+    """``followed_by`` on a trained PQ store (a one-list IVF: a hash-set selector) returns every
+    record followed by the token when k allows, and only those; on an IVF probing fewer lists
+    only those; a token never seen, a store without states and a wrong-sized query behave."""
+    rng = np.random.default_rng(5)
+    d = 32
+    x = _clustered(rng, 900, d)
+    toks = rng.integers(0, 40, 900)
+    pq = Store(dim=d, state_dtype="pq", pq_m=8, pq_nbits=6, pq_train_size=300)
+    ivf = Store(dim=d, state_dtype="int8", index_type="ivf", ivf_nlist=8, ivf_nprobe=2, ivf_train_size=300)
+    for s in (pq, ivf):
+        for r in range(9):
+            fill(s, f"r{r}", toks[100 * r:100 * (r + 1)].tolist(), x[100 * r:100 * (r + 1)])
+    assert pq.trained and pq._is_ivf() and ivf.trained
+    for tok in (3, 17):
+        want = {i for i in range(899) if i % 100 != 99 and toks[i + 1] == tok}     # same request only
+        got = pq.search(x[0], k=len(want) + 5, followed_by=tok)
+        assert {r for r, _ in got} == want
+        assert {r for r, _ in ivf.search(x[0], k=5, followed_by=tok)} <= want
+    assert pq.search(x[0], k=8, followed_by=999) == []
+    bare = Store(dim=d)
+    fill(bare, "a", [1, 2, 3])                       # records without states: nothing to rank
+    assert bare.search(x[0], 8, followed_by=2) == []
+    with pytest.raises(ValueError, match="dims"):
+        pq.search(x[0][:5], 8, followed_by=999)
+
+
 def test_ivf_trains_once_then_searches_only_live_records():
     rng = np.random.default_rng(2)
     d = 32

@@ -44,6 +44,10 @@ class SemanticConfig:
     root_check: bool = True
     root_widen: int = 0
 
+    def __post_init__(self):
+        if self.root_widen < 0:
+            raise ValueError(f"root_widen must be >= 0 (0: every record followed by the root), not {self.root_widen}")
+
 
 # tokens of a retrieved record's continuation the trace keeps past its copy depth ("withheld")
 REACH = 16
