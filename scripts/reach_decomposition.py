@@ -51,13 +51,14 @@ def steps(pool: D.Pool, prompt, output, states, d: D.RequestDiagnosis) -> list[d
     P, n = len(prompt), len(output)
     if not len(pool) or P < 2:
         return []
-    X = pool.index.reconstruct_n(0, len(pool))                 # the records' normalised states
+    X = pool.states                                             # the records' normalised states
     pos = np.asarray(pool.record_pos)
     arr = pool._arr
     tok = pool._rec_tok
-    own_q, lag_q = D._normalise(states[P - 1:P - 1 + n]), D._normalise(states[P - 2:P - 2 + n])
+    own_q = D._normalise(states[P - 1:P - 1 + n])
     context = prompt + output
-    nxt = arr[pos + 1]               # every document ends in SEP, so a record always has a next token
+    # the records followed by the root nearest the state before it, among all of them
+    lag = pool.followed_top(np.asarray(context[P - 1:P - 1 + n]), D._normalise(states[P - 2:P - 2 + n]))
 
     def after(rows, ahead: int) -> np.ndarray:
         """The token ``ahead`` after each record (past the stream's end: left out)."""
@@ -70,13 +71,11 @@ def steps(pool: D.Pool, prompt, output, states, d: D.RequestDiagnosis) -> list[d
             continue
         root, truth = context[P - 1 + t], output[t]
         same = np.nonzero(tok == root)[0]                            # records of the root token
-        followed = np.nonzero(nxt == root)[0]                        # records followed by it
         top = same[np.argsort(-(X[same] @ own_q[t]), kind="stable")[: pool.k]]
-        lag = followed[np.argsort(-(X[followed] @ lag_q[t]), kind="stable")[: pool.k]]
         out.append({"own": bool(d.semantic_hit[t]),
                     "ceiling": bool(np.any(after(same, 1) == truth)),
                     "own_rooted": bool(np.any(after(top, 1) == truth)),
-                    "lag_rooted": bool(np.any(after(lag, 2) == truth)),
+                    "lag_rooted": bool(any(arr[i + 2] == truth for i in lag[t])),
                     "drafter": bool(d.drafter_hit[t])})
     return out
 

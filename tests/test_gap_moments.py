@@ -119,7 +119,7 @@ def test_a_recovery_is_contested_where_a_lexical_source_proposed_another_token_i
         [m] = F.gap_moments(replace(r, cycles=[r.cycles[0], cyc, r.cycles[2]]), ("gap_recovered",))
         assert (m.semantic, m.contested) == (1, contested), sibling
     # the bonus token was not drafted: never contested
-    assert not F.lexical_proposed_other(c, 2)
+    assert not F.lexical_rivals(c, 2)
 
 
 def test_where_a_cycle_commits_several_moments_the_menu_shows_the_clearest():

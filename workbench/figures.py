@@ -49,7 +49,7 @@ from .panels.cycle import counter_html, cycle_at, cycle_figures, cycle_specs, fi
 from .panels.funnel import FUNNEL_TITLE, LOSSES, as_funnel, funnel_figure, funnel_scope, funnel_spec
 from .panels.gap import (GAP_BORDERS, GAP_SCOPE, DrafterCount, GapCell, GapStrip, drafter_marks, gap_cells,
                          gap_strip_figure, gap_strip_html, gap_strip_spec, keyless)
-from .panels.gap_moments import (MOMENT_LABELS, GapMoment, clarity, clearest_moment, gap_moments, lexical_proposed_other,
+from .panels.gap_moments import (MOMENT_LABELS, GapMoment, clarity, clearest_moment, gap_moments, lexical_rivals,
                                  moment_at, moment_choices,
                                  moment_cycle, moment_summary)
 from .panels.metrics import metrics_figure, metrics_spec
@@ -85,7 +85,7 @@ __all__ = [
     "neighbour_table", "neighbours_figure", "neighbours_html", "neighbours_spec", "semantic_outcome",
     "GAP_BORDERS", "GAP_SCOPE", "DrafterCount", "GapCell", "GapStrip", "drafter_marks", "gap_cells",
     "gap_strip_figure", "gap_strip_html", "gap_strip_spec", "keyless",
-    "MOMENT_LABELS", "GapMoment", "clarity", "clearest_moment", "gap_moments", "lexical_proposed_other", "moment_at",
+    "MOMENT_LABELS", "GapMoment", "clarity", "clearest_moment", "gap_moments", "lexical_rivals", "moment_at",
     "moment_choices", "moment_cycle",
     "moment_summary",
     "metrics_figure", "metrics_spec",

@@ -273,14 +273,21 @@ class Pool:
         order = np.lexsort((-cand, -sims[cand]))[:k]
         return [self.record_pos[i] for i in cand[order]]
 
-    def _followed_top(self, roots: np.ndarray, queries: np.ndarray) -> list[list[int]]:
+    @property
+    def states(self) -> np.ndarray:
+        """The records' normalised states, row r = faiss row r: a view of the index's own array
+        (no copy; read it before the pool grows)."""
+        return faiss.rev_swig_ptr(self.index.get_xb(), len(self) * self.dim).reshape(len(self), self.dim)
+
+    def followed_top(self, roots: np.ndarray, queries: np.ndarray) -> list[list[int]]:
         """For each (root, unit query): the stream positions of the ``k`` records followed by the
-        root nearest the query, best first (ties: older first), all of them ranked."""
+        root nearest the query, best first (ties: older first), all of them ranked (the drafter's
+        key: ``drafter_hit``)."""
         pos = np.asarray(self.record_pos, dtype=np.int64)
         nxt = self._arr[pos + 1]          # every document ends in SEP: a record always has a next
         order = np.argsort(nxt, kind="stable")
         ranked = nxt[order]
-        X = faiss.rev_swig_ptr(self.index.get_xb(), len(self) * self.dim).reshape(len(self), self.dim)
+        X = self.states
         out: list[list[int]] = [[] for _ in range(len(roots))]
         for root in np.unique(roots):
             lo, hi = np.searchsorted(ranked, [root, root + 1])
@@ -316,7 +323,7 @@ class Pool:
             rows = np.full((n, 0), -1)
         # the drafter's key: of the records followed by the root, the k nearest the state one
         # position before it (all of them ranked, as the drafter's root check does)
-        lagged = (self._followed_top(np.asarray(context[P - 1:P - 1 + n]), _normalise(states[P - 2:P - 2 + n]))
+        lagged = (self.followed_top(np.asarray(context[P - 1:P - 1 + n]), _normalise(states[P - 2:P - 2 + n]))
                   if len(self) and n and P >= 2 else [[] for _ in range(n)])
         for t in range(n):
             ctx = context[:P + t]

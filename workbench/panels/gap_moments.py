@@ -104,12 +104,6 @@ def lexical_rivals(c: CycleTrace, j: int) -> set[int]:
             and c.tokens[n] != c.tokens[node] and any(src in LEXICAL for src in c.sources[n])}
 
 
-def lexical_proposed_other(c: CycleTrace, j: int) -> bool:
-    """Did a lexical source propose another token where cycle ``c`` committed its ``j``-th
-    (:func:`lexical_rivals`)?"""
-    return bool(lexical_rivals(c, j))
-
-
 def moment_choices(request: RequestTrace | None, labels: tuple[str, ...] = SHOWN) -> list[tuple[str, str]]:
     """(label, value) pairs for a menu of the moments of ``request`` that have a cycle."""
     if request is None:
