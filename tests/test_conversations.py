@@ -404,6 +404,73 @@ def test_openai_older_spellings_are_read_as_the_current_ones():
              "tool_calls": [{"name": "f", "arguments": {}}]}]}, "test", "c")
 
 
+# the OpenAI log above as Anthropic's Messages API spells it (thinking, text and a call in one
+# message; a tool result and the user's next words in one; the system prompt beside the messages)
+ANTHROPIC = {"id": "log-7", "model": "some-model", "system": [{"type": "text", "text": "Be "},
+                                                              {"type": "text", "text": "brief."}],
+             "messages": [
+    {"role": "user", "content": "Where is order A1?"},
+    {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "Look it up first.", "signature": "sig"},
+        {"type": "tool_use", "id": "toolu_1", "name": "find_order", "input": {"order_id": "A1", "full": True}}]},
+    {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "{\"status\": \"shipped\"}"}]},
+        {"type": "text", "text": "And B2?"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "Order A1 has shipped."}]}]}
+
+
+def test_anthropic_messages_form_is_read_as_the_openai_form():
+    """Anthropic's spelling normalises to the same messages as the OpenAI log's, message for
+    message (its parsed ``input`` re-serialised compactly, the thinking block left out), with
+    the user's words after a tool result a user message of their own."""
+    c = conversation_from_obj(ANTHROPIC, "test", "c")
+    openai = json.loads(json.dumps(OPENAI))
+    openai["messages"][2]["tool_calls"][0]["function"]["arguments"] = '{"order_id":"A1","full":true}'
+    openai["messages"].insert(4, {"role": "user", "content": "And B2?"})
+    assert c.messages == conversation_from_obj(openai, "test", "c").messages
+    assert [m["role"] for m in c.messages] == ["system", "user", "assistant", "tool", "user", "assistant"]
+    assert c.messages[0]["content"] == "Be brief." and c.messages[3]["name"] == "find_order"
+    assert c.assistant_indices == [2, 5]
+    # with tool definitions in Anthropic's own shape, they join the top-level system prompt
+    tools = [{"name": "find_order", "description": "Find an order.", "input_schema": {"type": "object"}}]
+    withtools = conversation_from_obj(ANTHROPIC | {"tools": tools}, "test", "c")
+    assert withtools.messages[0]["content"].startswith("Be brief.\n\n# Tools")
+    assert '"input_schema":{"type":"object"}' in withtools.messages[0]["content"]
+    # an empty system prompt adds nothing; a plain-string one is the system message
+    assert conversation_from_obj(ANTHROPIC | {"system": ""}, "t", "c").messages[0]["role"] == "user"
+    assert conversation_from_obj(ANTHROPIC | {"system": "Hi."}, "t", "c").messages[0]["content"] == "Hi."
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda m: m[2]["content"].append({"type": "tool_use", "id": "t9", "name": "f", "input": {}}),
+     ["message 2", "a user message carries a 'tool_use' block"]),
+    (lambda m: m[1]["content"].append({"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}),
+     ["message 1", "an assistant message carries a 'tool_result' block"]),
+    (lambda m: m[2]["content"][0].update(tool_use_id="toolu_9"),
+     ["message 2", "tool_call_id 'toolu_9', which no earlier assistant turn made"]),
+    (lambda m: m[2]["content"][0].update(content=[{"type": "image", "source": {}}]),
+     ["message 2", "content part 0 is not text (type 'image')"]),
+    (lambda m: m[1].update(tool_calls=[{"name": "f", "arguments": {}}]),
+     ["message 1", "both as 'tool_use' blocks and as 'tool_calls'"]),
+    (lambda m: m[1]["content"].__setitem__(1, {"type": "tool_use", "id": "toolu_1", "input": {}}),
+     ["message 1", "tool call 0 has no function name"]),
+    (lambda m: m.insert(0, {"role": "system", "content": [{"type": "tool_result", "tool_use_id": "x"}]}),
+     ["message 0", "a system message carries tool_result blocks"]),
+])
+def test_a_bad_anthropic_message_is_refused_by_its_own_index(change, words):
+    d = json.loads(json.dumps(ANTHROPIC))
+    change(d["messages"])
+    with pytest.raises(ConversationError) as exc:
+        conversation_from_obj(d, "f.jsonl:3", "c")
+    for w in ["f.jsonl:3", "'log-7'"] + words:
+        assert w in str(exc.value)
+
+
+def test_a_bad_top_level_system_prompt_is_refused_by_name():
+    with pytest.raises(ConversationError, match=r"'log-7': 'system' must be a string, null or a list of text parts, not int"):
+        conversation_from_obj(ANTHROPIC | {"system": 3}, "f.jsonl:3", "c")
+
+
 def test_tool_definitions_go_into_the_system_prompt():
     """A conversation's top-level ``tools`` are text the agent's prompt held (the serving
     template put them there): appended to the first system message, or a system message of

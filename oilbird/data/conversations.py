@@ -9,7 +9,7 @@ chat template, exactly as :func:`oilbird.data.requests.encode` does); it drafts 
 **Input.** JSON Lines, one conversation per line: ``{"id": ..., "model": ..., "messages":
 [...]}`` (``id`` optional, default ``STEM-LINE``; ``model`` optional, the model that wrote the
 assistant turns; ``tools`` optional, the tool definitions the agent was given). Roles:
-``system`` (or ``developer``), ``user``, ``assistant``, ``tool`` (or ``function``). Three spellings
+``system`` (or ``developer``), ``user``, ``assistant``, ``tool`` (or ``function``). Four spellings
 of a tool call are read alike:
 
 * the agent-transcripts form: ``{"name": N, "arguments": {...}, "arguments_json": "..."}``;
@@ -17,7 +17,11 @@ of a tool call are read alike:
   "arguments": "<JSON text>"}}``, answered by ``{"role": "tool", "tool_call_id": ...}``
   (the tool message then takes the call's name);
 * OpenAI's older form: ``"function_call": {"name": N, "arguments": "<JSON text>"}`` on the
-  assistant message, answered by ``{"role": "function", "name": N}``.
+  assistant message, answered by ``{"role": "function", "name": N}``;
+* Anthropic's Messages form: ``{"type": "tool_use", "id": ..., "name": N, "input": {...}}``
+  content blocks on the assistant message, answered by ``{"type": "tool_result", "tool_use_id":
+  ...}`` blocks on the next user message (each becomes a tool message), with the system prompt
+  as a top-level ``"system"`` (:mod:`oilbird.data.anthropic_messages`).
 
 Argument text is replayed exactly as written, even when the agent wrote broken JSON (the
 recording is text; :attr:`ToolCall.arguments` is then None). Other keys of a message are ignored.
@@ -70,13 +74,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..jsonio import loads, read_text, undecodable
-from .openai_messages import ToolCall, message_text, read_tool_call, with_tools
+from .anthropic_messages import from_blocks, uses_blocks
+from .openai_messages import ALIASES, ROLES, ToolCall, message_text, read_message, with_tools
 from .requests import ConversationError, DataError, Request, data_root, encode, has_text, none_loads, refusal
 
-ROLES = ("system", "user", "assistant", "tool")
-# other spellings read as one of ROLES: OpenAI's newer name for the system message, and the
-# result of a legacy ``function_call`` (its ``name`` says which function answered)
-ALIASES = {"developer": "system", "function": "tool"}
 NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
 TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
 BUILTIN_DEFAULT_N = 24
@@ -151,51 +152,21 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
     if not isinstance(msgs, list) or not msgs:
         raise ConversationError(f"{_where(source, cid)}: needs 'messages', a non-empty list")
     out: list[dict] = []
+    system = d.get("system")                  # Anthropic's spelling: the system prompt beside the messages
+    if system is not None:
+        text = message_text(system, lambda problem: ConversationError(f"{_where(source, cid)}: {problem}"), "'system'")
+        if text:
+            out.append({"role": "system", "content": text})
     call_names: dict[str, str] = {}
-    for i, m in enumerate(msgs):
+    for i, raw in enumerate(msgs):
         def err(problem, _i=i):
             return ConversationError(f"{_where(source, cid, _i)}: {problem}")
-        if not isinstance(m, dict):
+        if not isinstance(raw, dict):
             raise err("not a JSON object")
-        role = ALIASES.get(m.get("role"), m.get("role"))
-        if role not in ROLES:
-            raise err(f"unknown role {m.get('role')!r} (expected one of {', '.join(ROLES + tuple(ALIASES))})")
-        msg = {"role": role, "content": message_text(m.get("content"), err)}
-        calls = m.get("tool_calls") or []
-        if m.get("function_call") is not None:         # OpenAI's older spelling of one call
-            if role != "assistant":
-                raise err(f"a {m.get('role')} message carries 'function_call' (only assistant messages may)")
-            if calls:
-                raise err("both 'tool_calls' and 'function_call': give the calls once")
-            if not isinstance(m["function_call"], dict):
-                raise err("'function_call' must be a JSON object ({\"name\": ..., \"arguments\": ...})")
-            calls = [m["function_call"]]
-        if role == "assistant":
-            if not isinstance(calls, list):
-                raise err("'tool_calls' must be a list")
-            parsed = [read_tool_call(tc, j, err) for j, tc in enumerate(calls)]
-            for call, call_id in parsed:
-                if call_id is not None:
-                    call_names[call_id] = call.name
-            msg["tool_calls"] = tuple(call for call, _ in parsed)
-            if not any(x["content"].strip() or x.get("tool_calls") or x["role"] == "tool" for x in out):
-                raise err("nothing with text comes before this assistant turn: it has no prompt to replay "
-                          "(put a system or user message before it)")
-        elif calls:
-            raise err(f"a {role} message carries 'tool_calls' (only assistant messages may)")
-        if role == "tool":
-            name = m.get("name")
-            ref = m.get("tool_call_id")
-            if ref is not None:
-                if str(ref) not in call_names:
-                    raise err(f"tool result answers tool_call_id {ref!r}, which no earlier "
-                              "assistant turn made")
-                name = name or call_names[str(ref)]
-            if name is not None:
-                if not isinstance(name, str):
-                    raise err("'name' must be a string")
-                msg["name"] = name
-        out.append(msg)
+        if ALIASES.get(raw.get("role"), raw.get("role")) not in ROLES:
+            raise err(f"unknown role {raw.get('role')!r} (expected one of {', '.join(ROLES + tuple(ALIASES))})")
+        for m in from_blocks(raw, err) if uses_blocks(raw) else (raw,):   # Anthropic's blocks: one or more
+            out.append(read_message(m, err, out, call_names))
     if not any(m["role"] == "assistant" for m in out):
         raise ConversationError(f"{_where(source, cid)}: no assistant turn, nothing to replay")
     tools = d.get("tools")

@@ -12,6 +12,12 @@ import json
 from dataclasses import dataclass
 
 
+ROLES = ("system", "user", "assistant", "tool")
+# other spellings read as one of ROLES: OpenAI's newer name for the system message, and the
+# result of a legacy ``function_call`` (its ``name`` says which function answered)
+ALIASES = {"developer": "system", "function": "tool"}
+
+
 @dataclass(frozen=True)
 class ToolCall:
     name: str
@@ -28,8 +34,9 @@ class ToolCall:
         return parsed if isinstance(parsed, dict) else None
 
 
-def message_text(content, err) -> str:
-    """A message's text: a string, null (-> ""), or a list of text parts joined."""
+def message_text(content, err, what: str = "'content'") -> str:
+    """A message's text: a string, null (-> ""), or a list of text parts joined. ``what``
+    names the field in the error (Anthropic's top-level ``'system'`` is read the same way)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -46,7 +53,7 @@ def message_text(content, err) -> str:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 raise err(f"content part {j} is not text (type {kind!r}); only text can be replayed")
         return "".join(parts)
-    raise err(f"'content' must be a string, null or a list of text parts, not {type(content).__name__}")
+    raise err(f"{what} must be a string, null or a list of text parts, not {type(content).__name__}")
 
 
 def read_tool_call(tc, j: int, err) -> tuple[ToolCall, str | None]:
@@ -75,6 +82,51 @@ def read_tool_call(tc, j: int, err) -> tuple[ToolCall, str | None]:
                   f"not {type(args).__name__}")
     call_id = tc.get("id")
     return ToolCall(name, text), (str(call_id) if call_id is not None else None)
+
+
+def read_message(m: dict, err, before: list[dict], call_names: dict[str, str]) -> dict:
+    """One message in any OpenAI spelling (its role one of :data:`ROLES` or :data:`ALIASES`) as
+    the normalised ``{"role", "content": str}``, plus ``"tool_calls"`` (a tuple of
+    :class:`ToolCall`) on an assistant message and ``"name"`` on a tool result where known.
+    ``before``: the normalised messages before it; ``call_names``: every earlier call's name by
+    its call id (this message's calls are added)."""
+    role = ALIASES.get(m.get("role"), m.get("role"))
+    msg = {"role": role, "content": message_text(m.get("content"), err)}
+    calls = m.get("tool_calls") or []
+    if m.get("function_call") is not None:         # OpenAI's older spelling of one call
+        if role != "assistant":
+            raise err(f"a {m.get('role')} message carries 'function_call' (only assistant messages may)")
+        if calls:
+            raise err("both 'tool_calls' and 'function_call': give the calls once")
+        if not isinstance(m["function_call"], dict):
+            raise err("'function_call' must be a JSON object ({\"name\": ..., \"arguments\": ...})")
+        calls = [m["function_call"]]
+    if role == "assistant":
+        if not isinstance(calls, list):
+            raise err("'tool_calls' must be a list")
+        parsed = [read_tool_call(tc, j, err) for j, tc in enumerate(calls)]
+        for call, call_id in parsed:
+            if call_id is not None:
+                call_names[call_id] = call.name
+        msg["tool_calls"] = tuple(call for call, _ in parsed)
+        if not any(x["content"].strip() or x.get("tool_calls") or x["role"] == "tool" for x in before):
+            raise err("nothing with text comes before this assistant turn: it has no prompt to replay "
+                      "(put a system or user message before it)")
+    elif calls:
+        raise err(f"a {role} message carries 'tool_calls' (only assistant messages may)")
+    if role == "tool":
+        name = m.get("name")
+        ref = m.get("tool_call_id")
+        if ref is not None:
+            if str(ref) not in call_names:
+                raise err(f"tool result answers tool_call_id {ref!r}, which no earlier "
+                          "assistant turn made")
+            name = name or call_names[str(ref)]
+        if name is not None:
+            if not isinstance(name, str):
+                raise err("'name' must be a string")
+            msg["name"] = name
+    return msg
 
 
 def render_tools(tools: list[dict]) -> str:
