@@ -471,6 +471,49 @@ def test_a_bad_top_level_system_prompt_is_refused_by_name():
         conversation_from_obj(ANTHROPIC | {"system": 3}, "f.jsonl:3", "c")
 
 
+# the OpenAI log above as the Responses API's items (a call and its output stand without a role;
+# reasoning is left out; text parts typed input_text / output_text)
+RESPONSES = {"id": "log-7", "model": "some-model", "messages": [
+    {"role": "system", "content": "Be brief."},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Where is order A1?"}]},
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"type": "function_call", "call_id": "call_1", "name": "find_order",
+     "arguments": "{\"order_id\": \"A1\",  \"full\": true}"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "{\"status\": \"shipped\"}"},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Order A1 has shipped."}]}]}
+
+
+def test_responses_api_items_are_read_as_the_openai_form():
+    c = conversation_from_obj(RESPONSES, "test", "c")
+    assert c.messages == conversation_from_obj(OPENAI, "test", "c").messages
+    # calls right after an assistant message (or after each other) are that turn's calls
+    d = json.loads(json.dumps(RESPONSES))
+    d["messages"][2] = {"role": "assistant", "content": "Checking."}
+    d["messages"].insert(4, {"type": "function_call", "call_id": "call_2", "name": "find_user", "arguments": "{}"})
+    c2 = conversation_from_obj(d, "test", "c")
+    assert [m["role"] for m in c2.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert c2.messages[2]["content"] == "Checking."
+    assert c2.messages[2]["tool_calls"] == (ToolCall("find_order", "{\"order_id\": \"A1\",  \"full\": true}"),
+                                            ToolCall("find_user", "{}"))
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda m: m[4].update(call_id="call_9"), ["message 4", "tool_call_id 'call_9', which no earlier assistant turn"]),
+    (lambda m: m[3].pop("name"), ["message 3", "tool call 0 has no function name"]),
+    (lambda m: m.insert(1, {"type": "web_search_call", "id": "ws_1"}),
+     ["message 1", "an item of type 'web_search_call' without a role"]),
+    (lambda m: m.__setitem__(3, {"type": "function_call_output", "call_id": "call_1", "output": "x"}),
+     ["message 3", "tool_call_id 'call_1', which no earlier assistant turn made"]),
+])
+def test_a_bad_responses_item_is_refused_by_its_index(change, words):
+    d = json.loads(json.dumps(RESPONSES))
+    change(d["messages"])
+    with pytest.raises(ConversationError) as exc:
+        conversation_from_obj(d, "f.jsonl:3", "c")
+    for w in ["f.jsonl:3", "'log-7'"] + words:
+        assert w in str(exc.value)
+
+
 def test_tool_definitions_go_into_the_system_prompt():
     """A conversation's top-level ``tools`` are text the agent's prompt held (the serving
     template put them there): appended to the first system message, or a system message of

@@ -9,7 +9,7 @@ chat template, exactly as :func:`oilbird.data.requests.encode` does); it drafts 
 **Input.** JSON Lines, one conversation per line: ``{"id": ..., "model": ..., "messages":
 [...]}`` (``id`` optional, default ``STEM-LINE``; ``model`` optional, the model that wrote the
 assistant turns; ``tools`` optional, the tool definitions the agent was given). Roles:
-``system`` (or ``developer``), ``user``, ``assistant``, ``tool`` (or ``function``). Four spellings
+``system`` (or ``developer``), ``user``, ``assistant``, ``tool`` (or ``function``). Five spellings
 of a tool call are read alike:
 
 * the agent-transcripts form: ``{"name": N, "arguments": {...}, "arguments_json": "..."}``;
@@ -21,7 +21,11 @@ of a tool call are read alike:
 * Anthropic's Messages form: ``{"type": "tool_use", "id": ..., "name": N, "input": {...}}``
   content blocks on the assistant message, answered by ``{"type": "tool_result", "tool_use_id":
   ...}`` blocks on the next user message (each becomes a tool message), with the system prompt
-  as a top-level ``"system"`` (:mod:`oilbird.data.anthropic_messages`).
+  as a top-level ``"system"`` (:mod:`oilbird.data.anthropic_messages`);
+* the Responses API's items: ``{"type": "function_call", "call_id": ..., "name": N,
+  "arguments": "<JSON text>"}`` in the messages list (joining the assistant turn just before
+  it), answered by ``{"type": "function_call_output", "call_id": ..., "output": ...}``
+  (``reasoning`` items are left out).
 
 Argument text is replayed exactly as written, even when the agent wrote broken JSON (the
 recording is text; :attr:`ToolCall.arguments` is then None). Other keys of a message are ignored.
@@ -75,7 +79,8 @@ from pathlib import Path
 
 from ..jsonio import loads, read_text, undecodable
 from .anthropic_messages import from_blocks, uses_blocks
-from .openai_messages import ALIASES, ROLES, ToolCall, message_text, read_message, with_tools
+from .openai_messages import (ALIASES, ITEMS, ROLES, ToolCall, is_item, message_text, read_item, read_message,
+                              with_tools)
 from .requests import ConversationError, DataError, Request, data_root, encode, has_text, none_loads, refusal
 
 NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
@@ -163,6 +168,12 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
             return ConversationError(f"{_where(source, cid, _i)}: {problem}")
         if not isinstance(raw, dict):
             raise err("not a JSON object")
+        if is_item(raw):                       # the Responses API's call, call output or reasoning
+            read_item(raw, err, out, call_names, msgs[i - 1] if i else None)
+            continue
+        if "role" not in raw and "type" in raw:
+            raise err(f"an item of type {raw['type']!r} without a role: replay reads messages (with a role) "
+                      f"and the Responses API's {', '.join(ITEMS)} items")
         if ALIASES.get(raw.get("role"), raw.get("role")) not in ROLES:
             raise err(f"unknown role {raw.get('role')!r} (expected one of {', '.join(ROLES + tuple(ALIASES))})")
         for m in from_blocks(raw, err) if uses_blocks(raw) else (raw,):   # Anthropic's blocks: one or more

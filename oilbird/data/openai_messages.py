@@ -1,7 +1,8 @@
 """The spellings of one OpenAI-style chat message that a recording may use, read into the one
 normalised form :mod:`oilbird.data.conversations` validates and renders (its docstring lists
 them): a message's text (a string, null, or text parts), one tool call in any of its spellings,
-and the conversation's tool definitions put into its system prompt.
+the Responses API's items that stand without a role (a call, its output), and the
+conversation's tool definitions put into its system prompt.
 
 ``err`` is the caller's error factory (a message -> a ConversationError that already names the
 file, line, conversation and message), so every refusal here says where it happened.
@@ -127,6 +128,38 @@ def read_message(m: dict, err, before: list[dict], call_names: dict[str, str]) -
                 raise err("'name' must be a string")
             msg["name"] = name
     return msg
+
+
+# items of OpenAI's Responses API that stand in a conversation without a role
+ITEMS = ("function_call", "function_call_output", "reasoning")
+
+
+def is_item(m: dict) -> bool:
+    """Is ``m`` a Responses API item without a role (a call, a call's output, reasoning)?"""
+    return "role" not in m and m.get("type") in ITEMS
+
+
+def read_item(m: dict, err, out: list[dict], call_names: dict[str, str], previous) -> None:
+    """Add Responses API item ``m`` to the normalised messages ``out``: a ``function_call``
+    joins the assistant turn just before it (an assistant message or another call, ``previous``
+    being the raw item before it) or opens one of its own; a ``function_call_output`` is a tool
+    result; ``reasoning`` is left out (no chat template renders it, as Anthropic's thinking)."""
+    kind = m["type"]
+    if kind == "function_call":
+        call = {"id": m.get("call_id"), "name": m.get("name"), "arguments": m.get("arguments", {})}
+        joins = out and out[-1]["role"] == "assistant" and isinstance(previous, dict) and (
+            previous.get("role") == "assistant" or previous.get("type") == "function_call")
+        if joins:
+            tc, call_id = read_tool_call(call, len(out[-1]["tool_calls"]), err)
+            out[-1] = out[-1] | {"tool_calls": out[-1]["tool_calls"] + (tc,)}
+            if call_id is not None:
+                call_names[call_id] = tc.name
+        else:
+            out.append(read_message({"role": "assistant", "content": None, "tool_calls": [call]}, err, out,
+                                    call_names))
+    elif kind == "function_call_output":
+        out.append(read_message({"role": "tool", "tool_call_id": m.get("call_id"), "content": m.get("output")},
+                                err, out, call_names))
 
 
 def render_tools(tools: list[dict]) -> str:
