@@ -25,8 +25,9 @@ class FakeEngine:
     array per slot, ``num_tokens_no_spec``, per-slot sampled tokens (the accepted prefix of the
     last draft plus one), and a forward whose rows follow ``query_start_loc``."""
 
-    def __init__(self, proposer: BatchProposer, slots: int = 4, with_states: bool = True):
+    def __init__(self, proposer: BatchProposer, slots: int = 4, with_states: bool = True, device=None):
         self.p = proposer
+        self.device = device or (lambda t: t)    # where the forward's rows live (OffCPU: a GPU's)
         self.ids = np.zeros((slots, MAX_LEN), dtype=np.int64)
         self.n = np.zeros(slots, dtype=np.int64)
         self.slot_req: list = [None] * slots     # [prompt, truth, generated, draft]
@@ -76,7 +77,7 @@ class FakeEngine:
             hidden = torch.cat([hidden, torch.zeros(len(live), DIM)])
         # the model's output rows, as one-hot logits of the token each row predicts (shifted: a wrong map)
         final = torch.nn.functional.one_hot(torch.tensor(nxt[final_shift:] + nxt[:final_shift]), VOCAB).float()
-        fwd = Forward(hidden, np.array(qsl), final) if self.with_states else None
+        fwd = Forward(self.device(hidden), np.array(qsl), final) if self.with_states else None
         # the proposer sees the live slots packed at the front, as vLLM's input batch is
         order = live
         ids = self.ids[order]
@@ -364,6 +365,75 @@ def test_the_layout_check_catches_rows_read_from_the_wrong_place():
     assert s["layout_checked"] == s["states_used"] > 0 and s["layout_check_failed"] == 0
     eng.step(final_shift=1)                   # every row read one place off
     assert eng.p.stats()["layout_check_failed"] == 2
+
+
+class OffCPU:
+    """A tensor on an accelerator, as the proposer touches one: ``numpy()`` refuses, as a CUDA
+    tensor's does, until ``cpu()`` has copied it over."""
+
+    def __init__(self, t, on_cpu: bool = False):
+        self.t, self.on_cpu = t, on_cpu
+
+    def __getitem__(self, k):
+        return OffCPU(self.t[k], self.on_cpu)
+
+    def __len__(self):
+        return len(self.t)
+
+    def float(self):
+        return OffCPU(self.t.float(), self.on_cpu)
+
+    def cpu(self):
+        return OffCPU(self.t, True)
+
+    def numpy(self):
+        if not self.on_cpu:
+            raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() first.")
+        return self.t.numpy()
+
+
+def test_states_on_an_accelerator_are_read_as_on_the_cpu():
+    """On a GPU the forward's rows are CUDA tensors: the key must copy the rows it needs over,
+    not fail every slot (which would draft nothing and restart each request, silently)."""
+    def run(device):
+        eng = FakeEngine(_proposer(), device=device)
+        eng.add(0, PROMPT, TRUTH)
+        eng.add(1, PROMPT, TRUTH)
+        eng.run(0)
+        eng.run(1)
+        return eng, eng.p.stats()
+    plain, s_plain = run(None)
+    gpu, s_gpu = run(OffCPU)
+    assert s_gpu["failures"] == 0 and s_gpu["states_used"] == s_plain["states_used"] > 0
+    assert (gpu.accepted, gpu.drafted) == (plain.accepted, plain.drafted)
+
+
+def test_a_key_layer_hook_that_never_fires_is_counted(caplog, monkeypatch):
+    """A compiled model runs its layers inside the graph, so the key layer's hook never fires
+    and the key reads the model's output instead: counted, and said once."""
+    import sys
+    import types
+    from oilbird.serving.vllm import _Capture
+
+    class Meta:
+        query_start_loc = torch.tensor([0, 3])
+    context = types.ModuleType("vllm.forward_context")       # vLLM's, as the hook reads it
+    context.get_forward_context = lambda: types.SimpleNamespace(attn_metadata={"layer.0": Meta()})
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.forward_context", context)
+    p = _proposer()
+    cap = _Capture(p)
+    cap.layer_hooked = True
+    out = torch.randn(3, DIM)
+    with caplog.at_level("WARNING"):
+        cap.on_model(None, (), out)
+        cap.on_model(None, (), out)
+    assert p.stats()["key_layer_missed"] == 2 and p.stats()["hook_errors"] == 0
+    assert cap.last is not None and torch.equal(cap.last.hidden, out)
+    assert sum("hook did not fire" in r.message for r in caplog.records) == 1
+    cap.on_layer(None, (), out * 2)               # eager: the hook fired, nothing counted
+    cap.on_model(None, (), out)
+    assert p.stats()["key_layer_missed"] == 2 and torch.equal(cap.last.hidden, out * 2)
 
 
 def test_drafts_stop_at_the_model_length():

@@ -225,6 +225,7 @@ class _Stats:
     layout_checked: int = 0
     layout_check_failed: int = 0
     hook_errors: int = 0
+    key_layer_missed: int = 0        # forwards whose key layer's hook did not fire (compiled): last layer used
     store_records: int = 0
     store_requests: int = 0
     failed_requests: list = field(default_factory=list)
@@ -366,8 +367,9 @@ class BatchProposer:
             self._stat.layout_checked += 1
             pred = int(self.logits_fn(fwd.final[query_row:query_row + 1]).argmax(-1).reshape(-1)[0])
             self._stat.layout_check_failed += int(pred != sampled_last)
-        states = fwd.hidden[rows].float().numpy() if rows else None
-        query = fwd.hidden[query_row].float().numpy()
+        # only the rows this slot needs leave the device (a GPU's states cannot become numpy there)
+        states = fwd.hidden[rows].float().cpu().numpy() if rows else None
+        query = fwd.hidden[query_row].float().cpu().numpy()
         return states, query
 
     def _fail(self, r: _Req | None, i: int, exc: Exception) -> None:
@@ -418,6 +420,7 @@ class _Capture:
         self.proposer = proposer
         self.last: Forward | None = None
         self._layer_out = None
+        self.layer_hooked = False        # a hook on the key's decoder layer was registered
 
     def on_layer(self, module, args, out) -> None:
         try:
@@ -443,6 +446,14 @@ class _Capture:
             qsl = np.asarray(qsl.cpu() if hasattr(qsl, "cpu") else qsl, dtype=np.int64)
             final = out[0] if isinstance(out, tuple) else out
             h = self._layer_out if self._layer_out is not None else final
+            if self.layer_hooked and self._layer_out is None:
+                # compiled (torch.compile, CUDA graphs): the layer ran inside the graph, its hook
+                # never fired; the key reads the model's output (last layer, normed) instead
+                if not self.proposer._stat.key_layer_missed:
+                    log.warning("oilbird: the key layer's hook did not fire (a compiled model?): the semantic "
+                                "key reads the last layer instead; run vLLM with enforce_eager=True for the "
+                                "configured layer")
+                self.proposer._stat.key_layer_missed += 1
             n = int(qsl[-1])
             self.last = Forward(h[:n].detach().clone() if h is not self._layer_out else h[:n].detach(), qsl,
                                 final[:n].detach().clone() if self.proposer.cfg.check_layout else None)
@@ -483,6 +494,7 @@ class OilbirdProposer:
             # Under torch.compile this hook does not fire (the layer runs inside the graph); the
             # model's output (last layer, normed) is used then.
             layers[int(layer) - 1].register_forward_hook(cap.on_layer)
+            cap.layer_hooked = True
         target_model.register_forward_hook(cap.on_model)
 
     def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None,
