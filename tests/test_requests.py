@@ -97,3 +97,24 @@ def test_skip_then_limit_selects_a_later_slice():
     for bad in (len(every), -1):
         with pytest.raises(DataError, match=f"--skip {bad} leaves no requests"):
             load_requests("builtin", skip=bad)
+
+
+@pytest.mark.parametrize("messages, words", [
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+     ["the last message is the assistant's", "python -m oilbird replay --data FILE"]),
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [{"name": "f"}]},
+      {"role": "tool", "content": "{}"}], ["an agent's recorded turns", "python -m oilbird replay --data FILE"]),
+])
+def test_a_recorded_conversation_given_as_live_requests_points_to_replay(tmp_path, messages, words):
+    """bench, trace and serve-bench decode live requests: a recorded conversation (its assistant
+    turns the outputs) would be benchmarked as one prompt with the answers in it, or not read."""
+    p = tmp_path / "log.jsonl"
+    p.write_text(json.dumps({"messages": messages}) + "\n")
+    with pytest.raises(DataError) as exc:
+        load_requests(p)
+    assert all(w in str(exc.value) for w in words)
+    image = tmp_path / "img.jsonl"            # not text, not recorded turns: no pointer to replay
+    image.write_text(json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}) + "\n")
+    with pytest.raises(DataError) as exc:
+        load_requests(image)
+    assert "replay" not in str(exc.value)

@@ -171,6 +171,10 @@ def _one_json_document(p: Path, text: str) -> list[tuple[int | None, int | None,
     return [(None, i, d) for i, d in enumerate(doc)]
 
 
+# what a live request's reader says of a recorded conversation (its assistant turns are the outputs)
+REPLAY_HINT = ("a recorded conversation is replayed turn by turn with `python -m oilbird replay --data FILE` "
+               "(docs/replay.md)")
+
 # the fields a request object is read from (_request_from_obj)
 _REQUEST_KEYS = {"messages", "prompt", "question", "turns"}
 
@@ -187,7 +191,13 @@ def _request_from_obj(d, dataset: str, index: int, fail) -> Request:
         if not (isinstance(msgs, list) and msgs and all(
                 isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role"), str)
                 and m["role"] for m in msgs)):
-            fail("'messages' must be a non-empty list of {role, content} (text)")
+            recorded = isinstance(msgs, list) and any(isinstance(m, dict) and (
+                m.get("tool_calls") or m.get("function_call") or m.get("role") in ("assistant", "tool", "function")
+                and not isinstance(m.get("content"), str)) for m in msgs)
+            fail("'messages' must be a non-empty list of {role, content} (text)" + (
+                f"; these are an agent's recorded turns (tool calls and results): {REPLAY_HINT}" if recorded else ""))
+        if msgs[-1]["role"] == "assistant":
+            fail(f"the last message is the assistant's: a live request ends with what the model answers; {REPLAY_HINT}")
     elif isinstance(d.get("prompt"), str):
         msgs = [{"role": "user", "content": d["prompt"]}]
     elif isinstance(d.get("question"), str):           # GSM8K
