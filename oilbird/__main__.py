@@ -325,6 +325,10 @@ def _left_out(bad: list[dict]) -> str:
     return f"{len(bad)} bad {what}{'s' if len(bad) > 1 else ''} of the {where}"
 
 
+def _folded(folded: list[dict]) -> str:
+    return f"{len(folded)} conversation{'s' if len(folded) > 1 else ''}"
+
+
 def _replay(args) -> int:
     from tqdm import tqdm
     from .data.conversations import encode_conversation, load_conversations
@@ -347,8 +351,9 @@ def _replay(args) -> int:
     run = Run(args.out or fresh_out("replay", args.data), args.force, writes, unit="turns")
     run.check()
     bad: list[dict] | None = [] if args.skip_bad else None
+    folded: list[dict] = []
     try:
-        convs = load_conversations(args.data, args.limit, bad)   # every line checked before the model loads
+        convs = load_conversations(args.data, args.limit, bad, folded)   # every line checked before the model loads
     except ConversationError as exc:
         if args.skip_bad or not exc.skippable:       # not bad lines, or nothing else would load
             raise
@@ -356,6 +361,10 @@ def _replay(args) -> int:
     if bad:
         print(f"--skip-bad: left out {_left_out(bad)} (all listed in results.json); the first: {bad[0]['error']}",
               file=sys.stderr)
+    if folded:
+        print(f"left out {_folded(folded)}: each one's messages are the start of another's, which replays its "
+              f"turns once (a log with a line per call?); listed in results.json; the first: {folded[0]['id']} "
+              f"({folded[0]['source']}), in {folded[0]['into']}", file=sys.stderr)
     lm = load_model(args.model, state_layer=args.state_layer)
     t0 = time.perf_counter()
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]
@@ -366,7 +375,7 @@ def _replay(args) -> int:
     planned = sum(len(t) for t in turns)
 
     def save(res: dict, complete: bool = False) -> None:
-        extra = {"skipped_bad_lines": bad} if bad is not None else {}
+        extra = ({"skipped_bad_lines": bad} if bad is not None else {}) | {"folded_conversations": folded}
         run.save_results("results.json", {**res, "data": str(args.data), **extra}, res["n_requests"], planned, complete)
 
     from .evaluation.funnel import Accumulator, funnel_lines
@@ -395,7 +404,8 @@ def _replay(args) -> int:
     print(f"{r['turns']} turns of {r['conversations']} conversations recorded by {recorded_by}, replayed in "
           f"{mode} mode on {lm.name}"
           + (f"; {skipped} conversations longer than the model's context skipped" if skipped else "")
-          + (f"; {_left_out(bad)} left out (--skip-bad)" if bad else ""))
+          + (f"; {_left_out(bad)} left out (--skip-bad)" if bad else "")
+          + (f"; {_folded(folded)} left out (held whole by another)" if folded else ""))
     print("tau is what each drafter would have committed per forward on the recorded outputs; "
           + ("tokens/s and speedup are the local model's cost of these outputs" if mode == "exact"
              else "fast mode times nothing (--exact does)"))

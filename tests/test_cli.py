@@ -191,6 +191,24 @@ def test_replay_refuses_a_bad_conversation_by_line_before_the_model_loads(tmp_pa
     _fails(["replay", "--data", str(data), "--out", str(out)], capsys, "(--skip-bad replays the other lines)")
 
 
+def test_replay_folds_a_log_with_a_line_per_call_and_says_so(tmp_path, capsys, monkeypatch, tiny_lm):
+    """A gateway's log (a line per call, each with the history so far) replays each turn once:
+    the earlier lines are left out, named on stderr and in the summary, listed in results.json."""
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: tiny_lm)
+    talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "and?"}, {"role": "assistant", "content": "bye"}]
+    data = tmp_path / "calls.jsonl"
+    data.write_text(json.dumps({"id": "c1", "messages": talk[:2]}) + "\n" + json.dumps({"id": "c2", "messages": talk}) + "\n")
+    assert main(["replay", "--data", str(data), "--methods", "goose", "--out", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
+    assert "left out 1 conversation: each one's messages are the start of another's" in err and "c1" in err
+    assert "1 conversation left out (held whole by another)" in out
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["replay"]["turns"] == 2
+    assert [(f["id"], f["into"]) for f in res["folded_conversations"]] == [("c1", "c2")]
+
+
 def test_replay_skip_bad_leaves_the_bad_lines_out_and_says_so(tmp_path, capsys, monkeypatch, tiny_lm):
     """--skip-bad: the good conversation is replayed (on the tiny model), the bad line is named
     on stderr and listed in results.json by file and line."""

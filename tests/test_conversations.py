@@ -673,3 +673,31 @@ def test_a_folder_refuses_its_bad_lines_after_reading_every_file(tmp_path):
     with pytest.raises(ConversationError, match="no conversation in 2 files loads") as exc:
         load_conversations(folder)
     assert not exc.value.skippable
+
+
+def test_a_log_with_a_line_per_call_is_folded_into_its_conversations(tmp_path):
+    """One line per API call, each holding the history so far: every line but the last of a
+    conversation is the start of the next one, and would replay its turns again (drafted from
+    their own first replay). They are left out, and said; a copy of a whole conversation under
+    another id is too; two conversations that only begin alike are both kept."""
+    from oilbird.data.overlaps import fold_overlaps
+    talk = [{"role": "system", "content": "S"}, {"role": "user", "content": "Find A1."},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "find", "arguments": "{}"}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "{\"ok\": 1}"},
+            {"role": "assistant", "content": "A1 is fine."}, {"role": "user", "content": "Thanks."},
+            {"role": "assistant", "content": "Bye."}]
+    other = talk[:2] + [{"role": "assistant", "content": "Which A1?"}]      # begins alike, then differs
+    lines = [{"id": "call-1", "messages": talk[:3]}, {"id": "call-2", "messages": talk[:5]},
+             {"id": "other", "messages": other}, {"id": "call-3", "messages": talk},
+             {"id": "again", "messages": other}]
+    p = tmp_path / "gateway.jsonl"
+    p.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    folded: list[dict] = []
+    convs = load_conversations(p, folded=folded)
+    assert [c.id for c in convs] == ["other", "call-3"]
+    assert [(f["id"], f["into"]) for f in folded] == [("call-1", "call-3"), ("call-2", "call-3"), ("again", "other")]
+    assert folded[0]["source"].endswith("gateway.jsonl:1")
+    assert [c.id for c in load_conversations(p, limit=1)] == ["other"]       # folded before the limit counts
+    # nothing held by another: all kept, in order
+    kept, gone = fold_overlaps(convs)
+    assert kept == convs and gone == []

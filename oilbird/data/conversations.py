@@ -81,6 +81,7 @@ from ..jsonio import loads, read_text, undecodable
 from .anthropic_messages import from_blocks, uses_blocks
 from .openai_messages import (ALIASES, ITEMS, ROLES, ToolCall, is_item, message_text, read_item, read_message,
                               with_tools)
+from .overlaps import fold_overlaps
 from .requests import ConversationError, DataError, Request, data_root, encode, has_text, none_loads, refusal
 
 NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
@@ -293,8 +294,8 @@ def _read_folder(files: list[Path], skipped: list[dict] | None = None) -> list[C
     return out
 
 
-def load_conversations(data: str | Path, limit: int | None = None,
-                       skipped: list[dict] | None = None) -> list[Conversation]:
+def load_conversations(data: str | Path, limit: int | None = None, skipped: list[dict] | None = None,
+                       folded: list[dict] | None = None) -> list[Conversation]:
     """Resolve ``data`` to validated conversations, in order; ``limit`` counts conversations.
 
     ``"agent-transcripts"``: the recorded gpt-4o airline conversations in the shared data
@@ -308,7 +309,9 @@ def load_conversations(data: str | Path, limit: int | None = None,
     path to a ``.jsonl`` / ``.jsonl.gz`` file, or to a folder of them (read in name order; a
     folder whose lines are not conversations is read as API-Bank dialogues). A file is
     validated whole, whatever the limit; with a ``skipped`` list a file's bad lines are listed
-    there and left out (:func:`read_jsonl`) instead of stopping the load."""
+    there and left out (:func:`read_jsonl`) instead of stopping the load. A conversation another
+    one holds whole (a log with a line per call) is left out before the limit counts, and listed
+    in ``folded`` (:func:`oilbird.data.overlaps.fold_overlaps`)."""
     if limit is not None and limit < 1:
         raise DataError("--limit must be >= 1")
     name = str(data)
@@ -334,6 +337,9 @@ def load_conversations(data: str | Path, limit: int | None = None,
         if not p.is_file():
             raise DataError(f"'{name}': not a known conversation set ({', '.join(NAMED)}) and no such file")
         convs = read_jsonl(p, skipped=skipped)
+    convs, gone = fold_overlaps(convs)
+    if folded is not None:
+        folded += gone
     return convs[:limit] if limit is not None else convs
 
 

@@ -1,0 +1,51 @@
+"""Recordings that hold one conversation several times, folded into one.
+
+A gateway that logs every API call writes one line per call, each holding the whole history so
+far: the conversation's first turns then stand on many lines. Replayed as they are, each turn
+would be replayed again on every later line, drafted the second time from the store that already
+holds its first replay, and tau would count the copy. So a conversation whose messages are the
+start of another's (or, message for message, equal to an earlier one's) is left out: the longer
+one replays every turn of it once.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .conversations import Conversation
+
+
+def _key(m: dict) -> tuple:
+    return m["role"], m["content"], m.get("tool_calls", ()), m.get("name")
+
+
+def fold_overlaps(convs: list[Conversation]) -> tuple[list[Conversation], list[dict]]:
+    """(the conversations no other one holds, in order; one ``{"id", "into", "source"}`` per
+    conversation left out, ``into`` naming the kept one that holds all its messages).
+    Linear in the messages: every proper prefix is hashed once, and a hash match is checked
+    message by message."""
+    keys = [[_key(m) for m in c.messages] for c in convs]
+    full: list[int] = []
+    holders: dict[int, list[int]] = {}      # a proper prefix's hash -> the conversations it starts
+    first: dict[int, list[int]] = {}        # a whole conversation's hash -> the conversations it is
+    for j, ks in enumerate(keys):
+        h = 0
+        for n, k in enumerate(ks):
+            h = hash((h, k))
+            if n < len(ks) - 1:
+                holders.setdefault(h, []).append(j)
+        full.append(h)
+        first.setdefault(h, []).append(j)
+    kept, folded = [], []
+    for i, c in enumerate(convs):
+        n = len(keys[i])
+        held = [j for j in holders.get(full[i], ()) if keys[j][:n] == keys[i]]
+        # the longest that holds it (the first of equal ones): a conversation that is kept
+        into = min(held, key=lambda j: (-len(keys[j]), j)) if held else None
+        if into is None:
+            into = next((j for j in first[full[i]] if j < i and keys[j] == keys[i]), None)
+        if into is None:
+            kept.append(c)
+        else:
+            folded.append({"id": c.id, "into": convs[into].id, "source": c.source})
+    return kept, folded
