@@ -369,7 +369,7 @@ def _replay(args) -> int:
     t0 = time.perf_counter()
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]
     timing = {"encode_seconds": time.perf_counter() - t0, "matmul": matmul_gflops(lm)}
-    recorded_by = ", ".join(sorted({c.model or "unknown" for c in convs}))
+    recorded_by = ", ".join(sorted({c.model or "an unnamed model" for c in convs}))
     mode = "exact" if args.exact else "fast"
     teacher = TeacherForcer(Verifier(lm), window=args.window, cache=disk) if mode == "fast" else None
     planned = sum(len(t) for t in turns)
@@ -514,8 +514,9 @@ def main(argv: list[str] | None = None) -> int:
                                    "the recorded outputs, whose verdict is the recording's. docs/replay.md says how.")
     p.add_argument("--data", default="agent-builtin",
                    help="agent-builtin (generated here) | agent-builtin-long (the same, ~6k-token system prompt) | "
-                        "agent-transcripts, api-bank-dialogues (../shared/data) | a JSONL file of "
-                        "conversations (one per line, OpenAI-style messages with tool calls)")
+                        "agent-transcripts, api-bank-dialogues (../shared/data) | a .jsonl or .jsonl.gz file of "
+                        "conversations, or a folder of them (one per line; OpenAI chat, OpenAI Responses or "
+                        "Anthropic Messages spellings of tool calls: docs/replay.md, Input)")
     p.add_argument("--methods", default="ar,goose,oilbird",
                    help="comma-separated methods, each once (default ar,goose,oilbird): ar, suffix-arctic and the "
                         "presets (hf-pld and hf-greedy cannot replay)")

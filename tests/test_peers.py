@@ -317,3 +317,27 @@ def test_report_says_whose_numbers_a_file_holds():
     assert whose({"model": "m", "replay": True, "recorded_by": "gpt-4o"}).startswith("labels on gpt-4o's")
     assert whose({"model": "m"}) == "m's own greedy outputs"
     assert whose({"replay": 3}) == "" and whose({}) == ""
+
+
+def test_report_on_a_replay_prints_what_the_replay_said_besides_its_numbers(tmp_path, capsys):
+    """Turns left out and the note on what replay under-states travel with the numbers: a
+    report of the folder prints them, and points at a diagnosis.json beside it."""
+    from oilbird.evaluation.report import main, replay_caveats
+    rp = {"mode": "fast", "recorded_by": "gpt-4o", "windowed_turns": 3, "note": "replay under-states X",
+          "skipped_over_context": {"conversations": 2, "turns": 9}}
+    res = {"model": "m", "replay": rp, "skipped_bad_lines": [{"file": "f", "line": 2, "error": "e"}],
+           "folded_conversations": [{"id": "a", "into": "b", "source": "f:1"}] * 2}
+    lines = replay_caveats(res)
+    assert lines == ["2 conversations (9 turns) longer than the model's context were skipped",
+                     "1 bad lines (or files) of the recording left out (--skip-bad); listed under skipped_bad_lines",
+                     "2 conversations left out: another one holds each whole; listed under folded_conversations",
+                     "3 turns past the model's context read windowed states", "replay under-states X"]
+    assert replay_caveats({"model": "m"}) == [] and replay_caveats({"replay": True}) == []
+    import json
+    r = {"model": "m", "replay": rp, "methods": {"goose": {"tau": 2.0, "tokens_per_s": None, "lossless": True}}}
+    (tmp_path / "results.json").write_text(json.dumps(r))
+    (tmp_path / "diagnosis.json").write_text("{}")
+    assert main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "note: 2 conversations (9 turns) longer than the model's context were skipped" in out
+    assert "note: replay under-states X" in out and "diagnosis.json is beside it" in out

@@ -522,7 +522,7 @@ def replay_conversations(lm, conversations, methods: Sequence[str]) -> list[Requ
     context = int(getattr(lm.model.config, "max_position_embeddings", 0) or 0) or 10 ** 9
     turns = [t for t in (encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in conversations)
              if fits(t, context)]
-    recorded_by = ", ".join(sorted({c.model or "unknown" for c in conversations}))
+    recorded_by = ", ".join(sorted({c.model or "an unnamed model" for c in conversations}))
     traces: list[RequestTrace] = []
     replay(turns, list(methods), Verifier(lm), mode="fast", trace=True, recorded_by=recorded_by,
            on_request=lambda trs, _res: traces.extend(trs))

@@ -410,6 +410,29 @@ def whose(res: dict) -> str:
     return ""
 
 
+def replay_caveats(res: dict) -> list[str]:
+    """What a replay's results.json says besides its numbers, as the replay printed it: turns
+    left out (past the context, bad lines, conversations another holds whole), turns read with
+    windowed states, and the note on which sources replay under-states. [] for anything else."""
+    rp = res.get("replay")
+    if not isinstance(rp, dict):
+        return []
+    out = []
+    over = rp.get("skipped_over_context") if isinstance(rp.get("skipped_over_context"), dict) else {}
+    if over.get("conversations"):
+        out.append(f"{over['conversations']} conversations ({over.get('turns', '?')} turns) longer than the "
+                   "model's context were skipped")
+    for key, what in (("skipped_bad_lines", "bad lines (or files) of the recording left out (--skip-bad)"),
+                      ("folded_conversations", "conversations left out: another one holds each whole")):
+        if isinstance(res.get(key), list) and res[key]:
+            out.append(f"{len(res[key])} {what}; listed under {key}")
+    if rp.get("windowed_turns"):
+        out.append(f"{rp['windowed_turns']} turns past the model's context read windowed states")
+    if isinstance(rp.get("note"), str):
+        out.append(rp["note"])
+    return out
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluation.report") -> int:
     """``report DIR/results.json`` (or DIR): the Markdown tables of docs/results.md (a replay's
     with whose outputs they are). ``report FILE.jsonl[.gz]``: a trace file's tau and tokens by
@@ -435,6 +458,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
               f"{res.get('n_requests_planned', '?')} {unit} done; the numbers are theirs")
     if whose(res):
         print(f"({whose(res)})")
+    for line in replay_caveats(res):
+        print(f"note: {line}")
+    beside = Path(args.results) / "diagnosis.json"
+    if kind == "bench" and beside.is_file():
+        print(f"note: {beside} is beside it (the diagnosis and funnel): python -m oilbird report {beside}")
     if kind == "diagnosis":
         from .diagnose import summary_lines
         print("\n".join(summary_lines(res)))           # what diagnose printed: the table, copy-oracle tau
