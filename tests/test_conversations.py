@@ -495,6 +495,29 @@ def test_responses_api_items_are_read_as_the_openai_form():
     assert c2.messages[2]["content"] == "Checking."
     assert c2.messages[2]["tool_calls"] == (ToolCall("find_order", "{\"order_id\": \"A1\",  \"full\": true}"),
                                             ToolCall("find_user", "{}"))
+    # reasoning between the message and its call does not split the turn
+    d["messages"].insert(3, {"type": "reasoning", "id": "rs_2", "summary": []})
+    assert conversation_from_obj(d, "test", "c").messages == c2.messages
+    # the Responses API's top-level instructions are the system prompt, as Anthropic's system
+    d = json.loads(json.dumps(RESPONSES))
+    d["messages"].pop(0)
+    assert conversation_from_obj(d | {"instructions": "Be brief."}, "test", "c").messages == c.messages
+
+
+def test_a_tool_result_logged_parsed_is_its_compact_json_text():
+    """A logger that stored a tool's JSON result parsed (an object or a list of data) gets the
+    text back, compact, as parsed arguments are; text parts stay text, an image is refused."""
+    talk = [{"role": "user", "content": "x"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "f", "arguments": {}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": {"ok": 1, "city": "Tromsø"}},
+            {"role": "tool", "tool_call_id": "c1", "content": [{"a": 1}, 2]},
+            {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "plain"}]},
+            {"role": "assistant", "content": "done"}]
+    c = conversation_from_obj({"messages": talk}, "test", "c")
+    assert [m["content"] for m in c.messages[2:5]] == ['{"ok":1,"city":"Tromsø"}', '[{"a":1},2]', "plain"]
+    talk[2]["content"] = [{"type": "image_url", "image_url": {}}]
+    with pytest.raises(ConversationError, match="message 2: content part 0 is not text"):
+        conversation_from_obj({"messages": talk}, "test", "c")
 
 
 @pytest.mark.parametrize("change, words", [
@@ -678,8 +701,8 @@ def test_a_folder_refuses_its_bad_lines_after_reading_every_file(tmp_path):
 def test_a_log_with_a_line_per_call_is_folded_into_its_conversations(tmp_path):
     """One line per API call, each holding the history so far: every line but the last of a
     conversation is the start of the next one, and would replay its turns again (drafted from
-    their own first replay). They are left out, and said; a copy of a whole conversation under
-    another id is too; two conversations that only begin alike are both kept."""
+    their own first replay). They are left out, and said; two conversations that only begin
+    alike are both kept, and so are two equal ones (one request served twice)."""
     from oilbird.data.overlaps import fold_overlaps
     talk = [{"role": "system", "content": "S"}, {"role": "user", "content": "Find A1."},
             {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "find", "arguments": "{}"}]},
@@ -694,8 +717,8 @@ def test_a_log_with_a_line_per_call_is_folded_into_its_conversations(tmp_path):
     p.write_text("".join(json.dumps(d) + "\n" for d in lines))
     folded: list[dict] = []
     convs = load_conversations(p, folded=folded)
-    assert [c.id for c in convs] == ["other", "call-3"]
-    assert [(f["id"], f["into"]) for f in folded] == [("call-1", "call-3"), ("call-2", "call-3"), ("again", "other")]
+    assert [c.id for c in convs] == ["other", "call-3", "again"]
+    assert [(f["id"], f["into"]) for f in folded] == [("call-1", "call-3"), ("call-2", "call-3")]
     assert folded[0]["source"].endswith("gateway.jsonl:1")
     assert [c.id for c in load_conversations(p, limit=1)] == ["other"]       # folded before the limit counts
     # nothing held by another: all kept, in order

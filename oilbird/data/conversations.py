@@ -158,20 +158,23 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
     if not isinstance(msgs, list) or not msgs:
         raise ConversationError(f"{_where(source, cid)}: needs 'messages', a non-empty list")
     out: list[dict] = []
-    system = d.get("system")                  # Anthropic's spelling: the system prompt beside the messages
-    if system is not None:
-        text = message_text(system, lambda problem: ConversationError(f"{_where(source, cid)}: {problem}"), "'system'")
-        if text:
-            out.append({"role": "system", "content": text})
+    for key in ("system", "instructions"):   # Anthropic's and the Responses API's system prompt, beside the messages
+        if d.get(key) is not None:
+            text = message_text(d[key], lambda problem: ConversationError(f"{_where(source, cid)}: {problem}"), f"'{key}'")
+            if text:
+                out.append({"role": "system", "content": text})
     call_names: dict[str, str] = {}
+    shown = None                              # the last item before this one that is not reasoning
     for i, raw in enumerate(msgs):
         def err(problem, _i=i):
             return ConversationError(f"{_where(source, cid, _i)}: {problem}")
         if not isinstance(raw, dict):
             raise err("not a JSON object")
         if is_item(raw):                       # the Responses API's call, call output or reasoning
-            read_item(raw, err, out, call_names, msgs[i - 1] if i else None)
+            read_item(raw, err, out, call_names, shown)
+            shown = shown if raw["type"] == "reasoning" else raw
             continue
+        shown = raw
         if "role" not in raw and "type" in raw:
             raise err(f"an item of type {raw['type']!r} without a role: replay reads messages (with a role) "
                       f"and the Responses API's {', '.join(ITEMS)} items")

@@ -92,7 +92,11 @@ def read_message(m: dict, err, before: list[dict], call_names: dict[str, str]) -
     ``before``: the normalised messages before it; ``call_names``: every earlier call's name by
     its call id (this message's calls are added)."""
     role = ALIASES.get(m.get("role"), m.get("role"))
-    msg = {"role": role, "content": message_text(m.get("content"), err)}
+    content = m.get("content")
+    if role == "tool" and (isinstance(content, dict) or isinstance(content, list) and content and not any(
+            isinstance(p, str) or isinstance(p, dict) and "type" in p for p in content)):
+        content = json.dumps(content, separators=(",", ":"), ensure_ascii=False)   # a result logged parsed
+    msg = {"role": role, "content": message_text(content, err)}
     calls = m.get("tool_calls") or []
     if m.get("function_call") is not None:         # OpenAI's older spelling of one call
         if role != "assistant":
