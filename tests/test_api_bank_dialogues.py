@@ -107,7 +107,7 @@ def test_a_folder_skips_empty_files_and_refuses_a_bad_one(tmp_path, monkeypatch)
     d = tmp_path / "dialogues"
     d.mkdir()
     write(d / "B-level-1-1.jsonl", DIALOGUE)
-    write(d / "A-level-1-1.jsonl", DIALOGUE[:2])
+    write(d / "A-level-1-1.jsonl", [DIALOGUE[0], {"role": "AI", "text": "Which day?"}])   # not B's start: kept
     (d / "C-level-1-1.jsonl").write_text("")
     (d / "notes.txt").write_text("not a dialogue")
     convs, empty = ab.read_dialogues(d, {})
