@@ -10,18 +10,15 @@ again), which a server's store sees twice too.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .conversations import Conversation
 
 
 def _key(m: dict) -> tuple:
     return m["role"], m["content"], m.get("tool_calls", ()), m.get("name")
 
 
-def fold_overlaps(convs: list[Conversation]) -> tuple[list[Conversation], list[dict]]:
-    """(the conversations whose messages are not the start of another's, in order; one ``{"id",
+def fold_overlaps(convs: list) -> tuple[list, list[dict]]:
+    """``convs``: :class:`~oilbird.data.conversations.Conversation` objects (normalised messages).
+    Returns (the conversations whose messages are not the start of another's, in order; one ``{"id",
     "into", "source"}`` per conversation left out, ``into`` naming the kept one that holds it).
     Linear in the messages: every proper prefix is hashed once, and a hash match is checked
     message by message."""
