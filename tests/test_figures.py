@@ -154,6 +154,10 @@ def test_tree_bonus_only_when_committed_and_labelled_with_its_own_text():
     fig = F.tree_figure(full.cycles[1])
     assert list(by_meta(fig, "bonus").text) == ["E"]
     assert fig.layout.title.text.split(": ", 1)[1].startswith("3 of 4 drafts accepted + bonus")
+    assert "replayed" not in fig.layout.title.text
+    # a replay's tree says in its title whose verdict the counts are (a figure shown on its own)
+    replayed = F.tree_figure(full.cycles[1], replay=True).layout.title.text
+    assert "replayed (the recording decides)" in replayed and "3 of 4 drafts accepted + bonus" in replayed
     assert "stops here" not in F.counter_html(full, 1)
     assert list(by_meta(F.tree_figure(request_oilbird().cycles[0]), "bonus").text) == ["Hi"]   # prefill
 

@@ -130,7 +130,9 @@ def test_notebook_03_example_commands_describe_the_same_requests():
 def test_notebook_02_says_what_cycle_0_and_the_gap_labels_are():
     text = " ".join(" ".join(c.source.split()) for c in _nb("02_step_through_api_bank.ipynb").cells
                     if c.cell_type == "markdown")
-    assert "Cycle 0 is the prefill" in text and "opens on cycle 1" in text
+    assert "Cycle 0 is the prefill" in text and "The stepper opens where the app opens" in text
+    assert "opens on cycle 1" not in text          # it jumps to the clearest gap moment (cell 6)
+    assert "run `01_identifiability_gap.ipynb` first" in text and "tau (tokens committed per verify forward)" in text
     assert "labels describe the output, not the method" in text
 
 

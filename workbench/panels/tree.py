@@ -210,7 +210,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     extra = [x for x in shown_sources(set(groups) | set(keyed)) if x not in ALL_SOURCES]
     data.extend(legend_marker(src, s) for src in list(ALL_SOURCES) + extra)
 
-    head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}"
+    head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}" + (
+        " · replayed (the recording decides)" if replay else "")
     notes = []
     if n:
         counts, stop = verdict_parts(cycle)
