@@ -527,6 +527,18 @@ def test_metrics_panels():
     assert len(fig.layout.shapes) == 3 and fig.layout.shapes[0].x0 == 1
 
 
+def test_a_replay_says_so_in_the_titles_of_figures_shown_on_their_own():
+    """A notebook shows the metrics and the comparison outside the stepper, whose header names the
+    replay: their titles say whose tokens the counts are."""
+    from dataclasses import replace
+    meta = {"replay": {"mode": "fast", "recorded_by": "gpt-4o"}}
+    a, b = replace(request_oilbird(), meta=meta), replace(request_goose(), meta=meta)
+    assert "a fast replay: the recording's tokens, the local model's drafts" in F.metrics_figure(a).layout.title.text
+    assert "replayed (the recording decides)" in F.compare_figure(a, b).layout.title.text
+    assert "replay" not in F.metrics_figure(request_oilbird()).layout.title.text
+    assert "replayed" not in F.compare_figure(request_oilbird(), request_goose()).layout.title.text
+
+
 def test_compare_side_by_side_same_request_only():
     a, b = request_oilbird(), request_goose()
     fig = F.compare_figure(a, b)

@@ -90,7 +90,8 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         axes[axis_key(ys)]["visible"] = False
     axes["yaxis"]["title"] = {"text": "tokens"}
     diff = first_difference(a.output_ids, b.output_ids)
-    title = f"{html.escape(a.method)} vs {html.escape(b.method)} · {html.escape(a.request_id)}"
+    title = f"{html.escape(a.method)} vs {html.escape(b.method)} · {html.escape(a.request_id)}" + (
+        " · replayed (the recording decides)" if a.meta.get("replay") else "")
     if diff is None:
         title += " · identical outputs"
     else:

@@ -61,7 +61,8 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     # two lines: the panel is half the page wide in the app, and one line was cut off there
     title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
-             f"tokens / {request.forwards} forwards)</span>")
+             f"tokens / {request.forwards} forwards" + (
+                 f"; a {mode} replay: the recording's tokens, the local model's drafts" if mode else "") + ")</span>")
     layout = panel_layout(s, title, height=max(s.height, 500), barmode="stack", shapes=shapes,
                      margin={"l": 40, "r": 10, "t": 80, "b": 40},
                      legend={"title": {"text": stage_key}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
