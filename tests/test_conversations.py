@@ -466,6 +466,16 @@ def test_a_bad_anthropic_message_is_refused_by_its_own_index(change, words):
         assert w in str(exc.value)
 
 
+def test_anthropic_blocks_are_refused_by_their_own_index_and_thinking_alone_is_no_turn():
+    d = json.loads(json.dumps(ANTHROPIC))
+    d["messages"][1]["content"].append({"type": "image", "source": {}})      # block 2 of [thinking, tool_use, image]
+    with pytest.raises(ConversationError, match="message 1: content part 2 is not text \\(type 'image'\\)"):
+        conversation_from_obj(d, "f.jsonl:3", "c")
+    d = json.loads(json.dumps(ANTHROPIC))
+    d["messages"].insert(3, {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]})
+    assert conversation_from_obj(d, "t", "c").messages == conversation_from_obj(ANTHROPIC, "t", "c").messages
+
+
 def test_a_bad_top_level_system_prompt_is_refused_by_name():
     with pytest.raises(ConversationError, match=r"'log-7': 'system' must be a string, null or a list of text parts, not int"):
         conversation_from_obj(ANTHROPIC | {"system": 3}, "f.jsonl:3", "c")
@@ -515,6 +525,12 @@ def test_a_tool_result_logged_parsed_is_its_compact_json_text():
             {"role": "assistant", "content": "done"}]
     c = conversation_from_obj({"messages": talk}, "test", "c")
     assert [m["content"] for m in c.messages[2:5]] == ['{"ok":1,"city":"Tromsø"}', '[{"a":1},2]', "plain"]
+    # data that merely looks like parts (records with a "type" of their own, strings), an empty
+    # list and scalars are data too
+    for data, text in (([{"type": "flight", "no": 1}], '[{"type":"flight","no":1}]'), (["SFO", "LAX"], '["SFO","LAX"]'),
+                       ([], "[]"), (3, "3"), (True, "true")):
+        talk[3]["content"] = data
+        assert conversation_from_obj({"messages": talk}, "test", "c").messages[3]["content"] == text
     talk[2]["content"] = [{"type": "image_url", "image_url": {}}]
     with pytest.raises(ConversationError, match="message 2: content part 0 is not text"):
         conversation_from_obj({"messages": talk}, "test", "c")
@@ -717,10 +733,17 @@ def test_a_log_with_a_line_per_call_is_folded_into_its_conversations(tmp_path):
     p.write_text("".join(json.dumps(d) + "\n" for d in lines))
     folded: list[dict] = []
     convs = load_conversations(p, folded=folded)
-    assert [c.id for c in convs] == ["other", "call-3", "again"]
+    # a kept conversation stands where its first call stood: sessions in the order they began
+    assert [c.id for c in convs] == ["call-3", "other", "again"]
     assert [(f["id"], f["into"]) for f in folded] == [("call-1", "call-3"), ("call-2", "call-3")]
     assert folded[0]["source"].endswith("gateway.jsonl:1")
-    assert [c.id for c in load_conversations(p, limit=1)] == ["other"]       # folded before the limit counts
+    folded = []
+    assert [c.id for c in load_conversations(p, limit=1, folded=folded)] == ["call-3"]   # folded, then the limit
+    assert len(folded) == 2
+    # a fold into a conversation the limit leaves out is not reported as replayed by it
+    p.write_text("".join(json.dumps(d) + "\n" for d in [lines[2], lines[0], lines[3]]))
+    folded = []
+    assert [c.id for c in load_conversations(p, limit=1, folded=folded)] == ["other"] and folded == []
     # nothing held by another: all kept, in order
     kept, gone = fold_overlaps(convs)
     assert kept == convs and gone == []

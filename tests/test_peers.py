@@ -341,3 +341,5 @@ def test_report_on_a_replay_prints_what_the_replay_said_besides_its_numbers(tmp_
     out = capsys.readouterr().out
     assert "note: 2 conversations (9 turns) longer than the model's context were skipped" in out
     assert "note: replay under-states X" in out and "diagnosis.json is beside it" in out
+    assert main([str(tmp_path / "results.json")]) == 0                  # the file itself, not its folder
+    assert "diagnosis.json is beside it" in capsys.readouterr().out

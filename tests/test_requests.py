@@ -104,6 +104,10 @@ def test_skip_then_limit_selects_a_later_slice():
      ["the last message is the assistant's", "python -m oilbird replay --data FILE"]),
     ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [{"name": "f"}]},
       {"role": "tool", "content": "{}"}], ["an agent's recorded turns", "python -m oilbird replay --data FILE"]),
+    ([{"role": "user", "content": "hi"}, {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}],
+     ["an agent's recorded turns"]),
+    ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}],
+     ["an agent's recorded turns"]),
 ])
 def test_a_recorded_conversation_given_as_live_requests_points_to_replay(tmp_path, messages, words):
     """bench, trace and serve-bench decode live requests: a recorded conversation (its assistant

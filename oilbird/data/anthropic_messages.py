@@ -10,7 +10,10 @@ Anthropic's logs keep a conversation's system prompt beside its messages (a top-
   result, a ``tool`` message of its own (the user's text blocks, if any, follow them as a user
   message);
 * ``thinking`` and ``redacted_thinking`` blocks are left out: chat templates do not render them,
-  so later turns' prompts never hold them, and the turn is replayed as what it showed.
+  so later turns' prompts never hold them, and the turn is replayed as what it showed (an
+  assistant message of thinking alone is no turn at all);
+* an assistant message's text blocks are joined and its calls follow them, as the one rendered
+  form has them (:mod:`oilbird.data.conversations`): text written after a call moves before it.
 
 A message without such blocks passes through untouched, so one file may mix both spellings.
 """
@@ -33,9 +36,16 @@ def from_blocks(m: dict, err) -> list[dict]:
     if m.get("tool_calls") or m.get("function_call"):
         raise err("tool calls both as 'tool_use' blocks and as 'tool_calls': give the calls once")
     kinds = {b.get("type") for b in blocks if isinstance(b, dict)}
+    for j, b in enumerate(blocks):           # checked here, where a block's index is still its own
+        if not (isinstance(b, str) or isinstance(b, dict) and (b.get("type") in BLOCKS or
+                                                               isinstance(b.get("text"), str) and b.get("type") == "text")):
+            kind = b.get("type") if isinstance(b, dict) else type(b).__name__
+            raise err(f"content part {j} is not text (type {kind!r}); only text can be replayed")
     if role == "assistant":
         if "tool_result" in kinds:
             raise err("an assistant message carries a 'tool_result' block (tool results come in user messages)")
+        if all(isinstance(b, dict) and b.get("type") in HIDDEN for b in blocks):
+            return []                         # thinking alone: nothing the turn showed, no turn to replay
         text = [b for b in blocks if not (isinstance(b, dict) and b.get("type") in BLOCKS)]
         calls = [{"id": b.get("id"), "name": b.get("name"), "arguments": b.get("input", {})}
                  for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]

@@ -341,9 +341,11 @@ def load_conversations(data: str | Path, limit: int | None = None, skipped: list
             raise DataError(f"'{name}': not a known conversation set ({', '.join(NAMED)}) and no such file")
         convs = read_jsonl(p, skipped=skipped)
     convs, gone = fold_overlaps(convs)
-    if folded is not None:
-        folded += gone
-    return convs[:limit] if limit is not None else convs
+    convs = convs[:limit] if limit is not None else convs
+    if folded is not None:                    # those a conversation within the limit replays
+        ids = {c.id for c in convs}
+        folded += [f for f in gone if f["into"] in ids]
+    return convs
 
 
 # ---------------------------------------------------------------- the one text form

@@ -35,6 +35,13 @@ class ToolCall:
         return parsed if isinstance(parsed, dict) else None
 
 
+# the content-part types of the chat APIs: a list of these is a message's parts (only the text
+# ones replay); a tool result's list of anything else is data logged parsed (its JSON is the text)
+TEXT_PARTS = ("text", "input_text", "output_text")
+PARTS = TEXT_PARTS + ("image", "image_url", "input_image", "input_audio", "audio", "file", "input_file",
+                      "document", "refusal")
+
+
 def message_text(content, err, what: str = "'content'") -> str:
     """A message's text: a string, null (-> ""), or a list of text parts joined. ``what``
     names the field in the error (Anthropic's top-level ``'system'`` is read the same way)."""
@@ -48,7 +55,7 @@ def message_text(content, err, what: str = "'content'") -> str:
             if isinstance(part, str):
                 parts.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str) and \
-                    part.get("type", "text") in ("text", "input_text", "output_text"):
+                    part.get("type", "text") in TEXT_PARTS:
                 parts.append(part["text"])
             else:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
@@ -93,8 +100,9 @@ def read_message(m: dict, err, before: list[dict], call_names: dict[str, str]) -
     its call id (this message's calls are added)."""
     role = ALIASES.get(m.get("role"), m.get("role"))
     content = m.get("content")
-    if role == "tool" and (isinstance(content, dict) or isinstance(content, list) and content and not any(
-            isinstance(p, str) or isinstance(p, dict) and "type" in p for p in content)):
+    if role == "tool" and content is not None and not isinstance(content, str) and not (
+            isinstance(content, list) and content and all(isinstance(p, dict) and p.get("type") in PARTS
+                                                          for p in content)):
         content = json.dumps(content, separators=(",", ":"), ensure_ascii=False)   # a result logged parsed
     msg = {"role": role, "content": message_text(content, err)}
     calls = m.get("tool_calls") or []

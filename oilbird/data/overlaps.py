@@ -18,10 +18,11 @@ def _key(m: dict) -> tuple:
 
 def fold_overlaps(convs: list) -> tuple[list, list[dict]]:
     """``convs``: :class:`~oilbird.data.conversations.Conversation` objects (normalised messages).
-    Returns (the conversations whose messages are not the start of another's, in order; one ``{"id",
-    "into", "source"}`` per conversation left out, ``into`` naming the kept one that holds it).
-    Linear in the messages: every proper prefix is hashed once, and a hash match is checked
-    message by message."""
+    Returns (the conversations whose messages are not the start of another's, each where the
+    first line it holds stood, so a per-call log's sessions keep the order they began in; one
+    ``{"id", "into", "source"}`` per conversation left out, ``into`` naming the kept one that
+    holds it). Every proper prefix is hashed once; a conversation's holders are tried longest
+    first, and the first that holds it message by message (a hash can collide) is the one."""
     keys = [[_key(m) for m in c.messages] for c in convs]
     full: list[int] = []
     holders: dict[int, list[int]] = {}      # a proper prefix's hash -> the conversations it starts
@@ -32,14 +33,17 @@ def fold_overlaps(convs: list) -> tuple[list, list[dict]]:
             if n < len(ks) - 1:
                 holders.setdefault(h, []).append(j)
         full.append(h)
-    kept, folded = [], []
-    for i, c in enumerate(convs):
+    into: dict[int, int] = {}
+    for i in range(len(convs)):
         n = len(keys[i])
-        held = [j for j in holders.get(full[i], ()) if keys[j][:n] == keys[i]]
-        # the longest that holds it (the first of equal ones): one that is kept
-        into = min(held, key=lambda j: (-len(keys[j]), j)) if held else None
-        if into is None:
-            kept.append(c)
-        else:
-            folded.append({"id": c.id, "into": convs[into].id, "source": c.source})
+        # the longest that holds it (the first of equal ones) is never held itself: one that is kept
+        for j in sorted(holders.get(full[i], ()), key=lambda j: (-len(keys[j]), j)):
+            if keys[j][:n] == keys[i]:
+                into[i] = j
+                break
+    first: dict[int, int] = {}               # a kept conversation -> the first line it holds
+    for i in range(len(convs)):
+        first.setdefault(into.get(i, i), i)
+    kept = [convs[j] for j in sorted(first, key=first.get)]
+    folded = [{"id": convs[i].id, "into": convs[j].id, "source": convs[i].source} for i, j in sorted(into.items())]
     return kept, folded

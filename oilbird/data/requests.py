@@ -175,6 +175,9 @@ def _one_json_document(p: Path, text: str) -> list[tuple[int | None, int | None,
 REPLAY_HINT = ("a recorded conversation is replayed turn by turn with `python -m oilbird replay --data FILE` "
                "(docs/replay.md)")
 
+# what marks an agent's recorded turns: the Responses API's items, Anthropic's content blocks
+RECORDED_ITEMS = ("function_call", "function_call_output", "tool_use", "tool_result")
+
 # the fields a request object is read from (_request_from_obj)
 _REQUEST_KEYS = {"messages", "prompt", "question", "turns"}
 
@@ -192,8 +195,10 @@ def _request_from_obj(d, dataset: str, index: int, fail) -> Request:
                 isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role"), str)
                 and m["role"] for m in msgs)):
             recorded = isinstance(msgs, list) and any(isinstance(m, dict) and (
-                m.get("tool_calls") or m.get("function_call") or m.get("role") in ("assistant", "tool", "function")
-                and not isinstance(m.get("content"), str)) for m in msgs)
+                m.get("tool_calls") or m.get("function_call") or m.get("type") in RECORDED_ITEMS
+                or m.get("role") in ("assistant", "tool", "function") and not isinstance(m.get("content"), str)
+                or isinstance(m.get("content"), list) and any(isinstance(b, dict) and b.get("type") in RECORDED_ITEMS
+                                                              for b in m["content"])) for m in msgs)
             fail("'messages' must be a non-empty list of {role, content} (text)" + (
                 f"; these are an agent's recorded turns (tool calls and results): {REPLAY_HINT}" if recorded else ""))
         if msgs[-1]["role"] == "assistant":

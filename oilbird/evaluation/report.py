@@ -460,7 +460,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
         print(f"({whose(res)})")
     for line in replay_caveats(res):
         print(f"note: {line}")
-    beside = Path(args.results) / "diagnosis.json"
+    given = Path(args.results)
+    beside = (given if given.is_dir() else given.parent) / "diagnosis.json"
     if kind == "bench" and beside.is_file():
         print(f"note: {beside} is beside it (the diagnosis and funnel): python -m oilbird report {beside}")
     if kind == "diagnosis":
