@@ -19,6 +19,8 @@ A message without such blocks passes through untouched, so one file may mix both
 """
 from __future__ import annotations
 
+from .openai_messages import message_text
+
 BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 HIDDEN = ("thinking", "redacted_thinking")
 
@@ -36,17 +38,12 @@ def from_blocks(m: dict, err) -> list[dict]:
     if m.get("tool_calls") or m.get("function_call"):
         raise err("tool calls both as 'tool_use' blocks and as 'tool_calls': give the calls once")
     kinds = {b.get("type") for b in blocks if isinstance(b, dict)}
-    for j, b in enumerate(blocks):           # checked here, where a block's index is still its own
-        if not (isinstance(b, str) or isinstance(b, dict) and (b.get("type") in BLOCKS or
-                                                               isinstance(b.get("text"), str) and b.get("type") == "text")):
-            kind = b.get("type") if isinstance(b, dict) else type(b).__name__
-            raise err(f"content part {j} is not text (type {kind!r}); only text can be replayed")
+    text = message_text(blocks, err, skip=BLOCKS)        # the text blocks, a refused one by its own index
     if role == "assistant":
         if "tool_result" in kinds:
             raise err("an assistant message carries a 'tool_result' block (tool results come in user messages)")
         if all(isinstance(b, dict) and b.get("type") in HIDDEN for b in blocks):
             return []                         # thinking alone: nothing the turn showed, no turn to replay
-        text = [b for b in blocks if not (isinstance(b, dict) and b.get("type") in BLOCKS)]
         calls = [{"id": b.get("id"), "name": b.get("name"), "arguments": b.get("input", {})}
                  for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
         out = {"role": "assistant", "content": text}
@@ -58,5 +55,4 @@ def from_blocks(m: dict, err) -> list[dict]:
         raise err("a user message carries a 'tool_use' block (tool calls come in assistant messages)")
     results = [{"role": "tool", "tool_call_id": b.get("tool_use_id"), "content": b.get("content")}
                for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-    text = [b for b in blocks if not (isinstance(b, dict) and b.get("type") in BLOCKS)]
     return results + ([{"role": "user", "content": text}] if text else [])

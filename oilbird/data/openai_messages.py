@@ -42,9 +42,11 @@ PARTS = TEXT_PARTS + ("image", "image_url", "input_image", "input_audio", "audio
                       "document", "refusal")
 
 
-def message_text(content, err, what: str = "'content'") -> str:
+def message_text(content, err, what: str = "'content'", skip: tuple = ()) -> str:
     """A message's text: a string, null (-> ""), or a list of text parts joined. ``what``
-    names the field in the error (Anthropic's top-level ``'system'`` is read the same way)."""
+    names the field in the error (Anthropic's top-level ``'system'`` is read the same way);
+    parts whose type is in ``skip`` are passed over (Anthropic's tool and thinking blocks, read
+    apart), so a refused part is named by its own index."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -52,6 +54,8 @@ def message_text(content, err, what: str = "'content'") -> str:
     if isinstance(content, list):
         parts = []
         for j, part in enumerate(content):
+            if isinstance(part, dict) and part.get("type") in skip:
+                continue
             if isinstance(part, str):
                 parts.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str) and \

@@ -11,7 +11,6 @@ again), which a server's store sees twice too.
 from __future__ import annotations
 
 
-
 def _key(m: dict) -> tuple:
     return m["role"], m["content"], m.get("tool_calls", ()), m.get("name")
 

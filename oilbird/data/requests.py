@@ -178,6 +178,17 @@ REPLAY_HINT = ("a recorded conversation is replayed turn by turn with `python -m
 # what marks an agent's recorded turns: the Responses API's items, Anthropic's content blocks
 RECORDED_ITEMS = ("function_call", "function_call_output", "tool_use", "tool_result")
 
+def _recorded_turn(m: dict) -> bool:
+    """Is message ``m`` one of an agent's recorded turns (a call, a result, an item or block of
+    one), which a live request cannot hold?"""
+    content = m.get("content")
+    if m.get("tool_calls") or m.get("function_call") or m.get("type") in RECORDED_ITEMS:
+        return True
+    if m.get("role") in ("assistant", "tool", "function") and not isinstance(content, str):
+        return True
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in RECORDED_ITEMS for b in content)
+
+
 # the fields a request object is read from (_request_from_obj)
 _REQUEST_KEYS = {"messages", "prompt", "question", "turns"}
 
@@ -194,11 +205,7 @@ def _request_from_obj(d, dataset: str, index: int, fail) -> Request:
         if not (isinstance(msgs, list) and msgs and all(
                 isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role"), str)
                 and m["role"] for m in msgs)):
-            recorded = isinstance(msgs, list) and any(isinstance(m, dict) and (
-                m.get("tool_calls") or m.get("function_call") or m.get("type") in RECORDED_ITEMS
-                or m.get("role") in ("assistant", "tool", "function") and not isinstance(m.get("content"), str)
-                or isinstance(m.get("content"), list) and any(isinstance(b, dict) and b.get("type") in RECORDED_ITEMS
-                                                              for b in m["content"])) for m in msgs)
+            recorded = isinstance(msgs, list) and any(isinstance(m, dict) and _recorded_turn(m) for m in msgs)
             fail("'messages' must be a non-empty list of {role, content} (text)" + (
                 f"; these are an agent's recorded turns (tool calls and results): {REPLAY_HINT}" if recorded else ""))
         if msgs[-1]["role"] == "assistant":

@@ -13,7 +13,7 @@ from oilbird.trace import RequestTrace
 from ..palette import BONUS, Style, primary_source, shown_sources, source_label
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, panel_layout,
                    style_or_default, vline)
-from .provenance import token_cycles, token_sources
+from .provenance import REPLAYED, token_cycles, token_sources
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -91,7 +91,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     axes["yaxis"]["title"] = {"text": "tokens"}
     diff = first_difference(a.output_ids, b.output_ids)
     title = f"{html.escape(a.method)} vs {html.escape(b.method)} · {html.escape(a.request_id)}" + (
-        " · replayed (the recording decides)" if a.meta.get("replay") else "")
+        REPLAYED if a.meta.get("replay") else "")
     if diff is None:
         title += " · identical outputs"
     else:

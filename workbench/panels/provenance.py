@@ -14,6 +14,10 @@ from ..palette import BONUS, shown_sources
 NO_CYCLES = "no cycle records in this trace: no draft trees to step through"
 
 
+# a title's mark on a replayed request's figure (its numbers are the recording's verdicts)
+REPLAYED = " · replayed (the recording decides)"
+
+
 def replay_note(request: RequestTrace) -> str:
     """For a replayed request (``python -m oilbird replay``), what its numbers are: the drafts
     are the local model's drafter's, the verdict is the recording's. Empty for a live trace.

@@ -19,7 +19,7 @@ from oilbird.trace import CycleTrace
 from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, STATUS_STYLES, Style, primary_source,
                        shown_sources, source_label, source_symbol)
 from .base import centred_note, esc, figure, legend_marker, panel_layout, style_or_default
-from .provenance import bonus_committed, committed_drafts, output_stops, verdict_parts
+from .provenance import REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
 
 
 def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
@@ -211,7 +211,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     data.extend(legend_marker(src, s) for src in list(ALL_SOURCES) + extra)
 
     head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}" + (
-        " · replayed (the recording decides)" if replay else "")
+        REPLAYED if replay else "")
     notes = []
     if n:
         counts, stop = verdict_parts(cycle)
