@@ -470,6 +470,42 @@ def test_anthropic_blocks_are_refused_by_their_own_index_and_thinking_alone_is_n
     assert conversation_from_obj(d, "t", "c").messages == conversation_from_obj(ANTHROPIC, "t", "c").messages
 
 
+def _as_anthropic(d: dict) -> dict:
+    """A conversation of the agent-transcripts spelling respelt as Anthropic's Messages API logs it."""
+    msgs, system, last_id = [], None, {}
+    for m in d["messages"]:
+        if m["role"] == "system" and system is None and not msgs:
+            system = m["content"]
+        elif m["role"] == "assistant":
+            blocks = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+            for tc in m.get("tool_calls") or []:
+                last_id[tc["name"]] = f"toolu_{len(last_id)}_{tc['name']}"
+                blocks.append({"type": "tool_use", "id": last_id[tc["name"]], "name": tc["name"], "input": tc["arguments"]})
+            msgs.append({"role": "assistant", "content": blocks})
+        elif m["role"] == "tool":
+            msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": last_id[m["name"]],
+                                                     "content": m["content"]}]})
+        else:
+            msgs.append(m)
+    return {"id": d["id"], "model": d.get("model"), "system": system, "messages": msgs}
+
+
+def test_the_recorded_airline_set_respelt_as_anthropic_reads_the_same():
+    """All 100 recorded conversations, respelt in Anthropic's form, normalise to the same messages
+    (arguments compared parsed: a parsed ``input`` cannot carry the recording's spacing)."""
+    path = data_root() / "agent-transcripts" / "tau-airline.jsonl"
+    if not path.is_file():
+        pytest.skip("agent transcripts not found in the shared data (never committed here)")
+
+    def norm(c):
+        return [(m["role"], m["content"], m.get("name"), tuple((t.name, t.arguments) for t in m.get("tool_calls", ())))
+                for m in c.messages]
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert len(lines) == 100
+    for d in lines:
+        assert norm(conversation_from_obj(_as_anthropic(d), "a", "c")) == norm(conversation_from_obj(d, "o", "c"))
+
+
 def test_a_bad_top_level_system_prompt_is_refused_by_name():
     with pytest.raises(ConversationError, match=r"'log-7': 'system' must be a string, null or a list of text parts, not int"):
         conversation_from_obj(ANTHROPIC | {"system": 3}, "f.jsonl:3", "c")
