@@ -298,9 +298,10 @@ def _diagnose(args) -> int:
 
 def _serve_bench(args) -> int:
     import json
-    from .serving.serve_bench import check_methods, check_temperature, format_serve_table, run_serve_bench
+    from .serving.serve_bench import check_dtype, check_methods, check_temperature, format_serve_table, run_serve_bench
     methods = check_methods(args.methods)
     temperature = check_temperature(args.temperature)                       # before any engine starts
+    check_dtype(args.dtype)
     sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]     # run_serve_bench checks them
     cfg = None
     if args.oilbird_config:
@@ -311,7 +312,8 @@ def _serve_bench(args) -> int:
     run.check()
     res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, sizes, run.out,
                           k=args.num_spec_tokens, model=args.model, skip=args.skip,
-                          kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg, temperature=temperature)
+                          kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg, temperature=temperature,
+                          dtype=args.dtype, prefix_caching=args.prefix_caching, compile=args.compile)
     print(format_serve_table(res))
     print(f"wrote {run.path('results.json')}")
     return 0 if res["lossless"] or res["lossless"] is None else 1
@@ -502,6 +504,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--oilbird-config", default=None,
                    help='JSON options of the Oilbird proposer, e.g. \'{"budget": 16, "sources": ["suffix", "pld"]}\'')
     p.add_argument("--kv-cache-gb", type=_at_least(1), default=1, help="VLLM_CPU_KVCACHE_SPACE unless already set")
+    p.add_argument("--dtype", default="float32",
+                   help="the engines' dtype: float32 (default: in bfloat16 a near-tie can flip between a one-token "
+                        "and a several-token verify, so an output may differ from no speculation's), bfloat16, "
+                        "float16 or auto (vLLM's choice)")
+    p.add_argument("--prefix-caching", action="store_true",
+                   help="turn vLLM's prefix caching on (cleared before each pass; off by default)")
+    p.add_argument("--compile", action="store_true",
+                   help="let vLLM compile the model instead of running it eagerly; the Oilbird proposer's key "
+                        "then reads the last layer (its layer hook does not fire in a compiled graph; said, "
+                        "and counted as key_layer_missed)")
     p.add_argument("--temperature", default="0",
                    help="vLLM's sampling temperature (0 = greedy, checked token for token); above 0 every "
                         "proposer's drafts go through vLLM's rejection sampler and only acceptance and speed are reported")

@@ -549,6 +549,37 @@ def test_serve_bench_refuses_a_bad_temperature_before_any_engine(capsys, monkeyp
     assert "--temperature must be a number >= 0" in err and len(err.strip().splitlines()) == 1
 
 
+def test_engine_settings_reach_vllm_and_the_table(capsys, monkeypatch, tmp_path):
+    """serve-bench's engines run float32, eager, without prefix caching unless told otherwise;
+    --dtype / --prefix-caching / --compile reach vLLM's arguments and the table says them."""
+    import oilbird.serving.serve_bench as sb
+    from oilbird.__main__ import main
+    spec = {"model": "m", "max_new_tokens": 8, "prompts": [{"ids": [1, 2, 3]}, {"ids": [1] * 10}]}
+    kw = sb.engine_kwargs(spec, {"method": "oilbird", "k": 4, "batch_sizes": [1, 8]})
+    assert (kw["dtype"], kw["enforce_eager"], kw["enable_prefix_caching"]) == ("float32", True, False)
+    assert kw["max_num_seqs"] == 8 and kw["max_model_len"] == 10 + 8 + 4 + 16
+    assert kw["speculative_config"] == {"method": "custom_class", "model": sb.PROPOSER, "num_speculative_tokens": 4}
+    kw = sb.engine_kwargs(spec, {"method": "nospec", "k": 4, "batch_sizes": [1], "dtype": "bfloat16",
+                                 "prefix_caching": True, "compile": True})
+    assert (kw["dtype"], kw["enforce_eager"], kw["enable_prefix_caching"]) == ("bfloat16", False, True)
+    assert "speculative_config" not in kw
+
+    seen = {}
+    monkeypatch.setattr(sb, "run_serve_bench", lambda *a, **k: seen.update(k) or {
+        "batch_sizes": {}, "lossless": True,
+        "engine": {"nospec": {"dtype": "bfloat16", "prefix_caching": True, "compile": False}}})
+    assert main(["serve-bench", "--dtype", "bfloat16", "--prefix-caching", "--out", str(tmp_path / "sb")]) == 0
+    assert (seen["dtype"], seen["prefix_caching"], seen["compile"]) == ("bfloat16", True, False)
+    assert "engines: bfloat16, eager, prefix caching on" in capsys.readouterr().out
+    # a run written before the settings were options still reads
+    assert sb.engine_settings({"enforce_eager": True, "dtype": "float32", "prefix_caching": False}) == \
+        "float32, eager, prefix caching off"
+    monkeypatch.setattr(sb, "run_serve_bench", lambda *a, **k: pytest.fail("engine started"))
+    assert main(["serve-bench", "--dtype", "fp8"]) == 2
+    err = capsys.readouterr().err
+    assert "--dtype must be one of" in err and len(err.strip().splitlines()) == 1
+
+
 def test_an_engine_runs_with_this_checkout_on_its_path():
     """The engine process imports oilbird from this checkout (PYTHONPATH's first entry holds the
     package), whatever the vLLM environment has installed."""

@@ -12,7 +12,8 @@ environment (``scripts/setup_vllm_env.sh``). This module runs in both:
   :func:`engine_run` starts ``vllm.LLM`` once and serves the requests once per batch size: at
   batch 1 one request after another, at batch B all of them with at most B running at once.
   Before each pass every cross-request memory is cleared (Oilbird's store, vLLM's suffix
-  cache; prefix caching is off), so each pass sees the requests fresh and in the same order.
+  cache, the prefix cache where ``--prefix-caching`` turned it on), so each pass sees the
+  requests fresh and in the same order.
 
 Reported per method and batch size (``results.json``): output tokens/s over the pass's wall
 time (prefill included), speedup over no speculation, tokens per engine step (output tokens /
@@ -44,6 +45,13 @@ from pathlib import Path
 METHODS = ("nospec", "ngram", "suffix", "oilbird")
 DEFAULT_VLLM_PYTHON = "~/.venvs/oilbird-vllm/bin/python"
 PROPOSER = "oilbird.serving.vllm.OilbirdProposer"
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+# The engines' settings unless a run names others (``--dtype``, ``--prefix-caching``, ``--compile``).
+# float32: in bfloat16 a near-tie can flip between a one-token and a several-token verify, and an
+# output then differs from no speculation's (docs/serving.md, "Lossless, precisely"); eager: the
+# Oilbird proposer's key reads a layer hook that does not fire inside a compiled graph (it falls back
+# to the last layer, and says so); no prefix caching: no pass reuses another's prompt cache.
+ENGINE_DEFAULTS = {"dtype": "float32", "prefix_caching": False, "compile": False}
 ROOT = Path(__file__).resolve().parents[2]     # the checkout: the folder that holds the oilbird package
 
 
@@ -122,11 +130,14 @@ def _load() -> list[float]:
 def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 16, max_new_tokens: int = 64,
                     batch_sizes=(1, 8), out="runs/serve-bench", k: int = 8, model=None, skip: int = 0,
                     python: str | None = None, kv_cache_gb: int = 1, dtype: str = "float32",
-                    oilbird_config: dict | None = None, timeout_s: int = 3600, temperature: float = 0.0) -> dict:
+                    oilbird_config: dict | None = None, timeout_s: int = 3600, temperature: float = 0.0,
+                    prefix_caching: bool = False, compile: bool = False) -> dict:
     """Serve the workload through vLLM once per method (one engine each) and write
-    ``out/results.json``; returns the results. See the module docstring."""
+    ``out/results.json``; returns the results. See the module docstring; ``dtype``,
+    ``prefix_caching`` and ``compile`` are the engines' settings (:data:`ENGINE_DEFAULTS`)."""
     methods = check_methods(methods)
     temperature = check_temperature(temperature)
+    dtype = check_dtype(dtype)
     batch_sizes = sorted({int(b) for b in batch_sizes})
     if not batch_sizes or batch_sizes[0] < 1:
         raise ValueError("batch sizes must be >= 1")
@@ -143,7 +154,8 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
         env["OILBIRD_VLLM_CONFIG"] = json.dumps(oilbird_config)
     runs = {}
     for m in methods:
-        job = {"method": m, "k": k, "batch_sizes": batch_sizes, "dtype": dtype, "temperature": temperature}
+        job = {"method": m, "k": k, "batch_sizes": batch_sizes, "dtype": dtype, "temperature": temperature,
+               "prefix_caching": bool(prefix_caching), "compile": bool(compile)}
         (out / f"job-{m}.json").write_text(json.dumps(job))
         log = out / f"engine-{m}.log"
         load0 = _load()
@@ -161,6 +173,13 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
     res = summarize(runs, spec, k, temperature)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     return res
+
+
+def check_dtype(dtype: str) -> str:
+    """``dtype`` if vLLM takes it (:data:`DTYPES`), else ValueError (one line)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    return dtype
 
 
 def check_temperature(temperature) -> float:
@@ -238,7 +257,19 @@ def format_serve_table(res: dict) -> str:
                 "also counts what a last step committed past max_tokens")
     if res.get("sampled"):
         rows.append(f"\ntemperature {res['temperature']:g}: {res['sampled']}")
+    said = {engine_settings(e) for e in (res.get("engine") or {}).values() if e}
+    if said:
+        rows.append("\nengines: " + "; ".join(sorted(said)))
     return "\n".join(rows)
+
+
+def engine_settings(engine: dict) -> str:
+    """An engine's settings in words (its ``results.json`` entry; a run before the settings were
+    options recorded ``enforce_eager`` instead of ``compile``)."""
+    e = {**ENGINE_DEFAULTS, **engine}
+    compiled = e["compile"] if "enforce_eager" not in engine else not engine["enforce_eager"]
+    return (f"{e['dtype']}, {'compiled' if compiled else 'eager'}, "
+            f"prefix caching {'on' if e['prefix_caching'] else 'off'}")
 
 
 # -- inside the vLLM environment ------------------------------------------------------------
@@ -302,13 +333,14 @@ def _delta(after: dict, before: dict) -> dict:
     return d
 
 
-def _make_llm(spec: dict, method: str, k: int, max_num_seqs: int, dtype: str = "float32"):
-    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"     # collective_rpc with the functions above
-    from vllm import LLM
+def engine_kwargs(spec: dict, job: dict) -> dict:
+    """``vllm.LLM``'s arguments for one method's engine (pure: the job's engine settings, with
+    :data:`ENGINE_DEFAULTS` for those it does not name)."""
+    method, k, e = job["method"], int(job["k"]), {**ENGINE_DEFAULTS, **job}
     longest = max(len(p["ids"]) for p in spec["prompts"])
-    kw = dict(model=spec["model"], enforce_eager=True, max_num_seqs=max_num_seqs, seed=0,
-              max_model_len=longest + spec["max_new_tokens"] + k + 16, enable_prefix_caching=False,
-              disable_log_stats=False, dtype=dtype)
+    kw = dict(model=spec["model"], enforce_eager=not e["compile"], max_num_seqs=max(job["batch_sizes"]), seed=0,
+              max_model_len=longest + spec["max_new_tokens"] + k + 16, enable_prefix_caching=e["prefix_caching"],
+              disable_log_stats=False, dtype=e["dtype"])
     if method == "ngram":
         kw["speculative_config"] = {"method": "ngram", "num_speculative_tokens": k,
                                     "prompt_lookup_max": 4, "prompt_lookup_min": 1}
@@ -316,7 +348,13 @@ def _make_llm(spec: dict, method: str, k: int, max_num_seqs: int, dtype: str = "
         kw["speculative_config"] = {"method": "suffix", "num_speculative_tokens": k}
     elif method == "oilbird":
         kw["speculative_config"] = {"method": "custom_class", "model": PROPOSER, "num_speculative_tokens": k}
-    return LLM(**kw)
+    return kw
+
+
+def _make_llm(spec: dict, job: dict):
+    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"     # collective_rpc with the functions above
+    from vllm import LLM
+    return LLM(**engine_kwargs(spec, job))
 
 
 def sampling_kwargs(max_new: int, temperature: float = 0.0) -> dict:
@@ -347,15 +385,18 @@ def engine_run(spec_path, job_path, result_path) -> None:
     """One method's engine: every batch size in turn (see the module docstring)."""
     spec = json.loads(Path(spec_path).read_text())
     job = json.loads(Path(job_path).read_text())
-    method, k, sizes = job["method"], int(job["k"]), list(job["batch_sizes"])
+    method, sizes = job["method"], list(job["batch_sizes"])
     t0 = time.perf_counter()
-    llm = _make_llm(spec, method, k, max(sizes), job.get("dtype", "float32"))
+    llm = _make_llm(spec, job)
     start_s = time.perf_counter() - t0
+    settings = {name: job.get(name, v) for name, v in ENGINE_DEFAULTS.items()}
     prompts, max_new = spec["prompts"], spec["max_new_tokens"]
     _serve(llm, prompts[:1], 8, 1)                    # warm-up, not counted
     passes = {}
     for b in sizes:
         llm.collective_rpc(_reset_drafter)
+        if settings["prefix_caching"]:
+            llm.reset_prefix_cache()                  # each pass sees the prompts fresh, as with it off
         before, steps0 = _spec_counters(llm), _engine_steps(llm)
         outputs, secs = _serve(llm, prompts, max_new, b, float(job.get("temperature", 0.0)))
         tokens = sum(len(v) for v in outputs.values())
@@ -367,8 +408,8 @@ def engine_run(spec_path, job_path, result_path) -> None:
         print(f"[engine {method}] batch {b}: {tokens} tokens in {secs:.1f} s = {tokens / secs:.2f} tok/s", flush=True)
     import vllm
     Path(result_path).write_text(json.dumps({"method": method, "passes": passes, "engine": {
-        "start_seconds": start_s, "vllm": vllm.__version__, "enforce_eager": True, "dtype": job.get("dtype", "float32"),
-        "prefix_caching": False, "kv_cache_gb": os.environ.get("VLLM_CPU_KVCACHE_SPACE")}}))
+        "start_seconds": start_s, "vllm": vllm.__version__, **settings,
+        "kv_cache_gb": os.environ.get("VLLM_CPU_KVCACHE_SPACE")}}))
 
 
 def engine_check(spec_path) -> None:
@@ -378,7 +419,7 @@ def engine_check(spec_path) -> None:
     sampled from (``check_layout``); writes ``check.json`` beside the spec."""
     spec = json.loads(Path(spec_path).read_text())
     os.environ["OILBIRD_VLLM_CONFIG"] = json.dumps({"check_layout": True})
-    llm = _make_llm(spec, "oilbird", 6, 1)
+    llm = _make_llm(spec, {"method": "oilbird", "k": 6, "batch_sizes": [1]})
     prompts, max_new = spec["prompts"], spec["max_new_tokens"]
     assert llm.collective_rpc(_set_enabled, args=(False,))[0], "the Oilbird proposer is not loaded"
     steps0 = _engine_steps(llm)
