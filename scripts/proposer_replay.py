@@ -12,7 +12,9 @@ traffic, without vLLM (batch 1).
 conversations): every assistant turn is one request whose output is the recording, served
 conversation by conversation as replay serves them. Tokens per engine step are then what a
 batch-1 vLLM engine whose model wrote the recording would count, with each proposer; turns
-longer than the local model's context are skipped and counted. The states come from one forward
+longer than the local model's context are skipped and counted; a conversation another one holds
+whole (a log with a line per call) is left out and listed; ``--skip-bad`` leaves out the
+recording's bad lines, listed, instead of stopping at the first. The states come from one forward
 per conversation where each turn extends the one before (otherwise one per turn).
 
 Reads a greedy serve-bench run (its ``--out`` folder: ``spec.json``, the prompts' token ids;
@@ -219,6 +221,26 @@ def replay_suffix(reqs, k: int, **options) -> dict:
     return res
 
 
+def _recorded(data: str, limit: int | None, bad: list[dict] | None, folded: list[dict]):
+    """The recorded conversations, as ``replay --data`` reads them: bad lines stop the load unless
+    ``bad`` is a list (``--skip-bad``), and what was left out is said on stderr."""
+    from oilbird.data.conversations import load_conversations
+    from oilbird.data.requests import ConversationError
+    try:
+        convs = load_conversations(data, limit, bad, folded)
+    except ConversationError as exc:
+        if bad is not None or not exc.skippable:
+            raise
+        raise ConversationError(f"{exc.reason} (--skip-bad replays the other lines)", exc.path, exc.line) from None
+    if bad:
+        print(f"--skip-bad: left out {len(bad)} bad line{'s' if len(bad) > 1 else ''} of the recording (listed in "
+              f"the output's bad_lines); the first: {bad[0]['error']}", file=sys.stderr)
+    if folded:
+        print(f"left out {len(folded)} conversation{'s' if len(folded) > 1 else ''} whose messages are the start of "
+              f"another's (listed in the output's folded_conversations)", file=sys.stderr)
+    return convs
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("run", nargs="?", help="a serve-bench --out folder with an oilbird engine at batch 1")
@@ -231,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="{}", help="proposer options (JSON, as OILBIRD_VLLM_CONFIG)")
     ap.add_argument("--model", default=None, help="the run's model, when it was not the default one")
     ap.add_argument("--device", default="cpu", help="where the states are computed, in fp32 (default cpu)")
+    ap.add_argument("--skip-bad", action="store_true",
+                    help="with --recording: leave out the recording's bad lines (listed in the output) instead of "
+                         "stopping at the first, as `replay --skip-bad` does")
     ap.add_argument("--suffix", action="store_true",
                     help="also replay vLLM's suffix proposer (needs arctic-inference) and print the ratio of steps")
     args = ap.parse_args(argv)
@@ -244,9 +269,12 @@ def main(argv: list[str] | None = None) -> int:
             raise RunError(f"--k must be at least 1, not {args.k}")
         if (args.run is None) == (args.recording is None):
             raise RunError("give a serve-bench run folder or --recording DATA (one of the two)")
+        if args.skip_bad and args.recording is None:
+            raise RunError("--skip-bad is for --recording's lines (a serve-bench run has none to skip)")
+        bad: list[dict] | None = [] if args.skip_bad else None
+        folded: list[dict] = []
         if args.recording is not None:
-            from oilbird.data.conversations import load_conversations
-            convs = load_conversations(args.recording, args.limit)   # every line checked before the model loads
+            convs = _recorded(args.recording, args.limit, bad, folded)   # every line checked before the model loads
             reqs, job = None, {"k": 8}
         else:
             reqs, job = load_run(run, args.limit)
@@ -283,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     res["k"] = k
     if skipped is not None:
         res["skipped_turns"] = skipped
+    if bad:
+        res["bad_lines"] = bad
+    if folded:
+        res["folded_conversations"] = folded
     print(json.dumps(res))
     return 0
 

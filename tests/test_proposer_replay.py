@@ -118,6 +118,28 @@ def test_recorded_traffic_or_a_run_one_of_the_two(tmp_path, capsys, monkeypatch)
     assert "--k must be at least 1" in capsys.readouterr().err
 
 
+def test_a_recordings_bad_lines_stop_it_unless_skipped(tmp_path, capsys, monkeypatch):
+    """A bad line stops --recording with replay's hint; --skip-bad leaves it out, says so and goes
+    on to the model (stopped here by a refusal); --skip-bad without a recording is refused."""
+    import oilbird.model
+    from oilbird.model import ModelError
+
+    def refuse(*a, **k):
+        raise ModelError("no model in this test")
+    monkeypatch.setattr(oilbird.model, "load_model", refuse)
+    good = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text(json.dumps(good) + "\n{not json\n" + json.dumps(good) + "\n")
+    assert pr.main(["--recording", str(rec)]) == 2
+    err = capsys.readouterr().err
+    assert "--skip-bad replays the other lines" in err and len(err.strip().splitlines()) == 1
+    assert pr.main(["--recording", str(rec), "--skip-bad"]) == 2
+    err = capsys.readouterr().err
+    assert "left out 1 bad line of the recording" in err and "no model in this test" in err
+    assert pr.main([str(_run(tmp_path / "sb", {"a": ANSWER})), "--skip-bad"]) == 2
+    assert "--skip-bad is for --recording" in capsys.readouterr().err
+
+
 def test_a_recorded_conversation_is_served_turn_by_turn(tiny_lm):
     """Each assistant turn is one request (prompt: the conversation so far; output: the
     recording), in serving order; a turn past the context is skipped and counted."""
