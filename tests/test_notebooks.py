@@ -270,6 +270,26 @@ def test_exact_match_cycle_copies_the_old_value():
         L.exact_match_cycle([1, 2, 3], [4, 5], 1, decode=str)
 
 
+def test_backoff_keys_find_the_new_value_nowhere_after_its_frame():
+    """Frame [5, 6, 7] with the old value 20 before; the user listed 30 followed by 8 (the list
+    goes on). After the verifier commits 30, keys ending in 30: only the one-token key occurs,
+    followed by the list's 8, not the frame's 9."""
+    prompt = [1, 30, 8, 5, 6, 7, 20, 9, 9, 4]
+    answer = [5, 6, 7, 30, 9, 9]
+    rows = L.backoff_keys(prompt, answer, 3, decode=lambda t: f"<{t}>", longest=3, shown=2)
+    assert [(r.length, r.key, r.occurrences) for r in rows] == [(1, "<30>", 1), (2, "<7><30>", 0),
+                                                                 (3, "<6><7><30>", 0)]
+    assert rows[0].follows == "<8><5>" and rows[0].right == 0 and rows[1].follows == "" and rows[1].right == 0
+    # where the frame did stand before the value, the long key copies the frame's rest
+    again = L.backoff_keys(prompt + [5, 6, 7, 30, 9, 9, 1], answer, 3, decode=str, longest=4)
+    assert again[-1].occurrences == 1 and again[-1].right == 2 and again[0].right == 2   # the latest 30 is the frame's
+    # a short key in the user's list: the value's own rest is right, then the list goes on
+    listed = L.backoff_keys([1, 30, 9, 8, 5, 6, 7, 20, 9, 9], answer, 3, decode=str, longest=2)
+    assert (listed[0].occurrences, listed[0].right, listed[1].occurrences) == (1, 1, 0)
+    with pytest.raises(ValueError, match="no next answer token"):
+        L.backoff_keys(prompt, answer, 5, decode=str)
+
+
 def _goose_with_discard():
     """Output [7, 30, 9, 9, 2]; cycle 1 drafts 20, 9, 9 below the root 7: rejected at 20."""
     tr = W.request_goose()

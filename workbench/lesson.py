@@ -6,6 +6,8 @@ paper's Figure 1 on real traces, and these functions find the cycles it shows:
 * :func:`exact_match_cycle` — the prompt-lookup source run on a request whose call frame
   recurs with a new value; the gold call plays the verifier. Returns a
   :class:`~oilbird.trace.CycleTrace`, so :func:`workbench.figures.tree_figure` draws it.
+* :func:`backoff_keys` — every shorter exact-match key one cycle later, once the new value's first
+  token is committed: where it occurs before, and how much of what followed there is right.
 * :func:`discarded_frames` — cycles of a real trace where a lexical chain's first wrong token
   threw away correct tokens behind it (the frame that resumes after the value).
 * :func:`semantic_finds` — neighbours the semantic key retrieved whose chain the verifier
@@ -89,6 +91,39 @@ def discarded_behind(cycle: CycleTrace, answer_ids: Sequence[int], window: int =
     rejection (see :func:`discarded_frames`); node indices into ``cycle.tokens``."""
     found = _best_discard(cycle, answer_ids, sources=None, window=window)
     return found[2] if found else []
+
+
+@dataclass
+class KeyMatch:
+    """One exact-match key of :func:`backoff_keys`: its last ``length`` tokens, how often they occur
+    before, and what followed the most recent occurrence."""
+    length: int
+    key: str
+    occurrences: int
+    follows: str             # the text after the most recent occurrence ("" if none)
+    right: int               # how many tokens of it, from the first, are the answer's next ones
+
+
+def backoff_keys(prompt_ids: Sequence[int], answer_ids: Sequence[int], at: int, decode: Callable[[int], str],
+                 longest: int = 4, shown: int = 4) -> list[KeyMatch]:
+    """The exact-match keys one cycle after the verifier committed the new value's first token.
+
+    The context is ``prompt_ids + answer_ids[:at + 1]``; for every key length 1..``longest`` the key
+    is its last that many tokens, looked up in the text before it. ``right`` counts how many of the
+    ``shown`` tokens after the key's most recent occurrence match ``answer_ids[at + 1:]``, from the
+    first: where the new value has never stood after this frame, a long key occurs nowhere, and a
+    short one occurs elsewhere, where what follows parts from the answer soon, if not at once."""
+    if not 0 <= at < len(answer_ids) - 1:
+        raise ValueError(f"at={at} leaves no next answer token (0..{len(answer_ids) - 2})")
+    context = list(prompt_ids) + list(answer_ids[:at + 1])
+    want, rows = list(answer_ids[at + 1:at + 1 + shown]), []
+    for n in range(1, min(longest, len(context) - 1) + 1):
+        key = context[-n:]
+        ends = [j for j in range(n - 1, len(context) - 1) if context[j - n + 1:j + 1] == key]
+        after = context[ends[-1] + 1:ends[-1] + 1 + shown] if ends else []
+        rows.append(KeyMatch(n, "".join(map(decode, key)), len(ends), "".join(map(decode, after)),
+                             common_prefix(after, want)))
+    return rows
 
 
 # --------------------------------------------------------------------------- pickers over traces
