@@ -121,13 +121,24 @@ def _content_key(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def _cache_entry(gguf: Path, name: str) -> Path:
+    return cache_dir() / "models" / f"{name}-{_content_key(gguf)}"
+
+
+def _gguf_config(gguf: Path):
+    """The config a GGUF file's header describes, read without its weights (a few seconds, against
+    the tens a dequantization takes)."""
+    from transformers import AutoConfig
+    return AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+
+
 def _dequantized_copy(gguf: Path, name: str, dtype: torch.dtype) -> Path:
     """Dequantize ``gguf`` once and keep it as safetensors in the cache; return that dir.
 
     The cache entry is keyed by the file's content, not its name or size: two fine-tunes of
     one base, quantized alike and given the same file name, must not share weights (the
     lossless audit could not tell, since it would run on the same wrong weights)."""
-    target = cache_dir() / "models" / f"{name}-{_content_key(gguf)}"
+    target = _cache_entry(gguf, name)
     if (target / "config.json").is_file():
         return target
     model, tokenizer = _from_pretrained(str(gguf.parent), gguf.name, torch.float32)
@@ -223,6 +234,13 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
         if p.is_file():
             if p.suffix != ".gguf":
                 raise ModelError(f"'{p}' is a file but not a .gguf; give a .gguf file or a model directory.")
+            if not (_cache_entry(p, p.stem) / "config.json").is_file():
+                # refused before the dequantization writes a copy it would never use
+                try:
+                    header = _gguf_config(p)
+                except Exception as exc:  # noqa: BLE001 - report any header failure the same way
+                    raise ModelError(f"Cannot read the model config in '{p}': {exc}") from exc
+                check_tree_compatible(header)
             src, gguf_file, name = _dequantized_copy(p, p.stem, dtype), None, p.stem
         else:
             if not (p / "config.json").is_file():

@@ -155,6 +155,28 @@ def test_unsupported_architectures_are_refused(tmp_path, config, msg):
         load_model(tmp_path)
 
 
+def test_an_unsupported_gguf_is_refused_before_it_is_dequantized(tmp_path, monkeypatch):
+    """A .gguf's header is read first: an architecture the tree cannot verify (Gemma 3's sliding
+    windows, as the PyPI build of gemma-3-270m turned out to be) is refused before the dequantization
+    runs and writes a copy into the cache."""
+    import oilbird.model as M
+    from transformers import Gemma3TextConfig
+    monkeypatch.setenv("OILBIRD_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "gemma.gguf"
+    gguf.write_bytes(b"GGUF and the rest")
+    monkeypatch.setattr(M, "_gguf_config", lambda p: Gemma3TextConfig())
+    monkeypatch.setattr(M, "_from_pretrained", lambda *a: pytest.fail("dequantized"))
+    with pytest.raises(ModelError, match="not supported"):
+        load_model(gguf)
+    assert not (tmp_path / "cache").exists()
+
+    def unreadable(p):
+        raise ValueError("not a GGUF header")
+    monkeypatch.setattr(M, "_gguf_config", unreadable)
+    with pytest.raises(ModelError, match="Cannot read the model config in .*not a GGUF header"):
+        load_model(gguf)
+
+
 def test_cpu_verify_keeps_gqa_with_the_tree_mask(real_lm):
     """load_model turns on transformers' GQA-with-mask switch on CPU (a 12-node verify: 260 ->
     221 ms, docs/results.md); the tree-logits test above checks the outputs under it."""
