@@ -1,10 +1,11 @@
-"""Command line: ``python -m oilbird {bench,trace,decode,diagnose,replay,serve-bench,report} ...``.
+"""Command line: ``python -m oilbird {bench,trace,decode,diagnose,replay,serve-bench,serve,report} ...``.
 
     python -m oilbird decode "List three colours."                 # one prompt, oilbird vs greedy
     python -m oilbird bench --data builtin --methods ar,hf-greedy,goose,oilbird --limit 8
     python -m oilbird trace --data builtin --methods goose,oilbird --out runs/builtin.jsonl
     python -m oilbird diagnose --data builtin --out runs/diag
     python -m oilbird serve-bench --data builtin --limit 16 --out runs/serve   # inside vLLM (docs/serving.md)
+    python -m oilbird serve --port 8000                                        # vLLM's OpenAI server, Oilbird drafting
     python -m oilbird report runs/diag/diagnosis.json                          # a saved run's tables again
 
 Every subcommand works offline on the built-in workload; ``--data api-bank`` reads
@@ -15,66 +16,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from .errors import InputError, run_cli
 from .model import ModelError
-from .data.requests import NAMED_SETS
 from .evaluation.runs import Run, RunStopped
+from .cli_options import at_least, common_options, force_option, fresh_out, model_options
+from .serving.cli import add_serving_commands, serve, serve_bench
 from .serving.serve_bench import ServeBenchError
 
 
-def _at_least(low: int):
-    """An argparse type: an int >= ``low`` (argparse prints the message as one error line)."""
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, not {v}")
-        return v
-    return parse
-
-
-def _common(p: argparse.ArgumentParser, default_max: int | None = 128, state_layer: bool = True,
-            max_help: str | None = None) -> None:
-    p.add_argument("--data", default="builtin", help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
-    p.add_argument("--limit", type=_at_least(1), default=None, help="serve only the first N requests")
-    p.add_argument("--skip", type=_at_least(0), default=0,
-                   help="leave out the first N requests (then --limit), e.g. to check a setting on "
-                        "requests it was not tuned on")
-    p.add_argument("--max-new-tokens", type=_at_least(1), default=default_max,
-                   help=max_help or f"new tokens per request at most (default {default_max})")
-    _model_options(p, state_layer)
-
-
-def _model_options(p: argparse.ArgumentParser, state_layer: bool = True) -> None:
-    p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
-    if state_layer:     # serve-bench's proposer takes its layer from --oilbird-config's "state_layer"
-        p.add_argument("--state-layer", type=_at_least(0), default=None,
-                       help="the hidden-state layer the semantic key reads: 0 = embeddings, L = the last "
-                            "layer (default round(0.85 * L), the paper's)")
-
-
-def _force(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--force", action="store_true", help="replace the results an earlier run left at --out")
-
-
-def fresh_out(command: str, data: str) -> str:
-    """The default ``--out`` of bench and diagnose: a new folder per run,
-    ``runs/COMMAND-DATA-YYYYmmdd-HHMMSS-PID``, so that running twice (even two runs started in
-    the same second) never replaces a result."""
-    import os
-    import time
-    name = Path(str(data)).stem if str(data) not in NAMED_SETS else str(data)
-    return f"runs/{command}-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-
-
 def _tree_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--budget", type=_at_least(1), default=None,
+    p.add_argument("--budget", type=at_least(1), default=None,
                    help="tree nodes per cycle, root included (default 12)")
-    p.add_argument("--semantic-budget", type=_at_least(0), default=None,
+    p.add_argument("--semantic-budget", type=at_least(0), default=None,
                    help="nodes reserved for semantic chains, below --budget (default 2)")
 
 
@@ -296,29 +250,6 @@ def _diagnose(args) -> int:
     return 0
 
 
-def _serve_bench(args) -> int:
-    import json
-    from .serving.serve_bench import check_dtype, check_methods, check_temperature, format_serve_table, run_serve_bench
-    methods = check_methods(args.methods)
-    temperature = check_temperature(args.temperature)                       # before any engine starts
-    check_dtype(args.dtype)
-    sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]     # run_serve_bench checks them
-    cfg = None
-    if args.oilbird_config:
-        from .serving.vllm import ProposerConfig
-        ProposerConfig.from_json(args.oilbird_config, "--oilbird-config")      # one line naming the option
-        cfg = json.loads(args.oilbird_config)
-    run = Run(args.out or fresh_out("serve-bench", args.data), args.force, ("results.json",))
-    run.check()
-    res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, sizes, run.out,
-                          k=args.num_spec_tokens, model=args.model, skip=args.skip,
-                          kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg, temperature=temperature,
-                          dtype=args.dtype, prefix_caching=args.prefix_caching, compile=args.compile)
-    print(format_serve_table(res))
-    print(f"wrote {run.path('results.json')}")
-    return 0 if res["lossless"] or res["lossless"] is None else 1
-
-
 def _left_out(bad: list[dict]) -> str:
     """What ``replay --skip-bad`` left out, in its own words: a recording's bad lines, or an
     API-Bank dialogue folder's bad files ("2 bad dialogue files of the folder")."""
@@ -447,16 +378,16 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("bench", help="serve requests through several methods; results.json")
-    _common(p)
+    common_options(p)
     p.add_argument("--methods", default="ar,hf-greedy",
                    help="comma-separated method names, each once; a tree method may add a fill after "
                         "a colon, ':expected' or ':reserved' (e.g. oilbird,oilbird:expected)")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/bench-DATA-TIME-PID)")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
-    _force(p)
+    force_option(p)
     _tree_options(p)
     _sampling_options(p)
-    p.add_argument("--store-capacity", type=_at_least(1), default=None,
+    p.add_argument("--store-capacity", type=at_least(1), default=None,
                    help="cap the cross-request store at N records (oldest requests evicted)")
     p.add_argument("--state-dtype", choices=("fp16", "int8", "pq"), default="fp16",
                    help="how the store keeps hidden states")
@@ -464,13 +395,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="cosine index: exhaustive, or IVF (approximate; for >= 100k records)")
 
     p = sub.add_parser("trace", help="decode requests and save per-cycle traces (JSONL)")
-    _common(p, default_max=64)
+    common_options(p, default_max=64)
     p.add_argument("--methods", default="goose,oilbird",
                    help="comma-separated tree methods (presets or suffix-arctic), each once, each with "
                         "an optional fill after a colon, e.g. goose,oilbird:expected")
     p.add_argument("--out", required=True, help="the JSONL file to write")
     p.add_argument("--diagnose", action="store_true", help="attach per-position gap labels")
-    _force(p)
+    force_option(p)
     _tree_options(p)
     _sampling_options(p)
 
@@ -479,46 +410,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--method", default="oilbird",
                    help="a preset (oilbird, goose, pld, suffix, ...; see oilbird/methods.py), optionally "
                         "with a fill after a colon, e.g. oilbird:expected")
-    p.add_argument("--max-new-tokens", type=_at_least(1), default=64)
-    _model_options(p)
+    p.add_argument("--max-new-tokens", type=at_least(1), default=64)
+    model_options(p)
     _sampling_options(p)
 
     p = sub.add_parser("diagnose", help="the identifiability-gap diagnosis (paper section 3)")
-    _common(p, default_max=None, max_help=f"new tokens per request at most (default {DIAGNOSE_MAX_NEW_TOKENS}; with "
+    common_options(p, default_max=None, max_help=f"new tokens per request at most (default {DIAGNOSE_MAX_NEW_TOKENS}; with "
                                            "--traces, the limit those traces were decoded with, so that their gap "
                                            "labels attach)")
     p.add_argument("--traces", default=None, metavar="FILE",
                    help="a trace file of the same requests (bench --traces, trace): also count its conversion "
                         "funnel, split by this diagnosis' labels, into diagnosis.json")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/diagnose-DATA-TIME-PID)")
-    _force(p)
+    force_option(p)
 
-    p = sub.add_parser("serve-bench", help="the workload through vLLM: no speculation, ngram, suffix, oilbird "
-                                           "(needs the vLLM environment: scripts/setup_vllm_env.sh)")
-    _common(p, default_max=64, state_layer=False)
-    p.set_defaults(limit=16)
-    p.add_argument("--methods", default="nospec,ngram,suffix,oilbird",
-                   help="comma-separated: nospec (always run: the reference), ngram, suffix, oilbird")
-    p.add_argument("--batch-sizes", default="1,8", help="comma-separated concurrent requests per pass")
-    p.add_argument("--num-spec-tokens", type=_at_least(1), default=8, help="vLLM's num_speculative_tokens")
-    p.add_argument("--oilbird-config", default=None,
-                   help='JSON options of the Oilbird proposer, e.g. \'{"budget": 16, "sources": ["suffix", "pld"]}\'')
-    p.add_argument("--kv-cache-gb", type=_at_least(1), default=1, help="VLLM_CPU_KVCACHE_SPACE unless already set")
-    p.add_argument("--dtype", default="float32",
-                   help="the engines' dtype: float32 (default: in bfloat16 a near-tie can flip between a one-token "
-                        "and a several-token verify, so an output may differ from no speculation's), bfloat16, "
-                        "float16 or auto (vLLM's choice)")
-    p.add_argument("--prefix-caching", action="store_true",
-                   help="turn vLLM's prefix caching on (cleared before each pass; off by default)")
-    p.add_argument("--compile", action="store_true",
-                   help="let vLLM compile the model instead of running it eagerly; the Oilbird proposer's key "
-                        "then reads the last layer (its layer hook does not fire in a compiled graph; said, "
-                        "and counted as key_layer_missed)")
-    p.add_argument("--temperature", default="0",
-                   help="vLLM's sampling temperature (0 = greedy, checked token for token); above 0 every "
-                        "proposer's drafts go through vLLM's rejection sampler and only acceptance and speed are reported")
-    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/serve-bench-DATA-TIME-PID)")
-    _force(p)
+    add_serving_commands(sub)
 
     p = sub.add_parser("replay", help="replay recorded conversations through every drafter (what each would buy)",
                        description="Replay recorded conversations (every assistant turn is one request) through each "
@@ -532,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="ar,goose,oilbird",
                    help="comma-separated methods, each once (default ar,goose,oilbird): ar, suffix-arctic and the "
                         "presets (hf-pld and hf-greedy cannot replay)")
-    p.add_argument("--limit", type=_at_least(1), default=None, help="replay only the first N conversations")
+    p.add_argument("--limit", type=at_least(1), default=None, help="replay only the first N conversations")
     p.add_argument("--exact", action="store_true",
                    help="run every verify forward (real hidden states, top-k and cost; tokens/s) instead of "
                         "one teacher-forced forward per turn shared by every method")
@@ -547,12 +453,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="keep fast mode's teacher-forced outputs in DIR (one file per conversation, keyed by model "
                         "and tokens): a later replay of the same data with other methods or settings costs drafting only")
     p.add_argument("--cache-max-gb", type=float, default=4.0, help="bound on --cache's folder (default 4 GiB)")
-    p.add_argument("--window", type=_at_least(1), default=None,
+    p.add_argument("--window", type=at_least(1), default=None,
                    help="fast mode past the model's context: restart the teacher forcing on the last N tokens "
                         "(default: half the context)")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/replay-DATA-TIME-PID)")
-    _model_options(p)
-    _force(p)
+    model_options(p)
+    force_option(p)
     _tree_options(p)
 
     sub.add_parser("report", add_help=False,
@@ -565,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return {"bench": _bench, "trace": _trace, "decode": _decode, "diagnose": _diagnose,
-                "replay": _replay, "serve-bench": _serve_bench}[args.cmd](args)
+                "replay": _replay, "serve-bench": serve_bench, "serve": serve}[args.cmd](args)
     except RunStopped as exc:              # Ctrl-C, SIGTERM or a failed write during the run
         print(exc, file=sys.stderr)
         return exc.code

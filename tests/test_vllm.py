@@ -485,6 +485,86 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
     assert pr["layout_checked"] > 0 and pr["layout_check_failed"] == 0 and pr["layout_mismatch"] == 0
 
 
+@pytest.mark.model
+def test_the_openai_server_with_oilbird_returns_plain_greedy_outputs(real_lm, tmp_path):
+    """`python -m oilbird serve` starts vLLM's OpenAI server with the proposer; its completions of
+    three built-in requests equal transformers' greedy decoding token for token, and drafts were
+    accepted (vLLM's own counter)."""
+    import socket
+    import sys
+    import time
+    import urllib.request
+    from oilbird.audit import compare, hf_greedy
+    from oilbird.data.requests import encode, load_requests
+    from oilbird.model import DEFAULT_MODEL
+    if _vllm_python() is None:
+        pytest.skip("no vLLM environment (scripts/setup_vllm_env.sh; $OILBIRD_VLLM_PYTHON)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+
+    def call(path, body=None):
+        req = urllib.request.Request(url + path, json.dumps(body).encode() if body else None,
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return r.read().decode()
+
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "oilbird", "serve", "--port", str(port), "--",
+                             "--max-model-len", "2048"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 1200
+        while True:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the server did not start in 20 minutes"
+            try:
+                call("/health")
+                break
+            except OSError:
+                time.sleep(2)
+        for r in load_requests("builtin", limit=3):
+            ids = encode(real_lm.tokenizer, r)
+            out = json.loads(call("/v1/completions", {"model": DEFAULT_MODEL, "prompt": ids, "max_tokens": 32,
+                                                      "temperature": 0, "return_token_ids": True}))
+            got = out["choices"][0]["token_ids"]
+            check = compare(hf_greedy(real_lm, ids, 32), got)
+            assert check.lossless, f"{r.id}: {check.message()}"
+        accepted = [line for line in call("/metrics").splitlines()
+                    if line.startswith("vllm:spec_decode_num_accepted_tokens_total")]
+        assert accepted and float(accepted[0].split()[-1]) > 0, accepted
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_serve_is_refused_before_any_server_starts(capsys, monkeypatch):
+    """A bad dtype or proposer option, or no vLLM environment, is one line before vLLM starts;
+    the command line a server gets says what it was told."""
+    import oilbird.serving.serve as sv
+    from oilbird.__main__ import main
+    monkeypatch.setattr(sv.subprocess, "Popen", lambda *a, **k: pytest.fail("server started"))
+    assert main(["serve", "--dtype", "fp8"]) == 2
+    assert "--dtype must be one of" in capsys.readouterr().err
+    assert main(["serve", "--oilbird-config", '{"budgett": 3}']) == 2
+    assert "budgett" in capsys.readouterr().err
+    monkeypatch.setenv("OILBIRD_VLLM_PYTHON", "/nowhere/bin/python")
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "no vLLM environment at /nowhere/bin/python" in err and len(err.strip().splitlines()) == 1
+    cmd = sv.server_command("py", "/m", "smol", port=9000, k=4, extra=["--max-num-seqs", "2"])
+    assert cmd[:3] == ["py", "-m", sv.SERVER] and "--enforce-eager" in cmd and cmd[-2:] == ["--max-num-seqs", "2"]
+    spec = json.loads(cmd[cmd.index("--speculative-config") + 1])
+    assert spec == {"method": "custom_class", "model": sv.PROPOSER, "num_speculative_tokens": 4}
+    plain = sv.server_command("py", "/m", "smol", spec=False, compile=True)
+    assert "--speculative-config" not in plain and "--enforce-eager" not in plain
+    assert sv.served_name(None) == "SmolLM2-135M-Instruct" and sv.served_name("/x/tiny.gguf") == "tiny"
+
+
 def test_summary_flags_a_differing_output_and_computes_speedups():
     from oilbird.serving.serve_bench import check_methods, format_serve_table, summarize
 

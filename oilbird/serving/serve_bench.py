@@ -108,7 +108,8 @@ def engine_env(kv_cache_gb: int = 1) -> dict:
     return env
 
 
-def _check_python(py: str, methods=()) -> None:
+def check_python(py: str, methods=()) -> None:
+    """ServeBenchError naming what is missing if ``py`` cannot run the engines ``methods`` need."""
     if not Path(py).is_file():
         raise ServeBenchError(f"no vLLM environment at {py}: make it with `scripts/setup_vllm_env.sh "
                               f"DIR` and point $OILBIRD_VLLM_PYTHON at DIR/bin/python")
@@ -146,7 +147,7 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
         ProposerConfig.from_json(json.dumps(oilbird_config), "--oilbird-config")   # refused before any engine
     out = Path(out).resolve()      # the engines run in ROOT: every path they get is absolute
     py = python or vllm_python()
-    _check_python(py, methods)
+    check_python(py, methods)
     spec_path = prepare(data, limit, max_new_tokens, out, model, skip)
     spec = json.loads(spec_path.read_text())
     env = engine_env(kv_cache_gb)

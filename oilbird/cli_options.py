@@ -1,0 +1,55 @@
+"""The options several ``python -m oilbird`` commands share (argparse types and groups), and the
+default ``--out`` of a run: used by :mod:`oilbird.__main__` and :mod:`oilbird.serving.cli`."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .data.requests import NAMED_SETS
+
+
+def at_least(low: int):
+    """An argparse type: an int >= ``low`` (argparse prints the message as one error line)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {v}")
+        return v
+    return parse
+
+
+def common_options(p: argparse.ArgumentParser, default_max: int | None = 128, state_layer: bool = True,
+            max_help: str | None = None) -> None:
+    p.add_argument("--data", default="builtin", help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
+    p.add_argument("--limit", type=at_least(1), default=None, help="serve only the first N requests")
+    p.add_argument("--skip", type=at_least(0), default=0,
+                   help="leave out the first N requests (then --limit), e.g. to check a setting on "
+                        "requests it was not tuned on")
+    p.add_argument("--max-new-tokens", type=at_least(1), default=default_max,
+                   help=max_help or f"new tokens per request at most (default {default_max})")
+    model_options(p, state_layer)
+
+
+def model_options(p: argparse.ArgumentParser, state_layer: bool = True) -> None:
+    p.add_argument("--model", default=None, help="local HF model dir or .gguf file (default: SmolLM2-135M-Instruct)")
+    if state_layer:     # serve-bench's proposer takes its layer from --oilbird-config's "state_layer"
+        p.add_argument("--state-layer", type=at_least(0), default=None,
+                       help="the hidden-state layer the semantic key reads: 0 = embeddings, L = the last "
+                            "layer (default round(0.85 * L), the paper's)")
+
+
+def force_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help="replace the results an earlier run left at --out")
+
+
+def fresh_out(command: str, data: str) -> str:
+    """The default ``--out`` of bench and diagnose: a new folder per run,
+    ``runs/COMMAND-DATA-YYYYmmdd-HHMMSS-PID``, so that running twice (even two runs started in
+    the same second) never replaces a result."""
+    import os
+    import time
+    name = Path(str(data)).stem if str(data) not in NAMED_SETS else str(data)
+    return f"runs/{command}-{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
