@@ -3,6 +3,7 @@ run inside vLLM that skips when its environment is absent (scripts/setup_vllm_en
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -488,8 +489,9 @@ def test_vllm_engine_with_oilbird_matches_greedy(tmp_path):
 @pytest.mark.model
 def test_the_openai_server_with_oilbird_returns_plain_greedy_outputs(real_lm, tmp_path):
     """`python -m oilbird serve` starts vLLM's OpenAI server with the proposer; its completions of
-    three built-in requests equal transformers' greedy decoding token for token, and drafts were
-    accepted (vLLM's own counter)."""
+    three built-in requests, sent as token ids and as chat messages (rendered by vLLM from the
+    model folder's chat template, as the project renders them), equal transformers' greedy decoding
+    token for token, and drafts were accepted (vLLM's own counter)."""
     import socket
     import sys
     import time
@@ -527,9 +529,15 @@ def test_the_openai_server_with_oilbird_returns_plain_greedy_outputs(real_lm, tm
             ids = encode(real_lm.tokenizer, r)
             out = json.loads(call("/v1/completions", {"model": DEFAULT_MODEL, "prompt": ids, "max_tokens": 32,
                                                       "temperature": 0, "return_token_ids": True}))
-            got = out["choices"][0]["token_ids"]
-            check = compare(hf_greedy(real_lm, ids, 32), got)
+            want = hf_greedy(real_lm, ids, 32)
+            check = compare(want, out["choices"][0]["token_ids"])
             assert check.lossless, f"{r.id}: {check.message()}"
+            chat = json.loads(call("/v1/chat/completions", {"model": DEFAULT_MODEL, "messages": r.messages,
+                                                            "max_tokens": 32, "temperature": 0,
+                                                            "return_token_ids": True}))
+            assert chat["prompt_token_ids"] == ids, f"{r.id}: vLLM rendered the chat differently"
+            check = compare(want, chat["choices"][0]["token_ids"])
+            assert check.lossless, f"{r.id} (chat): {check.message()}"
         accepted = [line for line in call("/metrics").splitlines()
                     if line.startswith("vllm:spec_decode_num_accepted_tokens_total")]
         assert accepted and float(accepted[0].split()[-1]) > 0, accepted
@@ -543,25 +551,66 @@ def test_the_openai_server_with_oilbird_returns_plain_greedy_outputs(real_lm, tm
 
 
 def test_serve_is_refused_before_any_server_starts(capsys, monkeypatch):
-    """A bad dtype or proposer option, or no vLLM environment, is one line before vLLM starts;
-    the command line a server gets says what it was told."""
+    """A bad dtype, port, proposer option or vLLM option, or no vLLM environment, is one line
+    before vLLM starts."""
     import oilbird.serving.serve as sv
     from oilbird.__main__ import main
-    monkeypatch.setattr(sv.subprocess, "Popen", lambda *a, **k: pytest.fail("server started"))
-    assert main(["serve", "--dtype", "fp8"]) == 2
-    assert "--dtype must be one of" in capsys.readouterr().err
-    assert main(["serve", "--oilbird-config", '{"budgett": 3}']) == 2
-    assert "budgett" in capsys.readouterr().err
+    monkeypatch.setattr(sv.os, "execve", lambda *a: pytest.fail("server started"))
+    monkeypatch.delenv("OILBIRD_VLLM_CONFIG", raising=False)
+    for argv, said in [(["--dtype", "fp8"], "--dtype must be one of"),
+                       (["--oilbird-config", '{"budgett": 3}'], "budgett"),
+                       (["--oilbird-config", '{"budget": 3}', "--no-spec"], "--no-spec leaves out"),
+                       (["--port", "70000"], "--port must be 1-65535"),
+                       (["mymodel", "--port", "9000"], "unexpected argument 'mymodel'"),
+                       (["--", "--port", "9000"], "--port after -- would override"),
+                       (["--", "--speculative-config.num_speculative_tokens", "4"], "use --num-spec-tokens"),
+                       (["--", "--dtype=half"], "use --dtype instead")]:
+        assert main(["serve", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, (argv, err)
+    monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"budgett": 3}')        # one already in the shell is checked too
+    assert main(["serve"]) == 2 and "$OILBIRD_VLLM_CONFIG" in capsys.readouterr().err
+    monkeypatch.delenv("OILBIRD_VLLM_CONFIG")
     monkeypatch.setenv("OILBIRD_VLLM_PYTHON", "/nowhere/bin/python")
     assert main(["serve"]) == 2
     err = capsys.readouterr().err
     assert "no vLLM environment at /nowhere/bin/python" in err and len(err.strip().splitlines()) == 1
-    cmd = sv.server_command("py", "/m", "smol", port=9000, k=4, extra=["--max-num-seqs", "2"])
-    assert cmd[:3] == ["py", "-m", sv.SERVER] and "--enforce-eager" in cmd and cmd[-2:] == ["--max-num-seqs", "2"]
+
+
+def test_serve_becomes_vllms_server_with_what_it_was_told(tmp_path, capsys, monkeypatch):
+    """Past the checks the process becomes vLLM's server (exec: signals and the exit code are its
+    own), on the model folder's absolute path, with the proposer, its options and the flags' KV
+    cache; arguments after -- follow."""
+    import oilbird.serving.serve as sv
+    import oilbird.serving.serve_bench as sb
+    from oilbird.__main__ import main
+    model = tmp_path / "my-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "tokenizer.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sv, "check_python", lambda py: None)
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "7")
+    seen = {}
+    monkeypatch.setattr(sv.os, "execve", lambda py, cmd, env: seen.update(py=py, cmd=cmd, env=env))
+    assert main(["serve", "--model", "my-model", "--port", "9000", "--num-spec-tokens", "4", "--kv-cache-gb", "2",
+                 "--oilbird-config", '{"budget": 6}', "--", "--max-num-seqs", "2"]) == 0
+    cmd, env = seen["cmd"], seen["env"]
+    assert cmd[1:3] == ["-m", sv.SERVER] and cmd[cmd.index("--model") + 1] == str(model.resolve())
+    assert cmd[cmd.index("--served-model-name") + 1] == "my-model" and cmd[cmd.index("--port") + 1] == "9000"
+    assert "--enforce-eager" in cmd and cmd[-2:] == ["--max-num-seqs", "2"]
     spec = json.loads(cmd[cmd.index("--speculative-config") + 1])
-    assert spec == {"method": "custom_class", "model": sv.PROPOSER, "num_speculative_tokens": 4}
-    plain = sv.server_command("py", "/m", "smol", spec=False, compile=True)
-    assert "--speculative-config" not in plain and "--enforce-eager" not in plain
+    assert spec == {"method": "custom_class", "model": sb.PROPOSER, "num_speculative_tokens": 4}
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "2" and json.loads(env["OILBIRD_VLLM_CONFIG"]) == {"budget": 6}
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(sb.ROOT)
+    assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in env or os.environ.get("VLLM_ALLOW_INSECURE_SERIALIZATION")
+    assert "http://127.0.0.1:9000/health" in capsys.readouterr().err
+    assert main(["serve", "--model", "my-model", "--no-spec", "--compile", "--host", "0.0.0.0",
+                 "--served-model-name", "m"]) == 0
+    cmd = seen["cmd"]
+    assert "--speculative-config" not in cmd and "--enforce-eager" not in cmd and "m" in cmd
+    assert seen["env"]["VLLM_CPU_KVCACHE_SPACE"] == "7"            # no flag: the shell's stays
+    assert "http://localhost:8000/health" in capsys.readouterr().err
     assert sv.served_name(None) == "SmolLM2-135M-Instruct" and sv.served_name("/x/tiny.gguf") == "tiny"
 
 

@@ -9,13 +9,16 @@ from ..cli_options import at_least, common_options, force_option, fresh_out, mod
 from ..evaluation.runs import Run
 
 
-def _engine_options(p: argparse.ArgumentParser) -> None:
+def _engine_options(p: argparse.ArgumentParser, kv_default: int | None = 1) -> None:
     """What both commands tell vLLM's engine: the proposer's chain and options, the KV cache, dtype
     and compilation."""
-    p.add_argument("--num-spec-tokens", type=at_least(1), default=8, help="vLLM's num_speculative_tokens")
+    p.add_argument("--num-spec-tokens", type=at_least(1), default=8, help="vLLM's num_speculative_tokens (default 8)")
     p.add_argument("--oilbird-config", default=None,
                    help='JSON options of the Oilbird proposer, e.g. \'{"budget": 16, "sources": ["suffix", "pld"]}\'')
-    p.add_argument("--kv-cache-gb", type=at_least(1), default=1, help="VLLM_CPU_KVCACHE_SPACE unless already set")
+    p.add_argument("--kv-cache-gb", type=at_least(1), default=kv_default,
+                   help="VLLM_CPU_KVCACHE_SPACE, vLLM's KV cache on CPU in GB " + (
+                       f"(default {kv_default}, unless the variable is set)" if kv_default else
+                       "(given: it wins over the variable; else the variable, else 1)"))
     p.add_argument("--dtype", default="float32",
                    help="float32 (default: in bfloat16 a near-tie can flip between a one-token and a several-token "
                         "verify, so an output may differ from no speculation's), bfloat16, float16 or auto (vLLM's "
@@ -59,10 +62,14 @@ def add_serving_commands(sub) -> None:
     model_options(p, state_layer=False)
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=at_least(1), default=8000, help="the port (default 8000)")
-    _engine_options(p)
+    p.add_argument("--served-model-name", default=None,
+                   help="the name clients give as \"model\" (default: the model's: SmolLM2-135M-Instruct, a .gguf's "
+                        "stem or a folder's name)")
+    _engine_options(p, kv_default=None)
     p.add_argument("--no-spec", action="store_true",
                    help="serve without speculation: the reference to compare a client's outputs with")
-    p.add_argument("vllm_args", nargs=argparse.REMAINDER, help="-- then vLLM's own server options")
+    p.add_argument("vllm_args", nargs=argparse.REMAINDER,
+                   help="-- then vLLM's own server options (not those set here: --model, --port, ...)")
 
 
 def serve_bench(args) -> int:
@@ -86,6 +93,5 @@ def serve_bench(args) -> int:
 def serve(args) -> int:
     from .serve import run_server
     cfg = _proposer_config(args)
-    extra = args.vllm_args[1:] if args.vllm_args[:1] == ["--"] else args.vllm_args
     return run_server(args.model, args.host, args.port, args.num_spec_tokens, cfg, args.dtype, args.compile,
-                      not args.no_spec, args.kv_cache_gb, extra)
+                      not args.no_spec, args.kv_cache_gb, args.vllm_args, args.served_model_name)

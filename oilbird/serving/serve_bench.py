@@ -111,9 +111,14 @@ def engine_env(kv_cache_gb: int = 1) -> dict:
 def check_python(py: str, methods=()) -> None:
     """ServeBenchError naming what is missing if ``py`` cannot run the engines ``methods`` need."""
     if not Path(py).is_file():
-        raise ServeBenchError(f"no vLLM environment at {py}: make it with `scripts/setup_vllm_env.sh "
-                              f"DIR` and point $OILBIRD_VLLM_PYTHON at DIR/bin/python")
-    res = subprocess.run([py, "-c", "import vllm, faiss, numpy"], capture_output=True, text=True, timeout=600)
+        default = Path(DEFAULT_VLLM_PYTHON).expanduser()
+        how = ("`scripts/setup_vllm_env.sh`" if Path(py) == default else
+               "`scripts/setup_vllm_env.sh DIR` with $OILBIRD_VLLM_PYTHON at DIR/bin/python")
+        raise ServeBenchError(f"no vLLM environment at {py}: make it with {how}")
+    try:
+        res = subprocess.run([py, "-c", "import vllm, faiss, numpy"], capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise ServeBenchError(f"the vLLM environment {py} did not import vllm in 10 minutes (a loaded machine?)") from None
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["?"])[-1]
         raise ServeBenchError(f"the vLLM environment {py} cannot import vllm/faiss: {last} "
@@ -396,8 +401,8 @@ def engine_run(spec_path, job_path, result_path) -> None:
     passes = {}
     for b in sizes:
         llm.collective_rpc(_reset_drafter)
-        if settings["prefix_caching"]:
-            llm.reset_prefix_cache()                  # each pass sees the prompts fresh, as with it off
+        if settings["prefix_caching"] and not llm.reset_prefix_cache():   # each pass sees the prompts fresh
+            raise RuntimeError("vLLM did not clear its prefix cache before a pass: the pass would start warm")
         before, steps0 = _spec_counters(llm), _engine_steps(llm)
         outputs, secs = _serve(llm, prompts, max_new, b, float(job.get("temperature", 0.0)))
         tokens = sum(len(v) for v in outputs.values())
