@@ -27,3 +27,14 @@ def test_counts_and_refusals(tmp_path, capsys):
     assert "x / y: 3.000 / 2.000 = 1.500x; higher on 1, lower on 1 of 2 conversations" in capsys.readouterr().out
     assert pc.main([str(a), "x", "y"]) == 2 and "has no method 'y'" in capsys.readouterr().err
     assert pc.main([str(a), "x"]) == 2
+
+
+def test_blocks_pool_conversations_in_replay_order(tmp_path, capsys):
+    a = _rows(("c", 6, 3), ("c", 6, 3), ("d", 8, 2), ("e", 9, 3))
+    b = _rows(("c", 6, 6), ("c", 6, 6), ("d", 8, 4), ("e", 9, 9))
+    assert pc.pooled_blocks(a, b, 2) == [(1, 2, (20 / 8) / (20 / 16)), (3, 3, 3.0)]
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"methods": {"x": {"tau": 2.0, "per_request": a}, "y": {"tau": 1.0, "per_request": b}}}))
+    assert pc.main(["--blocks", "2", str(f), "x", "y"]) == 0
+    assert "by replay order: 1-2 2.000x, 3-3 3.000x" in capsys.readouterr().out
+    assert pc.main(["--blocks", "0", str(f), "x", "y"]) == 2 and "--blocks" in capsys.readouterr().err
