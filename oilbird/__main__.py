@@ -300,7 +300,7 @@ def _replay(args) -> int:
               f"({folded[0]['source']}), in {folded[0]['into']}", file=sys.stderr)
     lm = load_model(args.model, state_layer=args.state_layer)
     t0 = time.perf_counter()
-    turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in convs]
+    turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids, tool_calls=args.tool_calls) for c in convs]
     timing = {"encode_seconds": time.perf_counter() - t0, "matmul": matmul_gflops(lm)}
     recorded_by = ", ".join(sorted({c.model or "an unnamed model" for c in convs}))
     mode = "exact" if args.exact else "fast"
@@ -309,7 +309,8 @@ def _replay(args) -> int:
 
     def save(res: dict, complete: bool = False) -> None:
         extra = ({"skipped_bad_lines": bad} if bad is not None else {}) | {"folded_conversations": folded}
-        run.save_results("results.json", {**res, "data": str(args.data), **extra}, res["n_requests"], planned, complete)
+        run.save_results("results.json", {**res, "data": str(args.data), "tool_calls": args.tool_calls, **extra},
+                         res["n_requests"], planned, complete)
 
     from .evaluation.funnel import Accumulator, funnel_lines
     funnel = Accumulator()       # the conversion funnel, counted as the run goes
@@ -336,6 +337,7 @@ def _replay(args) -> int:
     skipped = r["skipped_over_context"]["conversations"]
     print(f"{r['turns']} turns of {r['conversations']} conversations recorded by {recorded_by}, replayed in "
           f"{mode} mode on {lm.name}"
+          + ("; tool calls as the model's chat template spells them" if args.tool_calls == "template" else "")
           + (f"; {skipped} conversations longer than the model's context skipped" if skipped else "")
           + (f"; {_left_out(bad)} left out (--skip-bad)" if bad else "")
           + (f"; {_folded(folded)} left out (held whole by another)" if folded else ""))
@@ -446,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="leave out a recording's bad lines (a repeated id counts as one; a bad API-Bank dialogue "
                         "file, or a damaged .gz's break and the rest, as one; the first is named on stderr, all are "
                         "listed in results.json) instead of stopping")
+    p.add_argument("--tool-calls", choices=("text", "template"), default="text",
+                   help="how a recorded tool call becomes tokens: text (default), the project's one Hermes-style text "
+                        "form for every model; template, the model's chat template's own spelling of calls and tool "
+                        "definitions (a template that writes no tool calls is refused)")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl (one trace per turn and method)")
     p.add_argument("--diagnose", action="store_true",
                    help="also write diagnosis.json: the identifiability-gap table and copy-oracle tau on the recordings")

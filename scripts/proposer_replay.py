@@ -81,15 +81,15 @@ def load_run(run: Path, limit: int | None = None) -> tuple[list[tuple[str, list[
     return (reqs[:limit] if limit else reqs), job
 
 
-def load_recording(tokenizer, convs, context: int, end_ids=None
+def load_recording(tokenizer, convs, context: int, end_ids=None, tool_calls: str = "text"
                    ) -> tuple[list[tuple[str, list[int], list[int]]], int]:
     """((turn id, prompt ids, recording ids) of every assistant turn of the recorded
     conversations ``convs`` (:func:`~oilbird.data.conversations.load_conversations`), in serving
-    order; how many turns were skipped as longer than ``context``)."""
+    order; how many turns were skipped as longer than ``context``). ``tool_calls``: as ``replay --tool-calls``."""
     from oilbird.data.conversations import encode_conversation
     reqs, skipped = [], 0
     for conv in convs:
-        for turn in encode_conversation(tokenizer, conv, end_ids=end_ids):
+        for turn in encode_conversation(tokenizer, conv, end_ids=end_ids, tool_calls=tool_calls):
             if turn.length > context:
                 skipped += 1
             elif turn.recording_ids:
@@ -256,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-bad", action="store_true",
                     help="with --recording: leave out the recording's bad lines (listed in the output) instead of "
                          "stopping at the first, as `replay --skip-bad` does")
+    ap.add_argument("--tool-calls", choices=("text", "template"), default="text",
+                    help="with --recording: how a recorded tool call becomes tokens, as `replay --tool-calls`")
     ap.add_argument("--suffix", action="store_true",
                     help="also replay vLLM's suffix proposer (needs arctic-inference) and print the ratio of steps")
     args = ap.parse_args(argv)
@@ -271,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
             raise RunError("give a serve-bench run folder or --recording DATA (one of the two)")
         if args.skip_bad and args.recording is None:
             raise RunError("--skip-bad is for --recording's lines (a serve-bench run has none to skip)")
+        if args.tool_calls != "text" and args.recording is None:
+            raise RunError("--tool-calls is for --recording (a serve-bench run's requests are tokens already)")
         bad: list[dict] | None = [] if args.skip_bad else None
         folded: list[dict] = []
         if args.recording is not None:
@@ -296,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     if reqs is None:
         from oilbird.evaluation.teacher import model_context
         try:
-            reqs, skipped = load_recording(model.tokenizer, convs, model_context(model), model.eos_token_ids)
+            reqs, skipped = load_recording(model.tokenizer, convs, model_context(model), model.eos_token_ids,
+                                           args.tool_calls)
         except (RunError, ValueError) as exc:
             print(f"proposer_replay: {exc}", file=sys.stderr)
             return 2

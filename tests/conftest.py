@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -82,3 +83,24 @@ def make_verdict(tree, argmax, topk_ids, topk_probs, states=None, accepted=(0,),
                    states=np.asarray(states if states is not None else np.ones((n, 4)), dtype=np.float32),
                    accepted=list(accepted), tokens=list(tokens),
                    request_id="r")
+
+
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+          "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+@pytest.fixture(scope="session")
+def bpe_chatml():
+    """A real fast Hugging Face tokenizer (byte-level BPE trained in-process on the built-in agent's
+    text) with a ChatML template: what encode_conversation's piece-by-piece path runs on."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from oilbird.data.agent_workload import generate_conversations
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator([json.dumps(c) for c in generate_conversations(n=4)], trainers.BpeTrainer(
+        vocab_size=700, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", chat_template=CHATML)

@@ -13,6 +13,7 @@ from oilbird.data.conversations import (ConversationError, ToolCall, conversatio
                                         encode_conversation, encode_conversation_per_turn, load_conversations,
                                         read_jsonl, render_messages)
 from oilbird.data.requests import DataError, Request, data_root, encode
+from conftest import CHATML
 
 GOOD = ('{"id": "c0", "messages": [{"role": "user", "content": "hi"}, '
         '{"role": "assistant", "content": "hello"}]}')
@@ -247,27 +248,6 @@ def test_copied_arguments_counts_values_seen_before():
     assert copied_arguments(_conv()) == (1, 2)        # "A1" was said; 2 was not
 
 
-CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-          "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
-
-
-@pytest.fixture(scope="module")
-def bpe_chatml():
-    """A real fast Hugging Face tokenizer (byte-level BPE trained in-process on the built-in agent's
-    text) with a ChatML template: what encode_conversation's piece-by-piece path runs on."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    from oilbird.data.agent_workload import generate_conversations
-    tk = Tokenizer(models.BPE())
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator([json.dumps(c) for c in generate_conversations(n=4)], trainers.BpeTrainer(
-        vocab_size=700, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", chat_template=CHATML)
-
-
 EDGES = {
     "special tokens written as text": [{"role": "user", "content": "say <|im_end|> then <|im_start|>x"},
                                        {"role": "assistant", "content": "<|im_end|> ok <|im_start|>"}],
@@ -290,8 +270,9 @@ def test_encoding_piece_by_piece_equals_the_per_turn_encoding(bpe_chatml):
     """The linear encoding gives exactly the ids of tokenizing every turn's whole prefix, on
     the built-in agent and on edge cases, through the piece path (not the fallback)."""
     from oilbird.data import conversations as cv
+    from oilbird.data.piece_tokenizer import PieceTokenizer
     tok = bpe_chatml
-    assert cv._PieceTokenizer.usable(tok)
+    assert PieceTokenizer.usable(tok)
     convs = load_conversations("agent-builtin", limit=6) + [
         conversation_from_obj({"id": name, "messages": msgs}, "edge", name) for name, msgs in EDGES.items()]
     calls = []
@@ -310,10 +291,10 @@ def test_encoding_piece_by_piece_equals_the_per_turn_encoding(bpe_chatml):
 def test_piece_encoding_falls_back_when_the_pieces_disagree(bpe_chatml, monkeypatch):
     """If tokenizing by pieces would give other ids than the tokenizer itself, the per-turn
     encoding is used: the result is never the pieces' guess."""
-    from oilbird.data import conversations as cv
+    from oilbird.data.piece_tokenizer import PieceTokenizer
     conv = load_conversations("agent-builtin", limit=1)[0]
     want = encode_conversation_per_turn(bpe_chatml, conv)
-    monkeypatch.setattr(cv._PieceTokenizer, "__call__", lambda self, text: [7] * len(text))
+    monkeypatch.setattr(PieceTokenizer, "__call__", lambda self, text: [7] * len(text))
     assert encode_conversation(bpe_chatml, conv) == want
 
 

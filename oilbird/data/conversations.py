@@ -58,6 +58,11 @@ has, so the same conversation is the same text for every drafter:
   A chat template that raises on role ``tool`` gets the same wrapped text as role ``user``
   instead (:func:`encode_conversation` retries once per conversation).
 
+**The model's own form** (``tool_calls="template"``, ``replay --tool-calls template``): the same
+conversation handed to the template as structured tool calls and ``tools=``, so a model whose
+template spells calls its own way is replayed on the tokens it would write
+(:mod:`oilbird.data.template_form`; a template that writes no tool calls is refused).
+
 **Tokens** (:func:`encode_conversation`): turn k's ``prompt_ids`` are the template over the
 rendered messages before it with the generation prompt; its ``recording_ids`` are the tokens the
 template over the messages up to and including it adds after that prompt, cut after the last
@@ -82,6 +87,8 @@ from .anthropic_messages import from_blocks, uses_blocks
 from .openai_messages import (ALIASES, ITEMS, ROLES, ToolCall, is_item, message_text, read_item, read_message,
                               with_tools)
 from .overlaps import fold_overlaps
+from .piece_tokenizer import PieceTokenizer, ids_of
+from .template_form import FORMS, check_template, template_form
 from .requests import ConversationError, DataError, Request, data_root, encode, has_text, none_loads, refusal
 
 NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
@@ -102,6 +109,7 @@ class Conversation:
     messages: tuple[dict, ...]
     source: str = field(default="", compare=False)
     line: int | None = field(default=None, compare=False)
+    tools: tuple = field(default=(), compare=False)   # the tool definitions, as given (also in the system text)
 
     @property
     def assistant_indices(self) -> list[int]:
@@ -191,7 +199,7 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
                                     "(the tool definitions the agent was given)")
         if tools:
             out = with_tools(out, tools)
-    return Conversation(id=cid, model=model, messages=tuple(out), source=source)
+    return Conversation(id=cid, model=model, messages=tuple(out), source=source, tools=tuple(tools or ()))
 
 
 def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | None = None) -> list[Conversation]:
@@ -371,12 +379,6 @@ def render_messages(messages, tool_role: str = "tool") -> list[dict]:
 
 # ---------------------------------------------------------------- tokens
 
-def _ids(x) -> list[int]:
-    if isinstance(x, dict) or hasattr(x, "keys"):
-        x = x["input_ids"]
-    return [int(i) for i in x]
-
-
 def end_of_turn_ids(tokenizer) -> set[int]:
     """The tokenizer's EOS id(s) plus the common end-of-turn tokens it knows as single tokens."""
     ids = set()
@@ -392,8 +394,22 @@ def end_of_turn_ids(tokenizer) -> set[int]:
     return ids
 
 
-def _template_ids(tokenizer, rendered: list[dict], generation: bool) -> list[int]:
-    return _ids(tokenizer.apply_chat_template(rendered, add_generation_prompt=generation, tokenize=True))
+def _template_ids(tokenizer, rendered: list[dict], generation: bool, kw: dict | None = None) -> list[int]:
+    return ids_of(tokenizer.apply_chat_template(rendered, add_generation_prompt=generation, tokenize=True, **(kw or {})))
+
+
+def _form(tokenizer, conv: Conversation, tool_calls: str) -> tuple[list[dict], list[int], dict]:
+    """The conversation as the template gets it: (messages, ``pos`` with messages[:pos[i]] the
+    ones before the conversation's message i, keyword arguments for the template). ``tool_calls``:
+    ``"text"``, the documented text form; ``"template"``, the model's own spelling of tool calls
+    (:mod:`oilbird.data.template_form`)."""
+    if tool_calls == "template":
+        form = template_form(conv, check_template(tokenizer))
+        return form.messages, form.pos, form.kwargs()
+    if tool_calls != "text":
+        raise ValueError(f"tool_calls must be one of {', '.join(FORMS)}, not {tool_calls!r}")
+    rendered = _render_for(tokenizer, conv)
+    return rendered, list(range(len(rendered))), {}
 
 
 def _render_for(tokenizer, conv: Conversation) -> list[dict]:
@@ -415,85 +431,41 @@ def _render_for(tokenizer, conv: Conversation) -> list[dict]:
         return fallback
 
 
-class _PieceTokenizer:
-    """A fast Hugging Face tokenizer applied piece by piece, each distinct piece tokenized once.
-
-    Such a tokenizer first cuts a text at its added tokens (``<|im_start|>``, ``<|im_end|>``, ...)
-    and tokenizes the text between them independently; so the ids of a text are the ids of its
-    pieces, and a conversation's pieces (about one per message) are tokenized once however many
-    turns repeat them. Used only when no added token strips whitespace or matches whole words;
-    :func:`encode_conversation` also checks it against the tokenizer itself before trusting it."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-        self.added = {str(t): int(i) for t, i in tokenizer.get_added_vocab().items()}
-        pattern = "|".join(re.escape(t) for t in sorted(self.added, key=len, reverse=True))
-        self.split = re.compile(f"({pattern})").split if pattern else (lambda text: [text])
-        self.memo: dict[str, list[int]] = {}
-
-    @staticmethod
-    def usable(tokenizer) -> bool:
-        if not (getattr(tokenizer, "is_fast", False) is True and getattr(tokenizer, "chat_template", None)
-                and callable(getattr(tokenizer, "get_added_vocab", None))):
-            return False
-        decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
-        return not any(getattr(t, a, False) for t in decoder.values() for a in ("lstrip", "rstrip", "single_word"))
-
-    def learn(self, texts: list[str], whole: list[str] = ()) -> list[list[int]]:
-        """Tokenize every piece of ``texts`` not seen yet, and the ``whole`` texts directly, in
-        one batch call; returns the ids of the ``whole`` texts."""
-        new = list(dict.fromkeys(p for t in texts for p in self.split(t)
-                                 if p and p not in self.added and p not in self.memo))
-        batch = new + list(whole)
-        ids = [_ids(x) for x in self.tokenizer(batch, add_special_tokens=False)["input_ids"]] if batch else []
-        self.memo.update(zip(new, ids))
-        return ids[len(new):]
-
-    def __call__(self, text: str) -> list[int]:
-        out: list[int] = []
-        for piece in self.split(text):
-            if piece in self.added:
-                out.append(self.added[piece])
-            elif piece:
-                ids = self.memo.get(piece)
-                if ids is None:
-                    self.learn([piece])
-                    ids = self.memo[piece]
-                out.extend(ids)
-        return out
-
-
-def encode_conversation(tokenizer, conv: Conversation, end_ids: set[int] | None = None) -> list[ReplayTurn]:
+def encode_conversation(tokenizer, conv: Conversation, end_ids: set[int] | None = None,
+                        tool_calls: str = "text") -> list[ReplayTurn]:
     """One :class:`ReplayTurn` per assistant message, in order (see the module docstring).
 
-    ``end_ids``: the end-of-turn token ids (default :func:`end_of_turn_ids`).
+    ``end_ids``: the end-of-turn token ids (default :func:`end_of_turn_ids`). ``tool_calls``:
+    ``"text"`` (the documented text form, default) or ``"template"`` (the chat template's own
+    spelling of tool calls and tool definitions; :mod:`oilbird.data.template_form`).
 
     Linear in the conversation's tokens for a fast Hugging Face tokenizer with a chat template:
     each turn's template is rendered as text, and texts are tokenized piece by piece between
-    added tokens, each distinct piece once (:class:`_PieceTokenizer`), instead of re-tokenizing
+    added tokens, each distinct piece once (:class:`PieceTokenizer`), instead of re-tokenizing
     the whole prefix for every message. The text up to the last turn is also tokenized
     directly (once) and must give the same ids as its pieces; if not (and for any other
     tokenizer), every turn is tokenized whole as before (:func:`encode_conversation_per_turn`,
     the reference this function is tested against). Either way each prompt is checked to be a
     token prefix of the rendering with its turn added."""
-    if not _PieceTokenizer.usable(tokenizer):
-        return encode_conversation_per_turn(tokenizer, conv, end_ids)
-    rendered = _render_for(tokenizer, conv)
+    if not PieceTokenizer.usable(tokenizer):
+        return encode_conversation_per_turn(tokenizer, conv, end_ids, tool_calls)
+    rendered, pos, kw = _form(tokenizer, conv, tool_calls)
     texts = []
     try:
         for i in conv.assistant_indices:
-            if not has_text(rendered[:i]):
+            if not has_text(rendered[:pos[i]]):
                 raise ValueError("a prompt without text")
-            texts.append((tokenizer.apply_chat_template(rendered[:i], add_generation_prompt=True, tokenize=False),
-                          tokenizer.apply_chat_template(rendered[:i + 1], tokenize=False)))
+            texts.append((tokenizer.apply_chat_template(rendered[:pos[i]], add_generation_prompt=True,
+                                                        tokenize=False, **kw),
+                          tokenizer.apply_chat_template(rendered[:pos[i] + 1], tokenize=False, **kw)))
     except Exception:                       # the template's own error type varies
-        return encode_conversation_per_turn(tokenizer, conv, end_ids)      # it names the turn and the error
+        return encode_conversation_per_turn(tokenizer, conv, end_ids, tool_calls)   # it names the turn and the error
     if not all(isinstance(x, str) for pair in texts for x in pair):
-        return encode_conversation_per_turn(tokenizer, conv, end_ids)
-    pieces = _PieceTokenizer(tokenizer)
+        return encode_conversation_per_turn(tokenizer, conv, end_ids, tool_calls)
+    pieces = PieceTokenizer(tokenizer)
     whole = texts[-1][1]                   # the last turn's rendering holds every earlier text but prompts' ends
     if pieces.learn([x for pair in texts for x in pair], whole=[whole]) != [pieces(whole)]:
-        return encode_conversation_per_turn(tokenizer, conv, end_ids)
+        return encode_conversation_per_turn(tokenizer, conv, end_ids, tool_calls)
     ends = set(end_ids) if end_ids is not None else end_of_turn_ids(tokenizer)
     turns: list[ReplayTurn] = []
     for k, (i, (prompt, full)) in enumerate(zip(conv.assistant_indices, texts)):
@@ -501,23 +473,27 @@ def encode_conversation(tokenizer, conv: Conversation, end_ids: set[int] | None 
     return turns
 
 
-def encode_conversation_per_turn(tokenizer, conv: Conversation, end_ids: set[int] | None = None
-                                 ) -> list[ReplayTurn]:
+def encode_conversation_per_turn(tokenizer, conv: Conversation, end_ids: set[int] | None = None,
+                                 tool_calls: str = "text") -> list[ReplayTurn]:
     """:func:`encode_conversation` by tokenizing every turn's whole prefix (quadratic in the
     conversation's length): any tokenizer, with or without a chat template."""
-    rendered = _render_for(tokenizer, conv)
+    rendered, pos, kw = _form(tokenizer, conv, tool_calls)
     templated = bool(getattr(tokenizer, "chat_template", None))
     ends = set(end_ids) if end_ids is not None else end_of_turn_ids(tokenizer)
     turns: list[ReplayTurn] = []
     for k, i in enumerate(conv.assistant_indices):
+        before = rendered[:pos[i]]
         try:
-            prompt = encode(tokenizer, Request(id=f"{conv.id}#{k}", messages=rendered[:i]))
+            if kw and not has_text(before):
+                raise ValueError("the prompt is empty")
+            prompt = (_template_ids(tokenizer, before, True, kw) if kw else
+                      encode(tokenizer, Request(id=f"{conv.id}#{k}", messages=before)))
         except Exception as exc:
             raise ConversationError(f"{_turn_where(conv, k, i)}: cannot encode the prompt ({exc})") from None
         if templated:
-            full = _template_ids(tokenizer, rendered[:i + 1], False)
+            full = _template_ids(tokenizer, rendered[:pos[i] + 1], False, kw)
         else:                                         # as oilbird.data.requests.encode, without the last "\n"
-            full = _ids(tokenizer("\n".join(m["content"] for m in rendered[:i + 1])))
+            full = ids_of(tokenizer("\n".join(m["content"] for m in rendered[:pos[i] + 1])))
         turns.append(_turn(conv, k, i, prompt, full, ends, templated, turns, tokenizer))
     return turns
 

@@ -1,0 +1,84 @@
+"""``replay --tool-calls template``: a recorded conversation in the model's own spelling of tool
+calls and tool definitions, on a real fast tokenizer whose template spells them its own way."""
+from __future__ import annotations
+
+import pytest
+
+from oilbird.data.conversations import (ConversationError, conversation_from_obj, encode_conversation,
+                                        encode_conversation_per_turn)
+
+# Not Hermes: calls as [CALL id]name(arguments)[/CALL], tool definitions as one system line, tool
+# results naming the call they answer. A template of this project's tests, not any model's.
+CALLS = ("{% for c in message.tool_calls or [] %}[CALL {{ c.id }}]{{ c.function.name }}("
+         "{% if c.function.arguments is mapping %}{{ c.function.arguments | tojson }}"
+         "{% else %}{{ c.function.arguments }}{% endif %})[/CALL]{% endfor %}")
+OWN = ("{% if tools %}<|im_start|>system\nTOOLS:{% for t in tools %} {{ t.function.name }}{% endfor %}<|im_end|>\n"
+       "{% endif %}{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content or '' }}" + CALLS +
+       "{% if message.role == 'tool' %} (answers {{ message.tool_call_id }}){% endif %}<|im_end|>\n{% endfor %}"
+       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CALLS_ONLY = ("{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content or '' }}" + CALLS +
+              "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+TOOLS = [{"type": "function", "function": {"name": "find_booking", "description": "a booking by id",
+                                           "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}}]
+
+
+def _tok(bpe_chatml, template):
+    return bpe_chatml.__class__(tokenizer_object=bpe_chatml.backend_tokenizer, eos_token="<|im_end|>",
+                                chat_template=template)
+
+
+def _conv(system=True):
+    msgs = ([{"role": "system", "content": "S"}] if system else []) + [
+        {"role": "user", "content": "Find A1."},
+        {"role": "assistant", "content": "Looking.", "tool_calls": [{"name": "find_booking", "arguments": {"id": "A1"}}]},
+        {"role": "tool", "name": "find_booking", "content": '{"id": "A1", "seat": "3C"}'},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "find_booking", "arguments_json": '{"id": "A1"'}]},
+        {"role": "tool", "name": "find_booking", "content": "error: bad arguments"},
+        {"role": "assistant", "content": "Seat 3C."}]
+    return conversation_from_obj({"id": "t", "messages": msgs, "tools": TOOLS}, "x.jsonl:1", "t")
+
+
+def test_the_template_spells_the_calls_the_definitions_and_the_answers(bpe_chatml):
+    tok = _tok(bpe_chatml, OWN)
+    conv = _conv()
+    turns = encode_conversation(tok, conv, tool_calls="template")
+    text = [(tok.decode(t.prompt_ids), tok.decode(t.recording_ids)) for t in turns]
+    assert [t.message_index for t in turns] == conv.assistant_indices == [2, 4, 6]
+    assert text[0][1] == 'Looking.[CALL call00001]find_booking({"id": "A1"})[/CALL]<|im_end|>'
+    assert text[1][1] == '[CALL call00002]find_booking({"id": "A1")[/CALL]<|im_end|>'     # broken JSON, as written
+    assert text[0][0].startswith("<|im_start|>system\nTOOLS: find_booking<|im_end|>\n<|im_start|>system\nS<|im_end|>")
+    assert "<tools>" not in text[2][0] and "<tool_call>" not in text[2][0]   # the text form's spelling is gone
+    assert "(answers call00001)" in text[1][0] and "(answers call00002)" in text[2][0]
+    assert [t.extends_previous for t in turns] == [False, True, True]
+    assert encode_conversation_per_turn(tok, conv, tool_calls="template") == turns
+    hermes = encode_conversation(tok, conv)                  # the default stays the one text form
+    assert "<tool_call>" in tok.decode(hermes[0].recording_ids) and "<tools>" in tok.decode(hermes[0].prompt_ids)
+
+
+def test_a_system_message_that_held_only_the_tools_goes(bpe_chatml):
+    tok = _tok(bpe_chatml, OWN)
+    conv = _conv(system=False)
+    assert conv.messages[0]["role"] == "system"              # the text form's own system message, tools only
+    turns = encode_conversation(tok, conv, tool_calls="template")
+    assert [t.message_index for t in turns] == [2, 4, 6]
+    assert tok.decode(turns[0].prompt_ids) == ("<|im_start|>system\nTOOLS: find_booking<|im_end|>\n"
+                                               "<|im_start|>user\nFind A1.<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_a_template_that_spells_calls_but_not_definitions_keeps_the_tools_block(bpe_chatml):
+    tok = _tok(bpe_chatml, CALLS_ONLY)
+    turns = encode_conversation(tok, _conv(), tool_calls="template")
+    prompt = tok.decode(turns[0].prompt_ids)
+    assert prompt.startswith("<|im_start|>system\nS\n\n# Tools") and '"name":"find_booking"' in prompt
+    assert "[CALL call00001]" in tok.decode(turns[0].recording_ids)
+
+
+def test_a_template_that_writes_no_tool_calls_is_refused_by_name(bpe_chatml):
+    # SmolLM2's template writes content only: every recorded call would vanish from the tokens
+    with pytest.raises(ConversationError, match="does not write tool calls.*--tool-calls text"):
+        encode_conversation(bpe_chatml, _conv(), tool_calls="template")
+    bare = _tok(bpe_chatml, None)
+    with pytest.raises(ConversationError, match="no chat template.*--tool-calls text"):
+        encode_conversation(bare, _conv(), tool_calls="template")
+    with pytest.raises(ValueError, match="tool_calls must be one of text, template"):
+        encode_conversation(_tok(bpe_chatml, OWN), _conv(), tool_calls="hermes")
