@@ -333,6 +333,10 @@ def test_report_on_a_replay_prints_what_the_replay_said_besides_its_numbers(tmp_
                      "2 conversations left out: another one holds each whole; listed under folded_conversations",
                      "3 turns past the model's context read windowed states", "replay under-states X"]
     assert replay_caveats({"model": "m"}) == [] and replay_caveats({"replay": True}) == []
+    assert replay_caveats({"replay": {}, "tool_calls": "text"}) == []
+    assert replay_caveats({"replay": {}, "tool_calls": "template"}) == [
+        "tool calls as the model's chat template spells them (--tool-calls template), not the one text form: "
+        "other tokens than a text-form replay of the same recording"]
     import json
     r = {"model": "m", "replay": rp, "methods": {"goose": {"tau": 2.0, "tokens_per_s": None, "lossless": True}}}
     (tmp_path / "results.json").write_text(json.dumps(r))

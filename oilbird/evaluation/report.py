@@ -428,6 +428,9 @@ def replay_caveats(res: dict) -> list[str]:
             out.append(f"{len(res[key])} {what}; listed under {key}")
     if rp.get("windowed_turns"):
         out.append(f"{rp['windowed_turns']} turns past the model's context read windowed states")
+    if res.get("tool_calls") == "template":
+        out.append("tool calls as the model's chat template spells them (--tool-calls template), not the one "
+                   "text form: other tokens than a text-form replay of the same recording")
     if isinstance(rp.get("note"), str):
         out.append(rp["note"])
     return out
