@@ -316,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     res["k"] = k
     if skipped is not None:
         res["skipped_turns"] = skipped
+        res["tool_calls"] = args.tool_calls
     if bad:
         res["bad_lines"] = bad
     if folded:

@@ -82,3 +82,71 @@ def test_a_template_that_writes_no_tool_calls_is_refused_by_name(bpe_chatml):
         encode_conversation(bare, _conv(), tool_calls="template")
     with pytest.raises(ValueError, match="tool_calls must be one of text, template"):
         encode_conversation(_tok(bpe_chatml, OWN), _conv(), tool_calls="hermes")
+
+
+def test_parallel_calls_a_template_refuses_are_one_error_naming_the_turn(bpe_chatml):
+    """Llama 3.1's template raises on a second call in one message: a ConversationError naming
+    the turn and the way out, not the template engine's traceback."""
+    one_call = OWN.replace("{% for c in message.tool_calls or [] %}",
+                           "{% if (message.tool_calls or []) | length > 1 %}{{ raise_exception('only single tool-calls "
+                           "at once') }}{% endif %}{% for c in message.tool_calls or [] %}")
+    msgs = [{"role": "user", "content": "Weather in Paris and Rome?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"name": "weather", "arguments": {"city": "Paris"}}, {"name": "weather", "arguments": {"city": "Rome"}}]},
+            {"role": "tool", "content": "sun"}, {"role": "tool", "content": "rain"},
+            {"role": "assistant", "content": "Sun and rain."}]
+    conv = conversation_from_obj({"id": "p", "messages": msgs}, "x.jsonl:2", "p")
+    with pytest.raises(ConversationError, match=r"x.jsonl:2: conversation 'p' message 1 \(assistant turn 0\).*"
+                                                r"only single tool-calls at once.*--tool-calls text"):
+        encode_conversation(_tok(bpe_chatml, one_call), conv, tool_calls="template")
+
+
+def test_results_answer_the_calls_their_recorded_ids_name_whatever_the_order(bpe_chatml):
+    tok = _tok(bpe_chatml, OWN)
+    calls = [{"id": "call_pa", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}},
+             {"id": "call_ro", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Rome"}'}}]
+    msgs = [{"role": "user", "content": "Weather in Paris and Rome?"},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "call_ro", "content": "rain"},
+            {"role": "tool", "tool_call_id": "call_pa", "content": "sun"},
+            {"role": "assistant", "content": "Sun in Paris, rain in Rome."}]
+    conv = conversation_from_obj({"id": "o", "messages": msgs}, "x.jsonl:3", "o")
+    prompt = tok.decode(encode_conversation(tok, conv, tool_calls="template")[1].prompt_ids)
+    assert "[CALL call00001]weather(" in prompt and '{"city": "Paris"}' in prompt
+    assert "<|im_start|>tool\nrain (answers call00002)" in prompt and "<|im_start|>tool\nsun (answers call00001)" in prompt
+
+
+def test_tool_definitions_reach_the_template_in_openai_shape_whatever_the_log_spelled(bpe_chatml):
+    tok = _tok(bpe_chatml, OWN.replace("{{ t.function.name }}", "{{ t.function.name }}={{ t.function.parameters | tojson }}"))
+    fn = TOOLS[0]["function"]
+    spellings = {"openai": TOOLS,
+                 "anthropic": [{"name": fn["name"], "description": fn["description"], "input_schema": fn["parameters"]}],
+                 "responses": [{"type": "function", **fn}]}
+    prompts = {}
+    for name, tools in spellings.items():
+        conv = conversation_from_obj({"id": name, "tools": tools, "messages": [
+            {"role": "system", "content": "S"}, {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello."}]}, "x", name)
+        prompts[name] = tok.decode(encode_conversation(tok, conv, tool_calls="template")[0].prompt_ids)
+    assert prompts["openai"] == prompts["anthropic"] == prompts["responses"]
+    assert 'TOOLS: find_booking={"type": "object"' in prompts["openai"]
+
+
+def test_a_template_that_drops_tool_results_is_refused(bpe_chatml):
+    drops = OWN.replace("{% for message in messages %}", "{% for message in messages if message.role != 'tool' %}")
+    with pytest.raises(ConversationError, match="drops tool results.*--tool-calls text"):
+        encode_conversation(_tok(bpe_chatml, drops), _conv(), tool_calls="template")
+
+
+def test_a_template_that_joins_arguments_as_text_gets_the_recorded_text(bpe_chatml):
+    """DeepSeek's templates concatenate the arguments as a string: parsed ones would make them
+    raise, so the probe finds that and the recorded text goes in as written."""
+    joins = OWN.replace("{% if c.function.arguments is mapping %}{{ c.function.arguments | tojson }}"
+                        "{% else %}{{ c.function.arguments }}{% endif %}", "{{ '<args>' + c.function.arguments }}")
+    tok = _tok(bpe_chatml, joins)
+    conv = conversation_from_obj({"id": "j", "messages": [
+        {"role": "user", "content": "Find A1."},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "find_booking", "arguments": '{"id" :"A1"}'}]},
+        {"role": "tool", "content": "ok"}, {"role": "assistant", "content": "Found."}]}, "x", "j")
+    turns = encode_conversation(tok, conv, tool_calls="template")
+    assert tok.decode(turns[0].recording_ids) == '[CALL call00001]find_booking(<args>{"id" :"A1"})[/CALL]<|im_end|>'

@@ -171,7 +171,7 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
             text = message_text(d[key], lambda problem: ConversationError(f"{_where(source, cid)}: {problem}"), f"'{key}'")
             if text:
                 out.append({"role": "system", "content": text})
-    call_names: dict[str, str] = {}
+    call_names: dict[str, tuple[str, int]] = {}
     shown = None                              # the last item before this one that is not reasoning
     for i, raw in enumerate(msgs):
         def err(problem, _i=i):
@@ -483,17 +483,21 @@ def encode_conversation_per_turn(tokenizer, conv: Conversation, end_ids: set[int
     turns: list[ReplayTurn] = []
     for k, i in enumerate(conv.assistant_indices):
         before = rendered[:pos[i]]
+        way_out = "; --tool-calls text renders it in the project's text form" if tool_calls == "template" else ""
         try:
             if kw and not has_text(before):
                 raise ValueError("the prompt is empty")
             prompt = (_template_ids(tokenizer, before, True, kw) if kw else
                       encode(tokenizer, Request(id=f"{conv.id}#{k}", messages=before)))
+        except Exception as exc:                     # the template's own error type varies
+            raise ConversationError(f"{_turn_where(conv, k, i)}: cannot encode the prompt ({exc}){way_out}") from None
+        try:
+            if templated:
+                full = _template_ids(tokenizer, rendered[:pos[i] + 1], False, kw)
+            else:                                     # as oilbird.data.requests.encode, without the last "\n"
+                full = ids_of(tokenizer("\n".join(m["content"] for m in rendered[:pos[i] + 1])))
         except Exception as exc:
-            raise ConversationError(f"{_turn_where(conv, k, i)}: cannot encode the prompt ({exc})") from None
-        if templated:
-            full = _template_ids(tokenizer, rendered[:pos[i] + 1], False, kw)
-        else:                                         # as oilbird.data.requests.encode, without the last "\n"
-            full = ids_of(tokenizer("\n".join(m["content"] for m in rendered[:pos[i] + 1])))
+            raise ConversationError(f"{_turn_where(conv, k, i)}: cannot encode the turn ({exc}){way_out}") from None
         turns.append(_turn(conv, k, i, prompt, full, ends, templated, turns, tokenizer))
     return turns
 

@@ -10,22 +10,32 @@ and lets the template spell it:
 
 * an assistant message: ``{"role": "assistant", "content": text, "tool_calls": [{"id",
   "type": "function", "function": {"name", "arguments"}}]}``, the arguments parsed (the form
-  templates expect; a template re-serialises them in its own spacing) or, when the agent wrote
-  broken JSON, the recorded text as a string;
+  most templates expect; they re-serialise them in their own spacing), or the recorded text for
+  a template that joins them as a string (DeepSeek's), and the recorded text too where the agent
+  wrote broken JSON (a template that re-serialises it then quotes it: no model would write that,
+  and the turn's tau says so);
 * a tool result: ``{"role": "tool", "content": text, "name", "tool_call_id"}``;
-* the conversation's ``tools``: given to ``apply_chat_template(tools=...)``, and taken out of
-  the system message where the text form put them (a system message that held only them goes).
+* the conversation's ``tools``, in OpenAI's ``{"type": "function", "function": {"name",
+  "description", "parameters"}}`` shape whatever the log's (Anthropic's ``input_schema``, the
+  Responses API's flat form), given to ``apply_chat_template(tools=...)`` as a server hands them
+  to its template, and taken out of the system message where the text form put them (a system
+  message that held only them goes).
 
-Recordings keep no call ids, so each call gets ``call00001``, ``call00002``, ... in conversation
-order (nine characters, the length Mistral's templates require), and each tool result the id of
-the earliest unanswered call of the assistant message before it.
+Call ids differ between a log's spellings, and some templates accept only their own shape
+(Mistral's: nine letters and digits), so each call gets ``call00001``, ``call00002``, ... in
+conversation order, and each tool result the id of the call its recorded id answers (where the
+log gave none, the earliest unanswered call of the assistant message before it).
 
-A template that does not spell tool calls (SmolLM2's writes ``content`` only) would silently drop
-every call from the recording: :func:`check_template` refuses it first, by name. A template that
-spells calls but not definitions keeps the text form's tools block in the system message.
+:func:`check_template` probes the template once per tokenizer before anything is encoded: one
+that writes no tool calls (SmolLM2's writes ``content`` only) or drops tool results would lose
+them from every turn, and is refused by name; one that writes calls but not definitions keeps the
+text form's tools block in the system message. Templates that render earlier turns differently
+once a reply follows (Mistral's, which moves the system prompt into the last user message) fail
+the replay's prefix check turn by turn, as in the text form.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from .openai_messages import render_tools
@@ -34,6 +44,16 @@ from .requests import ConversationError
 FORMS = ("text", "template")
 _PROBE_TOOL = "oilbird_probe_tool"
 _PROBE_VALUE = "oilbird-probe-value"
+_PROBE_RESULT = "oilbird-probe-result"
+_checked: dict[tuple[int, str], "TemplateStyle"] = {}
+
+
+@dataclass(frozen=True)
+class TemplateStyle:
+    """What :func:`check_template` found the template to write: the tool definitions given to it
+    (``tools``), and whether it takes a call's arguments as text rather than parsed (``args_text``)."""
+    tools: bool
+    args_text: bool
 
 
 @dataclass(frozen=True)
@@ -49,37 +69,66 @@ class TemplateForm:
         return {"tools": self.tools} if self.tools else {}
 
 
-def _probe(tokenizer, tools: bool) -> str:
+def openai_tool(tool: dict) -> dict:
+    """A tool definition in OpenAI's chat shape, the one serving templates are written for:
+    Anthropic's (``input_schema``) and the Responses API's flat one (``type``, ``name``,
+    ``parameters`` side by side) are rewrapped; another shape is left as it is."""
+    if isinstance(tool.get("function"), dict):
+        return tool
+    if not isinstance(tool.get("name"), str):
+        return tool
+    params = tool.get("parameters", tool.get("input_schema"))
+    fn = {"name": tool["name"]} | ({"description": tool["description"]} if "description" in tool else {})
+    return {"type": "function", "function": fn | ({"parameters": params} if params is not None else {})}
+
+
+def _probe(tokenizer, tools: bool, args_text: bool) -> str:
+    args = {"value": _PROBE_VALUE}
     call = {"id": "call00001", "type": "function",
-            "function": {"name": _PROBE_TOOL, "arguments": {"value": _PROBE_VALUE}}}
+            "function": {"name": _PROBE_TOOL, "arguments": json.dumps(args) if args_text else args}}
     messages = [{"role": "user", "content": "probe"},
-                {"role": "assistant", "content": "", "tool_calls": [call]}]
-    defs = [{"type": "function", "function": {"name": _PROBE_TOOL + "_def", "description": "probe",
-                                              "parameters": {"type": "object", "properties": {}}}}]
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "content": _PROBE_RESULT, "name": _PROBE_TOOL, "tool_call_id": "call00001"},
+                {"role": "assistant", "content": "done"}]
+    defs = [openai_tool({"name": _PROBE_TOOL + "_def", "description": "probe",
+                         "parameters": {"type": "object", "properties": {}}})]
     text = tokenizer.apply_chat_template(messages, tokenize=False, **({"tools": defs} if tools else {}))
     return text if isinstance(text, str) else ""
 
 
-def check_template(tokenizer) -> bool:
-    """Refuse a tokenizer whose chat template would not write tool calls (or has none), in one
-    :class:`ConversationError` that names the way out; else whether it also writes the tool
-    definitions given to it."""
-    if not getattr(tokenizer, "chat_template", None):
+def check_template(tokenizer) -> TemplateStyle:
+    """Refuse a tokenizer whose chat template would not write tool calls or tool results (or has
+    none), in one :class:`ConversationError` that names the way out; else what it writes
+    (:class:`TemplateStyle`). Probed once per tokenizer and template."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
         raise ConversationError("--tool-calls template: this tokenizer has no chat template to spell the tool "
                                 "calls; use --tool-calls text (the project's Hermes-style text form)")
-    try:
-        text = _probe(tokenizer, tools=True)
-    except Exception:                              # the template's own error type varies
+    key = (id(tokenizer), str(template))
+    if key in _checked:
+        return _checked[key]
+    text, errors, style = "", [], None
+    for tools, args_text in ((True, False), (False, False), (True, True), (False, True)):
         try:
-            text = _probe(tokenizer, tools=False)
-        except Exception as exc:
-            raise ConversationError(f"--tool-calls template: the chat template refuses a tool call ({exc}); "
-                                    "use --tool-calls text") from None
-    if _PROBE_TOOL not in text or _PROBE_VALUE not in text:
+            text = _probe(tokenizer, tools, args_text)
+        except Exception as exc:                   # the template's own error type varies
+            errors.append(exc)
+            continue
+        if _PROBE_TOOL in text and _PROBE_VALUE in text:
+            style = TemplateStyle(tools=tools and _PROBE_TOOL + "_def" in text, args_text=args_text)
+            break
+    if style is None and errors and not text:
+        raise ConversationError(f"--tool-calls template: the chat template refuses a tool call ({errors[0]}); "
+                                "use --tool-calls text") from None
+    if style is None:
         raise ConversationError("--tool-calls template: the model's chat template does not write tool calls "
                                 "(a recording's calls would vanish from its tokens); use --tool-calls text, the "
                                 "project's Hermes-style text form")
-    return _PROBE_TOOL + "_def" in text
+    if _PROBE_RESULT not in text:
+        raise ConversationError("--tool-calls template: the model's chat template writes tool calls but drops "
+                                "tool results (every result would vanish from the prompts); use --tool-calls text")
+    _checked[key] = style
+    return style
 
 
 def _without_tools(messages: list[dict], tools: tuple) -> list[dict | None]:
@@ -100,10 +149,21 @@ def _without_tools(messages: list[dict], tools: tuple) -> list[dict | None]:
     return out
 
 
-def template_form(conv, tools_spelled: bool) -> TemplateForm:
+def _arguments(call, args_text: bool):
+    """A call's arguments as the template takes them: the recorded text for a template that joins
+    text (or when it is not JSON), else the parsed value."""
+    if args_text:
+        return call.arguments_json
+    try:
+        return json.loads(call.arguments_json)
+    except ValueError:
+        return call.arguments_json
+
+
+def template_form(conv, style: TemplateStyle) -> TemplateForm:
     """``conv`` (a normalised :class:`~oilbird.data.conversations.Conversation`) in the structured
-    form; ``tools_spelled``: :func:`check_template`'s answer (else the tools block stays)."""
-    messages = _without_tools(list(conv.messages), conv.tools) if tools_spelled else list(conv.messages)
+    form, as :func:`check_template` found the template to want it (``style``)."""
+    messages = _without_tools(list(conv.messages), conv.tools) if style.tools else list(conv.messages)
     out: list[dict] = []
     pos: list[int] = []
     calls = 0
@@ -116,21 +176,22 @@ def template_form(conv, tools_spelled: bool) -> TemplateForm:
             structured = []
             for call in m.get("tool_calls") or ():
                 calls += 1
-                args = call.arguments
                 structured.append({"id": f"call{calls:05d}", "type": "function",
-                                   "function": {"name": call.name,
-                                                "arguments": args if args is not None else call.arguments_json}})
+                                   "function": {"name": call.name, "arguments": _arguments(call, style.args_text)}})
             waiting = [c["id"] for c in structured]
             out.append({"role": "assistant", "content": m["content"]} | ({"tool_calls": structured} if structured else {}))
         elif m["role"] == "tool":
             tool = {"role": "tool", "content": m["content"]}
             if m.get("name"):
                 tool["name"] = m["name"]
-            if waiting:
-                tool["tool_call_id"] = waiting.pop(0)
+            answers = f"call{m['answers'] + 1:05d}" if m.get("answers") is not None else None
+            if answers is None and waiting:
+                answers = waiting[0]
+            if answers is not None:
+                tool["tool_call_id"] = answers
+                waiting = [w for w in waiting if w != answers]
             out.append(tool)
         else:
             out.append({"role": m["role"], "content": m["content"]})
-    if not out:
-        raise ConversationError(f"conversation '{conv.id}': nothing left to render")
-    return TemplateForm(out, list(conv.tools) if tools_spelled and conv.tools else None, pos)
+    tools = [openai_tool(t) for t in conv.tools] if style.tools and conv.tools else None
+    return TemplateForm(out, tools, pos)
