@@ -1,6 +1,6 @@
 """What fast replay's teacher forcing will forward on a data set, and its floor, without the model.
 
-    python scripts/teacher_plan.py --data agent-transcripts [--limit N] [--window W] [--gflops G]
+    python scripts/teacher_plan.py --data agent-transcripts [--limit N] [--window W] [--gflops G] [--tool-calls template]
 
 Runs :class:`oilbird.evaluation.teacher.TeacherForcer`'s own bookkeeping (conversation cache,
 shared prefix, window restarts past the context) with a stub forward that computes nothing, so
@@ -60,6 +60,8 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=int, default=None)
     ap.add_argument("--model", default=None, help="a local HF model dir (default: the cached SmolLM2-135M-Instruct)")
     ap.add_argument("--gflops", type=float, default=None, help="matmul throughput for the floor (default: measured)")
+    ap.add_argument("--tool-calls", choices=("text", "template"), default="text",
+                    help="how recorded tool calls become tokens, as `replay --tool-calls`")
     args = ap.parse_args(argv)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -71,10 +73,10 @@ def main(argv=None) -> int:
         model = AutoModelForCausalLM.from_config(cfg)
     lm = types.SimpleNamespace(model=model, device=torch.device("cpu"))
     convs = load_conversations(args.data, args.limit)
-    turns = [encode_conversation(tok, c) for c in convs]
+    turns = [encode_conversation(tok, c, tool_calls=args.tool_calls) for c in convs]
     flops = flops_per_token(lm)
     gflops = args.gflops or matmul_gflops(lm)["gflops"]
-    out = {"data": args.data, "conversations": len(convs), "turns": sum(map(len, turns)),
+    out = {"data": args.data, "tool_calls": args.tool_calls, "conversations": len(convs), "turns": sum(map(len, turns)),
            "tokens": sum(t[-1].length for t in turns), "flops_per_token": flops, "gflops": gflops}
     for shared in (False, True):
         f = TeacherForcer(_StubVerifier(lm), window=args.window, shared_prefix=shared)
@@ -92,4 +94,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (ValueError, OSError) as exc:     # bad data, a refused template, a missing model: one line
+        print(f"teacher_plan: {exc}", file=sys.stderr)
+        sys.exit(2)
