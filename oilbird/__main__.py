@@ -23,6 +23,7 @@ from .evaluation.runs import Run, RunStopped
 from .cli_options import at_least, common_options, force_option, fresh_out, model_options
 from .serving.cli import add_serving_commands, serve, serve_bench
 from .serving.serve_bench import ServeBenchError
+from .data.template_form import FORMS
 
 
 def _tree_options(p: argparse.ArgumentParser) -> None:
@@ -448,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="leave out a recording's bad lines (a repeated id counts as one; a bad API-Bank dialogue "
                         "file, or a damaged .gz's break and the rest, as one; the first is named on stderr, all are "
                         "listed in results.json) instead of stopping")
-    p.add_argument("--tool-calls", choices=("text", "template"), default="text",
+    p.add_argument("--tool-calls", choices=FORMS, default="text",
                    help="how a recorded tool call becomes tokens: text (default), the project's one Hermes-style text "
                         "form for every model; template, the model's chat template's own spelling of calls and tool "
                         "definitions (a template that writes no tool calls is refused)")

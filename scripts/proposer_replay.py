@@ -242,6 +242,7 @@ def _recorded(data: str, limit: int | None, bad: list[dict] | None, folded: list
 
 
 def main(argv: list[str] | None = None) -> int:
+    from oilbird.data.template_form import FORMS
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("run", nargs="?", help="a serve-bench --out folder with an oilbird engine at batch 1")
     ap.add_argument("--recording", metavar="DATA", default=None,
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-bad", action="store_true",
                     help="with --recording: leave out the recording's bad lines (listed in the output) instead of "
                          "stopping at the first, as `replay --skip-bad` does")
-    ap.add_argument("--tool-calls", choices=("text", "template"), default="text",
+    ap.add_argument("--tool-calls", choices=FORMS, default="text",
                     help="with --recording: how a recorded tool call becomes tokens, as `replay --tool-calls`")
     ap.add_argument("--suffix", action="store_true",
                     help="also replay vLLM's suffix proposer (needs arctic-inference) and print the ratio of steps")

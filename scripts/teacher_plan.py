@@ -23,6 +23,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oilbird.data.conversations import encode_conversation, load_conversations  # noqa: E402
+from oilbird.data.template_form import FORMS  # noqa: E402
+from oilbird.errors import InputError  # noqa: E402
 from oilbird.evaluation.teacher import (TeacherForcer, TeacherStats, floor_seconds,  # noqa: E402
                                         flops_per_token, matmul_gflops)
 from oilbird.verifier import NodeOutputs  # noqa: E402
@@ -60,7 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=int, default=None)
     ap.add_argument("--model", default=None, help="a local HF model dir (default: the cached SmolLM2-135M-Instruct)")
     ap.add_argument("--gflops", type=float, default=None, help="matmul throughput for the floor (default: measured)")
-    ap.add_argument("--tool-calls", choices=("text", "template"), default="text",
+    ap.add_argument("--tool-calls", choices=FORMS, default="text",
                     help="how recorded tool calls become tokens, as `replay --tool-calls`")
     args = ap.parse_args(argv)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -96,6 +98,6 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except (ValueError, OSError) as exc:     # bad data, a refused template, a missing model: one line
+    except (InputError, OSError) as exc:     # bad data, a refused template, a missing model: one line
         print(f"teacher_plan: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -150,3 +150,50 @@ def test_a_template_that_joins_arguments_as_text_gets_the_recorded_text(bpe_chat
         {"role": "tool", "content": "ok"}, {"role": "assistant", "content": "Found."}]}, "x", "j")
     turns = encode_conversation(tok, conv, tool_calls="template")
     assert tok.decode(turns[0].recording_ids) == '[CALL call00001]find_booking(<args>{"id" :"A1"})[/CALL]<|im_end|>'
+
+
+def test_a_template_that_writes_calls_only_with_tools_gets_them_always(bpe_chatml):
+    """Hermes-style pairs ({"default", "tool_use"}: the second only when tools= is given) and
+    templates that write calls only {% if tools %}: the probe finds they need tools=, so every
+    conversation gets it; one whose calls still vanish is refused by name, not replayed without them."""
+    plain = CALLS_ONLY.replace(CALLS, "")                       # content only, like SmolLM2's
+    pair = _tok(bpe_chatml, {"default": plain, "tool_use": OWN})
+    turns = encode_conversation(pair, _conv(), tool_calls="template")
+    assert "[CALL call00001]find_booking" in pair.decode(turns[0].recording_ids)
+    untooled = _conv()
+    untooled = conversation_from_obj({"id": "u", "messages": [
+        m if m["role"] != "assistant" else {"role": "assistant", "content": m["content"], "tool_calls": [
+            {"name": c.name, "arguments_json": c.arguments_json} for c in m["tool_calls"]]}
+        for m in untooled.messages[1:]]}, "y.jsonl:4", "u")    # the same conversation without its tools
+    assert "[CALL call00001]" in pair.decode(encode_conversation(pair, untooled, tool_calls="template")[0].recording_ids)
+    only_if_tools = _tok(bpe_chatml, OWN.replace(CALLS, "{% if tools %}" + CALLS + "{% endif %}"))
+    assert "[CALL call00001]" in only_if_tools.decode(
+        encode_conversation(only_if_tools, _conv(), tool_calls="template")[0].recording_ids)
+    with pytest.raises(ConversationError, match=r"y.jsonl:4: conversation 'u': the chat template leaves the call "
+                                                r"to 'find_booking' out.*--tool-calls text"):
+        encode_conversation(only_if_tools, untooled, tool_calls="template")
+
+
+def test_answers_name_the_call_in_every_spelling_and_keep_two_logs_apart():
+    """A result's "answers" is the index of the call its id names: for the Responses API's calls
+    joined into one turn as for a chat log's; two logs alike but for which call a result answers
+    are two conversations, not one folded into the other."""
+    from oilbird.data.overlaps import fold_overlaps
+    items = [{"role": "user", "content": "Paris and Rome?"},
+             {"type": "function_call", "call_id": "fc_p", "name": "weather", "arguments": '{"city":"Paris"}'},
+             {"type": "function_call", "call_id": "fc_r", "name": "weather", "arguments": '{"city":"Rome"}'},
+             {"type": "function_call_output", "call_id": "fc_r", "output": "rain"},
+             {"type": "function_call_output", "call_id": "fc_p", "output": "sun"},
+             {"role": "assistant", "content": "Sun and rain."}]
+    conv = conversation_from_obj({"id": "r", "messages": items}, "z", "r")
+    assert [m.get("answers") for m in conv.messages if m["role"] == "tool"] == [1, 0]
+    same = items[:3] + [{"type": "function_call_output", "call_id": "fc_r", "output": "ok"},
+                        {"type": "function_call_output", "call_id": "fc_p", "output": "ok"},
+                        {"role": "assistant", "content": "Done."}]
+    longer = conversation_from_obj({"id": "l", "messages": same + [{"role": "user", "content": "Thanks"},
+                                                                  {"role": "assistant", "content": "Bye."}]}, "z", "l")
+    start = conversation_from_obj({"id": "s", "messages": same[:3] + [same[4], same[3]] + same[5:]}, "z", "s")
+    assert [m["content"] for m in start.messages] == [m["content"] for m in longer.messages[:len(start.messages)]]
+    assert fold_overlaps([start, longer]) == ([start, longer], [])      # the results answer other calls
+    prefix = conversation_from_obj({"id": "p", "messages": same}, "z", "p")
+    assert fold_overlaps([prefix, longer])[0] == [longer]               # the same answers: folded

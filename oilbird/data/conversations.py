@@ -88,7 +88,7 @@ from .openai_messages import (ALIASES, ITEMS, ROLES, ToolCall, is_item, message_
                               with_tools)
 from .overlaps import fold_overlaps
 from .piece_tokenizer import PieceTokenizer, ids_of
-from .template_form import FORMS, check_template, template_form
+from .template_form import FORMS, check_rendered, check_template, template_form
 from .requests import ConversationError, DataError, Request, data_root, encode, has_text, none_loads, refusal
 
 NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
@@ -171,7 +171,7 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
             text = message_text(d[key], lambda problem: ConversationError(f"{_where(source, cid)}: {problem}"), f"'{key}'")
             if text:
                 out.append({"role": "system", "content": text})
-    call_names: dict[str, tuple[str, int]] = {}
+    calls_by_id: dict[str, tuple[str, int]] = {}
     shown = None                              # the last item before this one that is not reasoning
     for i, raw in enumerate(msgs):
         def err(problem, _i=i):
@@ -179,7 +179,7 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
         if not isinstance(raw, dict):
             raise err("not a JSON object")
         if is_item(raw):                       # the Responses API's call, call output or reasoning
-            read_item(raw, err, out, call_names, shown)
+            read_item(raw, err, out, calls_by_id, shown)
             shown = shown if raw["type"] == "reasoning" else raw
             continue
         shown = raw
@@ -189,7 +189,7 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
         if ALIASES.get(raw.get("role"), raw.get("role")) not in ROLES:
             raise err(f"unknown role {raw.get('role')!r} (expected one of {', '.join(ROLES + tuple(ALIASES))})")
         for m in from_blocks(raw, err) if uses_blocks(raw) else (raw,):   # Anthropic's blocks: one or more
-            out.append(read_message(m, err, out, call_names))
+            out.append(read_message(m, err, out, calls_by_id))
     if not any(m["role"] == "assistant" for m in out):
         raise ConversationError(f"{_where(source, cid)}: no assistant turn, nothing to replay")
     tools = d.get("tools")
@@ -405,6 +405,12 @@ def _form(tokenizer, conv: Conversation, tool_calls: str) -> tuple[list[dict], l
     (:mod:`oilbird.data.template_form`)."""
     if tool_calls == "template":
         form = template_form(conv, check_template(tokenizer))
+        try:
+            whole = tokenizer.apply_chat_template(form.messages, tokenize=False, **form.kwargs())
+        except Exception:                   # the template's own error type: the turn that raises is named later
+            whole = None
+        if isinstance(whole, str):
+            check_rendered(whole, form, _where(conv.source or "conversation", conv.id))
         return form.messages, form.pos, form.kwargs()
     if tool_calls != "text":
         raise ValueError(f"tool_calls must be one of {', '.join(FORMS)}, not {tool_calls!r}")

@@ -100,13 +100,13 @@ def _calls_before(messages: list[dict]) -> int:
     return sum(len(x.get("tool_calls", ())) for x in messages)
 
 
-def read_message(m: dict, err, before: list[dict], call_names: dict[str, tuple[str, int]]) -> dict:
+def read_message(m: dict, err, before: list[dict], calls_by_id: dict[str, tuple[str, int]]) -> dict:
     """One message in any OpenAI spelling (its role one of :data:`ROLES` or :data:`ALIASES`) as
     the normalised ``{"role", "content": str}``, plus ``"tool_calls"`` (a tuple of
     :class:`ToolCall`) on an assistant message, and on a tool result ``"name"`` where known and
-    ``"answers"``, the conversation's 0-based count of the call it answers, where its call id
-    says (ids differ between spellings of one log; the count does not). ``before``: the
-    normalised messages before it; ``call_names``: every earlier call's (name, count) by its
+    ``"answers"``, the 0-based index among the conversation's calls of the call it answers, where
+    its call id says (ids differ between spellings of one log; the index does not). ``before``: the
+    normalised messages before it; ``calls_by_id``: every earlier call's (name, index) by its
     call id (this message's calls are added)."""
     role = ALIASES.get(m.get("role"), m.get("role"))
     content = m.get("content")
@@ -131,7 +131,7 @@ def read_message(m: dict, err, before: list[dict], call_names: dict[str, tuple[s
         first = _calls_before(before)
         for j, (call, call_id) in enumerate(parsed):
             if call_id is not None:
-                call_names[call_id] = (call.name, first + j)
+                calls_by_id[call_id] = (call.name, first + j)
         msg["tool_calls"] = tuple(call for call, _ in parsed)
         if not any(x["content"].strip() or x.get("tool_calls") or x["role"] == "tool" for x in before):
             raise err("nothing with text comes before this assistant turn: it has no prompt to replay "
@@ -142,11 +142,11 @@ def read_message(m: dict, err, before: list[dict], call_names: dict[str, tuple[s
         name = m.get("name")
         ref = m.get("tool_call_id")
         if ref is not None:
-            if str(ref) not in call_names:
+            if str(ref) not in calls_by_id:
                 raise err(f"tool result answers tool_call_id {ref!r}, which no earlier "
                           "assistant turn made")
-            name = name or call_names[str(ref)][0]
-            msg["answers"] = call_names[str(ref)][1]
+            name = name or calls_by_id[str(ref)][0]
+            msg["answers"] = calls_by_id[str(ref)][1]
         if name is not None:
             if not isinstance(name, str):
                 raise err("'name' must be a string")
@@ -163,7 +163,7 @@ def is_item(m: dict) -> bool:
     return "role" not in m and m.get("type") in ITEMS
 
 
-def read_item(m: dict, err, out: list[dict], call_names: dict[str, tuple[str, int]], previous) -> None:
+def read_item(m: dict, err, out: list[dict], calls_by_id: dict[str, tuple[str, int]], previous) -> None:
     """Add Responses API item ``m`` to the normalised messages ``out``: a ``function_call``
     joins the assistant turn just before it (an assistant message or another call, ``previous``
     being the raw item before it) or opens one of its own; a ``function_call_output`` is a tool
@@ -177,13 +177,13 @@ def read_item(m: dict, err, out: list[dict], call_names: dict[str, tuple[str, in
             tc, call_id = read_tool_call(call, len(out[-1]["tool_calls"]), err)
             out[-1] = out[-1] | {"tool_calls": out[-1]["tool_calls"] + (tc,)}
             if call_id is not None:
-                call_names[call_id] = (tc.name, _calls_before(out) - 1)
+                calls_by_id[call_id] = (tc.name, _calls_before(out) - 1)
         else:
             out.append(read_message({"role": "assistant", "content": None, "tool_calls": [call]}, err, out,
-                                    call_names))
+                                    calls_by_id))
     elif kind == "function_call_output":
         out.append(read_message({"role": "tool", "tool_call_id": m.get("call_id"), "content": m.get("output")},
-                                err, out, call_names))
+                                err, out, calls_by_id))
 
 
 def render_tools(tools: list[dict]) -> str:

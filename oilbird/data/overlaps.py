@@ -12,7 +12,7 @@ from __future__ import annotations
 
 
 def _key(m: dict) -> tuple:
-    return m["role"], m["content"], m.get("tool_calls", ()), m.get("name")
+    return m["role"], m["content"], m.get("tool_calls", ()), m.get("name"), m.get("answers")
 
 
 def fold_overlaps(convs: list) -> tuple[list, list[dict]]:

@@ -31,7 +31,7 @@ that writes no tool calls (SmolLM2's writes ``content`` only) or drops tool resu
 them from every turn, and is refused by name; one that writes calls but not definitions keeps the
 text form's tools block in the system message. Templates that render earlier turns differently
 once a reply follows (Mistral's, which moves the system prompt into the last user message) fail
-the replay's prefix check turn by turn, as in the text form.
+the replay's prefix check: the run stops at the first such turn, naming it, as in the text form.
 """
 from __future__ import annotations
 
@@ -43,30 +43,35 @@ from .requests import ConversationError
 
 FORMS = ("text", "template")
 _PROBE_TOOL = "oilbird_probe_tool"
+_PROBE_DEFINITION = "oilbird_probe_definition"
 _PROBE_VALUE = "oilbird-probe-value"
 _PROBE_RESULT = "oilbird-probe-result"
-_checked: dict[tuple[int, str], "TemplateStyle"] = {}
+_checked: dict[str, "TemplateStyle"] = {}       # by the template's text: the probe reads nothing else
 
 
 @dataclass(frozen=True)
 class TemplateStyle:
-    """What :func:`check_template` found the template to write: the tool definitions given to it
-    (``tools``), and whether it takes a call's arguments as text rather than parsed (``args_text``)."""
-    tools: bool
+    """How :func:`check_template` found the template to write tool calls: with ``tools=`` given
+    (``pass_tools``: Hermes-style templates kept as a ``{"default", "tool_use"}`` pair, and ones
+    that write calls only ``{% if tools %}``, need it; it is then always given, ``[]`` for a
+    conversation without tools), whether it writes the definitions given to it (``writes_tools``),
+    and whether it takes a call's arguments as text rather than parsed (``args_text``)."""
+    pass_tools: bool
+    writes_tools: bool
     args_text: bool
 
 
 @dataclass(frozen=True)
 class TemplateForm:
     """A conversation ready for the template: ``messages`` in the structured form, ``tools`` for
-    ``apply_chat_template`` (None when the template does not spell them), and ``pos[i]``: where
-    the conversation's message i stands in ``messages`` (messages before it: ``messages[:pos[i]]``)."""
+    ``apply_chat_template`` (None: not given), and ``pos[i]``: where the conversation's message i
+    stands in ``messages`` (messages before it: ``messages[:pos[i]]``)."""
     messages: list[dict]
     tools: list[dict] | None
     pos: list[int]
 
     def kwargs(self) -> dict:
-        return {"tools": self.tools} if self.tools else {}
+        return {"tools": self.tools} if self.tools is not None else {}
 
 
 def openai_tool(tool: dict) -> dict:
@@ -90,7 +95,7 @@ def _probe(tokenizer, tools: bool, args_text: bool) -> str:
                 {"role": "assistant", "content": "", "tool_calls": [call]},
                 {"role": "tool", "content": _PROBE_RESULT, "name": _PROBE_TOOL, "tool_call_id": "call00001"},
                 {"role": "assistant", "content": "done"}]
-    defs = [openai_tool({"name": _PROBE_TOOL + "_def", "description": "probe",
+    defs = [openai_tool({"name": _PROBE_DEFINITION, "description": "probe",
                          "parameters": {"type": "object", "properties": {}}})]
     text = tokenizer.apply_chat_template(messages, tokenize=False, **({"tools": defs} if tools else {}))
     return text if isinstance(text, str) else ""
@@ -99,12 +104,12 @@ def _probe(tokenizer, tools: bool, args_text: bool) -> str:
 def check_template(tokenizer) -> TemplateStyle:
     """Refuse a tokenizer whose chat template would not write tool calls or tool results (or has
     none), in one :class:`ConversationError` that names the way out; else what it writes
-    (:class:`TemplateStyle`). Probed once per tokenizer and template."""
+    (:class:`TemplateStyle`). Probed once per template."""
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         raise ConversationError("--tool-calls template: this tokenizer has no chat template to spell the tool "
                                 "calls; use --tool-calls text (the project's Hermes-style text form)")
-    key = (id(tokenizer), str(template))
+    key = str(template)
     if key in _checked:
         return _checked[key]
     text, errors, style = "", [], None
@@ -115,7 +120,8 @@ def check_template(tokenizer) -> TemplateStyle:
             errors.append(exc)
             continue
         if _PROBE_TOOL in text and _PROBE_VALUE in text:
-            style = TemplateStyle(tools=tools and _PROBE_TOOL + "_def" in text, args_text=args_text)
+            style = TemplateStyle(pass_tools=tools, writes_tools=tools and _PROBE_DEFINITION in text,
+                                  args_text=args_text)
             break
     if style is None and errors and not text:
         raise ConversationError(f"--tool-calls template: the chat template refuses a tool call ({errors[0]}); "
@@ -163,7 +169,7 @@ def _arguments(call, args_text: bool):
 def template_form(conv, style: TemplateStyle) -> TemplateForm:
     """``conv`` (a normalised :class:`~oilbird.data.conversations.Conversation`) in the structured
     form, as :func:`check_template` found the template to want it (``style``)."""
-    messages = _without_tools(list(conv.messages), conv.tools) if style.tools else list(conv.messages)
+    messages = _without_tools(list(conv.messages), conv.tools) if style.writes_tools else list(conv.messages)
     out: list[dict] = []
     pos: list[int] = []
     calls = 0
@@ -193,5 +199,18 @@ def template_form(conv, style: TemplateStyle) -> TemplateForm:
             out.append(tool)
         else:
             out.append({"role": m["role"], "content": m["content"]})
-    tools = [openai_tool(t) for t in conv.tools] if style.tools and conv.tools else None
+    tools = [openai_tool(t) for t in conv.tools] if style.pass_tools else None
     return TemplateForm(out, tools, pos)
+
+
+def check_rendered(text: str, form: TemplateForm, where: str) -> None:
+    """Refuse a conversation whose rendering (``text``, the whole conversation through the
+    template) lacks one of its calls' names: the probe passed, yet this template drops calls here
+    (one that writes them only ``{% if tools %}``, for a conversation without tools). Results are
+    not checked by their text, which templates may escape (Llama's writes a string result as JSON);
+    the probe checked that results are written."""
+    for m in form.messages:
+        for call in m.get("tool_calls", ()):
+            if call["function"]["name"] not in text:
+                raise ConversationError(f"{where}: the chat template leaves the call to {call['function']['name']!r} "
+                                        "out of this conversation's tokens (--tool-calls template); use --tool-calls text")
