@@ -405,13 +405,14 @@ def _form(tokenizer, conv: Conversation, tool_calls: str) -> tuple[list[dict], l
     (:mod:`oilbird.data.template_form`)."""
     if tool_calls == "template":
         form = template_form(conv, check_template(tokenizer))
+        kw = form.kwargs()
         try:
-            whole = tokenizer.apply_chat_template(form.messages, tokenize=False, **form.kwargs())
+            whole = tokenizer.apply_chat_template(form.messages, tokenize=False, **kw)
         except Exception:                   # the template's own error type: the turn that raises is named later
             whole = None
         if isinstance(whole, str):
             check_rendered(whole, form, _where(conv.source or "conversation", conv.id))
-        return form.messages, form.pos, form.kwargs()
+        return form.messages, form.pos, kw
     if tool_calls != "text":
         raise ValueError(f"tool_calls must be one of {', '.join(FORMS)}, not {tool_calls!r}")
     rendered = _render_for(tokenizer, conv)
@@ -487,9 +488,9 @@ def encode_conversation_per_turn(tokenizer, conv: Conversation, end_ids: set[int
     templated = bool(getattr(tokenizer, "chat_template", None))
     ends = set(end_ids) if end_ids is not None else end_of_turn_ids(tokenizer)
     turns: list[ReplayTurn] = []
+    way_out = "; --tool-calls text renders it in the project's text form" if tool_calls == "template" else ""
     for k, i in enumerate(conv.assistant_indices):
         before = rendered[:pos[i]]
-        way_out = "; --tool-calls text renders it in the project's text form" if tool_calls == "template" else ""
         try:
             if kw and not has_text(before):
                 raise ValueError("the prompt is empty")

@@ -26,7 +26,7 @@ Call ids differ between a log's spellings, and some templates accept only their 
 conversation order, and each tool result the id of the call its recorded id answers (where the
 log gave none, the earliest unanswered call of the assistant message before it).
 
-:func:`check_template` probes the template once per tokenizer before anything is encoded: one
+:func:`check_template` probes each template once, before anything is encoded: one
 that writes no tool calls (SmolLM2's writes ``content`` only) or drops tool results would lose
 them from every turn, and is refused by name; one that writes calls but not definitions keeps the
 text form's tools block in the system message. Templates that render earlier turns differently
