@@ -267,8 +267,9 @@ def _replay(args) -> int:
     from tqdm import tqdm
     from .data.conversations import encode_conversation, load_conversations
     from .data.requests import ConversationError
+    from .data.template_form import check_template
     from .methods import parse_methods
-    from .model import load_model
+    from .model import load_model, load_tokenizer
     from .evaluation.replay import check_method, replay, time_lines
     from .evaluation.results import format_table
     from .verifier import Verifier
@@ -299,6 +300,8 @@ def _replay(args) -> int:
         print(f"left out {_folded(folded)}: each one's messages are the start of another's, which replays its "
               f"turns once (a log with a line per call?); listed in results.json; the first: {folded[0]['id']} "
               f"({folded[0]['source']}), in {folded[0]['into']}", file=sys.stderr)
+    if args.tool_calls == "template":        # a template that cannot spell calls: refused before the weights load
+        check_template(load_tokenizer(args.model))
     lm = load_model(args.model, state_layer=args.state_layer)
     t0 = time.perf_counter()
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids, tool_calls=args.tool_calls) for c in convs]

@@ -164,18 +164,10 @@ def hf_model_dir(path: str | os.PathLike | None = None) -> Path:
     default model's and a ``.gguf``'s dequantized cache entry (``save_pretrained`` of the model
     and tokenizer, made on first use), or ``path`` itself when it is a directory with a config
     and tokenizer files."""
-    if path is None:
-        return _dequantized_copy(default_gguf_path(), DEFAULT_MODEL, torch.float32)
-    p = Path(path).expanduser()
-    if p.is_file() and p.suffix == ".gguf":
-        return _dequantized_copy(p, p.stem, torch.float32)
-    if not p.is_dir():
-        raise ModelError(f"Model path '{p}' is neither a model directory nor a .gguf file.")
-    if not (p / "config.json").is_file():
-        raise ModelError(f"'{p}' has no config.json; it is not a Hugging Face model directory.")
-    if not any((p / f).is_file() for f in _TOKENIZER_FILES):
-        raise ModelError(f"'{p}' has no tokenizer files ({', '.join(_TOKENIZER_FILES[:2])}, ...): "
-                         "save the tokenizer next to the model, tokenizer.save_pretrained(DIR).")
+    gguf, p, name = _source(path)
+    if gguf is not None:
+        return _dequantized_copy(gguf, name, torch.float32)
+    _need_tokenizer_files(p)
     return p
 
 
@@ -197,6 +189,52 @@ def check_tree_compatible(config) -> None:
         )
     if getattr(config, "is_encoder_decoder", False):
         raise ModelError("Encoder-decoder models are not supported; use a decoder-only causal LM.")
+
+
+def _source(path: str | os.PathLike | None) -> tuple[Path | None, Path | None, str]:
+    """Where :func:`load_model` finds ``path``: (a .gguf file to dequantize, or None; a Hugging Face
+    model directory, or None; the model's name), checked with one clear error each."""
+    if path is None:
+        return default_gguf_path(), None, DEFAULT_MODEL
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ModelError(f"Model path '{p}' does not exist. Give a local HF model directory "
+                         "or a .gguf file (nothing is downloaded).")
+    if p.is_file():
+        if p.suffix != ".gguf":
+            raise ModelError(f"'{p}' is a file but not a .gguf; give a .gguf file or a model directory.")
+        return p, None, p.stem
+    if not (p / "config.json").is_file():
+        raise ModelError(f"'{p}' has no config.json; it is not a Hugging Face model directory.")
+    return None, p, p.name
+
+
+def _need_tokenizer_files(p: Path) -> None:
+    if not any((p / f).is_file() for f in _TOKENIZER_FILES):
+        raise ModelError(f"'{p}' has no tokenizer files ({', '.join(_TOKENIZER_FILES[:2])}, ...): "
+                         "save the tokenizer next to the model, tokenizer.save_pretrained(DIR).")
+
+
+def load_tokenizer(path: str | os.PathLike | None = None):
+    """The tokenizer :func:`load_model` would load for ``path``, without the weights (seconds):
+    for checks that should refuse a run before a large model loads (``replay --tool-calls
+    template`` probes the chat template with it). A .gguf's comes from its dequantized copy when
+    one is cached, else from the file itself."""
+    from transformers import AutoTokenizer
+    gguf, src, name = _source(path)
+    kwargs: dict = {"local_files_only": True}
+    if gguf is not None:
+        cached = _cache_entry(gguf, name)
+        if (cached / "config.json").is_file():
+            src = cached
+        else:
+            src, kwargs["gguf_file"] = gguf.parent, gguf.name
+    else:
+        _need_tokenizer_files(src)
+    try:
+        return AutoTokenizer.from_pretrained(str(src), **kwargs)
+    except Exception as exc:  # noqa: BLE001 - report any tokenizer failure the same way
+        raise ModelError(f"Cannot load the tokenizer at '{src}': {exc}") from exc
 
 
 def load_model(path: str | os.PathLike | None = None, device: str | None = None,
@@ -221,42 +259,26 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
         # a 608-token API-Bank prefix goes from 260 to 221 ms here, the AR step is unchanged.
         # CPU only: on CUDA, GQA with a mask can leave the fast kernels. Set it to 0 to opt out.
         os.environ.setdefault("TRANSFORMERS_SDPA_FORCE_GQA", "1")
-    if path is None:
-        gguf = default_gguf_path()
-        src = _dequantized_copy(gguf, DEFAULT_MODEL, dtype)
-        name = DEFAULT_MODEL
-        gguf_file = None
-    else:
-        p = Path(path).expanduser()
-        if not p.exists():
-            raise ModelError(f"Model path '{p}' does not exist. Give a local HF model directory "
-                             "or a .gguf file (nothing is downloaded).")
-        if p.is_file():
-            if p.suffix != ".gguf":
-                raise ModelError(f"'{p}' is a file but not a .gguf; give a .gguf file or a model directory.")
-            if not (_cache_entry(p, p.stem) / "config.json").is_file():
-                # refused before the dequantization writes a copy it would never use
-                try:
-                    header = _gguf_config(p)
-                except Exception as exc:  # noqa: BLE001 - report any header failure the same way
-                    raise ModelError(f"Cannot read the model config in '{p}': {exc}") from exc
-                check_tree_compatible(header)
-            src, gguf_file, name = _dequantized_copy(p, p.stem, dtype), None, p.stem
-        else:
-            if not (p / "config.json").is_file():
-                raise ModelError(f"'{p}' has no config.json; it is not a Hugging Face model directory.")
-            src, gguf_file, name = p, None, p.name
+    gguf, src, name = _source(path)
+    if gguf is not None:
+        if path is not None and not (_cache_entry(gguf, name) / "config.json").is_file():
+            # refused before the dequantization writes a copy it would never use
+            try:
+                header = _gguf_config(gguf)
+            except Exception as exc:  # noqa: BLE001 - report any header failure the same way
+                raise ModelError(f"Cannot read the model config in '{gguf}': {exc}") from exc
+            check_tree_compatible(header)
+        src = _dequantized_copy(gguf, name, dtype)
     try:
         from transformers import AutoConfig
         config = AutoConfig.from_pretrained(str(src), local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - report any config failure the same way
         raise ModelError(f"Cannot read the model config at '{src}': {exc}") from exc
     check_tree_compatible(config)
-    if gguf_file is None and not any((Path(src) / f).is_file() for f in _TOKENIZER_FILES):
-        raise ModelError(f"'{src}' has no tokenizer files ({', '.join(_TOKENIZER_FILES[:2])}, ...): "
-                         "save the tokenizer next to the model, tokenizer.save_pretrained(DIR).")
+    if gguf is None:
+        _need_tokenizer_files(src)
     try:
-        model, tokenizer = _from_pretrained(str(src), gguf_file, dtype)
+        model, tokenizer = _from_pretrained(str(src), None, dtype)
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"Cannot load the model at '{src}': {exc}") from exc
     model.to(dev).eval()

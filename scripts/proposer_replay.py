@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suffix", action="store_true",
                     help="also replay vLLM's suffix proposer (needs arctic-inference) and print the ratio of steps")
     args = ap.parse_args(argv)
-    from oilbird.model import ModelError, load_model
+    from oilbird.data.template_form import check_template
+    from oilbird.model import ModelError, load_model, load_tokenizer
     from oilbird.serving.vllm import BatchProposer, ProposerConfig
     run = Path(args.run) if args.run is not None else None
     try:
@@ -288,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             raise RunError('min_prob "auto" prices a row by the engine\'s step time, which a replay does not '
                            'have: measure it with serve-bench --oilbird-config')
         layer = cfg.state_layer if isinstance(cfg.state_layer, int) else None
+        if args.tool_calls == "template":     # refused before the weights load
+            check_template(load_tokenizer(args.model))
         model = load_model(args.model, device=args.device, state_layer=layer)
         if cfg.state_layer == "last":           # the hook's fallback: the model's last (normed) layer
             model.state_layer = model.num_layers

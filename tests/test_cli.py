@@ -54,6 +54,17 @@ def test_bad_arguments_fail_before_the_model_loads(argv, message, capsys, monkey
     _fails(argv, capsys, message)
 
 
+def test_a_template_that_cannot_spell_tool_calls_is_refused_before_the_weights_load(tmp_path, capsys, monkeypatch):
+    """replay --tool-calls template probes the chat template with the tokenizer alone
+    (oilbird.model.load_tokenizer): SmolLM2's writes no tool calls, and a large model's weights
+    would only load to be refused."""
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    _fails(["replay", "--data", "agent-builtin", "--limit", "1", "--tool-calls", "template", "--out", str(tmp_path / "r")],
+           capsys, "does not write tool calls")
+    assert not (tmp_path / "r").exists()
+
+
 def test_out_of_the_wrong_kind(tmp_path, capsys, monkeypatch):
     """trace writes a file, bench a folder: the other kind is refused up front, not after decoding."""
     import oilbird.model

@@ -7,7 +7,7 @@ import torch
 from oilbird.audit import hf_greedy
 from oilbird.evaluation.bench import run_bench
 from oilbird.decoding import autoregressive
-from oilbird.model import ModelError, load_model
+from oilbird.model import ModelError, hf_model_dir, load_model, load_tokenizer
 from oilbird.drafter import TreeConfig
 from oilbird.presets import PRESETS
 from oilbird.data.requests import encode, load_api_bank, load_requests
@@ -106,22 +106,34 @@ def test_expected_fill_lossless_on_real_model(real_lm):
         assert r["lossless"], (m, r.get("first_failure"))
 
 
-def test_unknown_model_path_and_file(tmp_path):
+@pytest.mark.parametrize("load", [load_model, load_tokenizer, hf_model_dir])
+def test_unknown_model_path_and_file(tmp_path, load):
+    """The model, its tokenizer alone and its plain folder say the same of a bad path."""
     with pytest.raises(ModelError, match="does not exist"):
-        load_model(tmp_path / "missing")
+        load(tmp_path / "missing")
     (tmp_path / "x.bin").write_bytes(b"0")
     with pytest.raises(ModelError, match="not a .gguf"):
-        load_model(tmp_path / "x.bin")
+        load(tmp_path / "x.bin")
     with pytest.raises(ModelError, match="no config.json"):
-        load_model(tmp_path)
+        load(tmp_path)
 
 
 def test_model_folder_without_tokenizer_says_so(tmp_path, real_lm):
     """Weights saved without their tokenizer: the message names the missing files, where
     transformers' own error sends one off to install sentencepiece."""
     real_lm.model.config.to_json_file(tmp_path / "config.json")
-    with pytest.raises(ModelError, match="no tokenizer files"):
-        load_model(tmp_path)
+    for load in (load_model, load_tokenizer, hf_model_dir):
+        with pytest.raises(ModelError, match="no tokenizer files"):
+            load(tmp_path)
+
+
+def test_the_tokenizer_alone_is_the_models(real_lm):
+    """load_tokenizer (the template check before the weights load) reads the tokenizer load_model
+    gives: the same chat template and the same ids."""
+    tok = load_tokenizer()
+    assert tok.chat_template == real_lm.tokenizer.chat_template
+    text = "Book flight UA 123 from JFK"
+    assert tok(text)["input_ids"] == real_lm.tokenizer(text)["input_ids"]
 
 
 def test_gguf_cache_is_keyed_by_content(tmp_path, monkeypatch):
