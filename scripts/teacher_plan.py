@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oilbird.data.conversations import encode_conversation, load_conversations  # noqa: E402
 from oilbird.data.template_form import FORMS  # noqa: E402
 from oilbird.errors import InputError  # noqa: E402
+from oilbird.model import ModelError  # noqa: E402
 from oilbird.evaluation.teacher import (TeacherForcer, TeacherStats, floor_seconds,  # noqa: E402
                                         flops_per_token, matmul_gflops)
 from oilbird.verifier import NodeOutputs  # noqa: E402
@@ -60,21 +61,22 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default="agent-transcripts")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--window", type=int, default=None)
-    ap.add_argument("--model", default=None, help="a local HF model dir (default: the cached SmolLM2-135M-Instruct)")
+    ap.add_argument("--model", default=None, help="a local HF model dir or .gguf file (default: the cached "
+                                                  "SmolLM2-135M-Instruct)")
     ap.add_argument("--gflops", type=float, default=None, help="matmul throughput for the floor (default: measured)")
     ap.add_argument("--tool-calls", choices=FORMS, default="text",
                     help="how recorded tool calls become tokens, as `replay --tool-calls`")
     args = ap.parse_args(argv)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from oilbird.model import DEFAULT_MODEL, _dequantized_copy, default_gguf_path
-    src = args.model or str(_dequantized_copy(default_gguf_path(), DEFAULT_MODEL, torch.float32))
+    from oilbird.model import hf_model_dir
+    convs = load_conversations(args.data, args.limit)
+    src = str(hf_model_dir(args.model))      # the default's and a .gguf's cached plain copy, or the folder
     tok = AutoTokenizer.from_pretrained(src, local_files_only=True)
     cfg = AutoConfig.from_pretrained(src, local_files_only=True)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg)
     lm = types.SimpleNamespace(model=model, device=torch.device("cpu"))
-    convs = load_conversations(args.data, args.limit)
     turns = [encode_conversation(tok, c, tool_calls=args.tool_calls) for c in convs]
     flops = flops_per_token(lm)
     gflops = args.gflops or matmul_gflops(lm)["gflops"]
@@ -98,6 +100,6 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except (InputError, OSError) as exc:     # bad data, a refused template, a missing model: one line
+    except (InputError, OSError, ModelError) as exc:     # bad data, a refused template, a missing model: one line
         print(f"teacher_plan: {exc}", file=sys.stderr)
         sys.exit(2)
