@@ -156,6 +156,21 @@ def test_gguf_cache_is_keyed_by_content(tmp_path, monkeypatch):
         M._dequantized_copy(b, "m", torch.float32)
 
 
+def test_a_rewritten_gguf_is_hashed_again(tmp_path):
+    """The content key is remembered per file version (a load asks for it up to three times), so
+    a file rewritten in place gets its new key."""
+    import os
+    import oilbird.model as M
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"\x01" * 4096)
+    first = M._content_key(f)
+    assert M._content_key(f) == first
+    f.write_bytes(b"\x02" * 4096)
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10 ** 9))      # a later write, as a clock would date it
+    assert M._content_key(f) != first
+
+
 @pytest.mark.parametrize("config,msg", [
     ({"model_type": "mistral", "sliding_window": 4096, "hidden_size": 8, "num_hidden_layers": 1,
       "num_attention_heads": 1, "vocab_size": 10}, "sliding-window"),
