@@ -405,14 +405,8 @@ def _form(tokenizer, conv: Conversation, tool_calls: str) -> tuple[list[dict], l
     (:mod:`oilbird.data.template_form`)."""
     if tool_calls == "template":
         form = template_form(conv, check_template(tokenizer))
-        kw = form.kwargs()
-        try:
-            whole = tokenizer.apply_chat_template(form.messages, tokenize=False, **kw)
-        except Exception:                   # the template's own error type: the turn that raises is named later
-            whole = None
-        if isinstance(whole, str):
-            check_rendered(whole, form, _where(conv.source or "conversation", conv.id))
-        return form.messages, form.pos, kw
+        check_rendered(tokenizer, form, _where(conv.source or "conversation", conv.id))
+        return form.messages, form.pos, form.kwargs()
     if tool_calls != "text":
         raise ValueError(f"tool_calls must be one of {', '.join(FORMS)}, not {tool_calls!r}")
     rendered = _render_for(tokenizer, conv)

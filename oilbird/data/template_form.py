@@ -203,12 +203,19 @@ def template_form(conv, style: TemplateStyle) -> TemplateForm:
     return TemplateForm(out, tools, pos)
 
 
-def check_rendered(text: str, form: TemplateForm, where: str) -> None:
-    """Refuse a conversation whose rendering (``text``, the whole conversation through the
-    template) lacks one of its calls' names: the probe passed, yet this template drops calls here
-    (one that writes them only ``{% if tools %}``, for a conversation without tools). Results are
-    not checked by their text, which templates may escape (Llama's writes a string result as JSON);
-    the probe checked that results are written."""
+def check_rendered(tokenizer, form: TemplateForm, where: str) -> None:
+    """Refuse a conversation whose rendering (the whole ``form`` through the template) lacks one
+    of its calls' names: the probe passed, yet this template drops calls here (one that writes
+    them only ``{% if tools %}``, for a conversation without tools). Results are not checked by
+    their text, which templates may escape (Llama's writes a string result as JSON); the probe
+    checked that results are written. A template that raises here is left to the per-turn
+    encoding, which names the turn."""
+    try:
+        text = tokenizer.apply_chat_template(form.messages, tokenize=False, **form.kwargs())
+    except Exception:                       # the template's own error type: the turn that raises is named later
+        return
+    if not isinstance(text, str):
+        return
     for m in form.messages:
         for call in m.get("tool_calls", ()):
             if call["function"]["name"] not in text:
