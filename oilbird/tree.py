@@ -31,8 +31,8 @@ def depths_of(parents: list[int]) -> list[int]:
     return depths
 
 
-def tree_attention(parents: list[int], prefix_len: int, device: torch.device | str = "cpu"
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def tree_attention(parents: list[int], prefix_len: int, device: torch.device | str = "cpu",
+                   window: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention mask and position ids for verifying a tree on top of a KV cache.
 
     Every node sees the whole cached prefix and its own ancestors (itself included), nothing
@@ -42,9 +42,14 @@ def tree_attention(parents: list[int], prefix_len: int, device: torch.device | s
     Args:
         parents: parent index per node, ``parents[0] == -1``.
         prefix_len: number of tokens already in the KV cache.
+        window: for a sliding-window layer (Gemma 3's local layers, Mistral's): each node sees
+            only keys fewer than ``window`` positions before its own, as in plain decoding, and
+            the mask covers the keys such a layer's cache hands the forward: the last
+            ``window - 1`` cached positions (all of them, when fewer), then the n nodes.
 
     Returns:
-        mask: bool ``[1, 1, n, prefix_len + n]``, True where attention is allowed.
+        mask: bool ``[1, 1, n, prefix_len + n]`` (with ``window``: ``[1, 1, n, min(prefix_len,
+        window - 1) + n]``), True where attention is allowed.
         position_ids: long ``[1, n]``.
 
     Example (root r=0 with children a=1, b=2; a has child c=3), prefix_len = 2::
@@ -55,6 +60,9 @@ def tree_attention(parents: list[int], prefix_len: int, device: torch.device | s
         a         1  1   1  1  0  0          3
         b         1  1   1  0  1  0          3
         c         1  1   1  1  0  1          4
+
+    With ``window=3`` the cache hands over p0 and p1 (the last two); a and b (position 3) no
+    longer see p0 (3 - 0 >= 3), and c (position 4) neither p0 nor p1.
     """
     n = len(parents)
     depths = depths_of(parents)
@@ -63,8 +71,14 @@ def tree_attention(parents: list[int], prefix_len: int, device: torch.device | s
         anc[i, i] = True
         if p >= 0:
             anc[i] |= anc[p]
-    mask = torch.cat([torch.ones(n, prefix_len, dtype=torch.bool), anc], dim=1)
     pos = torch.tensor(depths, dtype=torch.long) + prefix_len
+    if window is None:
+        mask = torch.cat([torch.ones(n, prefix_len, dtype=torch.bool), anc], dim=1)
+    else:
+        first = max(0, prefix_len - window + 1)           # the oldest cached position the layer holds
+        keys = torch.cat([torch.arange(first, prefix_len), pos])
+        mask = torch.cat([torch.ones(n, prefix_len - first, dtype=torch.bool), anc], dim=1)
+        mask &= pos[:, None] - keys[None, :] < window
     return mask[None, None].to(device), pos[None].to(device)
 
 

@@ -46,6 +46,18 @@ class Verifier:
         # transformers 5 keeps only the selected hidden states (the others are None), instead
         # of every layer's [n, d] output to read one of them
         self._state_layers = [lm.state_layer]
+        # sliding-window attention (all layers, or some: then the forward takes a mask per layer type)
+        self.window = lm.sliding_window
+        self._hybrid = {"full_attention", "sliding_attention"} <= set(getattr(lm.model.config, "layer_types", None) or ())
+
+    def new_cache(self) -> DynamicCache:
+        """An empty KV cache for this model. A sliding-window layer's cache keeps every position
+        until it is cropped (``activate_past_recording``), so a verify's rejected nodes never push
+        the prefix out of the window before :meth:`commit` drops them."""
+        cache = DynamicCache(config=self.model.config)
+        if self.window:
+            cache.activate_past_recording()
+        return cache
 
     def _outputs(self, out, keep_states: bool = True, keep_logits: bool = False) -> NodeOutputs:
         logits = out.logits[0].float()                       # [n, V]
@@ -68,8 +80,11 @@ class Verifier:
         if not ids:
             raise ValueError("empty prompt")
         if cache is None:
-            cache = DynamicCache(config=self.model.config)
+            cache = self.new_cache()
         start = cache.get_seq_length()
+        if start > len(ids) - keep and self.window:
+            # a sliding-window layer cropped before may no longer hold what this crop needs
+            cache, start = self.new_cache(), 0
         if start > len(ids) - keep:            # re-feed what the outputs are wanted for
             cache.crop(-(start - (len(ids) - keep)))  # transformers 5: crop(-tokens_to_remove)
             start = len(ids) - keep
@@ -105,6 +120,9 @@ class Verifier:
         if cache.get_seq_length() != prefix_len:
             raise RuntimeError(f"cache holds {cache.get_seq_length()} tokens, expected {prefix_len}")
         mask, pos = tree_attention(tree.parents, prefix_len, self.device)
+        if self.window:                 # sliding-window layers: each its own mask (transformers takes a dict)
+            local, _ = tree_attention(tree.parents, prefix_len, self.device, window=self.window)
+            mask = {"full_attention": mask, "sliding_attention": local} if self._hybrid else local
         x = torch.tensor([tree.tokens], device=self.device)
         out = self.model(input_ids=x, attention_mask=mask, position_ids=pos, cache=cache,
                          use_cache=True, output_hidden_states=self._state_layers)
@@ -122,9 +140,15 @@ class Verifier:
         contiguous = accepted == list(range(keep))
         idx = None if contiguous else torch.tensor(accepted, device=cache.layers[0].keys.device) + prefix_len
         for layer in cache.layers:
+            # a sliding-window layer cropped earlier holds only its last positions: slot = position - off
+            sliding = getattr(layer, "is_sliding", False)
+            off = layer.cumulative_length - layer.keys.shape[-2] if sliding else 0
+            at = prefix_len - off
             if idx is not None:
                 # copy accepted slots down into place (in-place, no full-cache copy)
-                layer.keys[..., prefix_len:prefix_len + keep, :] = layer.keys.index_select(-2, idx)
-                layer.values[..., prefix_len:prefix_len + keep, :] = layer.values.index_select(-2, idx)
-            layer.keys = layer.keys[..., :prefix_len + keep, :]
-            layer.values = layer.values[..., :prefix_len + keep, :]
+                layer.keys[..., at:at + keep, :] = layer.keys.index_select(-2, idx - off)
+                layer.values[..., at:at + keep, :] = layer.values.index_select(-2, idx - off)
+            layer.keys = layer.keys[..., :at + keep, :]
+            layer.values = layer.values[..., :at + keep, :]
+            if sliding:
+                layer.cumulative_length = prefix_len + keep

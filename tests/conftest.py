@@ -2,6 +2,7 @@
 
 * ``tiny_lm``: a 2-layer Llama with random weights built in-process (no files, no download) and
   a byte tokenizer: fast, for unit tests of the runtime and the sources.
+  ``make_windowed_lm``: the same kind of model with sliding-window layers (Gemma 3's).
 * ``real_lm``: the real default model, SmolLM2-135M-Instruct (session-scoped; the first load
   dequantizes the GGUF and caches it). Tests that use it are marked ``model``.
 """
@@ -53,6 +54,22 @@ def make_tiny_lm(seed: int = 0, vocab: int = 259) -> LoadedModel:
         model.lm_head.weight.mul_(8)
     return LoadedModel(model=model, tokenizer=ByteTokenizer(), name="tiny-llama",
                        device=torch.device("cpu"), dtype=torch.float32, num_layers=2, state_layer=2)
+
+
+def make_windowed_lm(window: int = 8) -> LoadedModel:
+    """A 3-layer Gemma 3 with random weights: two sliding-window layers (``window`` tokens) and
+    one full."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(vocab_size=259, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=window,
+                           layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                           max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    model = Gemma3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8)
+    return LoadedModel(model=model, tokenizer=ByteTokenizer(), name="tiny-gemma3", device=torch.device("cpu"),
+                       dtype=torch.float32, num_layers=3, state_layer=2)
 
 
 @pytest.fixture(scope="session")

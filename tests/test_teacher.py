@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from conftest import make_tiny_lm
+from conftest import make_tiny_lm, make_windowed_lm
 from oilbird.evaluation.replay import RecordedTurn, replay
 from oilbird.evaluation.teacher import (TeacherCache, TeacherForcer, flops_per_token, floor_seconds,
                                         matmul_gflops)
@@ -173,3 +173,52 @@ def test_cache_and_window_are_refused_with_exact_in_one_line(capsys):
     from oilbird.__main__ import main
     assert main(["replay", "--exact", "--cache", "x", "--data", "agent-builtin"]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def _eos_dropped(turns):
+    """The same conversation as a template-less rendering writes it: each recording ends with an
+    EOS that the next prompt does not hold."""
+    return [RecordedTurn(t.id, t.conversation, t.index, [i for i in t.prompt_ids if i != 2], t.recording_ids)
+            for t in turns]
+
+
+@pytest.mark.parametrize("windowed", [False, True])
+def test_a_turn_that_does_not_extend_the_last_is_fed_on_the_cropped_cache(tiny_lm, windowed):
+    """A template-less rendering's turns share all but the EOS: the rest is fed on the cache cropped
+    back to the shared part, with a model whose sliding-window layers have long passed their
+    window too; every row is a fresh forward's."""
+    lm = make_windowed_lm() if windowed else tiny_lm
+    system = [1] + list(range(3, 3 + 40))
+    convs = [_eos_dropped(_conversation(f"c{i}", 4, seed=30 + i, system=system)) for i in range(2)]
+    assert all(not b.prompt_ids[:len(a.prompt_ids) + len(a.recording_ids)] == a.prompt_ids + a.recording_ids
+               for a, b in zip(convs[0], convs[0][1:]))
+    forcer = TeacherForcer(Verifier(lm))
+    v = Verifier(lm)
+    for turns in convs:
+        for t, (row, windowed_row) in zip(turns, _rows(forcer, turns)):
+            _, fresh = v.prefill(t.prompt_ids + t.recording_ids, keep=len(t.recording_ids) + 1)
+            assert _equal(row, fresh, exact=False) and not windowed_row
+    every_turn_whole = sum(len(t.prompt_ids) + len(t.recording_ids) for turns in convs for t in turns)
+    assert forcer.stats.tokens_forwarded < every_turn_whole / 2
+    assert forcer.stats.shared_prefix_tokens >= len(system)
+
+
+def test_a_windowed_cache_too_short_to_crop_starts_the_next_turn_afresh():
+    """The third turn shares less with the second than the second's forward fed: its
+    sliding-window layers have dropped what a crop that deep needs, so the turn is fed afresh
+    (a full-attention cache would be cropped), and its rows are still a fresh forward's."""
+    lm = make_windowed_lm(window=4)
+    a = RecordedTurn("c#0", "c", 0, [1] + list(range(3, 40)), list(range(50, 60)) + [2])
+    b = RecordedTurn("c#1", "c", 1, a.prompt_ids + a.recording_ids + [7, 8, 9], list(range(60, 65)) + [2])
+    c = RecordedTurn("c#2", "c", 2, [1] + list(range(3, 20)) + [99] * 30, list(range(70, 75)) + [2])
+    turns = [a, b, c]
+    forcer = TeacherForcer(Verifier(lm), shared_prefix=False)
+    rows = _rows(forcer, turns)
+    for t, (row, _) in zip(turns, rows):
+        _, fresh = Verifier(lm).prefill(t.prompt_ids + t.recording_ids, keep=len(t.recording_ids) + 1)
+        assert _equal(row, fresh, exact=False)
+    ids = [len(t.prompt_ids) + len(t.recording_ids) for t in turns]
+    assert forcer.stats.tokens_forwarded == ids[1] + ids[2]
+    full = TeacherForcer(Verifier(make_tiny_lm()), shared_prefix=False)
+    _rows(full, turns)
+    assert full.stats.tokens_forwarded == ids[1] + ids[2] - 18          # cropped to the 18 shared tokens

@@ -7,7 +7,9 @@ recorded token (``n + 1`` rows: argmax, top-k ids and probabilities, the key-lay
 rows :class:`~oilbird.decoding.Replay` reads. How:
 
 * **Conversation cache.** A turn whose tokens extend the previous turn's feeds only the new
-  tokens on the conversation's KV cache.
+  tokens on the conversation's KV cache. Where a rendering does not extend exactly (a
+  tokenizer without a chat template ends each recording with an EOS the next prompt lacks),
+  the cache is cropped back to what the next turn shares, and only the rest is fed.
 * **Shared prefix.** Conversations that begin with the same tokens (a system prompt) reuse its
   KV cache: the first turn's prompt of a conversation is kept (one copy per run), and a later
   conversation whose first prompt shares at least :data:`MIN_SHARED` leading tokens with it
@@ -28,6 +30,10 @@ rows :class:`~oilbird.decoding.Replay` reads. How:
 * **Disk cache** (:class:`TeacherCache`): a conversation's rows stored in one file per
   conversation, keyed by the model and every turn's token ids (so by rendering, tokenizer and
   content); a hit costs a file read.
+
+* **Sliding-window models** (Gemma 2/3, gpt-oss...): their cache keeps the past of its
+  windowed layers until it is cropped (:meth:`Verifier.new_cache`), so the crops above stay
+  exact; a crop deeper than the last forward fed starts the next turn afresh instead.
 
 What it does not know: which drafter reads the rows, and the outputs at rejected tree nodes
 (fast replay's limit, ``oilbird.evaluation.replay``). It counts what it forwards (tokens and
@@ -92,6 +98,7 @@ def model_context(lm) -> int:
 
 
 def _copy_prefix(cache, n: int):
+    """A copy of ``cache`` cropped to its first ``n`` tokens."""
     out = copy.deepcopy(cache)
     extra = out.get_seq_length() - n
     if extra > 0:
@@ -111,6 +118,7 @@ class TeacherForcer:
         if not 1 <= self.window <= self.context:
             raise ValueError(f"the window must be 1..{self.context} tokens (the model's context), not {window}")
         self.shared_prefix = shared_prefix
+        self._window = verifier.window
         self.disk = cache
         self.stats = TeacherStats()
         self._prefix_ids: list[int] = []
@@ -128,7 +136,13 @@ class TeacherForcer:
                 raise TooLong(f"a recording of {len(t.recording_ids)} tokens does not fit the model's context "
                               f"of {self.context}")
         if self.disk is not None:
-            key = self.disk.key(self.verifier, turns, self.settings())
+            settings = self.settings()
+            if any(a.prompt_ids[:len(b.prompt_ids) + len(b.recording_ids)] != list(b.prompt_ids) + list(b.recording_ids)
+                   for b, a in zip(turns, turns[1:])):
+                # a turn that does not extend the previous one is fed on the cropped cache (entries
+                # written before that was so were computed afresh: equal up to rounding, kept apart)
+                settings["crops"] = True
+            key = self.disk.key(self.verifier, turns, settings)
             t0 = time.perf_counter()
             got = self.disk.load(key, turns, self.stats)
             if got is not None:
@@ -147,7 +161,7 @@ class TeacherForcer:
     def _compute(self, turns: Sequence[TurnIds]) -> Iterator[tuple[NodeOutputs, bool]]:
         v, st = self.verifier, self.stats
         cache, held, start = None, [], 0         # the model holds ids[start:len(held)] at positions 0..
-        for t in turns:
+        for k, t in enumerate(turns):
             t0 = time.perf_counter()
             rec = list(t.recording_ids)
             ids = list(t.prompt_ids) + rec
@@ -160,8 +174,9 @@ class TeacherForcer:
                 st.window_restarts += 1
             if cache is None and start == 0 and self.shared_prefix:
                 cache = self._shared(ids, keep)
-            fed_from = cache.get_seq_length() if cache is not None else 0
-            fed_from = min(fed_from, len(ids) - start - keep)
+            if cache is None:
+                cache = v.new_cache()     # a windowed layer keeps its past until a crop
+            fed_from = min(cache.get_seq_length(), len(ids) - start - keep)
             cache, out = v.prefill(ids[start:], cache, keep=keep)
             n_fed = len(ids) - start - fed_from
             st.tokens_forwarded += n_fed
@@ -169,11 +184,32 @@ class TeacherForcer:
             st.attention_pairs += n_fed * fed_from + n_fed * (n_fed + 1) // 2
             if start == 0 and self.shared_prefix and not held:
                 self._keep_prefix(ids, cache, len(t.prompt_ids) - 1)
-            held = ids
             windowed = start > 0
+            held = ids
+            if k + 1 < len(turns):
+                cache, held = self._trim(cache, ids, start, n_fed, turns[k + 1])
+                if cache is None:
+                    start = 0
             st.windowed_turns += windowed
             st.seconds += time.perf_counter() - t0
             yield out, windowed
+
+    def _trim(self, cache, ids: list[int], start: int, n_fed: int, nxt: TurnIds):
+        """After a turn: the cache cropped to what the next turn shares with ``ids`` (at most up
+        to its last prompt token, whose row it needs), and the ids it then holds; (None, [])
+        where the next turn starts afresh (it shares nothing past the window's start, or a
+        windowed layer cannot be cropped that deep)."""
+        nxt_ids = list(nxt.prompt_ids) + list(nxt.recording_ids)
+        to = min(common_prefix(ids, nxt_ids), len(nxt_ids) - len(nxt.recording_ids) - 1)
+        remove = len(ids) - to
+        if remove <= 0:
+            if self._window:
+                cache.crop(0)                   # the windowed layers back to their window
+            return cache, ids
+        if to - start < 1 or (self._window and remove > n_fed):
+            return None, []
+        cache.crop(-remove)
+        return cache, ids[:to]
 
     def _shared(self, ids: list[int], keep: int):
         """The kept prefix's cache, cropped to what ``ids`` shares with it (None if too little)."""
@@ -186,11 +222,12 @@ class TeacherForcer:
         return _copy_prefix(self._prefix_cache, n)
 
     def _keep_prefix(self, ids: list[int], cache, n: int) -> None:
-        """After a conversation's first forward: keep its first ``n`` tokens' cache unless the
-        kept prefix already covers at least MIN_SHARED of them."""
+        """After a conversation's first forward (from position 0): keep its cache for its first
+        ``n`` tokens unless the kept prefix already covers at least MIN_SHARED of them. The copy
+        is kept whole (a windowed layer's past too) and cropped when used."""
         if n < MIN_SHARED or (self._prefix_cache is not None and common_prefix(self._prefix_ids, ids) >= MIN_SHARED):
             return
-        self._prefix_ids, self._prefix_cache = list(ids[:n]), _copy_prefix(cache, n)
+        self._prefix_ids, self._prefix_cache = list(ids[:n]), copy.deepcopy(cache)
 
 
 # ---------------------------------------------------------------- the disk cache
