@@ -56,19 +56,25 @@ def make_tiny_lm(seed: int = 0, vocab: int = 259) -> LoadedModel:
                        device=torch.device("cpu"), dtype=torch.float32, num_layers=2, state_layer=2)
 
 
-def make_windowed_lm(window: int = 8) -> LoadedModel:
-    """A 3-layer Gemma 3 with random weights: two sliding-window layers (``window`` tokens) and
-    one full."""
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+def make_windowed_lm(window: int = 8, kind: str = "gemma3") -> LoadedModel:
+    """A 3-layer model with random weights whose attention slides over ``window`` tokens:
+    ``gemma3``: two sliding layers and one full (a mask per layer kind); ``mistral``: every layer
+    sliding, one mask."""
+    import transformers as T
     torch.manual_seed(0)
-    cfg = Gemma3TextConfig(vocab_size=259, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=window,
-                           layer_types=["sliding_attention", "sliding_attention", "full_attention"],
-                           max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    model = Gemma3ForCausalLM(cfg).eval()
+    common = dict(vocab_size=259, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
+                  num_key_value_heads=1, sliding_window=window, max_position_embeddings=512, bos_token_id=1,
+                  eos_token_id=2, pad_token_id=0)
+    if kind == "gemma3":
+        cfg = T.Gemma3TextConfig(head_dim=16, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                                 **common)
+        model = T.Gemma3ForCausalLM(cfg)
+    else:
+        model = T.MistralForCausalLM(T.MistralConfig(**common))
+    model.eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(8)
-    return LoadedModel(model=model, tokenizer=ByteTokenizer(), name="tiny-gemma3", device=torch.device("cpu"),
+    return LoadedModel(model=model, tokenizer=ByteTokenizer(), name=f"tiny-{kind}", device=torch.device("cpu"),
                        dtype=torch.float32, num_layers=3, state_layer=2)
 
 

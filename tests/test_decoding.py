@@ -149,12 +149,15 @@ def test_verify_then_commit_matches_the_plain_forward_with_sliding_windows():
     check(prefix, second, v.verify(cache, len(prefix), second))
 
 
-@pytest.mark.parametrize("method", ["pld", "goose", "oilbird", "oilbird-ungated", "oilbird-no-suffix"])
-def test_presets_are_lossless_with_sliding_windows(method):
-    """Tree verification on a model whose layers mostly see only the last 8 positions: every
-    output equals greedy decoding without any cache (transformers' own sliding-window masks)."""
+@pytest.mark.parametrize("method,kind", [(m, "gemma3") for m in ("pld", "goose", "oilbird", "oilbird-ungated",
+                                                                  "oilbird-no-suffix")]
+                         + [(m, "mistral") for m in ("goose", "oilbird")])
+def test_presets_are_lossless_with_sliding_windows(method, kind):
+    """Tree verification on a model whose layers mostly (gemma3) or all (mistral) see only the
+    last 8 positions: every output equals greedy decoding without any cache (transformers' own
+    sliding-window masks)."""
     from conftest import make_windowed_lm
-    lm = make_windowed_lm(window=8)
+    lm = make_windowed_lm(window=8, kind=kind)
     dec = make_decoder(method, Verifier(lm), tree=TreeConfig(budget=12, semantic_budget=4))
     for i, ids in enumerate(_prompts(3, seed=4)):
         ref = _greedy_plain(lm.model, ids, 40)
