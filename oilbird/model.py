@@ -33,9 +33,12 @@ _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Architectures whose attention is not softmax attention over a KV cache (recurrent state), or
 # that are not plain causal LMs (a multimodal wrapper): a tree mask cannot describe them.
 _UNSUPPORTED_MODEL_TYPES = {"mamba", "mamba2", "rwkv", "recurrent_gemma", "jamba", "falcon_mamba",
-                            "zamba", "zamba2", "lfm2", "qwen3_next", "mistral3"}
-# the per-layer attention kinds a tree mask is built for (oilbird.tree.tree_attention)
+                            "zamba", "zamba2", "lfm2", "qwen3_next", "mistral3", "gemma3"}
+# the per-layer attention kinds a tree mask is built for (oilbird.tree.tree_attention), and the
+# cache layers that hold them (a layer that shares another's keys, or a linear-attention state,
+# is neither)
 _LAYER_TYPES = {"full_attention", "sliding_attention"}
+_CACHE_LAYERS = {"DynamicLayer", "DynamicSlidingWindowLayer"}
 
 
 # any one of these makes a folder's tokenizer loadable by AutoTokenizer
@@ -184,12 +187,20 @@ def hf_model_dir(path: str | os.PathLike | None = None) -> Path:
     return p
 
 
+def _text_config(config):
+    """The decoder's own config (a multimodal wrapper keeps it in ``text_config``)."""
+    get = getattr(config, "get_text_config", None)
+    return get(decoder=True) if callable(get) else config
+
+
 def sliding_window(config) -> int | None:
     """The attention window of a model with sliding-window layers (Mistral's, Gemma 2/3's local
-    layers), or None where every layer attends to the whole cache."""
+    layers), or None where every layer attends to the whole cache. Where the config names each
+    layer's kind (``layer_types``), a window counts only if some layer slides."""
+    config = _text_config(config)
     window = getattr(config, "sliding_window", None)
-    types = getattr(config, "layer_types", None) or ()
-    use = getattr(config, "use_sliding_window", window is not None) or "sliding_attention" in types
+    types = getattr(config, "layer_types", None)
+    use = "sliding_attention" in types if types else getattr(config, "use_sliding_window", window is not None)
     return int(window) if window and use else None
 
 
@@ -203,12 +214,20 @@ def check_tree_compatible(config) -> None:
             "over a KV cache (recurrent state, or a multimodal wrapper), so a tree mask would give wrong "
             "results. Use a decoder-only transformer (Llama, Qwen2/3, Mistral, Gemma 3, ...)."
         )
-    other = sorted(set(getattr(config, "layer_types", None) or ()) - _LAYER_TYPES)
-    if other:
-        raise ModelError(f"Model type '{model_type}' has layers of kind {', '.join(map(repr, other))}: the tree "
-                         f"verifier builds masks for {' and '.join(sorted(_LAYER_TYPES))} layers only.")
     if getattr(config, "is_encoder_decoder", False):
         raise ModelError("Encoder-decoder models are not supported; use a decoder-only causal LM.")
+    text = _text_config(config)
+    other = sorted(set(getattr(text, "layer_types", None) or ()) - _LAYER_TYPES)
+    if not other:
+        try:
+            from transformers import DynamicCache
+            other = sorted({type(layer).__name__ for layer in DynamicCache(config=text).layers} - _CACHE_LAYERS)
+        except Exception:  # noqa: BLE001 - a config the cache cannot read: the load reports it
+            other = []
+    if other:
+        raise ModelError(f"Model type '{model_type}' has layers of kind {', '.join(map(repr, other))}: the tree "
+                         f"verifier builds masks for {' and '.join(sorted(_LAYER_TYPES))} layers only, over "
+                         "caches that hold each layer's own keys.")
 
 
 def _source(path: str | os.PathLike | None) -> tuple[Path | None, Path | None, str]:

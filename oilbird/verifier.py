@@ -48,7 +48,10 @@ class Verifier:
         self._state_layers = [lm.state_layer]
         # sliding-window attention (all layers, or some: then the forward takes a mask per layer type)
         self.window = lm.sliding_window
-        self._hybrid = {"full_attention", "sliding_attention"} <= set(getattr(lm.model.config, "layer_types", None) or ())
+        text = lm.model.config.get_text_config(decoder=True)
+        self._hybrid = {"full_attention", "sliding_attention"} <= set(getattr(text, "layer_types", None) or ())
+        # eager attention adds the mask to the scores: it needs 0 / -inf, not True / False
+        self._additive = getattr(lm.model.config, "_attn_implementation", "sdpa") == "eager"
 
     def new_cache(self) -> DynamicCache:
         """An empty KV cache for this model. A sliding-window layer's cache keeps every position
@@ -123,6 +126,10 @@ class Verifier:
         if self.window:                 # sliding-window layers: each its own mask (transformers takes a dict)
             local, _ = tree_attention(tree.parents, prefix_len, self.device, window=self.window)
             mask = {"full_attention": mask, "sliding_attention": local} if self._hybrid else local
+        if self._additive:
+            low = torch.finfo(self.lm.dtype).min
+            add = lambda m: torch.zeros(m.shape, dtype=self.lm.dtype, device=m.device).masked_fill(~m, low)  # noqa: E731
+            mask = {k: add(m) for k, m in mask.items()} if isinstance(mask, dict) else add(mask)
         x = torch.tensor([tree.tokens], device=self.device)
         out = self.model(input_ids=x, attention_mask=mask, position_ids=pos, cache=cache,
                          use_cache=True, output_hidden_states=self._state_layers)

@@ -56,10 +56,11 @@ def make_tiny_lm(seed: int = 0, vocab: int = 259) -> LoadedModel:
                        device=torch.device("cpu"), dtype=torch.float32, num_layers=2, state_layer=2)
 
 
-def make_windowed_lm(window: int = 8, kind: str = "gemma3") -> LoadedModel:
+def make_windowed_lm(window: int = 8, kind: str = "gemma3", attn: str = "sdpa") -> LoadedModel:
     """A 3-layer model with random weights whose attention slides over ``window`` tokens:
     ``gemma3``: two sliding layers and one full (a mask per layer kind); ``mistral``: every layer
-    sliding, one mask."""
+    sliding, one mask. ``attn``: transformers' attention implementation ("eager" adds the mask
+    to the scores; Gemma 2 and gpt-oss have no other)."""
     import transformers as T
     torch.manual_seed(0)
     common = dict(vocab_size=259, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
@@ -72,6 +73,7 @@ def make_windowed_lm(window: int = 8, kind: str = "gemma3") -> LoadedModel:
     else:
         model = T.MistralForCausalLM(T.MistralConfig(**common))
     model.eval()
+    model.set_attn_implementation(attn)
     with torch.no_grad():
         model.lm_head.weight.mul_(8)
     return LoadedModel(model=model, tokenizer=ByteTokenizer(), name=f"tiny-{kind}", device=torch.device("cpu"),

@@ -100,6 +100,18 @@ def test_cycles_record_what_the_store_held(tiny_lm):
     assert held[0] == {0} and len(held[1]) == 1 and 0 < min(held[1]) < min(held[2])
 
 
+def test_an_eager_attention_model_verifies_trees_losslessly():
+    """Eager attention adds the mask to the scores: the tree mask reaches it as 0 / -inf (a
+    True / False mask would add 1 and 0 and mask nothing)."""
+    from conftest import make_tiny_lm
+    lm = make_tiny_lm()
+    lm.model.set_attn_implementation("eager")
+    v = Verifier(lm)
+    dec = make_decoder("goose", v, tree=TreeConfig(budget=12, semantic_budget=4))
+    for i, ids in enumerate(_prompts(3)):
+        assert dec.run(f"r{i}", ids, 32).output_ids == _greedy_plain(lm.model, ids, 32)
+
+
 def test_verify_then_commit_matches_chain_on_tiny(tiny_lm):
     v = Verifier(tiny_lm)
     ids = _prompts(1)[0]
@@ -151,13 +163,13 @@ def test_verify_then_commit_matches_the_plain_forward_with_sliding_windows():
 
 @pytest.mark.parametrize("method,kind", [(m, "gemma3") for m in ("pld", "goose", "oilbird", "oilbird-ungated",
                                                                   "oilbird-no-suffix")]
-                         + [(m, "mistral") for m in ("goose", "oilbird")])
+                         + [(m, "mistral") for m in ("goose", "oilbird")] + [("oilbird", "gemma3-eager")])
 def test_presets_are_lossless_with_sliding_windows(method, kind):
     """Tree verification on a model whose layers mostly (gemma3) or all (mistral) see only the
     last 8 positions: every output equals greedy decoding without any cache (transformers' own
-    sliding-window masks)."""
+    sliding-window masks); with eager attention too, which adds the mask to the scores."""
     from conftest import make_windowed_lm
-    lm = make_windowed_lm(window=8, kind=kind)
+    lm = make_windowed_lm(window=8, kind=kind.split("-")[0], attn="eager" if kind.endswith("eager") else "sdpa")
     dec = make_decoder(method, Verifier(lm), tree=TreeConfig(budget=12, semantic_budget=4))
     for i, ids in enumerate(_prompts(3, seed=4)):
         ref = _greedy_plain(lm.model, ids, 40)

@@ -182,6 +182,26 @@ def test_unsupported_architectures_are_refused(tmp_path, config, msg):
         load_model(tmp_path)
 
 
+def test_which_configs_verify_trees_and_with_what_window():
+    """The window comes from the decoder's own config and counts only where some layer slides;
+    a multimodal wrapper, and a model whose cache shares keys between layers (Gemma 3n), are
+    refused by name."""
+    import transformers as T
+    from oilbird.model import check_tree_compatible, sliding_window
+    assert sliding_window(T.Qwen2Config()) is None
+    assert sliding_window(T.Qwen2Config(use_sliding_window=True, max_window_layers=5, num_hidden_layers=3)) is None
+    assert sliding_window(T.Qwen2Config(use_sliding_window=True, max_window_layers=1, num_hidden_layers=3)) == 4096
+    assert sliding_window(T.MistralConfig(sliding_window=None)) is None
+    assert sliding_window(T.MistralConfig(sliding_window=4096)) == 4096
+    assert sliding_window(T.Gemma3TextConfig(sliding_window=512)) == 512
+    for ok in (T.Gemma3TextConfig(), T.MistralConfig(sliding_window=4096), T.LlamaConfig()):
+        check_tree_compatible(ok)
+    with pytest.raises(ModelError, match="'gemma3' is not supported.*multimodal"):
+        check_tree_compatible(T.Gemma3Config())
+    with pytest.raises(ModelError, match="layers of kind 'DummyLayer'"):
+        check_tree_compatible(T.Gemma3nTextConfig())
+
+
 def test_a_sliding_window_model_passes_the_architecture_check(tmp_path):
     """Sliding windows are verifiable (a mask per layer kind): Mistral's config goes on to the
     next check, here the missing tokenizer."""
