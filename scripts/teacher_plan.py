@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oilbird.data.conversations import encode_conversation, load_conversations  # noqa: E402
 from oilbird.data.template_form import FORMS  # noqa: E402
 from oilbird.errors import InputError  # noqa: E402
-from oilbird.model import ModelError  # noqa: E402
+from oilbird.model import ModelError, sliding_window  # noqa: E402
 from oilbird.evaluation.teacher import (TeacherForcer, TeacherStats, floor_seconds,  # noqa: E402
                                         flops_per_token, matmul_gflops)
 from oilbird.verifier import NodeOutputs  # noqa: E402
@@ -48,6 +48,10 @@ class _StubVerifier:
 
     def __init__(self, lm):
         self.lm = lm
+        self.window = sliding_window(lm.model.config)
+
+    def new_cache(self):
+        return _StubCache()
 
     def prefill(self, ids, cache=None, keep=1):
         cache = cache or _StubCache()
