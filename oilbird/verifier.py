@@ -56,7 +56,8 @@ class Verifier:
     def new_cache(self) -> DynamicCache:
         """An empty KV cache for this model. A sliding-window layer's cache keeps every position
         until it is cropped (``activate_past_recording``), so a verify's rejected nodes never push
-        the prefix out of the window before :meth:`commit` drops them."""
+        the prefix out of the window before :meth:`commit` drops them; :meth:`commit` then trims
+        it back to the window (and the nodes it kept)."""
         cache = DynamicCache(config=self.model.config)
         if self.window:
             cache.activate_past_recording()
@@ -159,3 +160,9 @@ class Verifier:
             layer.values = layer.values[..., :at + keep, :]
             if sliding:
                 layer.cumulative_length = prefix_len + keep
+                # what the window needs next, and the accepted nodes (a request cut inside them
+                # crops them back, SpeculativeDecoder._keep): the rest is memory only
+                drop = layer.keys.shape[-2] - (layer.sliding_window - 1 + keep)
+                if drop > 0:
+                    layer.keys = layer.keys[..., drop:, :]
+                    layer.values = layer.values[..., drop:, :]

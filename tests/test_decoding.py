@@ -196,6 +196,24 @@ def test_a_conversation_reuses_its_cache_losslessly_with_sliding_windows():
         ids = ids + out[:-1] if turn == 1 else ids + out + [7, 8, 9]   # turn 2 starts inside what the cache holds
 
 
+def test_a_sliding_layer_holds_its_window_not_the_history(monkeypatch):
+    """commit trims a sliding layer to its window and the nodes it kept, so decoding far past the
+    window holds O(window) keys there (the full layer holds them all), and stays lossless."""
+    from conftest import make_windowed_lm
+    lm = make_windowed_lm(window=8)
+    held, commit = [], Verifier.commit
+
+    def watched(cache, prefix_len, accepted):
+        commit(cache, prefix_len, accepted)
+        held.append([layer.keys.shape[-2] for layer in cache.layers])
+    monkeypatch.setattr(Verifier, "commit", staticmethod(watched))
+    dec = make_decoder("goose", Verifier(lm), tree=TreeConfig(budget=12, semantic_budget=4))
+    ids = _prompts(1, seed=6)[0]
+    assert dec.run("r", ids, 60).output_ids == _greedy_plain(lm.model, ids, 60)
+    assert max(h[2] for h in held) >= len(ids) + 50                   # the full layer: every position
+    assert max(max(h[:2]) for h in held) <= 8 - 1 + 12                # the sliding ones: the window and a tree
+
+
 def test_a_prefill_that_must_re_feed_a_cropped_window_starts_afresh():
     """A cache whose sliding layers a crop cut back to their window holds no position before it:
     a prompt that ends where the cache does (its last token re-fed for its outputs) is prefilled
