@@ -118,7 +118,6 @@ class TeacherForcer:
         if not 1 <= self.window <= self.context:
             raise ValueError(f"the window must be 1..{self.context} tokens (the model's context), not {window}")
         self.shared_prefix = shared_prefix
-        self._window = verifier.window
         self.disk = cache
         self.stats = TeacherStats()
         self._prefix_ids: list[int] = []
@@ -203,10 +202,10 @@ class TeacherForcer:
         to = min(common_prefix(ids, nxt_ids), len(nxt_ids) - len(nxt.recording_ids) - 1)
         remove = len(ids) - to
         if remove <= 0:
-            if self._window:
+            if self.verifier.window:
                 cache.crop(0)                   # the windowed layers back to their window
             return cache, ids
-        if to - start < 1 or (self._window and remove > n_fed):
+        if to - start < 1 or (self.verifier.window and remove > n_fed):
             return None, []
         cache.crop(-remove)
         return cache, ids[:to]
