@@ -257,7 +257,12 @@ class Drafter:
         left = cfg.budget - 1
         valued = cfg.fill == "expected"
         reserved = min(cfg.semantic_budget, left) if self.semantic_sources and not valued else 0
-        lex_budget = round(self.spine_share * (left - reserved)) if self.branch_sources else left - reserved
+        # GOOSE's share of the lexical head, where something else competes for the rest: branches,
+        # or under ``expected`` the chains (without it a tree with no branch source gave its whole
+        # budget to the lexical pass and the key's chains found no room: docs/results.md, "The
+        # paper's own pairs")
+        shared = bool(self.branch_sources) or (valued and bool(self.semantic_sources))
+        lex_budget = round(self.spine_share * (left - reserved)) if shared else left - reserved
         lexical_rest = self._spine_pass(ctx, info, lex_budget)
         # the gate of pass 2: the host's lexical key is the suffix index *and* the token-adjacency
         # table (paper Fig. 2 (i)), so a table row for the root token is a non-empty match too

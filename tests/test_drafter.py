@@ -225,6 +225,30 @@ def test_expected_fill_lets_the_spines_cut_off_tail_compete():
     assert got == {"reserved": 2, "expected": 6}
 
 
+
+def test_expected_fill_without_branches_still_lets_the_chains_compete():
+    """A tree with no branch source (``oilbird-no-recycling``): under fill="expected" the lexical
+    share places the spine's head and the key's chain competes with the cut-off tail for the rest
+    (it once got no node: the lexical pass took the whole budget); the reserved fill keeps the
+    paper's split, everything but the reserve to the lexical pass."""
+    spine = _Fixed("suffix", [Chain([4, 5, 6, 7, 8, 9, 10, 11], 1.0)], match_len=6)
+    got = {}
+    for fill in ("reserved", "expected"):
+        sem = _Fixed("semantic", [Chain([20, 21, 22, 23], 0.95, meta={"record": 0})])
+        sem.lexical = False
+        d = Drafter([spine, sem], TreeConfig(budget=8, semantic_budget=2, fill=fill, spine_share=0.3,
+                                             min_spine_share=0.3))
+        if fill == "expected":
+            for _ in range(30):   # the key's nodes were accepted, the spine's deep ones never
+                t = DraftTree([3, 4, 5, 20, 21], [-1, 0, 1, 0, 3], [set(), {"suffix"}, {"suffix"},
+                                                                  {"semantic"}, {"semantic"}],
+                              [{}, {"suffix": 1.0}, {"suffix": 1.0}, {"semantic": 0.95}, {"semantic": 0.95}])
+                d.rates.observe(t, [0, 3, 4], argmax=[20, 0, 0, 21, 0])
+        tree, info = d.draft([1, 3], "r", np.ones(D, dtype=np.float32))
+        assert len(tree) == 8
+        got[fill] = (len(info.spine), sum("semantic" in s for s in tree.sources))
+    assert got == {"reserved": (5, 2), "expected": (2, 4)}
+
 # -- a source of one's own: routed by its declared role, checked where it errs -----------------
 
 class _OneChain(DraftSource):
