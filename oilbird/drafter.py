@@ -21,7 +21,10 @@ verified whole:
    (:func:`fill_by_value`): a node several chains propose is priced with all of them, and by
    the longest context agreement among them (how far the copied occurrence's preceding tokens
    equal ours, :attr:`Chain.match <oilbird.sources.base.Chain>`). The Oilbird presets use it
-   (:data:`oilbird.methods.PRESET_FILLS`).
+   (:data:`oilbird.methods.PRESET_FILLS`). ``fill="open"`` is the same competition with the
+   lexical sources proposing for the whole budget instead of their share, so that the
+   alternatives the share leaves out (the suffix subtree's lower branches) compete too: the
+   strongest tree without the key (docs/results.md, "The strongest tree without the key").
 Every node records the set of sources that proposed it, each one's score and that agreement.
 Which sources run is decided by the preset (see :mod:`oilbird.presets`).
 """
@@ -233,7 +236,7 @@ class Drafter:
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
         # what a node is worth (fill="expected"), learned from every verdict
-        if rates is None and self.cfg.fill == "expected":
+        if rates is None and self.cfg.valued:
             rates = value_rates(sources)
         self.rates = rates
 
@@ -255,7 +258,7 @@ class Drafter:
         info = DraftInfo()
         ctx = DraftContext(tokens=context, request_id=request_id, query_state=_unit(query_state), tree=tree)
         left = cfg.budget - 1
-        valued = cfg.fill == "expected"
+        valued = cfg.valued
         reserved = min(cfg.semantic_budget, left) if self.semantic_sources and not valued else 0
         # GOOSE's share of the lexical head, where something else competes for the rest: branches,
         # or under ``expected`` the chains (without it a tree with no branch source gave its whole
@@ -286,10 +289,13 @@ class Drafter:
         """1) lexical chains in source order (suffix's best-first subtree, then prompt lookup),
         each paying only after it leaves the tree; the first chain is the spine. Returns what
         the budget cut off each chain (a chain below the last node it reached) under the
-        ``expected`` fill, which lets it compete for the nodes left; nothing under ``reserved``."""
+        ``expected`` and ``open`` fills, which let it compete for the nodes left; nothing under
+        ``reserved``."""
         lex, rest = [], []
+        # "open": each lexical source proposes for every node left, the share only places its head
+        ask = self.cfg.budget - len(ctx.tree) if self.cfg.fill == "open" else budget
         for s in self.spine_sources:
-            p = self._ask(s, ctx, budget, info)
+            p = self._ask(s, ctx, ask, info)
             lex += [(s.name, c) for c in p.chains]
             info.lexical_match_len = max(info.lexical_match_len, p.match_len)
         for i, (name, c) in enumerate(lex):
@@ -299,7 +305,7 @@ class Drafter:
             budget -= len(paid)
             if i == 0:
                 info.spine = walked
-            if self.cfg.fill == "expected" and len(walked) < len(c.tokens):
+            if self.cfg.valued and len(walked) < len(c.tokens):
                 tail = replace(c, tokens=c.tokens[len(walked):], attach=walked[-1] if walked else c.attach)
                 rest.append((name, tail))
         return rest

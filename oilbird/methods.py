@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 # --------------------------------------------------------------------------- the tree
 # how the nodes the lexical subtree leaves are shared (TreeConfig.fill): "reserved" is the paper's
 # and the hosts' rule, the Oilbird presets use "expected" (PRESET_FILLS; docs/results.md, "Fill")
-FILLS = ("reserved", "expected")
+FILLS = ("reserved", "expected", "open")
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class TreeConfig:
     max_spine_len: int = 20
     # "reserved" (the paper): semantic chains out of semantic_budget, then adjacency branches by
     # score; "expected": they and the lexical chains' cut-off tails compete node by node by
-    # estimated P(accepted), nothing reserved (the Oilbird presets' own: PRESET_FILLS)
+    # estimated P(accepted), nothing reserved (the Oilbird presets' own: PRESET_FILLS); "open":
+    # the same, the lexical sources proposing for the whole budget, so that the alternatives the
+    # lexical share leaves out compete too (docs/results.md, "The strongest tree without the key")
     fill: str = "reserved"
 
     def __post_init__(self):
@@ -54,6 +56,11 @@ class TreeConfig:
                              f"not drafted), not {self.semantic_budget}")
         if self.fill not in FILLS:
             raise ValueError(f"fill must be one of {', '.join(FILLS)}, not {self.fill!r}")
+
+    @property
+    def valued(self) -> bool:
+        """Do the nodes after the lexical head compete by learned acceptance (``expected``, ``open``)?"""
+        return self.fill != "reserved"
 
     @classmethod
     def sized(cls, budget: int | None = None, semantic_budget: int | None = None) -> "TreeConfig":

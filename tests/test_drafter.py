@@ -249,6 +249,41 @@ def test_expected_fill_without_branches_still_lets_the_chains_compete():
         got[fill] = (len(info.spine), sum("semantic" in s for s in tree.sources))
     assert got == {"reserved": (5, 2), "expected": (2, 4)}
 
+
+class _Subtree(_Fixed):
+    """A lexical source whose best-first subtree follows the budget it is offered: the main
+    chain, and from 3 nodes on a lower branch (40, 41) too; remembers what it was offered."""
+
+    def __init__(self):
+        super().__init__("suffix", [], match_len=6)
+        self.offered = []
+
+    def propose(self, ctx, budget):
+        self.offered.append(budget)
+        if budget < 3:
+            return Proposal([Chain([4, 5, 6, 7][:budget], 1.0)], match_len=self.match_len)
+        return Proposal([Chain([4, 5, 6, 7][: budget - 2], 1.0), Chain([40, 41], 0.3)], match_len=self.match_len)
+
+
+def test_open_fill_offers_the_lexical_sources_the_whole_budget():
+    """fill="open": the share still places the lexical head, but the lexical sources propose
+    for every node left, so a lower branch the share-sized subtree leaves out (40, 41) competes
+    with the adjacency branches; under "expected" it is never offered."""
+    got = {}
+    for fill in ("expected", "open"):
+        lex = _Subtree()
+        rec = _Fixed("recycling", [Chain([30 + k], 0.2, attach=0) for k in range(6)])
+        d = Drafter([lex, rec], TreeConfig(budget=8, semantic_budget=0, fill=fill, spine_share=0.3,
+                                           min_spine_share=0.3))
+        for _ in range(30):   # the lexical source's nodes were accepted, the adjacency branches never
+            t = DraftTree([3, 40, 41, 30], [-1, 0, 1, 0], [set(), {"suffix"}, {"suffix"}, {"recycling"}],
+                          [{}, {"suffix": 0.3}, {"suffix": 0.3}, {"recycling": 0.2}])
+            d.rates.observe(t, [0, 1, 2], argmax=[40, 41, 0, 0])
+        tree, info = d.draft([1, 3], "r", None)
+        assert len(info.spine) == 2                           # round(0.3 * 7): the head, either way
+        got[fill] = (lex.offered[-1], 40 in tree.tokens and 41 in tree.tokens)
+    assert got == {"expected": (2, False), "open": (7, True)}
+
 # -- a source of one's own: routed by its declared role, checked where it errs -----------------
 
 class _OneChain(DraftSource):

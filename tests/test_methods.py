@@ -58,7 +58,8 @@ def test_tree_options():
     for bad in (dict(budget=0), dict(semantic_budget=-1), dict(budget=4, semantic_budget=4), dict(fill="both")):
         with pytest.raises(ValueError):
             TreeConfig(**bad)
-    assert FILLS == ("reserved", "expected")
+    assert FILLS == ("reserved", "expected", "open")
+    assert not TreeConfig().valued and TreeConfig(fill="expected").valued and TreeConfig(fill="open").valued
 
 
 def test_semantic_flags_follow_the_sources():
