@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     common_options(p)
     p.add_argument("--methods", default="ar,hf-greedy",
                    help="comma-separated method names, each once; a tree method may add a fill after "
-                        "a colon, ':expected' or ':reserved' (e.g. oilbird,oilbird:expected)")
+                        "a colon, ':expected', ':reserved' or ':open' (e.g. oilbird,oilbird:expected)")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/bench-DATA-TIME-PID)")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
     force_option(p)

@@ -287,10 +287,12 @@ def test_bench_runs_fills_beside_the_plain_methods(tiny_lm, tmp_path):
         run_bench(reqs, ["goose", "goose"], Verifier(tiny_lm), 8, progress=False)
 
 
-@pytest.mark.parametrize("method", ["goose", "oilbird", "oilbird-ungated"])
-def test_expected_fill_is_lossless_and_within_budget(tiny_lm, method):
+@pytest.mark.parametrize("method,fill", [("goose", "expected"), ("oilbird", "expected"),
+                                         ("oilbird-ungated", "expected"), ("oilbird", "open"),
+                                         ("oilbird-no-semantic", "open")])
+def test_expected_fill_is_lossless_and_within_budget(tiny_lm, method, fill):
     v = Verifier(tiny_lm)
-    dec = make_decoder(method, v, tree=TreeConfig(budget=12, fill="expected"))
+    dec = make_decoder(f"{method}:{fill}", v, tree=TreeConfig(budget=12))
     learned = 0
     for i, ids in enumerate(_prompts(4)):
         ref = autoregressive(v, ids, 32).output_ids
