@@ -216,7 +216,8 @@ class Drafter:
     def __init__(self, sources: list[DraftSource], config: TreeConfig | None = None,
                  rates: AcceptanceRates | None = None):
         """``rates``: learned acceptance rates to share with other drafters (an engine's requests
-        learn together); by default the ``expected`` fill keeps its own, the reserved fill none."""
+        learn together); by default the ``expected`` and ``open`` fills keep their own, the reserved
+        fill none."""
         self.cfg = config or TreeConfig()       # validated by TreeConfig itself
         self.sources = sources
         names = [s.name for s in sources]
@@ -235,7 +236,7 @@ class Drafter:
         self.branch_sources = [s for s in sources if roles[s.name] == "branches"]
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
-        # what a node is worth (fill="expected"), learned from every verdict
+        # what a node is worth (fill "expected" or "open"), learned from every verdict
         if rates is None and self.cfg.valued:
             rates = value_rates(sources)
         self.rates = rates
@@ -261,9 +262,11 @@ class Drafter:
         valued = cfg.valued
         reserved = min(cfg.semantic_budget, left) if self.semantic_sources and not valued else 0
         # GOOSE's share of the lexical head, where something else competes for the rest: branches,
-        # or under ``expected`` the chains (without it a tree with no branch source gave its whole
-        # budget to the lexical pass and the key's chains found no room: docs/results.md, "The
-        # paper's own pairs")
+        # or under ``expected`` / ``open`` the chain sources (without it a tree with no branch
+        # source gave its whole budget to the lexical pass and the key's chains found no room:
+        # docs/results.md, "The paper's own pairs"). It goes by the sources a tree has, not by
+        # what they proposed this cycle: where the key is gated or muted, the lexical tails
+        # compete for the rest alone
         shared = bool(self.branch_sources) or (valued and bool(self.semantic_sources))
         lex_budget = round(self.spine_share * (left - reserved)) if shared else left - reserved
         lexical_rest = self._spine_pass(ctx, info, lex_budget)

@@ -73,7 +73,7 @@ NO_NODE_REASONS = {
     "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
     "below-floor": "the best similarity was below the entry floor: looked up, not drafted",
     "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
-              "expected fill, other candidates were worth more)",
+              "expected and open fills, other candidates were worth more)",
 }
 # why a request's output ended (RequestTrace.stop)
 STOP_REASONS = {

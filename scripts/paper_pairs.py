@@ -24,6 +24,9 @@ with the paper's reserved fill (their names do not start with ``oilbird``):
 Beside them the registry's own ``pld`` / ``pld+sem`` and ``recycling`` / ``recycling+sem`` (the
 key over a host without the pool) and ``goose`` / ``oilbird-plain-suffix:reserved`` (section
 6.1's pair: GOOSE's tree with and without the key, reserved fill, no state-weighted suffix).
+That last pair adds the rejected-branch pool with the key, as the paper's system has it; the
+``+sem`` presets add the key alone. In fast replay the pool proposes nothing (it needs the
+model's outputs at rejected nodes), so there the two mean the same; live they differ.
 Any ``python -m oilbird`` command line works after the script name (``bench`` decodes live and
 audits every request). The library is unchanged. Results: docs/results.md ("The paper's own
 pairs on recorded agent traffic").
@@ -52,7 +55,8 @@ def _install() -> None:
 def main(argv: list[str]) -> int:
     from oilbird.__main__ import main as oilbird_main
     if not argv:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        print("usage: python scripts/paper_pairs.py COMMAND [OPTIONS] (any python -m oilbird command "
+              "line), e.g.\n" + "\n".join(__doc__.strip().splitlines()[2:5]), file=sys.stderr)
         return 2
     _install()
     return oilbird_main(list(argv))

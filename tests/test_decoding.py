@@ -290,7 +290,7 @@ def test_bench_runs_fills_beside_the_plain_methods(tiny_lm, tmp_path):
 @pytest.mark.parametrize("method,fill", [("goose", "expected"), ("oilbird", "expected"),
                                          ("oilbird-ungated", "expected"), ("oilbird", "open"),
                                          ("oilbird-no-semantic", "open")])
-def test_expected_fill_is_lossless_and_within_budget(tiny_lm, method, fill):
+def test_valued_fills_are_lossless_and_within_budget(tiny_lm, method, fill):
     v = Verifier(tiny_lm)
     dec = make_decoder(f"{method}:{fill}", v, tree=TreeConfig(budget=12))
     learned = 0

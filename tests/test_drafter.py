@@ -252,7 +252,8 @@ def test_expected_fill_without_branches_still_lets_the_chains_compete():
 
 class _Subtree(_Fixed):
     """A lexical source whose best-first subtree follows the budget it is offered: the main
-    chain, and from 3 nodes on a lower branch (40, 41) too; remembers what it was offered."""
+    chain, and from 3 nodes on a lower-share alternative from the root (40, 41) too; remembers
+    what it was offered."""
 
     def __init__(self):
         super().__init__("suffix", [], match_len=6)
@@ -267,7 +268,7 @@ class _Subtree(_Fixed):
 
 def test_open_fill_offers_the_lexical_sources_the_whole_budget():
     """fill="open": the share still places the lexical head, but the lexical sources propose
-    for every node left, so a lower branch the share-sized subtree leaves out (40, 41) competes
+    for every node left, so an alternative the share-sized subtree leaves out (40, 41) competes
     with the adjacency branches; under "expected" it is never offered."""
     got = {}
     for fill in ("expected", "open"):

@@ -20,7 +20,7 @@ def test_the_pairs_are_hosts_with_the_pool_and_the_papers_fill(monkeypatch):
         m = M.parse_method(name)
         assert m.sources == sources and "suffix" in sources       # the pool, under its exact key
         tree = m.tree(TreeConfig())
-        assert tree.fill == "reserved"                             # as the paper published them
+        assert tree.fill == "reserved" and m.fill is None          # as the paper published them
         assert tree.semantic_budget == (2 if "semantic" in sources else 0)
         built = PR.make_sources(m.sources, store, 4, 32)
         assert [s.name for s in built] == list(sources)
@@ -32,4 +32,5 @@ def test_the_pairs_are_hosts_with_the_pool_and_the_papers_fill(monkeypatch):
 
 def test_without_a_command_it_says_how_to_call_it(capsys):
     assert pp.main([]) == 2
-    assert "paper_pairs.py replay" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "paper_pairs.py replay" in err and "--methods pld+pool" in err
