@@ -236,6 +236,13 @@ class Drafter:
         self.branch_sources = [s for s in sources if roles[s.name] == "branches"]
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
+        # GOOSE's share of the lexical head applies where something else competes for the rest:
+        # branches, or under ``expected`` / ``open`` the chain sources (without it a tree with no
+        # branch source gave its whole budget to the lexical pass and the key's chains found no
+        # room: docs/results.md, "The paper's own pairs"). It goes by the sources a tree has, not
+        # by what they proposed in a cycle: where the key is gated or muted, the lexical tails
+        # compete for the rest alone
+        self.shares_head = bool(self.branch_sources) or (self.cfg.valued and bool(self.semantic_sources))
         # what a node is worth (fill "expected" or "open"), learned from every verdict
         if rates is None and self.cfg.valued:
             rates = value_rates(sources)
@@ -261,14 +268,7 @@ class Drafter:
         left = cfg.budget - 1
         valued = cfg.valued
         reserved = min(cfg.semantic_budget, left) if self.semantic_sources and not valued else 0
-        # GOOSE's share of the lexical head, where something else competes for the rest: branches,
-        # or under ``expected`` / ``open`` the chain sources (without it a tree with no branch
-        # source gave its whole budget to the lexical pass and the key's chains found no room:
-        # docs/results.md, "The paper's own pairs"). It goes by the sources a tree has, not by
-        # what they proposed this cycle: where the key is gated or muted, the lexical tails
-        # compete for the rest alone
-        shared = bool(self.branch_sources) or (valued and bool(self.semantic_sources))
-        lex_budget = round(self.spine_share * (left - reserved)) if shared else left - reserved
+        lex_budget = round(self.spine_share * (left - reserved)) if self.shares_head else left - reserved
         lexical_rest = self._spine_pass(ctx, info, lex_budget)
         # the gate of pass 2: the host's lexical key is the suffix index *and* the token-adjacency
         # table (paper Fig. 2 (i)), so a table row for the root token is a non-empty match too

@@ -225,7 +225,6 @@ def test_expected_fill_lets_the_spines_cut_off_tail_compete():
     assert got == {"reserved": 2, "expected": 6}
 
 
-
 def test_expected_fill_without_branches_still_lets_the_chains_compete():
     """A tree with no branch source (``oilbird-no-recycling``): under fill="expected" the lexical
     share places the spine's head and the key's chain competes with the cut-off tail for the rest
