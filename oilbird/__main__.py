@@ -30,7 +30,9 @@ def _tree_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=at_least(1), default=None,
                    help="tree nodes per cycle, root included (default 12)")
     p.add_argument("--semantic-budget", type=at_least(0), default=None,
-                   help="nodes reserved for semantic chains, below --budget (default 2)")
+                   help="nodes reserved for semantic chains, below --budget (default 2), under the reserved "
+                        "fill only (NAME:reserved, pld+sem, recycling+sem): the Oilbird presets' expected fill "
+                        "reserves nothing")
 
 
 def _sampling_options(p: argparse.ArgumentParser) -> None:
@@ -71,7 +73,7 @@ def _decode(args) -> int:
     method = parse_method(args.method)                   # checked before the model loads
     if method.kind != "tree":
         raise ValueError(f"'{args.method}' is not a preset; decode takes one of the presets "
-                         f"(oilbird, goose, pld, ...), optionally with a fill, e.g. oilbird:expected")
+                         f"(oilbird, goose, pld, ...), optionally with a fill, e.g. oilbird:reserved")
     if not args.prompt.strip():
         raise PromptError("the prompt is empty: give some text to answer.")
     sampling = _sampling(args)
@@ -387,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     common_options(p)
     p.add_argument("--methods", default="ar,hf-greedy",
                    help="comma-separated method names, each once; a tree method may add a fill after "
-                        "a colon, ':expected', ':reserved' or ':open' (e.g. oilbird,oilbird:expected)")
+                        "a colon, ':expected', ':reserved' or ':open' (e.g. oilbird,oilbird:reserved)")
     p.add_argument("--out", default=None, help="the folder to write (default: a new runs/bench-DATA-TIME-PID)")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
     force_option(p)
@@ -404,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     common_options(p, default_max=64)
     p.add_argument("--methods", default="goose,oilbird",
                    help="comma-separated tree methods (presets or suffix-arctic), each once, each with "
-                        "an optional fill after a colon, e.g. goose,oilbird:expected")
+                        "an optional fill after a colon, e.g. goose,oilbird:reserved")
     p.add_argument("--out", required=True, help="the JSONL file to write")
     p.add_argument("--diagnose", action="store_true", help="attach per-position gap labels")
     force_option(p)
@@ -415,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("prompt")
     p.add_argument("--method", default="oilbird",
                    help="a preset (oilbird, goose, pld, suffix, ...; see oilbird/methods.py), optionally "
-                        "with a fill after a colon, e.g. oilbird:expected")
+                        "with a fill after a colon, e.g. oilbird:reserved")
     p.add_argument("--max-new-tokens", type=at_least(1), default=64)
     model_options(p)
     _sampling_options(p)

@@ -46,7 +46,7 @@ def force_option(p: argparse.ArgumentParser) -> None:
 
 
 def fresh_out(command: str, data: str) -> str:
-    """The default ``--out`` of bench and diagnose: a new folder per run,
+    """The default ``--out`` of bench, diagnose, replay and serve-bench: a new folder per run,
     ``runs/COMMAND-DATA-YYYYmmdd-HHMMSS-PID``, so that running twice (even two runs started in
     the same second) never replaces a result."""
     import os

@@ -7,8 +7,9 @@ verified whole:
    subtree sized to the lexical budget (its first path is the spine); prompt-lookup chains
    then join by merge cost, paying only where they diverge. The lexical share of the budget
    follows an EMA of how much of the spine the verifier accepted (GOOSE's anisotropy).
-2. **semantic chains** (semantic key, rejected-branch pool), only where the lexical match is
-   non-empty (a suffix / prompt-lookup match, or a token-adjacency row for the root): each
+2. **semantic chains** (semantic key, rejected-branch pool; the semantic key proposes only
+   where the lexical match is non-empty, a suffix / prompt-lookup match or a token-adjacency
+   row for the root, its own gate: the rejected pool proposes wherever it matches): each
    chain re-walks the tree from the root and pays only for the nodes after it diverges,
    ``cost(chain, T) = |chain| - pi(chain, T)``, out of a reserved sub-budget. Unspent
    reserved nodes go to pass 3.

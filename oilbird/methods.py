@@ -165,7 +165,7 @@ def parse_method(name: str) -> Method:
         m = Method(name.strip(), base, "baseline")
     else:
         raise ValueError(f"unknown method '{name}'; choose from {', '.join(known_methods())} (a tree "
-                         f"method may add a fill after a colon, e.g. oilbird:expected)")
+                         f"method may add a fill after a colon, e.g. oilbird:reserved)")
     if not variants:
         return m
     if not m.drafts_tree:

@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     traces = load_traces(run / "traces.jsonl")
     keep, scored = select(traces, args.recovered, args.missed)
     if not keep:
-        print("make_real_traffic_trace: no turn shows a recovery or a miss; replay more conversations (--limit)",
+        print("make_real_traffic_trace: no turn shows a recovery or a miss; replay more conversations (--conversations)",
               file=sys.stderr)
         return 1
     out = Path(args.out)

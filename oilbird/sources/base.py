@@ -22,7 +22,9 @@ sources were given:
   suffix index). Put the length of the context suffix your key matched in
   ``Proposal.match_len``: the longest one opens the semantic key's gate.
 * ``"chains"``: chains that re-walk the tree from the root after the spine and pay for nodes
-  out of ``TreeConfig.semantic_budget`` (the semantic key, the rejected-branch pool). They are
+  out of ``TreeConfig.semantic_budget`` under the reserved fill, or compete node by node by
+  learned acceptance under the ``expected`` and ``open`` fills (the semantic key, the
+  rejected-branch pool). They are
   told in ``ctx.lexical_match_len`` how far the lexical keys matched.
 * ``"branches"``: sources that extend the tree built so far (token adjacency) fill the nodes
   left. ``knows(token)`` says whether their key has a row for the root token, which also

@@ -6,11 +6,12 @@ a node carrying ``token`` (accepted and rejected nodes alike), and a bigram tier
 ``(previous, token)`` that is consulted first. The table persists across requests.
 
 Proposals extend the tree built so far: below the root and below each spine node (the
-first-child path), ``ceil(width / i)`` alternatives at spine depth i (1/i widths), each
-continued greedily through the table up to ``max_depth`` tokens. If the tree is still bare, the
-source first lays its own top-1 chain as the spine.
+first-child path), ``ceil(width / (d + 1))`` alternatives at spine depth d (the root is depth
+0: ``width`` there, half as many below it, ...), each continued greedily through the table up
+to ``max_depth`` tokens. If the tree is still bare, the source first lays its own top-1 chain
+as the spine (its first token is then not offered again as an alternative).
 
-Example: table[7] = [8, 3, ...], table[8] = [9, ...], root token 7, bare tree, width 2 ->
+Example: table[7] = [8, 3, ...], table[8] = [9, ...], root token 7, bare tree, width 1 ->
 spine chain [8, 9, ...] and an alternative [3, ...] at the root.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .base import Chain, DraftContext, DraftSource, Proposal, Verdict
 @dataclass
 class RecyclingConfig:
     topk: int = 10          # candidates kept per token
-    width: int = 4          # alternatives at the root; ceil(width / i) at spine depth i
+    width: int = 4          # alternatives at the root; ceil(width / (d + 1)) at spine depth d
     max_depth: int = 6      # longest branch
     min_score: float = 0.01
     max_bigrams: int = 200_000
