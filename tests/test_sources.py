@@ -103,11 +103,17 @@ def test_suffix_source_weights_continuations_by_count():
     src = SuffixSource(store)
     ctx = [8, 1, 2, 3]
     src.start_request(ctx, "d")
-    proposal = src.propose(DraftContext(tokens=ctx, request_id="d"), 0)
+    proposal = src.propose(DraftContext(tokens=ctx, request_id="d"), 11)
     chains = proposal.chains
     assert chains[0].tokens == [4] and chains[1].tokens == [5]
     assert chains[0].score > chains[1].score
     assert proposal.match_len == 3
+    # the budget is the subtree's size: one node is the heavier path's; none at 0, though the
+    # match still counts (it opens the semantic key's gate)
+    one = src.propose(DraftContext(tokens=ctx, request_id="d"), 1)
+    assert [c.tokens for c in one.chains] == [[4]] and one.match_len == 3
+    none = src.propose(DraftContext(tokens=ctx, request_id="d"), 0)
+    assert none.chains == [] and none.match_len == 3
 
 
 def _trie(paths):
@@ -330,7 +336,7 @@ def test_lexical_chains_carry_their_match_length():
     src = SuffixSource(store)
     ctx = [0, 1, 2, 3, 4, 5, 6]
     src.start_request(ctx, "d")
-    chains = src.propose(DraftContext(tokens=ctx, request_id="d"), 0).chains
+    chains = src.propose(DraftContext(tokens=ctx, request_id="d"), 11).chains
     assert {tuple(c.tokens): c.match for c in chains} == {(7,): 6, (8,): 5}
     pld = PromptLookupSource()
     toks = [4, 5, 6, 9, 4, 5]
@@ -384,12 +390,12 @@ def test_tenant_isolation_secret_never_drafted_for_another_tenant():
                        lexical_match_len=3)
     for src in (SuffixSource(b), SemanticSource(b)):
         src.start_request(ctx.tokens, "b2")
-        proposed = {t for c in src.propose(ctx, 0).chains for t in c.tokens}
+        proposed = {t for c in src.propose(ctx, 11).chains for t in c.tokens}
         assert proposed and not proposed & set(secret)
     # the same query on tenant a does reach the secret (the test can fail)
     sa = SuffixSource(a)
     sa.start_request(ctx.tokens, "a2")
-    assert set(secret) & {t for c in sa.propose(ctx, 0).chains for t in c.tokens}
+    assert set(secret) & {t for c in sa.propose(ctx, 11).chains for t in c.tokens}
 
 
 def test_make_sources_builds_live_sources_over_the_registry_it_is_given():

@@ -510,7 +510,7 @@ def test_registry_keeps_tenants_apart_through_both_keys_and_files(tmp_path):
         out = set()
         for src in (SuffixSource(store), SemanticSource(store)):
             src.start_request(ctx.tokens, "q")
-            out |= {t for c in src.propose(ctx, 0).chains for t in c.tokens}
+            out |= {t for c in src.propose(ctx, 11).chains for t in c.tokens}
         return out
 
     assert set(secret) <= drafts(reg.get("a"))          # the probe does reach a's secret...

@@ -5,7 +5,7 @@ The matched occurrences' continuations are merged into a weighted trie: an occur
 context matched ``L`` tokens adds weight ``L`` to every node of its continuation (a longer
 matched context is stronger evidence). A node's share is its weight over the root's, which
 never grows along a path. The proposal is the best-first subtree: the ``budget`` nodes of
-largest share (the passs ``budget``, else ``max_nodes``), stopping below ``min_prob``; it is returned
+largest share (the pass's ``budget``: none at 0), stopping below ``min_prob``; it is returned
 as its root-to-leaf paths, the most weighted path first (the spine).
 
 Why best-first: the earlier rule proposed the single most frequent path and let it take the
@@ -37,7 +37,6 @@ class SuffixConfig:
     max_depth: int = 32       # longest continuation
     spec_factor: float = 8.0  # continuation <= spec_factor * match length
     min_prob: float = 0.05    # leave out nodes whose share falls below this
-    max_nodes: int = 11       # subtree size when the builder gives no budget
     # weigh each pool occurrence by how close its stored state is to the query state
     # (oilbird.sources._states): None = by match length alone (SuffixDecoding, GOOSE)
     state_temp: float | None = None
@@ -149,12 +148,13 @@ class SuffixSource(DraftSource):
                 node = node.kids.setdefault(t, _Node())
                 node.w += L * f
                 node.match = max(node.match, L)
-        paths = best_first(root, budget or self.cfg.max_nodes, self.cfg.min_prob)
+        # a budget of 0 pays for no node: no chain, though the match still opens the key's gate
+        paths = best_first(root, budget, self.cfg.min_prob)
         chains = [Chain(tokens, share, match=_leaf(root, tokens).match) for tokens, share in paths]
         if chains:   # the spine's score follows GOOSE's confidence rule
             agree = firsts[chains[0].tokens[0]]
             chains[0].score = max(chains[0].score, confidence(agree, len(chains[0].tokens)) * min(1.0, best / 4))
-        return Proposal(chains, match_len=best if chains else 0)
+        return Proposal(chains, match_len=best if used else 0)
 
     def _state_weights(self, occ, ctx: DraftContext) -> list[float]:
         """Each occurrence's evidence multiplier from its stored state's similarity to the query
