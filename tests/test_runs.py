@@ -224,6 +224,19 @@ def test_a_failed_trace_write_is_cut_back_to_the_last_whole_request(tmp_path, mo
     assert path.read_bytes() == before and [t.request_id for t in load_traces(path)] == ["a"]
 
 
+def test_traces_appended_to_a_gz_file_load(tmp_path):
+    """``trace --out t.jsonl.gz``: every reader takes a ``.gz`` trace file as gzip, so the
+    requests appended one by one are gzip members, read back as one file."""
+    from wb_traces import all_requests, request_other
+    path = tmp_path / "t.jsonl.gz"
+    run = Run(path)
+    run.append_traces([request_other("a")])
+    run.append_traces(all_requests())
+    loaded = load_traces(path)
+    assert [t.request_id for t in loaded] == ["a"] + [t.request_id for t in all_requests()]
+    assert report_main([str(path)]) == 0
+
+
 # -- 3. --force replaces a run, not a file ---------------------------------------------------------------
 def test_force_replaces_the_whole_earlier_run(tmp_path, capsys, tiny_model):
     out = tmp_path / "run"

@@ -23,6 +23,7 @@ Knows files and signals, nothing about models or methods.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -173,9 +174,12 @@ class Run:
 
     def append_traces(self, traces: Iterable[RequestTrace], name: str | None = None) -> None:
         """Append one request's traces (every method's) to the trace file and flush; a write
-        that fails (or is interrupted) is cut back to the last whole request."""
+        that fails (or is interrupted) is cut back to the last whole request. A ``.gz`` file
+        gets one gzip member per request (readers take the members as one stream)."""
         path = self.path(name)
         data = "".join(line + "\n" for tr in traces for line in request_to_lines(tr)).encode("utf-8")
+        if path.suffix == ".gz":
+            data = gzip.compress(data, mtime=0)
         try:
             self._begin()
             with path.open("ab") as f:
