@@ -20,7 +20,7 @@ import time
 from .errors import InputError, run_cli
 from .model import ModelError
 from .evaluation.runs import Run, RunStopped
-from .cli_options import at_least, common_options, force_option, fresh_out, model_options
+from .cli_options import at_least, common_options, force_option, fresh_out, model_options, non_negative
 from .serving.cli import add_serving_commands, serve, serve_bench
 from .serving.serve_bench import ServeBenchError
 from .data.template_form import FORMS
@@ -284,7 +284,6 @@ def _replay(args) -> int:
     if args.exact and (args.cache or args.window):
         raise ValueError("--cache and --window are for fast mode's teacher forcing; --exact runs every forward")
     from .evaluation.teacher import TeacherCache, TeacherForcer, matmul_gflops
-    disk = TeacherCache(args.cache, max_bytes=int(args.cache_max_gb * 2 ** 30)) if args.cache else None
     run = Run(args.out or fresh_out("replay", args.data), args.force, writes, unit="turns")
     run.check()
     bad: list[dict] | None = [] if args.skip_bad else None
@@ -304,6 +303,8 @@ def _replay(args) -> int:
               f"({folded[0]['source']}), in {folded[0]['into']}", file=sys.stderr)
     if args.tool_calls == "template":        # a template that cannot spell calls: refused before the weights load
         check_template(load_tokenizer(args.model))
+    # made (a folder) once the run's inputs are known good, still before the weights load
+    disk = TeacherCache(args.cache, max_bytes=int(args.cache_max_gb * 2 ** 30)) if args.cache else None
     lm = load_model(args.model, state_layer=args.state_layer)
     t0 = time.perf_counter()
     turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids, tool_calls=args.tool_calls) for c in convs]
@@ -464,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", default=None, metavar="DIR",
                    help="keep fast mode's teacher-forced outputs in DIR (one file per conversation, keyed by model "
                         "and tokens): a later replay of the same data with other methods or settings costs drafting only")
-    p.add_argument("--cache-max-gb", type=float, default=4.0, help="bound on --cache's folder (default 4 GiB)")
+    p.add_argument("--cache-max-gb", type=non_negative, default=4.0,
+                   help="bound on --cache's folder (default 4 GiB; 0 reads the cache and adds nothing to it)")
     p.add_argument("--window", type=at_least(1), default=None,
                    help="fast mode past the model's context: restart the teacher forcing on the last N tokens "
                         "(default: half the context)")

@@ -3,6 +3,7 @@ default ``--out`` of a run: used by :mod:`oilbird.__main__` and :mod:`oilbird.se
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from .data.requests import NAMED_SETS
@@ -19,6 +20,17 @@ def at_least(low: int):
             raise argparse.ArgumentTypeError(f"must be at least {low}, not {v}")
         return v
     return parse
+
+
+def non_negative(text: str) -> float:
+    """An argparse type: a finite number >= 0 (argparse prints the message as one error line)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text}")
+    return v
 
 
 def common_options(p: argparse.ArgumentParser, default_max: int | None = 128, state_layer: bool = True,

@@ -47,6 +47,9 @@ def _fails(argv, capsys, message):
     (["replay", "--methods", "goose,hf-pld"], "'hf-pld' cannot replay"),
     (["replay", "--methods", "oilbird,oilbird"], "method 'oilbird' is named twice"),
     (["replay", "--data", "no/such/conversations.jsonl"], "conversations.jsonl"),
+    (["replay", "--cache-max-gb", "inf"], "must be a finite number >= 0, not inf"),
+    (["replay", "--cache-max-gb", "-1"], "must be a finite number >= 0, not -1"),
+    (["replay", "--cache-max-gb", "lots"], "'lots' is not a number"),
 ])
 def test_bad_arguments_fail_before_the_model_loads(argv, message, capsys, monkeypatch):
     import oilbird.model
@@ -63,6 +66,16 @@ def test_a_template_that_cannot_spell_tool_calls_is_refused_before_the_weights_l
     _fails(["replay", "--data", "agent-builtin", "--limit", "1", "--tool-calls", "template", "--out", str(tmp_path / "r")],
            capsys, "does not write tool calls")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_replay_refused_for_its_data_leaves_no_cache_folder(tmp_path, capsys, monkeypatch):
+    """--cache's folder is made once the run's inputs are known good: a replay refused for its
+    data leaves nothing behind."""
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    _fails(["replay", "--data", str(tmp_path / "none.jsonl"), "--cache", str(tmp_path / "tc"),
+            "--out", str(tmp_path / "r")], capsys, "none.jsonl")
+    assert not (tmp_path / "tc").exists()
 
 
 def test_out_of_the_wrong_kind(tmp_path, capsys, monkeypatch):
