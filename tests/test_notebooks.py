@@ -268,6 +268,11 @@ def test_exact_match_cycle_copies_the_old_value():
     assert L.discarded_behind(c, answer) == [2, 3]          # the [9, 9] frame, thrown away
     with pytest.raises(ValueError, match="proposes nothing"):
         L.exact_match_cycle([1, 2, 3], [4, 5], 1, decode=str)
+    # the chain runs to the answer's end: the drafts are committed, no bonus past the end
+    end = L.exact_match_cycle([1, 2, 3, 1, 2], [3], 0, decode=str)
+    assert end.tokens[:2] == [2, 3] and end.committed == [3] and end.committed_sources == [["pld"]]
+    with pytest.raises(ValueError, match="outside the answer"):
+        L.exact_match_cycle(prompt, answer, len(answer), decode=str)
 
 
 def test_backoff_keys_find_the_new_value_nowhere_after_its_frame():

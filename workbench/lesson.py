@@ -57,8 +57,9 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
     from oilbird.sources.prompt_lookup import PromptLookupConfig, PromptLookupSource
     from oilbird.tree import greedy_accept
 
-    if not 0 <= at <= len(answer_ids):
-        raise ValueError(f"at={at} is outside the answer (0..{len(answer_ids)})")
+    if not 0 <= at < len(answer_ids):
+        raise ValueError(f"at={at} is outside the answer: a cycle needs a next token to verify "
+                         f"(0..{len(answer_ids) - 1})")
     context = list(prompt_ids) + list(answer_ids[:at])
     src = PromptLookupSource(PromptLookupConfig(num_tokens=num_tokens, max_chains=1))
     src.start_request(list(prompt_ids), request_id)
@@ -72,7 +73,9 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
     # node d stands at answer position at - 1 + d, so its argmax is the answer's next token
     argmax = [answer_ids[at + d] if at + d < len(answer_ids) else -1 for d in range(n)]
     accepted, bonus = greedy_accept(tokens, parents, argmax)
-    committed = [tokens[i] for i in accepted[1:]] + [bonus]
+    # where the chain reached the answer's end there is no next token: nothing after the drafts
+    bonus_kept = [bonus] if bonus >= 0 else []
+    committed = [tokens[i] for i in accepted[1:]] + bonus_kept
     return CycleTrace(
         request_id=request_id, method="pld, gold call as verifier", cycle=1,
         prefix_len=len(context) - 1, generated_before=at,
@@ -82,7 +85,7 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
         argmax=argmax, argmax_text=[decode(t) if t >= 0 else "" for t in argmax],
         accepted=accepted, bonus=bonus, committed=committed,
         committed_text=[decode(t) for t in committed],
-        committed_sources=[["pld"]] * (len(accepted) - 1) + [[BONUS]],
+        committed_sources=[["pld"]] * (len(accepted) - 1) + [[BONUS]] * len(bonus_kept),
         lexical_match_len=int(proposal.match_len))
 
 
