@@ -34,6 +34,8 @@ _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # that are not plain causal LMs (a multimodal wrapper): a tree mask cannot describe them.
 _UNSUPPORTED_MODEL_TYPES = {"mamba", "mamba2", "rwkv", "recurrent_gemma", "jamba", "falcon_mamba",
                             "zamba", "zamba2", "lfm2", "qwen3_next", "mistral3", "gemma3"}
+# the multimodal wrappers above whose text model alone is verifiable
+_MULTIMODAL_TEXT = {"gemma3": "gemma3_text", "mistral3": "mistral"}
 # the per-layer attention kinds a tree mask is built for (oilbird.tree.tree_attention), and the
 # cache layers that hold them (a layer that shares another's keys, or a linear-attention state,
 # is neither)
@@ -209,10 +211,12 @@ def check_tree_compatible(config) -> None:
     attention, or sliding windows (a mask per layer kind, :func:`oilbird.tree.tree_attention`)."""
     model_type = getattr(config, "model_type", "?")
     if model_type in _UNSUPPORTED_MODEL_TYPES:
+        wrapper = _MULTIMODAL_TEXT.get(model_type)
         raise ModelError(
             f"Model type '{model_type}' is not supported: its attention is not plain causal attention "
             "over a KV cache (recurrent state, or a multimodal wrapper), so a tree mask would give wrong "
-            "results. Use a decoder-only transformer (Llama, Qwen2/3, Mistral, Gemma 3, ...)."
+            "results. " + (f"Its text model ('{wrapper}') is: save the language model alone. " if wrapper else "")
+            + "Use a decoder-only transformer (Llama, Qwen2/3, Mistral, Gemma 3 text, ...)."
         )
     if getattr(config, "is_encoder_decoder", False):
         raise ModelError("Encoder-decoder models are not supported; use a decoder-only causal LM.")
@@ -252,6 +256,16 @@ def _need_tokenizer_files(p: Path) -> None:
     if not any((p / f).is_file() for f in _TOKENIZER_FILES):
         raise ModelError(f"'{p}' has no tokenizer files ({', '.join(_TOKENIZER_FILES[:2])}, ...): "
                          "save the tokenizer next to the model, tokenizer.save_pretrained(DIR).")
+
+
+def _state_layer(config, state_layer: int | None) -> int:
+    """The hidden-state layer the semantic key reads (default round(0.85 L)), checked against the
+    config's layer count (0 is the embeddings' output, L the last layer's)."""
+    num_layers = int(getattr(_text_config(config), "num_hidden_layers", 0) or 0)
+    layer = round(0.85 * num_layers) if state_layer is None else int(state_layer)
+    if not 0 <= layer <= num_layers:
+        raise ModelError(f"state_layer {layer} is outside 0..{num_layers} (this model has {num_layers} layers).")
+    return layer
 
 
 def load_tokenizer(path: str | os.PathLike | None = None):
@@ -307,6 +321,7 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
             except Exception as exc:  # noqa: BLE001 - report any header failure the same way
                 raise ModelError(f"Cannot read the model config in '{gguf}': {exc}") from exc
             check_tree_compatible(header)
+            _state_layer(header, state_layer)
         src = _dequantized_copy(gguf, name, dtype)
     try:
         from transformers import AutoConfig
@@ -314,6 +329,7 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
     except Exception as exc:  # noqa: BLE001 - report any config failure the same way
         raise ModelError(f"Cannot read the model config at '{src}': {exc}") from exc
     check_tree_compatible(config)
+    layer = _state_layer(config, state_layer)          # refused before the weights load
     if gguf is None:
         _need_tokenizer_files(src)
     try:
@@ -323,8 +339,5 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
     model.to(dev).eval()
     gemm = "onednn" if want_packed and cpu_gemm.pack_linears(model) else "torch"
     num_layers = int(model.config.num_hidden_layers)
-    layer = round(0.85 * num_layers) if state_layer is None else int(state_layer)
-    if not 0 <= layer <= num_layers:
-        raise ModelError(f"state_layer {layer} is outside 0..{num_layers}.")
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, device=dev, dtype=dtype,
                        num_layers=num_layers, state_layer=layer, gemm=gemm)

@@ -182,6 +182,18 @@ def test_unsupported_architectures_are_refused(tmp_path, config, msg):
         load_model(tmp_path)
 
 
+def test_a_state_layer_past_the_last_is_refused_before_the_weights_load(tmp_path):
+    """A folder with a config alone: the layer count is read from it, so the refusal comes
+    before the tokenizer and weights are looked for."""
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2,
+         "intermediate_size": 16, "vocab_size": 10}))
+    with pytest.raises(ModelError, match=r"state_layer 5 is outside 0\.\.2"):
+        load_model(tmp_path, state_layer=5)
+    with pytest.raises(ModelError, match="no tokenizer files"):     # a layer in range gets past it
+        load_model(tmp_path, state_layer=2)
+
+
 def test_which_configs_verify_trees_and_with_what_window():
     """The window comes from the decoder's own config and counts only where some layer slides;
     a multimodal wrapper, and a model whose cache shares keys between layers (Gemma 3n), are
@@ -196,7 +208,7 @@ def test_which_configs_verify_trees_and_with_what_window():
     assert sliding_window(T.Gemma3TextConfig(sliding_window=512)) == 512
     for ok in (T.Gemma3TextConfig(), T.MistralConfig(sliding_window=4096), T.LlamaConfig()):
         check_tree_compatible(ok)
-    with pytest.raises(ModelError, match="'gemma3' is not supported.*multimodal"):
+    with pytest.raises(ModelError, match="'gemma3' is not supported.*multimodal.*'gemma3_text'"):
         check_tree_compatible(T.Gemma3Config())
     with pytest.raises(ModelError, match="layers of kind 'DummyLayer'"):
         check_tree_compatible(T.Gemma3nTextConfig())

@@ -437,6 +437,25 @@ def test_a_key_layer_hook_that_never_fires_is_counted(caplog, monkeypatch):
     assert p.stats()["key_layer_missed"] == 2 and torch.equal(cap.last.hidden, out * 2)
 
 
+def test_a_key_layer_past_the_model_is_refused_when_the_engine_hooks_it(monkeypatch):
+    """state_layer is checked against the model's layer count where vLLM hands the model over:
+    one line naming the range, not a key silently read from the last layer."""
+    import types
+    from oilbird.serving.vllm import OilbirdProposer
+    monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"state_layer": 5}')
+    hf = types.SimpleNamespace(num_hidden_layers=2, hidden_size=DIM, vocab_size=VOCAB)
+    cfg = types.SimpleNamespace(speculative_config=types.SimpleNamespace(num_speculative_tokens=K),
+                                model_config=types.SimpleNamespace(hf_text_config=hf, hf_config=hf, max_model_len=64))
+    model = torch.nn.Module()
+    model.model = types.SimpleNamespace(layers=[torch.nn.Identity(), torch.nn.Identity()])
+    with pytest.raises(ValueError, match=r"state_layer 5 is past this model's 2 decoder layers \(1\.\.2"):
+        OilbirdProposer(cfg).load_model(model)
+    monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"state_layer": 2}')
+    prop = OilbirdProposer(cfg)
+    prop.load_model(model)
+    assert prop.capture.layer_hooked
+
+
 def test_drafts_stop_at_the_model_length():
     p = BatchProposer(DIM, VOCAB, K, max_model_len=len(PROMPT) + 2, config=ProposerConfig())
     ids = np.zeros((1, 16), dtype=np.int64)

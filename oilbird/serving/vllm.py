@@ -488,6 +488,9 @@ class OilbirdProposer:
         layer = self.core.cfg.state_layer
         if layer is None:
             layer = round(0.85 * self.num_layers)
+        elif layer != "last" and int(layer) > self.num_layers:
+            raise ValueError(f"${CONFIG_ENV}: state_layer {layer} is past this model's {self.num_layers} decoder "
+                             f"layers (1..{self.num_layers}, or \"last\")")
         layers = getattr(getattr(target_model, "model", None), "layers", None)
         if layer != "last" and layers is not None and 1 <= int(layer) <= len(layers):
             # hidden_states[L] (as transformers numbers them) is the output of decoder layer L - 1.
