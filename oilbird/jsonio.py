@@ -167,7 +167,3 @@ def read_json(path, error: type[InputError] = InputError):
         raise error("empty file", path)
     return loads(text, error, path)
 
-
-def read_json_lines(path, error: type[InputError] = InputError) -> list[tuple[int, object]]:
-    """Every ``(line number, value)`` of the JSON-lines file ``path``."""
-    return list(json_lines(read_text(path, error), error, path))

@@ -150,7 +150,7 @@ def _gguf_config(gguf: Path):
     return AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
 
 
-def _dequantized_copy(gguf: Path, name: str, dtype: torch.dtype) -> Path:
+def _dequantized_copy(gguf: Path, name: str) -> Path:
     """Dequantize ``gguf`` once and keep it as safetensors in the cache; return that dir.
 
     The cache entry is keyed by the file's content, not its name or size: two fine-tunes of
@@ -184,7 +184,7 @@ def hf_model_dir(path: str | os.PathLike | None = None) -> Path:
     and tokenizer files."""
     gguf, p, name = _source(path)
     if gguf is not None:
-        return _dequantized_copy(gguf, name, torch.float32)
+        return _dequantized_copy(gguf, name)
     _need_tokenizer_files(p)
     return p
 
@@ -322,7 +322,7 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
                 raise ModelError(f"Cannot read the model config in '{gguf}': {exc}") from exc
             check_tree_compatible(header)
             _state_layer(header, state_layer)
-        src = _dequantized_copy(gguf, name, dtype)
+        src = _dequantized_copy(gguf, name)
     try:
         from transformers import AutoConfig
         config = AutoConfig.from_pretrained(str(src), local_files_only=True)

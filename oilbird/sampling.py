@@ -167,15 +167,6 @@ class SampleVerdict:
     tried: list[Tried] = field(default_factory=list)
     bonus_mass: float = 1.0   # the residual's mass the bonus was drawn from (1.0: p itself)
 
-    def per_node(self, n: int) -> tuple[list[float | None], list[float | None]]:
-        """Per tree node: the probability that decided it and the residual mass when it was
-        tried (None: never tried). Merged twins share their first node's entry."""
-        prob: list[float | None] = [None] * n
-        mass: list[float | None] = [None] * n
-        for t in self.tried:
-            prob[t.node], mass[t.node] = t.prob, t.residual_mass
-        return prob, mass
-
 
 def _children(tokens, parents) -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}

@@ -31,8 +31,8 @@ from .jsonio import loads, read_text
 # write it again, so a view never derives provenance.
 TRACE_VERSION = 2
 
-# Canonical source names. "bonus" is the verifier's own token at the end of each cycle.
-SOURCES = ("pld", "suffix", "recycling", "semantic", "rejected")
+# "bonus" is the verifier's own token at the end of each cycle (the source names are the
+# sources' own: oilbird.presets.SOURCE_NAMES)
 BONUS = "bonus"
 
 

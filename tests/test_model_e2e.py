@@ -147,13 +147,13 @@ def test_gguf_cache_is_keyed_by_content(tmp_path, monkeypatch):
     cached = tmp_path / "cache" / "models" / f"m-{M._content_key(a)}"
     cached.mkdir(parents=True)
     (cached / "config.json").write_text("{}")
-    assert M._dequantized_copy(a, "m", torch.float32) == cached      # a's own entry, not re-read
+    assert M._dequantized_copy(a, "m") == cached      # a's own entry, not re-read
 
     def dequantize(*_args):
         raise LookupError("dequantizing b")
     monkeypatch.setattr(M, "_from_pretrained", dequantize)
     with pytest.raises(LookupError, match="dequantizing b"):         # b is read, not given a's weights
-        M._dequantized_copy(b, "m", torch.float32)
+        M._dequantized_copy(b, "m")
 
 
 def test_a_rewritten_gguf_is_hashed_again(tmp_path):

@@ -194,10 +194,6 @@ def shown_sources(seen=()) -> list[str]:
     return OWN_SOURCES + sorted(others, key=lambda s: (s not in PRECEDENCE, s)) + [BONUS]
 
 
-def source_colour(source: str) -> str:
-    return SOURCE_COLOURS.get(source, UNKNOWN_COLOUR)
-
-
 def source_symbol(source: str) -> str:
     return SOURCE_SYMBOLS.get(source, "circle-open")
 
