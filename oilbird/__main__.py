@@ -58,9 +58,18 @@ def _sampling(args):
     return None if params.greedy else params
 
 
-def _tree(args):
+def _tree(args, methods):
+    """The run's base tree; a ``--semantic-budget`` that no method's tree reserves (only the
+    reserved fill with a chain source does) is said in one line, not silently ignored."""
     from .methods import TreeConfig
-    return TreeConfig.sized(args.budget, args.semantic_budget)
+    tree = TreeConfig.sized(args.budget, args.semantic_budget)
+    if args.semantic_budget is not None and not any(
+            m.kind == "tree" and m.tree(tree).fill == "reserved" and m.tree(tree).semantic_budget > 0
+            for m in methods):
+        print("note: --semantic-budget changes none of these methods: it reserves nodes only under the reserved "
+              "fill (NAME:reserved, pld+sem, recycling+sem); the Oilbird presets' expected fill reserves nothing",
+              file=sys.stderr)
+    return tree
 
 
 def _decode(args) -> int:
@@ -122,7 +131,7 @@ def _bench(args) -> int:
     from .evaluation.results import format_table
     from .verifier import Verifier
     methods = parse_methods(args.methods)
-    tree = _tree(args)
+    tree = _tree(args, methods)
     sampling = _sampling(args)
     if sampling is not None:
         from .evaluation.sampled_bench import check_sampled_methods
@@ -173,7 +182,7 @@ def _trace(args) -> int:
     from .data.requests import load_requests
     from .verifier import Verifier
     methods = parse_methods(args.methods, traced=True)
-    tree = _tree(args)
+    tree = _tree(args, methods)
     sampling = _sampling(args)
     if sampling is not None and args.diagnose:
         raise ValueError("--diagnose labels greedy outputs; leave it out with --temperature > 0")
@@ -278,7 +287,7 @@ def _replay(args) -> int:
     methods = parse_methods(args.methods)
     for m in methods:
         check_method(m)                                  # hf-pld: refused before any work
-    tree = _tree(args)
+    tree = _tree(args, methods)
     writes = ("results.json",) + (("traces.jsonl",) if args.traces else ()) + (
         ("diagnosis.json",) if args.diagnose else ())
     if args.exact and (args.cache or args.window):

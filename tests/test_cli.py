@@ -68,6 +68,19 @@ def test_a_template_that_cannot_spell_tool_calls_is_refused_before_the_weights_l
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("methods, said", [("goose,oilbird", True), ("oilbird:expected", True),
+                                           ("goose,oilbird:reserved", False), ("pld+sem", False)])
+def test_a_semantic_budget_no_method_reserves_is_said(methods, said, tmp_path, capsys, monkeypatch):
+    """--semantic-budget reserves nodes under the reserved fill only: asked for with none of
+    those methods, one line says it changes nothing (the run goes on)."""
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    assert main(["replay", "--methods", methods, "--semantic-budget", "4", "--data", str(tmp_path / "none.jsonl"),
+                 "--out", str(tmp_path / "r")]) == 2          # then refused for its data, as always
+    err = capsys.readouterr().err
+    assert "none.jsonl" in err and ("--semantic-budget changes none of these methods" in err) is said
+
+
 def test_a_replay_refused_for_its_data_leaves_no_cache_folder(tmp_path, capsys, monkeypatch):
     """--cache's folder is made once the run's inputs are known good: a replay refused for its
     data leaves nothing behind."""
