@@ -12,7 +12,7 @@ recovery per kept turn, mostly list numbers, where these give tool-call frames) 
 copied, their lines unchanged and in that order, from ``../shared/data/agent-transcripts/
 tau-airline.jsonl`` to ``RUN/conversations.jsonl`` (``runs/`` is never committed) and replayed:
 ``python -m oilbird replay --data RUN/conversations.jsonl --methods goose,oilbird --budget 24
---semantic-budget 8 --traces --diagnose --out RUN`` (:data:`REPLAY_ARGS`): fast mode on the local
+--traces --diagnose --out RUN`` (:data:`REPLAY_ARGS`): fast mode on the local
 model, every turn with the gap labels of ``--diagnose``.
 
 Step 2: every replayed turn is scored on its ``oilbird`` trace by its gap moments
@@ -50,7 +50,7 @@ from oilbird.data.requests import data_root  # noqa: E402
 from oilbird.trace import RequestTrace, load_traces, request_to_lines  # noqa: E402
 from workbench.panels.gap_moments import GapMoment, gap_moments  # noqa: E402
 
-REPLAY_ARGS = ["--methods", "goose,oilbird", "--budget", "24", "--semantic-budget", "8", "--traces", "--diagnose"]
+REPLAY_ARGS = ["--methods", "goose,oilbird", "--budget", "24", "--traces", "--diagnose"]
 CONVERSATIONS = tuple(f"tau-airline-task{k}-trial0" for k in range(20))
 TRANSCRIPTS = Path("agent-transcripts") / "tau-airline.jsonl"
 DEFAULT_OUT = ROOT / "assets" / "traces" / "real-traffic.jsonl.gz"
