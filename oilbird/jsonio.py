@@ -82,8 +82,17 @@ def _read_gzip(f, limit: int) -> tuple[bytes, Exception | None]:
     return bytes(data), None
 
 
-def read_text(path, error: type[InputError] = InputError, per_line: bool = False) -> str:
-    """The text of ``path`` (decompressed if it ends in ``.gz``), checked as above. ``per_line``:
+def _size(n: int) -> str:
+    """``n`` bytes in the largest binary unit that divides it (GiB, MiB, KiB), else bytes."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} bytes"
+
+
+def read_text(path, error: type[InputError] = InputError, per_line: bool = False, limit: int = MAX_BYTES) -> str:
+    """The text of ``path`` (decompressed if it ends in ``.gz``), checked as above; ``limit``: the
+    most bytes of text taken (default :data:`MAX_BYTES`; past it, refused unread). ``per_line``:
     bytes that are not UTF-8 are kept as lone surrogates (``surrogateescape``) for a line-by-line
     reader to refuse by line (:func:`undecodable`), instead of refusing the whole file; and a
     damaged or truncated ``.gz`` is refused at the line where it breaks, the error carrying the
@@ -97,18 +106,20 @@ def read_text(path, error: type[InputError] = InputError, per_line: bool = False
             raise error("not a file (a folder?)", p)
         if p.suffix == ".gz":
             with gzip.open(p, "rb") as f:
-                data, cut = _read_gzip(f, MAX_BYTES)
+                data, cut = _read_gzip(f, limit)
         else:
+            if p.stat().st_size > limit:
+                raise error(f"more than {_size(limit)} of text: split it", p)
             with open(p, "rb") as f:
-                data = f.read(MAX_BYTES + 1)
+                data = f.read(limit + 1)
     except InputError:
         raise
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise error(f"damaged or truncated gzip file ({exc})", p) from None
     except OSError as exc:                  # the message without the path again
         raise error(f"cannot read ({exc.strerror or type(exc).__name__})", p) from None
-    if len(data) > MAX_BYTES:
-        raise error(f"more than {MAX_BYTES >> 30} GiB of text: split it", p)
+    if len(data) > limit:
+        raise error(f"more than {_size(limit)} of text: split it", p)
     if cut is not None:
         whole = data[:data.rfind(b"\n") + 1]         # the line it breaks in is lost with the rest
         n = whole.count(b"\n")

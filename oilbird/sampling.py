@@ -106,7 +106,8 @@ def parse_seed(text: str) -> int:
     try:
         return int(str(text).strip())
     except ValueError:
-        raise SamplingError(f"seed must be a whole number, not {text!r}") from None
+        shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
+        raise SamplingError(f"seed must be a whole number, not {shown}") from None
 
 
 def request_rng(params: SamplingParams, request_id: str) -> np.random.Generator:

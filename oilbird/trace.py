@@ -379,7 +379,9 @@ def _short(value, n: int = 60) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
-def load_traces(path: str | Path) -> list[RequestTrace]:
+def load_traces(path: str | Path, max_bytes: int | None = None) -> list[RequestTrace]:
     """Load a JSONL trace file written by :func:`save_traces` (``.gz`` too); any bytes that are
-    not one raise :class:`TraceError` naming the file and line."""
-    return parse_trace_lines(read_text(path, TraceError).split("\n"), origin=str(path))
+    not one raise :class:`TraceError` naming the file and line. ``max_bytes``: the most text
+    taken, decompressed (default :data:`oilbird.jsonio.MAX_BYTES`; the app's uploads take less)."""
+    kw = {} if max_bytes is None else {"limit": max_bytes}
+    return parse_trace_lines(read_text(path, TraceError, **kw).split("\n"), origin=str(path))

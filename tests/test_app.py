@@ -361,6 +361,34 @@ def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
     assert "9031 tokens" in out.error and out.state.extra == {} and "r1 · oilbird" in out.counter
 
 
+def test_a_live_run_that_fails_otherwise_is_one_line_and_changes_nothing(app_fns, session, monkeypatch):
+    """Whatever else a decode raises (out of memory, a tokenizer's own error), the banner names
+    it in one line and the session keeps what it had: no trace, no decoder made for the run."""
+    from workbench import ui
+
+    def oom(st, models, lm, req, method, *a, **k):
+        st.decoders[method] = "made for this run"
+        raise RuntimeError("CUDA out of memory")
+    monkeypatch.setattr(ui, "_decode_live", oom)
+    before = dict(session.decoders)
+    with pytest.warns(UserWarning, match="The live run of 'r1' failed: RuntimeError: CUDA out of memory"):
+        out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
+    assert out.state.extra == {} and out.state.decoders == before and "\n" not in out.error
+
+
+def test_long_values_are_cut_in_the_banner_and_goto_takes_any_number(app_fns, session):
+    with pytest.warns(UserWarning, match="Unknown request id"):
+        out = app_fns[2]["select"](session, "x" * 100_000, session.method, session.compare)
+    assert len(out.error) < 300 and "..." in out.error
+    with pytest.warns(UserWarning, match="seed must be a whole number"):
+        out = app_fns[2]["run_live"](session, "r1", "oilbird", 0.5, 1, "9" * 5000 + "z",
+                                     progress=lambda *a, **k: None)
+    assert len(out.error) < 300
+    at = cycle_of(app_fns[2]["goto"](session, 1).counter)
+    for k in (float("inf"), "1e400", 10 ** 400, None, "two"):     # not a cycle: it stays where it was
+        assert cycle_of(app_fns[2]["goto"](session, k).counter) == at == 1
+
+
 def _long_id_trace(tmp_path):
     """A trace file whose request id is 300 characters of a kind no file system takes as a name."""
     r = request_other("bad")
@@ -443,12 +471,29 @@ def test_a_bad_upload_is_one_line_in_the_banner(app_fns, session, tmp_path):
         assert "Traceback" not in out.error and out.state == before
 
 
+def test_an_upload_past_the_apps_bound_is_refused_unread(app_fns, session, monkeypatch, tmp_path):
+    """An upload holds at most UPLOAD_MAX_BYTES of text (a .gz decompressed): past it, one line
+    in the banner, the session unchanged; the same file within the bound loads."""
+    from wb_traces import request_other
+    from workbench import ui
+    good = save_traces([request_other("big")], tmp_path / "t.jsonl")
+    packed = save_traces(load_traces(good), tmp_path / "t.jsonl.gz")
+    monkeypatch.setattr(ui, "UPLOAD_MAX_BYTES", 64)
+    before = replace(session, extra=dict(session.extra))
+    for path in (good, packed):
+        with pytest.warns(UserWarning, match=f"{path.name}: more than 64 bytes of text: split it"):
+            out = app_fns[2]["load_traces"](session, str(path))
+        assert out.state == before
+    monkeypatch.setattr(ui, "UPLOAD_MAX_BYTES", 1 << 20)
+    assert app_fns[2]["load_traces"](session, str(packed)).error == ""
+
+
 def test_a_trace_error_is_shown_without_its_path_or_line_breaks(app_fns, session, monkeypatch, tmp_path):
     from oilbird.trace import TraceError
     from workbench import app, ui
     bad = tmp_path / "secret-dir" / "mine.jsonl"
 
-    def refuse(path):
+    def refuse(path, **kw):
         raise TraceError(f"{path}:3: not a trace record:\n  expected an object")
     monkeypatch.setattr(ui, "load_traces", refuse)
     with pytest.warns(UserWarning, match="mine.jsonl:3: not a trace record: expected an object"):
@@ -467,6 +512,23 @@ def test_bad_precomputed_traces_at_start_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert cat.traces == {} and path.name in cat.error and "\n" not in cat.error
         assert str(tmp_path) not in cat.error and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_app_does_not_start_on_a_data_file_it_cannot_read(tmp_path, capsys, monkeypatch):
+    """--data names the requests of the live runs: one that cannot be read stops the start, as
+    --traces does, instead of a banner that clears on the first step."""
+    import socket
+
+    from workbench import app, ui
+    monkeypatch.setattr(ui, "build_app", lambda *a, **k: pytest.fail("the app was built"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    bad = tmp_path / "requests.jsonl"
+    bad.write_text(json.dumps({"id": "r1", "prompt": "hi"}) + "\n" + json.dumps({"id": "r2", "prompt": ""}) + "\n")
+    assert app.main(["--data", str(bad), "--port", str(port), "--no-preview"]) == 2
+    err = capsys.readouterr().err
+    assert "requests.jsonl" in err and "not starting" in err and "Traceback" not in err
 
 
 def test_the_app_does_not_start_on_trace_files_it_was_given_and_cannot_read(tmp_path, capsys):

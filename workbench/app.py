@@ -183,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         print("workbench: not starting: give --traces files that can be read (or none, for the shipped ones)",
               file=sys.stderr, flush=True)
         return 2
+    if data.error:                        # the same for --data (said above; the default, builtin, always reads)
+        print("workbench: not starting: give a --data the live runs can read (builtin, api-bank or a requests file)",
+              file=sys.stderr, flush=True)
+        return 2
     preview = None
     # the preview has no login: behind --auth it would show the first cycle to anyone
     page = None if args.no_preview or auth is not None else first_preview(cat, data)
@@ -192,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"workbench: preview of the first cycle at http://{args.host}:{args.port}/ "
                   f"({time.perf_counter() - t0:.2f} s); the app replaces it when ready", flush=True)
     try:
-        from .ui import CSS, build_app   # imports gradio: the slow part of the start (~7 s on 2 cores)
+        from .ui import CSS, UPLOAD_MAX_BYTES, build_app   # imports gradio: the slow part of the start (~7 s on 2 cores)
         demo = build_app(cat, data, ModelHolder(args.model), args.max_new_tokens)
         demo.queue(default_concurrency_limit=4)
     finally:
@@ -202,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     try:
         demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False,
+                    max_file_size=UPLOAD_MAX_BYTES,
                     auth=auth, auth_message=None if auth is None else f"{TITLE}: log in")
     except OSError:   # taken since the check above; gradio's own advice names an env variable
         print(f"workbench: {_port_taken(args.host, args.port)}", file=sys.stderr, flush=True)

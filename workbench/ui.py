@@ -35,6 +35,10 @@ from .session import (LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data,
                       public, read_error, request_choices, request_menu)
 
 PLAY_INTERVAL_S = 0.8
+# the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
+# unread past that), about 3 GB of memory and minutes of drawing: one upload at a time.
+# `python -m oilbird report` reads up to 2 GiB. app.py gives gradio the same bound on the file
+UPLOAD_MAX_BYTES = 512 << 20
 
 CSS = """
 #cycle-counter { font-size: 1.05em; }
@@ -145,6 +149,12 @@ def render_full(st: Session, cat: Catalogue, error: str = "", data: Data | None 
     if not out.prompt and req is not None:
         out = out._replace(prompt="\n\n".join(f"{m['role']}: {m['content']}" for m in req.messages))
     return out
+
+
+def _cut(text, n: int = 60) -> str:
+    """``text`` quoted for a message, cut to ``n`` characters (a pasted id can be megabytes)."""
+    text = str(text)
+    return f"'{text}'" if len(text) <= n else f"'{text[:n - 3]}...'"
 
 
 def _warn(msg: str) -> str:
@@ -297,11 +307,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             rid, method, cmp = (rid or "").strip(), (method or "").strip(), (cmp or "").strip()
             known = request_choices(st, cat, data)
             if rid not in known:
-                out = full_view(st, _warn(f"Unknown request id '{rid}'. Known: {', '.join(known[:8])}"
+                out = full_view(st, _warn(f"Unknown request id {_cut(rid)}. Known: {', '.join(known[:8])}"
                                           f"{' …' if len(known) > 8 else ''}"))
             elif method not in method_choices(st, cat) or cmp not in method_choices(st, cat):
                 bad = method if method not in method_choices(st, cat) else cmp
-                out = full_view(st, _warn(f"Unknown method '{bad}'."))
+                out = full_view(st, _warn(f"Unknown method {_cut(bad)}."))
             else:
                 changed = (rid, method) != (st.request, st.method)
                 st.request, st.method, st.compare = rid, method, cmp
@@ -317,7 +327,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         def goto(st, k):
             try:                                  # the raw value (see the slider's events below)
                 st.cycle = max(0, int(float(k)))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):     # None, text, inf, 1e400: stay
                 pass
             return render(st, cat)
 
@@ -328,7 +338,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             out = goto(st, k)
             try:
                 shown = float(k) == st.cycle
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 shown = False
             return out._replace(slider=gr.skip()) if shown else out
 
@@ -373,7 +383,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn("No file given."))
             name = Path(path).name   # the name the user uploaded, not gradio's cache path
             try:
-                traces = load_traces(path)
+                traces = load_traces(path, max_bytes=UPLOAD_MAX_BYTES)
             except Exception as exc:   # noqa: BLE001 - TraceError, or whatever a loader lets through: one line
                 return unchanged(st, _warn(f"Not a usable trace file: {read_error(exc, path)}"))
             first = opening(traces)      # oilbird's trace that shows the key best, if the file has one
@@ -387,7 +397,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn(f"Not a usable trace file: {name}: {exc}"))
             return Selected(*out, *menus_for(new))
 
-        selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces"))
+        selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces",
+                                      concurrency_limit=1))
 
         def run_live(st, rid, method, temperature=0, top_p=1, seed="0", progress=gr.Progress()):
             try:
@@ -396,8 +407,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn(f"Not run: {exc}."))
             req = data.requests.get(rid)
             if req is None:
-                return unchanged(st, _warn(f"Request '{rid}' has no prompt in --data {data.name}; "
-                                           "a live run needs one."))
+                return unchanged(st, _warn(data.error or f"Request {_cut(rid)} has no prompt in --data {data.name}; "
+                                                         "a live run needs one."))
             if method not in PRESET_NAMES:
                 return unchanged(st, _warn(f"Method '{method}' is not a preset; live runs need one of "
                                            f"{', '.join(PRESET_NAMES)}."))
@@ -405,10 +416,15 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 lm = models.get(progress)
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
                 return unchanged(st, _warn(f"The model failed to load: {exc}"))
+            had = method in st.decoders
             try:
                 tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling)
             except PromptError as exc:   # empty, or too long for the model
-                return unchanged(st, _warn(f"Request '{rid}' cannot be decoded: {exc}"))
+                return unchanged(st, _warn(f"Request {_cut(rid)} cannot be decoded: {exc}"))
+            except Exception as exc:     # noqa: BLE001 - out of memory, a tokenizer's own error...: one line, no change
+                if not had:
+                    st.decoders.pop(method, None)      # a decoder made for this run only
+                return unchanged(st, _warn(f"The live run of {_cut(rid)} failed: {type(exc).__name__}: {exc}"))
             st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
             return Selected(*full_view(st), *menus_for(st))
