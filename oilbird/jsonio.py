@@ -129,6 +129,8 @@ def read_text(path, error: type[InputError] = InputError, per_line: bool = False
                     n + 1)
         exc.partial = whole.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
         raise exc
+    if p.suffix != ".gz" and data[:2] == b"\x1f\x8b":     # gzip's magic: readers go by the name
+        raise error("gzip-compressed, but the name does not end in .gz: rename it (or gunzip it)", p)
     try:
         text = data.decode("utf-8", errors="surrogateescape" if per_line else "strict")
     except UnicodeDecodeError as exc:

@@ -546,6 +546,25 @@ def test_the_app_does_not_start_on_trace_files_it_was_given_and_cannot_read(tmp_
     assert str(missing) in err and "no such file" in err and "not starting" in err and "Traceback" not in err
 
 
+def test_a_failed_model_load_is_said_on_every_run_with_the_way_out(tmp_path, monkeypatch):
+    """The model loads once per app: a failure is kept (a click does not reload it) and says
+    that a restart tries again."""
+    import oilbird.model
+    from oilbird.model import ModelError
+    from workbench.session import ModelHolder
+    calls = []
+
+    def fail(*a, **k):
+        calls.append(a)
+        raise ModelError("Cannot read the model config")
+    monkeypatch.setattr(oilbird.model, "load_model", fail)
+    holder = ModelHolder(str(tmp_path))
+    for _ in range(2):
+        with pytest.raises(ModelError, match=r"Cannot read the model config \(the app loads it once: restart"):
+            holder.get()
+    assert len(calls) == 1
+
+
 def test_the_app_builds_and_steps_without_readable_traces(tmp_path, capsys):
     """--traces missing: one line on the terminal, then the app (its requests from --data, none
     with a trace) builds, and the gap-moments menu follows selections and steps without one."""

@@ -354,6 +354,7 @@ def test_a_truncated_gz_is_one_error(tmp_path):
 
 @pytest.mark.parametrize("data, reason, line", [
     (b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n', "not UTF-8", 2),
+    (gzip.compress(b'{"prompt": "ok"}\n'), "gzip-compressed, but the name does not end in .gz", None),
     (b"", "no ", None),
     (b"\n  \n", "no ", None),
 ])

@@ -118,8 +118,8 @@ class ModelHolder:
                     progress(0.05, desc="loading the model (the first load dequantizes the GGUF: ~30 s)")
                 try:
                     self._lm = load_model(self.path)
-                except (ModelError, OSError, ValueError) as exc:
-                    self._error = str(exc)
+                except (ModelError, OSError, ValueError) as exc:   # said on every later call: no retry per click
+                    self._error = f"{exc} (the app loads it once: restart the app to try again)"
             if self._error is not None:
                 raise ModelError(self._error)
             return self._lm
