@@ -2,10 +2,12 @@
 
     python scripts/per_conversation.py runs/tau100-b24/results.json oilbird goose oilbird oilbird-no-semantic
     python scripts/per_conversation.py runs/a/results.json,runs/b/results.json oilbird goose
+    python scripts/per_conversation.py runs/a/results.json,runs/b/results.json oilbird@2 goose   # oilbird of b
     python scripts/per_conversation.py --blocks 20 runs/tau100/results.json oilbird oilbird-no-semantic
 
 Reads ``results.json`` of ``python -m oilbird replay`` (several, comma-separated, when the methods
-were replayed in separate runs of the same data) (its ``per_request`` rows: tokens and
+were replayed in separate runs of the same data; ``NAME@K`` is the method of the K-th file, for a
+name in several) (its ``per_request`` rows: tokens and
 forwards of every turn, keyed ``CONVERSATION#TURN``) and prints, for each pair A B, tau A / tau B
 pooled over the run and on how many conversations A's tau (its turns' tokens over forwards) is
 higher and lower than B's: the "(higher / lower of 100)" columns of docs/results.md.
@@ -51,6 +53,34 @@ def pooled_blocks(a_rows: list[dict], b_rows: list[dict], size: int) -> list[tup
     return blocks
 
 
+def load_methods(paths: list[str]) -> tuple[dict, str | None]:
+    """Every method of the results files, and the reason they cannot be compared (None if they
+    can): a run stopped early (``complete`` false), or runs of other data, tool-call form or node
+    budget. A method in two files maps to None: asking for it is refused."""
+    methods: dict = {}
+    seen: dict = {}
+    seen_files: list[str] = []
+    for path in paths:
+        doc = json.load(open(path))
+        if doc.get("complete") is False:
+            return {}, (f"{path}: the run stopped early ({doc.get('n_requests')} of {doc.get('n_requests_planned')} "
+                        "turns): its tau is not the whole set's")
+        # the node budget, not the whole tree: a reserve only changes the methods that draw on it
+        facts = {"data": doc.get("data"), "tool_calls": doc.get("tool_calls"),
+                 "node budget": (doc.get("tree") or {}).get("budget")}
+        for key, value in facts.items():
+            if value is not None:
+                if key in seen and seen[key][1] != value:
+                    return {}, f"{seen[key][0]} and {path} differ in {key}: their methods are not comparable"
+                seen.setdefault(key, (path, value))
+        for name, m in doc["methods"].items():
+            # in two files: ambiguous, so asking for it is refused (main); NAME@K names file K's
+            methods[name] = None if name in methods else m
+            methods[f"{name}@{len(seen_files) + 1}"] = m
+        seen_files.append(path)
+    return methods, None
+
+
 def main(argv: list[str]) -> int:
     size = None
     if argv[:1] == ["--blocks"] and len(argv) > 1:
@@ -61,20 +91,31 @@ def main(argv: list[str]) -> int:
     if len(argv) < 3 or len(argv) % 2 == 0:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    methods = {}
-    for path in argv[0].split(","):
-        methods.update(json.load(open(path))["methods"])
+    methods, problem = load_methods(argv[0].split(","))
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     for a, b in zip(argv[1::2], argv[2::2]):
         missing = [m for m in (a, b) if m not in methods]
         if missing:
-            print(f"{argv[0]} has no method {missing[0]!r}; it has {', '.join(methods)}", file=sys.stderr)
+            print(f"{argv[0]} has no method {missing[0]!r}; it has "
+                  f"{', '.join(n for n in methods if '@' not in n)}", file=sys.stderr)
+            return 2
+        twice = [m for m in (a, b) if methods[m] is None]
+        if twice:
+            print(f"method {twice[0]!r} is in more than one of {argv[0]}: name the file's, {twice[0]}@K for the "
+                  "K-th file given", file=sys.stderr)
             return 2
         A, B = per_conversation(methods[a]["per_request"]), per_conversation(methods[b]["per_request"])
-        hi = sum(A[c] > B[c] for c in A if c in B)
-        lo = sum(A[c] < B[c] for c in A if c in B)
+        if set(A) != set(B):
+            print(f"{a} and {b} replayed different conversations ({len(A)} and {len(B)}): compare runs of the "
+                  "same data", file=sys.stderr)
+            return 2
+        hi = sum(A[c] > B[c] for c in A)
+        lo = sum(A[c] < B[c] for c in A)
         ta, tb = methods[a]["tau"], methods[b]["tau"]
         print(f"{a} / {b}: {ta:.3f} / {tb:.3f} = {ta / tb:.3f}x; higher on {hi}, lower on {lo} "
-              f"of {len(A)} conversations")
+              f"of {len(A)} conversations" + (f" ({len(A) - hi - lo} equal)" if len(A) - hi - lo else ""))
         if size:
             print("  by replay order: " + ", ".join(
                 f"{first}-{last} {r:.3f}x" for first, last, r in

@@ -38,3 +38,33 @@ def test_blocks_pool_conversations_in_replay_order(tmp_path, capsys):
     assert pc.main(["--blocks", "2", str(f), "x", "y"]) == 0
     assert "by replay order: 1-2 2.000x, 3-3 3.000x" in capsys.readouterr().out
     assert pc.main(["--blocks", "0", str(f), "x", "y"]) == 2 and "--blocks" in capsys.readouterr().err
+
+
+def test_runs_that_cannot_be_compared_are_refused(tmp_path, capsys):
+    """A run stopped early, a method in two files, runs of other data or tree, or of other
+    conversations: refused in one line, not a ratio of different things."""
+    def run(name, methods, **doc):
+        p = tmp_path / name
+        p.write_text(json.dumps({"methods": methods, **doc}))
+        return str(p)
+    x = {"x": {"tau": 3.0, "per_request": _rows(("c", 6, 2), ("d", 4, 2))}}
+    y = {"y": {"tau": 2.0, "per_request": _rows(("c", 4, 2), ("d", 6, 2))}}
+    short = {"y": {"tau": 2.0, "per_request": _rows(("c", 4, 2))}}
+    cases = [
+        ([run("a", x, complete=True), run("b", y, complete=False, n_requests=1, n_requests_planned=2)], "stopped early"),
+        ([run("c", x), run("d", {**x, **y})], "method 'x' is in more than one of"),
+        ([run("e", x, data="set-1"), run("f", y, data="set-2")], "differ in data"),
+        ([run("g", x, tree={"budget": 12}), run("h", y, tree={"budget": 24})], "differ in node budget"),
+        ([run("i", x), run("j", short)], "replayed different conversations"),
+    ]
+    both = f"{run('m', x)},{run('n', {**y, 'x': {'tau': 1.0, 'per_request': _rows(('c', 2, 2), ('d', 2, 2))}})}"
+    assert pc.main([both, "x@2", "y"]) == 0
+    assert "x@2 / y: 1.000 / 2.000 = 0.500x; higher on 0, lower on 2 of 2" in capsys.readouterr().out
+    for paths, said in cases:
+        assert pc.main([",".join(paths), "x", "y"]) == 2
+        assert said in capsys.readouterr().err
+    tie = {"y": {"tau": 2.0, "per_request": _rows(("c", 6, 2), ("d", 6, 2))}}
+    # another reserve at the same budget compares: it changes only the methods that draw on it
+    assert pc.main([f"{run('k', x, tree={'budget': 60, 'semantic_budget': 2})},"
+                    f"{run('l', tie, tree={'budget': 60, 'semantic_budget': 16})}", "x", "y"]) == 0
+    assert "higher on 0, lower on 1 of 2 conversations (1 equal)" in capsys.readouterr().out
