@@ -335,3 +335,11 @@ def test_a_table_too_short_for_present_4_is_refused():
     with pytest.raises(ValueError, match="max_suffix must be >= 4"):
         Pool(3, max_suffix=3)
     assert Pool(3, max_suffix=4).max_suffix == 4
+
+
+def test_agreement_is_a_share_of_positions_not_of_requests():
+    """A 1-token output that disagrees and a 99-token one that agrees: 99% of positions (the mean
+    of the two requests' rates would say 50%)."""
+    from oilbird.evaluation.diagnose import agreement
+    assert agreement([(0, 1), (99, 99)]) == 0.99
+    assert agreement([]) is None

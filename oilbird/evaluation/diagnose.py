@@ -458,7 +458,7 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
     dim = int(lm.model.config.hidden_size)
     pools = {m: Pool(dim, static, mode=m) for m in modes}
     diags: dict[str, list[RequestDiagnosis]] = {m: [] for m in modes}
-    agree: list[float] = []
+    agree: list[tuple[float, int]] = []       # (matches, positions) per request
     texts: dict[str, list[str]] = {}
     pairs: list[tuple[list[int], list[int]]] = []
     for req, ids in tqdm(encoded, desc="diagnose", unit="req", disable=not progress, file=sys.stderr):
@@ -474,7 +474,7 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
             out = autoregressive(verifier, ids, max_new_tokens).output_ids
         if states is None:
             states, a = teacher_forced(lm, ids, out)
-        agree.append(a)
+        agree.append((a * len(out), len(out)))        # (matches, positions)
         texts[req.id] = [lm.tokenizer.decode([t]) for t in out]
         pairs.append((ids, list(out)))
         for m, pool in pools.items():
@@ -487,7 +487,14 @@ def diagnose_requests(requests, lm, max_new_tokens: int, modes: Sequence[str] = 
 
 def _so_far(diags, texts, pairs, agree) -> dict:
     return {"diags": diags, "texts": texts, "pairs": pairs,
-            "teacher_forced_agreement": float(np.mean(agree)) if agree else None}
+            "teacher_forced_agreement": agreement(agree)}
+
+
+def agreement(counts: list[tuple[float, int]]) -> float | None:
+    """The share of positions where the argmax is the output's token, over every request's
+    ``(matches, positions)`` (a ratio of sums: a long output weighs as its positions do)."""
+    n = sum(c[1] for c in counts)
+    return sum(c[0] for c in counts) / n if n else None
 
 
 ROWS = [("present_2", "present (next 2)", "%"), ("present_4", "present (next 4)", "%"),

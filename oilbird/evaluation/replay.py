@@ -259,19 +259,20 @@ def diagnose_turns(lm, conversations, progress: bool = True, rows: dict | None =
     earlier recordings ("generated" pool). States come from one teacher-forced forward per turn
     that reuses the conversation's cache (:func:`teacher_forced`), so only the
     recorded positions (and the last prompt token, the first query) get one.
-    ``teacher_forced_agreement`` is here how often the local model's argmax is the recorded
-    token: how far the recording is from what the local model would write. ``rows`` (turn id
+    ``teacher_forced_agreement`` is here the share of recorded positions where the local model's
+    argmax is the recorded token (pooled over positions, not turns): how far the recording is
+    from what the local model would write. ``rows`` (turn id
     -> those rows, e.g. kept by a fast :func:`replay`'s ``teacher_sink``) spares the forward of
     a conversation whose turns it all holds."""
     from tqdm import tqdm
 
-    from .diagnose import Pool, RequestDiagnosis, static_embeddings
+    from .diagnose import Pool, RequestDiagnosis, agreement, static_embeddings
     conversations = [list(c) for c in conversations]
     verifier = Verifier(lm)
     dim = int(lm.model.config.hidden_size)
     pool = Pool(dim, static_embeddings(lm), mode="generated")
     diags: list[RequestDiagnosis] = []
-    agree: list[float] = []
+    agree: list[tuple[int, int]] = []           # (matches, positions) per turn
     texts: dict[str, list[str]] = {}
     pairs: list[tuple[list[int], list[int]]] = []
     bar = tqdm(total=sum(len(c) for c in conversations), desc="diagnose", unit="turn", disable=not progress,
@@ -283,7 +284,7 @@ def diagnose_turns(lm, conversations, progress: bool = True, rows: dict | None =
             P, n = len(ids), len(out)
             states = np.zeros((P + n, dim), dtype=np.float32)      # only rows P - 1 on are read
             states[P - 1:] = rows_t.states.numpy()[: n + 1]
-            agree.append(float(np.mean(rows_t.argmax.numpy()[:n] == np.asarray(out))))
+            agree.append((int(np.sum(rows_t.argmax.numpy()[:n] == np.asarray(out))), n))   # (matches, positions)
             texts[t.id] = [lm.tokenizer.decode([tok]) for tok in out]
             pairs.append((ids, out))
             diags.append(pool.label(t.id, ids, out, states))
@@ -291,4 +292,4 @@ def diagnose_turns(lm, conversations, progress: bool = True, rows: dict | None =
             bar.update(1)
     bar.close()
     return {"diags": {"generated": diags}, "texts": texts, "pairs": pairs,
-            "teacher_forced_agreement": float(np.mean(agree)) if agree else None}
+            "teacher_forced_agreement": agreement(agree)}
