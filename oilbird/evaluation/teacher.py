@@ -256,7 +256,8 @@ class TeacherCache:
     rendering or conversation never reads another's rows; the key is also stored inside the
     entry and checked. Per turn it stores its ``n + 1`` rows: argmax (int32), top-k ids
     (int32) and probabilities (float32), the key-layer state (float32, as computed: a warm
-    run's numbers are the cold run's), and whether they were windowed. That is ``4 + 8k +
+    run's numbers are the cold run's on the same device and kernels, which the key does not hold:
+    they change only the rounding), and whether they were windowed. That is ``4 + 8k +
     4d`` bytes per row (2,388 bytes for SmolLM2-135M, d = 576, k = 10), about 2.4 MB per 1,000
     recorded tokens. ``max_bytes`` bounds the folder: past it, new entries are not written (one
     line says so) and the run computes them instead. An entry that cannot be read or does not
