@@ -88,6 +88,16 @@ def test_replay_skips_no_conversation_and_says_which_turns_were_windowed(small_l
     assert exact["replay"]["skipped_over_context"]["conversations"] == 1      # exact mode cannot window
 
 
+def test_a_recording_longer_than_the_context_skips_its_conversation_counted(small_lm):
+    """One recording past the context cannot be teacher-forced even windowed: fast replay skips
+    its conversation and counts it (it stopped the whole run), and replays the others."""
+    convs = [_conversation("short", 2, seed=2), _conversation("huge", 2, seed=4, rec_len=120)]
+    res = replay(convs, ["pld"], Verifier(small_lm))
+    r = res["replay"]
+    assert r["skipped_over_context"] == {"conversations": 1, "turns": 2} and r["conversations"] == 1
+    assert r["turns"] == 2 and res["methods"]["pld"]["lossless"]
+
+
 def test_a_shared_system_prompt_is_computed_once_and_the_states_are_unchanged(tiny_lm):
     system = [1] + list(range(3, 3 + 120))
     convs = [_conversation(f"c{i}", 3, seed=10 + i, system=system) for i in range(3)]

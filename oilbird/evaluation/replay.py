@@ -118,8 +118,9 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     outputs). ``on_request(traces, results)`` is called after every turn with that turn's traces
     (one per method) and the results so far, so a caller can write as it goes.
 
-    Fast mode replays every conversation: past the model's context the teacher rows are
-    windowed (``teacher``: a :class:`~oilbird.evaluation.teacher.TeacherForcer`, default one with
+    Fast mode replays every conversation whose recordings each fit the context (one that
+    does not cannot be teacher-forced, and its conversation is skipped and counted): past the
+    model's context the teacher rows are windowed (``teacher``: a :class:`~oilbird.evaluation.teacher.TeacherForcer`, default one with
     the default window and no disk cache), and ``results["replay"]`` counts the windowed turns.
     Exact mode runs the model on the whole conversation, so a conversation longer than the
     context is skipped and counted there, never truncated. ``timing`` (optional) holds the
@@ -148,7 +149,8 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
 
     for turns in conversations:
         turns = list(turns)
-        if mode == "exact" and not fits(turns, context):
+        # exact mode cannot window; fast mode can, unless one recording alone is past the context
+        if not fits(turns, context) if mode == "exact" else not teacher.fits(turns):
             skipped["conversations"] += 1
             skipped["turns"] += len(turns)
             continue

@@ -26,7 +26,7 @@ rows :class:`~oilbird.decoding.Replay` reads. How:
   restart is exactly the unwindowed forward. What is not windowed: the copying sources (prompt
   lookup, suffix, the store's continuations) read the whole conversation's tokens, which replay
   hands every drafter in full. A single recording longer than the context cannot be
-  teacher-forced at all (:class:`TooLong`).
+  teacher-forced at all (:class:`TooLong`): replay skips its conversation and counts it.
 * **Disk cache** (:class:`TeacherCache`): a conversation's rows stored in one file per
   conversation, keyed by the model and every turn's token ids (so by rendering, tokenizer and
   content); a hit costs a file read.
@@ -126,12 +126,17 @@ class TeacherForcer:
     def settings(self) -> dict:
         return {"context": self.context, "window": self.window}
 
+    def fits(self, turns: Sequence[TurnIds]) -> bool:
+        """Can every turn be teacher-forced: is each recording (plus its last prompt token)
+        within the context? A longer one cannot be, even windowed (:class:`TooLong`)."""
+        return all(len(t.recording_ids) + 1 <= self.context for t in turns)
+
     def conversation(self, turns: Sequence[TurnIds]) -> Iterator[tuple[NodeOutputs, bool]]:
         """Per turn, in order: (its ``n + 1`` teacher rows, whether they are windowed). From the
         disk cache when it holds the conversation; else computed (and stored)."""
         turns = list(turns)
         for t in turns:
-            if len(t.recording_ids) + 1 > self.context:
+            if not self.fits([t]):
                 raise TooLong(f"a recording of {len(t.recording_ids)} tokens does not fit the model's context "
                               f"of {self.context}")
         if self.disk is not None:
