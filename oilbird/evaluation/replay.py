@@ -150,7 +150,8 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     for turns in conversations:
         turns = list(turns)
         # exact mode cannot window; fast mode can, unless one recording alone is past the context
-        if not fits(turns, context) if mode == "exact" else not teacher.fits(turns):
+        replayable = fits(turns, context) if mode == "exact" else teacher.fits(turns)
+        if not replayable:
             skipped["conversations"] += 1
             skipped["turns"] += len(turns)
             continue
