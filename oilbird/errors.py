@@ -48,6 +48,17 @@ class PromptError(InputError):
     """The prompt is empty or too long for the model."""
 
 
+def shown(value, n: int = 60) -> str:
+    """``repr(value)`` cut to ``n`` characters, for a message that echoes an input (a bad field
+    or a pasted id can be megabytes long).
+
+    >>> shown("x" * 100, 10)
+    "'xxxxxx..."
+    """
+    text = repr(value)
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
 def run_cli(main_fn) -> int:
     """``main_fn()``, quiet when its reader leaves early (``python -m oilbird report ... | head``):
     the rest of the output goes nowhere instead of ending in a BrokenPipeError traceback."""

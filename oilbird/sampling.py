@@ -60,6 +60,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import shown
+
 
 class SamplingError(ValueError):
     """Bad sampling settings (temperature, top-p, seed). The message is one line."""
@@ -106,8 +108,7 @@ def parse_seed(text: str) -> int:
     try:
         return int(str(text).strip())
     except ValueError:
-        shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
-        raise SamplingError(f"seed must be a whole number, not {shown}") from None
+        raise SamplingError(f"seed must be a whole number, not {shown(text)}") from None
 
 
 def request_rng(params: SamplingParams, request_id: str) -> np.random.Generator:

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
-from .errors import InputError
-from .jsonio import loads, read_text
+from .errors import InputError, shown
+from .jsonio import MAX_BYTES, loads, read_text
 
 # 2: provenance recorded when the cycle runs (CycleTrace.retrieval on every drafting cycle,
 # Neighbour.why_no_node on every neighbour) and the stop reason (RequestTrace.stop,
@@ -335,7 +335,7 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
                 raise TraceError("expected an object with kind 'request' or 'cycle'")
             if d["kind"] == "request":
                 if d.get("version") not in (1, TRACE_VERSION):
-                    raise TraceError(f"trace version {_short(d.get('version'))}, expected {TRACE_VERSION}")
+                    raise TraceError(f"trace version {shown(d.get('version'))}, expected {TRACE_VERSION}")
                 versions.append(d["version"])
                 d = {k: v for k, v in d.items() if k not in ("kind", "version")}
                 out.append(RequestTrace(**d))
@@ -350,7 +350,7 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
                     raise TraceError("a trace of format 1 written before the semantic key's outcome was recorded; "
                                      "write it again with this version (python -m oilbird trace / replay --traces)")
                 if c.request_id != out[-1].request_id:
-                    raise TraceError(f"cycle of request {_short(c.request_id)} under {_short(out[-1].request_id)}")
+                    raise TraceError(f"cycle of request {shown(c.request_id)} under {shown(out[-1].request_id)}")
                 out[-1].cycles.append(c)
         except TraceError as exc:
             raise TraceError(exc.reason, origin, no) from None
@@ -362,7 +362,7 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
         raise TraceError("no request records", origin)
     for r, no in zip(out, starts):     # the cycles must add up to the output: every view counts on it
         if [t for c in r.cycles for t in c.committed] != r.output_ids:
-            raise TraceError(f"request {_short(r.request_id)} ({_short(r.method)}): its cycles commit "
+            raise TraceError(f"request {shown(r.request_id)} ({shown(r.method)}): its cycles commit "
                              f"{sum(len(c.committed) for c in r.cycles)} tokens, not its "
                              f"{len(r.output_ids)} output tokens", origin, no)
     return out
@@ -373,15 +373,8 @@ def _provenance_recorded(c: CycleTrace) -> bool:
     return (c.cycle == 0 or c.retrieval is not None) and all(n.why_no_node is not None for n in c.neighbours)
 
 
-def _short(value, n: int = 60) -> str:
-    """``repr(value)`` cut to ``n`` characters (a bad field can be megabytes long)."""
-    text = repr(value)
-    return text if len(text) <= n else text[:n - 3] + "..."
-
-
-def load_traces(path: str | Path, max_bytes: int | None = None) -> list[RequestTrace]:
+def load_traces(path: str | Path, max_bytes: int = MAX_BYTES) -> list[RequestTrace]:
     """Load a JSONL trace file written by :func:`save_traces` (``.gz`` too); any bytes that are
     not one raise :class:`TraceError` naming the file and line. ``max_bytes``: the most text
-    taken, decompressed (default :data:`oilbird.jsonio.MAX_BYTES`; the app's uploads take less)."""
-    kw = {} if max_bytes is None else {"limit": max_bytes}
-    return parse_trace_lines(read_text(path, TraceError, **kw).split("\n"), origin=str(path))
+    taken, decompressed (the app's uploads take less than the default)."""
+    return parse_trace_lines(read_text(path, TraceError, limit=max_bytes).split("\n"), origin=str(path))

@@ -26,6 +26,7 @@ import gradio as gr  # noqa: E402
 from gradio.components.plot import PlotData  # noqa: E402
 
 from oilbird.data.requests import PromptError  # noqa: E402
+from oilbird.errors import shown  # noqa: E402
 from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
@@ -149,12 +150,6 @@ def render_full(st: Session, cat: Catalogue, error: str = "", data: Data | None 
     if not out.prompt and req is not None:
         out = out._replace(prompt="\n\n".join(f"{m['role']}: {m['content']}" for m in req.messages))
     return out
-
-
-def _cut(text, n: int = 60) -> str:
-    """``text`` quoted for a message, cut to ``n`` characters (a pasted id can be megabytes)."""
-    text = str(text)
-    return f"'{text}'" if len(text) <= n else f"'{text[:n - 3]}...'"
 
 
 def _warn(msg: str) -> str:
@@ -307,11 +302,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             rid, method, cmp = (rid or "").strip(), (method or "").strip(), (cmp or "").strip()
             known = request_choices(st, cat, data)
             if rid not in known:
-                out = full_view(st, _warn(f"Unknown request id {_cut(rid)}. Known: {', '.join(known[:8])}"
+                out = full_view(st, _warn(f"Unknown request id {shown(rid)}. Known: {', '.join(known[:8])}"
                                           f"{' …' if len(known) > 8 else ''}"))
             elif method not in method_choices(st, cat) or cmp not in method_choices(st, cat):
                 bad = method if method not in method_choices(st, cat) else cmp
-                out = full_view(st, _warn(f"Unknown method {_cut(bad)}."))
+                out = full_view(st, _warn(f"Unknown method {shown(bad)}."))
             else:
                 changed = (rid, method) != (st.request, st.method)
                 st.request, st.method, st.compare = rid, method, cmp
@@ -407,7 +402,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn(f"Not run: {exc}."))
             req = data.requests.get(rid)
             if req is None:
-                return unchanged(st, _warn(data.error or f"Request {_cut(rid)} has no prompt in --data {data.name}; "
+                return unchanged(st, _warn(data.error or f"Request {shown(rid)} has no prompt in --data {data.name}; "
                                                          "a live run needs one."))
             if method not in PRESET_NAMES:
                 return unchanged(st, _warn(f"Method '{method}' is not a preset; live runs need one of "
@@ -420,11 +415,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             try:
                 tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling)
             except PromptError as exc:   # empty, or too long for the model
-                return unchanged(st, _warn(f"Request {_cut(rid)} cannot be decoded: {exc}"))
+                return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc}"))
             except Exception as exc:     # noqa: BLE001 - out of memory, a tokenizer's own error...: one line, no change
                 if not had:
                     st.decoders.pop(method, None)      # a decoder made for this run only
-                return unchanged(st, _warn(f"The live run of {_cut(rid)} failed: {type(exc).__name__}: {exc}"))
+                return unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
             st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
             return Selected(*full_view(st), *menus_for(st))
