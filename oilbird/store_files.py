@@ -29,7 +29,7 @@ from typing import Callable
 import faiss
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, shown
 from .jsonio import loads
 from .store import Snapshot, Store, StoreError, check_bounds
 
@@ -137,15 +137,15 @@ def _load(path: Path, tenant: str | None, clock) -> Store:
         if not isinstance(header, dict):
             fail("header is not a JSON object")
         if header.get("format") != FORMAT:
-            fail(f"not an {FORMAT} file (format {_cut(header.get('format'))})")
+            fail(f"not an {FORMAT} file (format {shown(header.get('format'))})")
         if header.get("version") != FORMAT_VERSION:
-            fail(f"format version {_cut(header.get('version'))} is not supported "
+            fail(f"format version {shown(header.get('version'))} is not supported "
                  f"(this code reads version {FORMAT_VERSION})")
         cfg, st, payload = header.get("config"), header.get("state"), header.get("payload")
         if not (isinstance(cfg, dict) and isinstance(st, dict) and isinstance(payload, dict)):
             fail("header lacks its config, state or payload")
         if tenant is not None and cfg.get("tenant") != tenant:
-            fail(f"holds tenant {_cut(cfg.get('tenant'))}, not {tenant!r}")
+            fail(f"holds tenant {shown(cfg.get('tenant'))}, not {tenant!r}")
         if sorted(payload) != sorted(MEMBERS):
             fail(f"members {sorted(payload)} are not a store's {sorted(MEMBERS)}")
         blobs = {}
@@ -165,12 +165,6 @@ def _load(path: Path, tenant: str | None, clock) -> Store:
         raise StoreError(path, str(exc)[:200]) from exc
     except (TypeError, KeyError) as exc:   # the header's options or counters are not a store's
         raise StoreError(path, f"header does not describe a store ({type(exc).__name__}: {str(exc)[:160]})") from exc
-
-
-def _cut(value) -> str:
-    """``repr(value)``, at most 60 characters (a damaged header can hold anything)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _json(data: bytes, path: Path, member: str):
