@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         fl = floor_seconds(TeacherStats(tokens_forwarded=s.tokens_forwarded, rows_kept=s.rows_kept,
                                         attention_pairs=s.attention_pairs), flops, gflops)
         out["shared_prefix" if shared else "no_shared_prefix"] = {
-            **{k: v for k, v in s.as_dict().items() if k not in ("seconds", "cache_refused", "cache_hits",
+            **{k: v for k, v in s.as_dict().items() if k not in ("seconds", "cache_seconds", "cache_refused", "cache_hits",
                                                                   "cache_misses")},
             "tflop": fl["flops"] / 1e12, "floor_seconds": fl["seconds"]}
     print(json.dumps(out, indent=1))

@@ -165,6 +165,14 @@ def test_a_warm_cache_replays_to_the_same_taus_and_the_time_split_is_reported(ti
     assert set(t["drafting_seconds"]) == {"pld", "oilbird"} and t["floor"]["flops"] > 0
     assert t["floor"]["tokens_forwarded"] == res[0]["replay"]["teacher"]["tokens_forwarded"] > 0
     assert res[1]["replay"]["time"]["floor"]["flops"] == 0
+    assert res[0]["replay"]["teacher"]["cache_seconds"] == 0
+    assert 0 < res[1]["replay"]["teacher"]["cache_seconds"] == res[1]["replay"]["teacher"]["seconds"]
+    # half read, half computed: the floor is compared with the computing half's seconds only
+    mixed = replay(convs + [_conversation("c2", 3, seed=30)], ["pld"], v,
+                   teacher=TeacherForcer(v, cache=TeacherCache(tmp_path)), timing=timing)
+    tm, f = mixed["replay"]["teacher"], mixed["replay"]["time"]["floor"]
+    assert tm["cache_hits"] == 2 and tm["cache_misses"] == 1 and tm["cache_seconds"] > 0
+    assert f["teacher_over_floor"] == pytest.approx((tm["seconds"] - tm["cache_seconds"]) / f["seconds"])
 
 
 def test_the_floor_counts_linear_head_and_attention_flops(tiny_lm):

@@ -75,8 +75,10 @@ class TooLong(ValueError):
 class TeacherStats:
     """What teacher forcing cost in a run: seconds, tokens fed to the model, attention pairs
     (query x key positions, for the floor's attention term), turns with windowed states, and
-    shared-prefix and disk-cache use."""
+    shared-prefix and disk-cache use. ``seconds`` is all of it; ``cache_seconds`` the part spent
+    reading conversations from the disk cache, which forwards nothing (the floor compares the rest)."""
     seconds: float = 0.0
+    cache_seconds: float = 0.0
     tokens_forwarded: int = 0
     rows_kept: int = 0
     attention_pairs: int = 0
@@ -152,7 +154,9 @@ class TeacherForcer:
             if got is not None:
                 self.stats.cache_hits += 1
                 self.stats.windowed_turns += sum(w for _, w in got)
-                self.stats.seconds += time.perf_counter() - t0
+                took = time.perf_counter() - t0
+                self.stats.seconds += took
+                self.stats.cache_seconds += took
                 yield from got
                 return
             self.stats.cache_misses += 1
