@@ -22,6 +22,17 @@ def at_least(low: int):
     return parse
 
 
+def list_of(item):
+    """An argparse type: comma-separated values, each parsed by the argparse type ``item``
+    (e.g. ``list_of(at_least(1))`` for ``--batch-sizes 1,8``); at least one."""
+    def parse(text: str) -> list:
+        parts = [t.strip() for t in text.split(",") if t.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError("name at least one value")
+        return [item(t) for t in parts]
+    return parse
+
+
 def non_negative(text: str) -> float:
     """An argparse type: a finite number >= 0 (argparse prints the message as one error line)."""
     try:

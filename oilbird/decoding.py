@@ -37,6 +37,7 @@ from .drafter import Drafter
 from .errors import PromptError
 from .model import LoadedModel
 from .sampling import decisions_per_node
+from .request_records import RequestRecords
 from .store import Store
 from .trace import BONUS, CycleTrace, Neighbour, RequestTrace
 from .tree import DraftTree, greedy_accept
@@ -212,6 +213,7 @@ class SpeculativeDecoder:
         self.trace = trace
         self.reuse_prefix = reuse_prefix
         self._kept: tuple[list[int], object] | None = None   # (tokens in the cache, the cache)
+        self._open: str | None = None           # the request being decoded (one at a time)
         self.tok = verifier.lm.tokenizer
 
     def _pieces(self, ids) -> list[str]:
@@ -232,6 +234,9 @@ class SpeculativeDecoder:
         or :class:`Replay` (a recording decides; fast mode runs no forward). A caller may stop
         early (``break``, or closing the generator): the request then ends there, with what it
         committed so far stored, as if it had stopped at that length."""
+        if self._open is not None:    # the sources follow one request at a time
+            raise ValueError(f"request {request_id!r} starts while {self._open!r} is still being decoded: "
+                             f"finish or close the decoder's cycles() of it first")
         judge = judge or Greedy()
         max_new_tokens = judge.limit(max_new_tokens)
         # fast replay runs no forward: its teacher rows may come from a window past the context
@@ -248,7 +253,8 @@ class SpeculativeDecoder:
         drafter.start_request(list(ids), request_id)
         # whatever ends the request (its last token, an error, or a caller that stops iterating:
         # the generator is closed), the store and the sources are told, so the next one starts clean
-        self._n_stored = 0   # generated tokens already handed to the store
+        records = RequestRecords(request_id)    # generated tokens (with states) for the store
+        self._open = request_id
         try:
             yield self._record(out, CycleTrace(
                 request_id=request_id, method=self.method, cycle=0, prefix_len=0, generated_before=0,
@@ -272,7 +278,7 @@ class SpeculativeDecoder:
                 t_d = time.perf_counter()
                 # 5) record: the store gets the states this forward computed; the sources learn
                 path_states = verdict.path_states()
-                self._store_path(request_id, tree, verdict.accepted, path_states, before, len(generated))
+                records.record(generated, before - 1, path_states)   # the root is token before - 1
                 query_state = path_states[-1]
                 drafter.update(tree, verdict, info, list(ids) + generated, request_id,
                                root_index=len(ids) + before - 1)
@@ -285,7 +291,8 @@ class SpeculativeDecoder:
         finally:
             if out is not None:
                 out.stop = _stop(generated, eos) if done else "stopped"
-            self._end_request(request_id, generated, self._n_stored, out, t0)
+            self._open = None
+            self._end_request(request_id, generated, records, out, t0)
             if cache is not None and self.reuse_prefix:
                 self._keep(cache, list(ids) + generated)
 
@@ -294,18 +301,6 @@ class SpeculativeDecoder:
         if out is not None:
             out.cycles.append(c)
         return c
-
-    def _store_path(self, request_id: str, tree: DraftTree, accepted: list[int], path_states: np.ndarray,
-                    before: int, n_generated: int) -> None:
-        """Hand the store the committed tokens of the accepted path with their states: the root
-        is generated token ``before - 1``, accepted node j is token ``before - 1 + j``."""
-        if self.store is None:
-            return
-        for j, node in enumerate(accepted):
-            pos = before - 1 + j
-            if pos == self._n_stored and pos < n_generated:
-                self.store.add(request_id, pos, tree.tokens[node], path_states[j])
-                self._n_stored += 1
 
     def _cycle_trace(self, request_id: str, cycle: int, prefix_len: int, before: int, tree: DraftTree,
                      info, verdict: TreeVerdict, appended: list[int], timings: dict) -> CycleTrace:
@@ -341,16 +336,14 @@ class SpeculativeDecoder:
             held = len(tokens)
         self._kept = (tokens[:held], cache)
 
-    def _end_request(self, request_id: str, generated: list[int], n_stored: int,
+    def _end_request(self, request_id: str, generated: list[int], records: RequestRecords,
                      out: RequestTrace | None, t0: float) -> None:
-        """However the request ended: the tokens that never got a state (the final bonus) join
-        the store's token stream, the store and the sources are told (the sources even if the
+        """However the request ended: its output joins the store as one request (the tokens that
+        never got a state, such as the final bonus, with none), the sources are told (even if the
         store refused the records), and ``out`` gets the output."""
         try:
             if self.store is not None:
-                for pos in range(n_stored, len(generated)):
-                    self.store.add(request_id, pos, generated[pos], None)
-                self.store.end_request()
+                records.close(self.store, generated)
         finally:
             self.drafter.end_request(request_id)
             if out is not None:

@@ -270,6 +270,11 @@ class Store:
             self._train()
         self._enforce()
 
+    def drop_pending(self) -> None:
+        """Forget the queued records of the request being decoded (one that failed half-way
+        through being stored), so the next request is not refused for it."""
+        self._pending = []
+
     def expire(self, now: float | None = None) -> int:
         """Apply the retention policy now (e.g. from a timer); returns records evicted."""
         return self._enforce(now)
@@ -581,3 +586,4 @@ class Store:
         store.suffix = PoolSuffixIndex.rebuilt(
             store.gram, s0, (toks[int(q_stream[q]) - s0:int(q_stream[q]) - s0 + int(q_n[q])] for q in range(len(q_id))))
         return store
+

@@ -313,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     states = hidden_states(model, reqs)
     dim = next(iter(states.values())).shape[1]
     k = args.k or int(job.get("k", 8))
-    res = replay(BatchProposer(dim, model.model.config.vocab_size, k, 1 << 20, cfg), reqs, states)
+    res = replay(BatchProposer(dim, model.model.config.vocab_size, k, 1 << 20, cfg, eos=model.eos_token_ids),
+                 reqs, states)
     if args.suffix:
         res["suffix"] = replay_suffix(reqs, k)
         res["steps_ratio"] = res["suffix"]["steps"] / res["steps"]   # = oilbird / suffix in tokens per step

@@ -36,6 +36,9 @@ def _fails(argv, capsys, message):
     (["bench", "--skip", "-1"], "must be at least 0, not -1"),
     (["replay", "--state-layer", "-1"], "must be at least 0, not -1"),
     (["serve-bench", "--state-layer", "3"], "unrecognized arguments: --state-layer"),   # its proposer's config says
+    (["serve-bench", "--batch-sizes", "1,x"], "--batch-sizes: 'x' is not a whole number"),
+    (["serve-bench", "--batch-sizes", "0"], "--batch-sizes: must be at least 1, not 0"),
+    (["serve-bench", "--batch-sizes", ","], "--batch-sizes: name at least one value"),
     (["bench", "--store-capacity", "0"], "must be at least 1, not 0"),
     (["bench", "--budget", "ten"], "'ten' is not a whole number"),
     (["bench", "--methods", "goose", "--semantic-budget", "12"], "semantic_budget must be 0 to budget - 1 = 11"),

@@ -352,9 +352,9 @@ def test_make_decoder_variant_reaches_the_drafter(tiny_lm):
     assert (dec.drafter.cfg.fill, dec.drafter.cfg.budget, dec.method) == ("expected", 8, "oilbird:expected")
 
 
-def test_a_request_refused_by_the_store_still_ends_for_the_sources(tiny_lm):
-    """While one request's cycles() is left open, another through the same decoder is refused by
-    the store with advice; its sources still hear that it ended."""
+def test_a_second_request_is_refused_while_one_is_open_and_nothing_of_it_starts(tiny_lm):
+    """While one request's cycles() is left open, another through the same decoder (whose
+    sources follow one request at a time) is refused with advice before it starts anything."""
     v = Verifier(tiny_lm)
     dec = make_decoder("oilbird", v)
     a, b = _prompts(2)
@@ -363,10 +363,11 @@ def test_a_request_refused_by_the_store_still_ends_for_the_sources(tiny_lm):
     ended = []
     end = dec.drafter.end_request
     dec.drafter.end_request = lambda rid: (ended.append(rid), end(rid))
-    with pytest.raises(ValueError, match="finish or close the decoder's cycles"):
+    with pytest.raises(ValueError, match="'B' starts while 'A' is still being decoded: finish or close"):
         dec.run("B", b, 20)
-    assert ended == ["B"]
+    assert ended == []                                 # B never started
     g.close()                                          # A ends cleanly; the decoder serves again
+    assert ended == ["A"] and dec.store.n_requests == 1
     assert dec.run("C", b, 20).output_ids == autoregressive(v, b, 20).output_ids
 
 

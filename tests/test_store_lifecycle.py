@@ -548,6 +548,31 @@ def test_a_dropped_tenant_stays_dropped_and_new_bounds_apply_on_load(tmp_path):
     assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["bob", "carol"]
 
 
+def test_a_requests_records_fill_a_gap_stop_at_its_output_and_never_stay_half_queued():
+    """The decoder's and the vLLM proposer's bookkeeping (oilbird.request_records): a step
+    without states costs only its tokens' states; what lies past the (cut) output is dropped; a
+    request the store refuses leaves nothing queued to block the next one."""
+    from oilbird.request_records import RequestRecords
+    e = np.eye(4, dtype=np.float32)
+    out = [5, 6, 7, 8, 9]
+    rr = RequestRecords("a")
+    rr.record(out, -1, [e[0], e[1], e[2]])     # the root was the prompt's last token: positions 0, 1
+    rr.record(out, 3, [e[3], e[0]])            # the step before had no states: position 2 without one
+    rr.record(out, 2, [e[2], e[3]])            # already queued: skipped
+    assert [(p, t, x is not None) for p, t, x in rr.records] == [(0, 5, True), (1, 6, True), (2, 7, False),
+                                                                 (3, 8, True), (4, 9, True)]
+    s = Store(dim=4)
+    rr.close(s, out[:3])                       # the output was cut after its third token
+    assert [s.record(i).token for i in s.record_ids()] == [5, 6, 7] and s.index.ntotal == 2
+    assert not rr.records and s.n_requests == 1
+    bad = RequestRecords("b")
+    bad.record([1, 2], 0, [e[0], np.ones(3, np.float32)])     # a state of the wrong size
+    with pytest.raises(ValueError, match="3 dims"):
+        bad.close(s, [1, 2])
+    RequestRecords("c").close(s, [4])          # not refused for b's leftovers
+    assert [s.record(i).token for i in s.record_ids()] == [5, 6, 7, 4] and s.n_requests == 2
+
+
 def test_records_of_two_requests_are_never_mixed_or_lost():
     s = Store(dim=4)
     s.add("p", 0, 5, unit([1, 0, 0, 0]))

@@ -341,19 +341,70 @@ def test_a_failing_request_gets_an_empty_draft_and_the_others_are_untouched(monk
     assert eng.slot_req[0][2] == truth[:len(eng.slot_req[0][2])]
     assert eng.slot_req[1][2] == truth[:len(eng.slot_req[1][2])]
     assert s["accepted_tokens"] > 0
-    # a request dropped on failure leaves no entry in the live registry
+    # a request dropped on failure leaves no entry in the live registry, and what it had
+    # committed joins the store; the stats keep the last few failed ids, not one per step
     assert set(p.shared.live.tokens) <= {r.drafter.request_id for r in p.active.values()}
+    assert s["store_requests"] >= s["failures"] > 0
+    from oilbird.serving.vllm import FAILED_KEPT
+    for _ in range(2 * FAILED_KEPT):
+        eng.step()
+    s = p.stats()
+    assert s["failures"] > FAILED_KEPT and len(s["failed_requests"]) == FAILED_KEPT
 
 
-def test_an_unexpected_row_layout_drops_the_states_not_the_drafts():
+def _stored(p: BatchProposer) -> tuple[list[int], int]:
+    """The store's tokens, in record order, and how many of them carry a state."""
+    st = p.shared.store
+    return [st.record(i).token for i in st.record_ids()], int(st.index.ntotal)
+
+
+def test_an_unexpected_row_layout_drops_that_steps_states_not_the_drafts_nor_later_states():
+    truth = [30, 31, 32, 33, 34, 35] * 4 + [2]        # it repeats itself: something to draft
     p = _proposer()
     eng = FakeEngine(p)
-    eng.add(0, PROMPT, TRUTH)
+    eng.add(0, PROMPT, truth)
     eng.step()
     eng.step()
     eng.step(forward_layout_ok=False)
     s = p.stats()
-    assert s["layout_mismatch"] >= 1 and s["failures"] == 0
+    assert s["layout_mismatch"] == 1 and s["failures"] == 0
+    drafted = eng.drafted
+    assert eng.run(0) == truth and eng.drafted > drafted          # it drafts on
+    p.propose([], [], [], None)                                    # it leaves the batch: stored
+    tokens, with_state = _stored(p)
+    assert tokens == truth
+    # only the tokens that one step committed (and the last, never a root) lack a state
+    assert with_state >= len(truth) - K - 2
+
+
+def test_the_store_keeps_an_output_up_to_its_first_eos():
+    """The engine commits a whole accepted chain and cuts the output afterwards: the proposer's
+    copy holds tokens past the end, the store does not (TRUTH ends with EOS 2)."""
+    p = BatchProposer(DIM, VOCAB, K, MAX_LEN, ProposerConfig(), eos=(2,))
+    eng = FakeEngine(p)
+    eng.add(0, PROMPT, TRUTH)
+    eng.run(0)
+    eng.slot_req[0] = None
+    eng.add(1, [3] + PROMPT, TRUTH)
+    eng.run(1)                                  # drafted from the first's stored copy: overshoots
+    overshoot = [len(r.tokens) - len(r.drafter.prompt) for r in p.active.values()]
+    p.propose([], [], [], None)
+    tokens, _ = _stored(p)
+    assert overshoot and overshoot[0] > len(TRUTH)                 # the engine's copy ran past EOS
+    assert tokens == TRUTH + TRUTH
+
+
+def test_a_finished_request_is_stored_before_the_next_one_drafts():
+    """A request that left the batch joins the store before this step's drafts are made, so the
+    request that took its slot drafts from it at its first step."""
+    p = _proposer(sources=["suffix"])
+    eng = FakeEngine(p)
+    eng.add(0, PROMPT, TRUTH)
+    eng.run(0)
+    eng.slot_req[0] = None
+    eng.add(0, [3] + PROMPT, TRUTH)             # same slot, same answer
+    first = eng.step()                           # its prefill step; request 0 is gone
+    assert p.stats()["store_requests"] == 1 and first[0] == TRUTH[1:1 + len(first[0])] and first[0]
 
 
 def test_the_layout_check_catches_rows_read_from_the_wrong_place():
@@ -454,13 +505,27 @@ def test_a_key_layer_past_the_model_is_refused_when_the_engine_hooks_it(monkeypa
     prop = OilbirdProposer(cfg)
     prop.load_model(model)
     assert prop.capture.layer_hooked
+    # the suffix source's state weighting reads states too: hooked without the semantic key;
+    # sources that read none are not
+    for sources, hooked in (('["suffix-state", "pld"]', True), ('["suffix", "pld"]', False)):
+        monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"sources": %s}' % sources)
+        prop = OilbirdProposer(cfg)
+        prop.load_model(model)
+        assert (prop.capture is not None) == hooked, sources
 
 
-def test_drafts_stop_at_the_model_length():
-    p = BatchProposer(DIM, VOCAB, K, max_model_len=len(PROMPT) + 2, config=ProposerConfig())
+@pytest.mark.parametrize("room", [0, 2])
+def test_drafts_stop_at_the_model_length(room):
+    """A proposer that has the answer stored drafts it, but never past max_model_len."""
+    n = len(PROMPT) + 1
+    p = BatchProposer(DIM, VOCAB, K, max_model_len=n + 1 + room, config=ProposerConfig(sources=("suffix",)))
+    eng = FakeEngine(p)
+    eng.add(0, PROMPT, TRUTH)
+    eng.run(0)
+    p.propose([], [], [], None)                  # stored
     ids = np.zeros((1, 16), dtype=np.int64)
-    ids[0, :len(PROMPT) + 1] = PROMPT + [10]
-    assert p.propose([[10]], np.array([len(PROMPT) + 1]), ids) == [[]]
+    ids[0, :n] = PROMPT + [TRUTH[0]]
+    assert p.propose([[TRUTH[0]]], np.array([n]), ids) == [TRUTH[1:1 + room]]
 
 
 def test_config_from_env_names_a_bad_option(monkeypatch):
@@ -473,6 +538,11 @@ def test_config_from_env_names_a_bad_option(monkeypatch):
     monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"sources": ["suffix", "eagle"]}')
     with pytest.raises(ValueError, match="eagle"):
         ProposerConfig.from_env().chain_config()
+    # a source named twice would fail every slot's drafter at every step: refused up front
+    for twice in ('["pld", "pld"]', '["suffix", "suffix-state"]'):
+        monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"sources": %s}' % twice)
+        with pytest.raises(ValueError, match="twice"):
+            ProposerConfig.from_env().chain_config()
 
 
 # -- end to end, inside vLLM -----------------------------------------------------------------
@@ -726,6 +796,34 @@ def test_engine_settings_reach_vllm_and_the_table(capsys, monkeypatch, tmp_path)
     assert main(["serve-bench", "--dtype", "fp8"]) == 2
     err = capsys.readouterr().err
     assert "--dtype must be one of" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_engines_environment_gives_the_flags_precedence_and_checks_the_shells_config(monkeypatch):
+    """--kv-cache-gb and --oilbird-config (even '{}') win over the shell's variables; without
+    them the shell's stay (else 1 GB), and a bad proposer config in the shell is refused before
+    any engine starts, unless no engine runs the proposer."""
+    from oilbird.serving.serve_bench import engine_env
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "7")
+    monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"budget": 9}')
+    assert engine_env(2)["VLLM_CPU_KVCACHE_SPACE"] == "2" and engine_env()["VLLM_CPU_KVCACHE_SPACE"] == "7"
+    assert json.loads(engine_env(None, {})["OILBIRD_VLLM_CONFIG"]) == {}
+    assert json.loads(engine_env()["OILBIRD_VLLM_CONFIG"]) == {"budget": 9}
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
+    assert engine_env()["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"budgett": 9}')
+    with pytest.raises(ValueError, match=r"\$OILBIRD_VLLM_CONFIG.*budgett"):
+        engine_env()
+    assert engine_env(proposer=False)["OILBIRD_VLLM_CONFIG"] == '{"budgett": 9}'
+
+
+def test_serve_bench_refuses_a_bad_shell_config_before_any_engine(capsys, monkeypatch, tmp_path):
+    import oilbird.serving.serve_bench as sb
+    from oilbird.__main__ import main
+    monkeypatch.setattr(sb, "check_python", lambda *a: pytest.fail("engine started"))
+    monkeypatch.setenv("OILBIRD_VLLM_CONFIG", '{"budgett": 9}')
+    assert main(["serve-bench", "--out", str(tmp_path / "sb")]) == 2
+    err = capsys.readouterr().err
+    assert "budgett" in err and len(err.strip().splitlines()) == 1
 
 
 def test_an_engine_runs_with_this_checkout_on_its_path():

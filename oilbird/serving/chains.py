@@ -22,8 +22,10 @@ Per step and request:
 2. :meth:`RequestDrafter.learn` tells the rates which tree nodes were tested and hit (every node
    whose parent was accepted: its token is compared with the committed successor), the sources
    what was committed, and queues the committed tokens (with states when known) for the store.
-3. :meth:`RequestDrafter.end` hands the request's records to the store in one piece (the store
-   takes one request at a time), so the next requests can draft from them.
+3. :meth:`RequestDrafter.end` hands the request's output to the store in one piece (the store
+   takes one request at a time; :class:`oilbird.request_records.RequestRecords`, the decoder's own
+   bookkeeping), cut after its first EOS (an engine commits a whole accepted chain and cuts the
+   output later), so the next requests can draft from it.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from ..drafter import Drafter, TreeConfig, value_rates
 from ..presets import make_sources
 from ..sources.live import LiveOutputs
 from ..sources.recycling import RecyclingSource
+from ..request_records import RequestRecords
 from ..store import Store
 from ..tree import DraftTree
 from ..verdict import TreeVerdict
@@ -96,6 +99,11 @@ class ChainConfig:
             raise ValueError(f"unknown source {bad[0]!r}; choose from {', '.join(KNOWN_SOURCES)}")
         if not self.sources:
             raise ValueError("sources is empty: name at least one of " + ", ".join(KNOWN_SOURCES))
+        names = ["suffix" if s == "suffix-state" else s for s in self.sources]   # one source, two weightings
+        twice = next((s for s in names if names.count(s) > 1), None)
+        if twice is not None:
+            raise ValueError(f"sources names {twice!r} twice" + (' ("suffix" and "suffix-state" are one source, '
+                             'without and with the state\'s weighting: name one)' if twice == "suffix" else ""))
         TreeConfig(budget=self.budget, semantic_budget=0)   # validates the budget
         if isinstance(self.min_prob, bool) or not isinstance(self.min_prob, numbers.Real) \
                 or not 0.0 <= self.min_prob <= 1.0:
@@ -108,8 +116,9 @@ class Shared:
     sources that retrieve)."""
 
     def __init__(self, dim: int, vocab_size: int, config: ChainConfig | None = None,
-                 store: Store | None = None, **store_kwargs):
+                 store: Store | None = None, eos: tuple = (), **store_kwargs):
         self.cfg = config or ChainConfig()
+        self.eos = frozenset(int(t) for t in eos)     # an output ends at its first of these
         self.store = store if store is not None else Store(dim=dim, **store_kwargs)
         self.recycling = RecyclingSource(vocab_size) if "recycling" in self.cfg.sources else None
         self.live = LiveOutputs() if "live" in self.cfg.sources else None
@@ -133,11 +142,11 @@ class RequestDrafter:
     prompt: list[int]
     warm: bool = False
     pending: _Pending | None = None
-    records: list = field(default_factory=list)     # (position, token, state or None), generated only
-    n_recorded: int = 0                             # generated tokens queued for the store
+    records: RequestRecords = field(init=False)     # generated tokens (with states) for the store
 
     def __post_init__(self):
         sh, cfg = self.shared, self.shared.cfg
+        self.records = RequestRecords(self.request_id)
         sources = make_sources(cfg.sources, sh.store, sh.store.dim, 0,
                                shared={"recycling": sh.recycling, "live-outputs": sh.live})
         # the acceptance rates are learned across requests
@@ -195,26 +204,22 @@ class RequestDrafter:
 
     def _record(self, n_before: int, committed: list[int], states, context: list[int]) -> None:
         """Queue the root (the last token before this commit) and the accepted tokens, which
-        this step's forward computed states for; tokens never rooted get their state None."""
-        n_prompt = len(self.prompt)
-        root_pos = n_before - 1 - n_prompt
-        for j in range(0 if states is None else len(states)):
-            pos = root_pos + j
-            if pos == self.n_recorded and pos >= 0:
-                self.records.append((pos, int(context[n_prompt + pos]), states[j]))
-                self.n_recorded += 1
+        this step's forward computed states for (none known: nothing now; those tokens join
+        the store without a state)."""
+        if states is not None:
+            self.records.record(context[len(self.prompt):], n_before - 1 - len(self.prompt), states)
+
+    def output(self, context: list[int]) -> list[int]:
+        """The generated part of ``context``, cut after its first EOS."""
+        out = list(context[len(self.prompt):])
+        for i, t in enumerate(out):
+            if t in self.shared.eos:
+                return out[:i + 1]
+        return out
 
     def end(self, context: list[int]) -> None:
-        """The request left the batch: its generated tokens join the store as one request."""
-        store = self.shared.store
-        n_prompt = len(self.prompt)
+        """The request left the batch: its output joins the store as one request."""
         try:
-            for pos in range(self.n_recorded, len(context) - n_prompt):
-                self.records.append((pos, int(context[n_prompt + pos]), None))
-            if self.records:
-                for pos, tok, st in self.records:
-                    store.add(self.request_id, pos, tok, st)
-                store.end_request()
+            self.records.close(self.shared.store, self.output(context))
         finally:
-            self.records = []
             self.drafter.end_request(self.request_id)

@@ -5,20 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cli_options import at_least, common_options, force_option, fresh_out, model_options
+from ..cli_options import at_least, common_options, force_option, fresh_out, list_of, model_options
 from ..evaluation.runs import Run
 
 
-def _engine_options(p: argparse.ArgumentParser, kv_default: int | None = 1) -> None:
+def _engine_options(p: argparse.ArgumentParser) -> None:
     """What both commands tell vLLM's engine: the proposer's chain and options, the KV cache, dtype
     and compilation."""
     p.add_argument("--num-spec-tokens", type=at_least(1), default=8, help="vLLM's num_speculative_tokens (default 8)")
     p.add_argument("--oilbird-config", default=None,
                    help='JSON options of the Oilbird proposer, e.g. \'{"budget": 16, "sources": ["suffix", "pld"]}\'')
-    p.add_argument("--kv-cache-gb", type=at_least(1), default=kv_default,
-                   help="VLLM_CPU_KVCACHE_SPACE, vLLM's KV cache on CPU in GB " + (
-                       f"(default {kv_default}, unless the variable is set)" if kv_default else
-                       "(given: it wins over the variable; else the variable, else 1)"))
+    p.add_argument("--kv-cache-gb", type=at_least(1), default=None,
+                   help="VLLM_CPU_KVCACHE_SPACE, vLLM's KV cache on CPU in GB (given: it wins over the "
+                        "variable; else the variable, else 1)")
     p.add_argument("--dtype", default="float32",
                    help="float32 (default: in bfloat16 a near-tie can flip between a one-token and a several-token "
                         "verify, so an output may differ from no speculation's), bfloat16, float16 or auto (vLLM's "
@@ -30,8 +29,9 @@ def _engine_options(p: argparse.ArgumentParser, kv_default: int | None = 1) -> N
 
 
 def _proposer_config(args) -> dict | None:
-    """``--oilbird-config`` parsed, or a one-line refusal naming the option (before any engine)."""
-    if not args.oilbird_config:
+    """``--oilbird-config`` parsed (``{}`` too: the defaults, over a configuration in the
+    environment), or a one-line refusal naming the option (before any engine)."""
+    if args.oilbird_config is None:
         return None
     from .vllm import ProposerConfig
     ProposerConfig.from_json(args.oilbird_config, "--oilbird-config")
@@ -45,7 +45,8 @@ def add_serving_commands(sub) -> None:
     p.set_defaults(limit=16)
     p.add_argument("--methods", default="nospec,ngram,suffix,oilbird",
                    help="comma-separated: nospec (always run: the reference), ngram, suffix, oilbird")
-    p.add_argument("--batch-sizes", default="1,8", help="comma-separated concurrent requests per pass")
+    p.add_argument("--batch-sizes", type=list_of(at_least(1)), default=[1, 8],
+                   help="comma-separated concurrent requests per pass (default 1,8)")
     _engine_options(p)
     p.add_argument("--prefix-caching", action="store_true",
                    help="turn vLLM's prefix caching on (cleared before each pass; off by default)")
@@ -65,7 +66,7 @@ def add_serving_commands(sub) -> None:
     p.add_argument("--served-model-name", default=None,
                    help="the name clients give as \"model\" (default: the model's: SmolLM2-135M-Instruct, a .gguf's "
                         "stem or a folder's name)")
-    _engine_options(p, kv_default=None)
+    _engine_options(p)
     p.add_argument("--no-spec", action="store_true",
                    help="serve without speculation: the reference to compare a client's outputs with")
     p.add_argument("vllm_args", nargs=argparse.REMAINDER,
@@ -77,11 +78,10 @@ def serve_bench(args) -> int:
     methods = check_methods(args.methods)
     temperature = check_temperature(args.temperature)                       # before any engine starts
     check_dtype(args.dtype)
-    sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]     # run_serve_bench checks them
     cfg = _proposer_config(args)
     run = Run(args.out or fresh_out("serve-bench", args.data), args.force, ("results.json",))
     run.check()
-    res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, sizes, run.out,
+    res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, args.batch_sizes, run.out,
                           k=args.num_spec_tokens, model=args.model, skip=args.skip,
                           kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg, temperature=temperature,
                           dtype=args.dtype, prefix_caching=args.prefix_caching, compile=args.compile)

@@ -77,18 +77,9 @@ def server_env(oilbird_config: dict | None, kv_cache_gb: int | None, spec: bool)
     """The server's environment: this checkout on the path; the proposer's options (``--oilbird-config``
     wins over an ``OILBIRD_VLLM_CONFIG`` already set, which is checked too); the KV cache
     (``--kv-cache-gb`` wins over ``VLLM_CPU_KVCACHE_SPACE``, which else stays, else 1 GB)."""
-    from .vllm import ProposerConfig
-    env = engine_env(1 if kv_cache_gb is None else kv_cache_gb)
-    if kv_cache_gb is not None:
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(int(kv_cache_gb))
-    if oilbird_config is not None:
-        if not spec:
-            raise ServeError("--oilbird-config configures the proposer, which --no-spec leaves out")
-        ProposerConfig.from_json(json.dumps(oilbird_config), "--oilbird-config")
-        env["OILBIRD_VLLM_CONFIG"] = json.dumps(oilbird_config)
-    elif spec and env.get("OILBIRD_VLLM_CONFIG"):
-        ProposerConfig.from_json(env["OILBIRD_VLLM_CONFIG"], "$OILBIRD_VLLM_CONFIG")
-    return env
+    if oilbird_config is not None and not spec:
+        raise ServeError("--oilbird-config configures the proposer, which --no-spec leaves out")
+    return engine_env(kv_cache_gb, oilbird_config, proposer=spec)
 
 
 def run_server(model: str | None = None, host: str = "127.0.0.1", port: int = 8000, k: int = 8,

@@ -99,12 +99,24 @@ def prepare(data: str, limit: int | None, max_new_tokens: int, out, model=None, 
     return out / "spec.json"
 
 
-def engine_env(kv_cache_gb: int = 1) -> dict:
-    """The environment of an engine process: this checkout first on the path, a small CPU KV
-    cache unless ``VLLM_CPU_KVCACHE_SPACE`` is set."""
+def engine_env(kv_cache_gb: int | None = None, oilbird_config: dict | None = None,
+               proposer: bool = True) -> dict:
+    """The environment of an engine process: this checkout first on the path; the CPU KV cache
+    (``kv_cache_gb`` wins over ``VLLM_CPU_KVCACHE_SPACE``, which else stays, else 1 GB); the
+    Oilbird proposer's options (``oilbird_config`` wins over an ``OILBIRD_VLLM_CONFIG`` already
+    set; with ``proposer``, that one is checked too, so a bad one is refused before any engine
+    starts)."""
+    from .vllm import CONFIG_ENV, ProposerConfig
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(int(kv_cache_gb)))
+    if kv_cache_gb is not None:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(int(kv_cache_gb))
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if oilbird_config is not None:
+        ProposerConfig.from_json(json.dumps(oilbird_config), "--oilbird-config")
+        env[CONFIG_ENV] = json.dumps(oilbird_config)
+    elif proposer and env.get(CONFIG_ENV):
+        ProposerConfig.from_json(env[CONFIG_ENV], "$" + CONFIG_ENV)
     return env
 
 
@@ -135,7 +147,7 @@ def _load() -> list[float]:
 
 def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 16, max_new_tokens: int = 64,
                     batch_sizes=(1, 8), out="runs/serve-bench", k: int = 8, model=None, skip: int = 0,
-                    python: str | None = None, kv_cache_gb: int = 1, dtype: str = "float32",
+                    python: str | None = None, kv_cache_gb: int | None = None, dtype: str = "float32",
                     oilbird_config: dict | None = None, timeout_s: int = 3600, temperature: float = 0.0,
                     prefix_caching: bool = False, compile: bool = False) -> dict:
     """Serve the workload through vLLM once per method (one engine each) and write
@@ -147,17 +159,12 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
     batch_sizes = sorted({int(b) for b in batch_sizes})
     if not batch_sizes or batch_sizes[0] < 1:
         raise ValueError("batch sizes must be >= 1")
-    if oilbird_config is not None:
-        from .vllm import ProposerConfig
-        ProposerConfig.from_json(json.dumps(oilbird_config), "--oilbird-config")   # refused before any engine
+    env = engine_env(kv_cache_gb, oilbird_config, "oilbird" in methods)    # a bad config: refused before any engine
     out = Path(out).resolve()      # the engines run in ROOT: every path they get is absolute
     py = python or vllm_python()
     check_python(py, methods)
     spec_path = prepare(data, limit, max_new_tokens, out, model, skip)
     spec = json.loads(spec_path.read_text())
-    env = engine_env(kv_cache_gb)
-    if oilbird_config:
-        env["OILBIRD_VLLM_CONFIG"] = json.dumps(oilbird_config)
     runs = {}
     for m in methods:
         job = {"method": m, "k": k, "batch_sizes": batch_sizes, "dtype": dtype, "temperature": temperature,

@@ -52,6 +52,7 @@ from .chains import SOURCES, ChainConfig, RequestDrafter, Shared
 log = logging.getLogger(__name__)
 CONFIG_ENV = "OILBIRD_VLLM_CONFIG"
 _EDGE = 8            # context tokens compared at each end to recognise a request
+FAILED_KEPT = 20     # failed requests' ids kept in the stats (a long-running server fails without bound)
 
 
 class StepCost:
@@ -228,15 +229,16 @@ class _Stats:
     key_layer_missed: int = 0        # forwards whose key layer's hook did not fire (compiled): last layer used
     store_records: int = 0
     store_requests: int = 0
-    failed_requests: list = field(default_factory=list)
+    failed_requests: list = field(default_factory=list)     # the last FAILED_KEPT of them (failures counts all)
 
 
 class BatchProposer:
     """The proposer's logic on plain arrays (what vLLM passes), without vLLM."""
 
     def __init__(self, dim: int, vocab_size: int, k: int, max_model_len: int,
-                 config: ProposerConfig | None = None):
+                 config: ProposerConfig | None = None, eos: tuple = ()):
         self.cfg = config or ProposerConfig()
+        self.eos = tuple(eos)        # token ids that end an output (the store keeps it up to the first)
         self.dim, self.vocab_size, self.k, self.max_model_len = int(dim), int(vocab_size), int(k), int(max_model_len)
         self.logits_fn = None        # rows -> logits, for check_layout (set by OilbirdProposer.load_model)
         self.reset()
@@ -244,7 +246,8 @@ class BatchProposer:
     def reset(self) -> None:
         """Forget everything learned (store, tables, rates) and every request; zero the stats."""
         kw = {"max_records": self.cfg.store_max_records} if self.cfg.store_max_records else {}
-        self.shared = Shared(self.dim, self.vocab_size, self.cfg.chain_config(), tenant=self.cfg.tenant, **kw)
+        self.shared = Shared(self.dim, self.vocab_size, self.cfg.chain_config(), eos=self.eos,
+                             tenant=self.cfg.tenant, **kw)
         self.active: dict[int, _Req] = {}
         self.by_slot: dict[int, int] = {}
         self._next_key = 0
@@ -295,17 +298,28 @@ class BatchProposer:
         cut = self.cost.cut() if self.cfg.min_prob == "auto" else None
         decoded = draft_rows = committed = 0       # what the step just ended verified and committed
         chunked = False                            # it also ran a prefill chunk: not a decode step
+        # 1) which running request each slot continues (None: a new one)
+        slots = []
         for i, sampled in enumerate(sampled_token_ids):
-            r = None
             try:
                 n = int(num_tokens_no_spec[i])
                 row = token_ids_cpu[i]
+                r = self._find(i, row, n, len(sampled), claimed)
+                if r is not None:
+                    claimed.add(r.key)
+                slots.append((i, sampled, n, row, r))
+            except Exception as exc:  # noqa: BLE001 - one request's failure must not reach the others
+                self._fail(None, i, exc)
+        # 2) a request no slot continues has left the batch: its output joins the store now,
+        #    before this step's drafts, so a request that replaces it already drafts from it
+        for key in [k for k in self.active if k not in claimed]:
+            self._finish(self.active.pop(key))
+        # 3) learn from what each slot committed, and draft
+        for i, sampled, n, row, r in slots:
+            try:
                 n_new = len(sampled)
-                r = self._find(i, row, n, n_new, claimed)
                 if n_new == 0:            # a prefill chunk (or discarded tokens): nothing to draft
                     chunked = True
-                    if r is not None:
-                        claimed.add(r.key)
                     continue
                 if r is None:
                     r = self._start(i, row, n, n_new)
@@ -315,7 +329,6 @@ class BatchProposer:
                     new = False
                     r.tokens.extend(int(t) for t in row[n - n_new:n])
                     decoded, draft_rows, committed = decoded + 1, draft_rows + r.sent, committed + n_new
-                claimed.add(r.key)
                 self.by_slot[i] = r.key
                 r.slot = i
                 states, query = self._states(fwd, i, r, n_new, new, int(sampled[-1]))
@@ -331,8 +344,6 @@ class BatchProposer:
             except Exception as exc:  # noqa: BLE001 - one request's failure must not reach the others
                 self._fail(r, i, exc)
                 out[i] = []
-        for key in [k for k in self.active if k not in claimed]:
-            self._finish(self.active.pop(key))
         self.by_slot = {s: k for s, k in self.by_slot.items() if k in self.active}
         # timing: the wall time between two calls is one engine step (drafting included); steps
         # in which a request started hold its prefill (and any idle wait), so they are left out
@@ -377,9 +388,12 @@ class BatchProposer:
         st.failures += 1
         st.last_failure = f"slot {i}: {type(exc).__name__}: {exc}"
         if r is not None:
-            st.failed_requests.append(r.drafter.request_id)
-            self.active.pop(r.key, None)       # its state may be half-updated: start it afresh
-            self._forget(r)
+            st.failed_requests = st.failed_requests[-(FAILED_KEPT - 1):] + [r.drafter.request_id]
+            self.active.pop(r.key, None)       # its state may be half-updated: start it afresh, but
+            try:                               # what it committed so far still joins the store
+                r.drafter.end(r.tokens)
+            except Exception:  # noqa: BLE001
+                self._forget(r)
         if st.failures <= 3:
             log.warning("Oilbird proposer failed on slot %d (draft []): %s", i, traceback.format_exc())
 
@@ -472,15 +486,19 @@ class OilbirdProposer:
         mc = vllm_config.model_config
         hf = getattr(mc, "hf_text_config", None) or mc.hf_config
         self.num_layers = int(hf.num_hidden_layers)
+        eos = getattr(mc.hf_config, "eos_token_id", None)
         self.core = BatchProposer(dim=int(hf.hidden_size), vocab_size=int(hf.vocab_size),
                                   k=int(spec.num_speculative_tokens), max_model_len=int(mc.max_model_len),
-                                  config=ProposerConfig.from_env())
+                                  config=ProposerConfig.from_env(),
+                                  eos=() if eos is None else (eos,) if isinstance(eos, int) else tuple(eos))
         self.capture: _Capture | None = None
         self.enabled = True           # False: every draft empty (vLLM's plain greedy step)
 
     def load_model(self, target_model=None, *args, **kwargs) -> None:
-        """vLLM's CPU runner calls this with the target model: hook it for the semantic key."""
-        if "semantic" not in self.core.cfg.sources or target_model is None:
+        """vLLM's CPU runner calls this with the target model: hook it for the sources that read
+        states (the semantic key, the suffix source's state weighting) and the layout check."""
+        uses_states = {"semantic", "suffix-state"} & set(self.core.cfg.sources)
+        if target_model is None or not (uses_states or self.core.cfg.check_layout):
             return
         self.capture = cap = _Capture(self.core)
         if self.core.cfg.check_layout and hasattr(target_model, "compute_logits"):
