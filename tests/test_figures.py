@@ -213,7 +213,7 @@ def test_neighbours_table_and_empty_state():
     fig = F.neighbours_figure(cycle1())
     cells = [list(col) for col in fig.data[0].cells.values]
     assert cells[1] == ["0.910"] and cells[2] == ["r0 @ 5"]
-    assert "[·there]" in cells[3][0] and cells[6] == ["no"]
+    assert "⟦·there⟧" in cells[3][0] and cells[6] == ["no"]
     # a trace that recorded the neighbour's context agreement shows it beside the similarity
     agreeing = copy.deepcopy(cycle1())
     agreeing.neighbours[0].agreement = 9
@@ -288,7 +288,7 @@ def test_neighbours_figure_is_plain_text_that_fits_its_columns_and_height():
         t = fig.data[0]
         assert list(t.columnwidth) == list(F.NB_COLUMN_PX)
         cols = [list(c) for c in t.cells.values]
-        assert "[·brown]" in cols[3][0].replace("<br>", "")                # the matched token in brackets
+        assert "⟦·brown⟧" in cols[3][0].replace("<br>", "")                # the matched token marked
         lines = 0
         for row in zip(*cols):
             assert not any(tag in cell for cell in row for tag in ("<span", "<b>", "style="))
@@ -525,6 +525,12 @@ def test_metrics_panels():
     assert sum(share.values()) == pytest.approx(1.0)
     assert list(by_meta(fig, "stage-verify").y) == pytest.approx([50, 20, 20])
     assert len(fig.layout.shapes) == 3 and fig.layout.shapes[0].x0 == 1
+    # the share's ticks name sources as every view does; the stages (the figure's only key) take
+    # no source's colour, so a share bar is never read as a stage
+    axis = fig.layout[by_meta(fig, "share").xaxis.replace("x", "xaxis")]
+    assert list(axis.ticktext) == [source_label(k) for k in axis.tickvals]
+    stages = {by_meta(fig, f"stage-{st}").marker.color for st in ("draft", "verify", "commit", "update")}
+    assert not stages & set(SOURCE_COLOURS.values())
 
 
 def test_a_replay_says_so_in_the_titles_of_figures_shown_on_their_own():
@@ -814,3 +820,33 @@ def test_a_gap_cell_says_what_this_methods_drafter_did_at_the_token():
     cells = [t for t in _tags(F.gap_strip_html(r), "span") if t.get("class") == "gap-cell"]
     assert "oilbird drafted it: prompt lookup, semantic key" in cells[1]["title"]
     assert "drafted it" not in cells[0]["title"]     # the first token: the prefill's, said as such
+
+
+def test_every_offline_setup_embeds_plotly_js_once(monkeypatch):
+    """A setup cell run again replaces its output, which must hold plotly.js again; plotly's own
+    activation of the default renderer (at the first figure) adds no second copy."""
+    import IPython
+    from plotly.io.base_renderers import NotebookRenderer
+    from workbench import offline
+    embedded = []
+    monkeypatch.setattr(NotebookRenderer, "activate", lambda self: embedded.append(1))
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr(offline.pio.renderers, "default", offline.pio.renderers.default)
+    offline.use_offline_plots()
+    offline.renderer().activate()           # what plotly does when the first figure is shown
+    offline.use_offline_plots()             # the setup cell, run again
+    assert len(embedded) == 2
+
+
+def test_the_selected_node_is_outlined_in_full_and_in_no_sources_colour():
+    """A selected rejected node is faded; its outline is not, and is not a source's colour."""
+    c = cycle1()
+    rejected = next(i for i in range(1, len(c.tokens)) if i not in c.accepted)
+    spec = F.tree_spec(c, selection=rejected)
+    ring, = [t for t in spec["data"] if t.get("meta") == "selection"]
+    node = next(t for t in spec["data"] if rejected in (t.get("customdata") or []))
+    k = node["customdata"].index(rejected)
+    assert (ring["x"], ring["y"]) == ([node["x"][k]], [node["y"][k]])
+    assert ring["marker"]["opacity"] == 1.0 and node["marker"]["opacity"][k] < 1.0
+    assert ring["marker"]["color"] not in [c for k, c in SOURCE_COLOURS.items() if k != "root"]  # the root is black
+    assert not [t for t in F.tree_spec(c)["data"] if t.get("meta") == "selection"]

@@ -14,10 +14,13 @@ LABELS = ["absent", "gap_recovered", "gap_recovered", "lexical_hit", "gap_missed
 
 def test_runs_of_one_label_are_one_moment_with_the_cycle_that_committed_its_first_token():
     ms = F.gap_moments(request_oilbird(gap_labels=LABELS))
-    assert [(m.label, m.start, m.end, m.cycle) for m in ms] == [
-        ("absent", 0, 1, 0), ("gap_recovered", 1, 3, 1), ("gap_missed", 4, 5, 2)]
-    assert ms[1].text == "·there⏎" and "tokens 1-2" in ms[1].describe() and "cycle 1" in ms[1].describe()
-    assert "token 4 " in ms[2].describe() and "gap missed" in ms[2].describe()
+    # token 0 is no moment: the prefill gives it, no drafter drafts it, no tree shows it
+    assert [(m.label, m.start, m.end, m.cycle) for m in ms] == [("gap_recovered", 1, 3, 1), ("gap_missed", 4, 5, 2)]
+    assert ms[0].text == "·there⏎" and "tokens 1-2" in ms[0].describe() and "cycle 1" in ms[0].describe()
+    assert "token 4 " in ms[1].describe() and "gap missed" in ms[1].describe()
+    # a run from token 0 starts at token 1
+    assert [(m.start, m.end) for m in F.gap_moments(request_oilbird(gap_labels=["gap_missed"] * 3 + LABELS[3:]))] \
+        == [(1, 3), (4, 5)]
     assert [m.label for m in F.gap_moments(request_oilbird(gap_labels=LABELS), ("gap_missed",))] == ["gap_missed"]
 
 
@@ -25,9 +28,8 @@ def test_a_gap_run_says_how_many_of_its_tokens_the_drafters_key_reaches():
     r = request_oilbird(gap_labels=LABELS)
     r.drafter_reach = [True, True, False, True, False]      # token 0 (absent) and 3 (lexical hit) count for nothing
     ms = F.gap_moments(r)
-    assert [m.drafter for m in ms] == [None, 1, 0]
-    assert "drafter's key 1/2" in ms[1].describe() and "drafter's key 0/1" in ms[2].describe()
-    assert "drafter's key" not in ms[0].describe()
+    assert [m.drafter for m in ms] == [1, 0]
+    assert "drafter's key 1/2" in ms[0].describe() and "drafter's key 0/1" in ms[1].describe()
     assert all("drafter's key" not in m.describe() for m in F.gap_moments(request_oilbird(gap_labels=LABELS)))
 
 
@@ -36,7 +38,7 @@ def test_without_labels_or_with_inconsistent_ones_there_are_none():
     assert F.gap_moments(request_oilbird(gap_labels=LABELS[:3])) == []
     assert "no gap labels" in F.moment_summary(request_oilbird())
     assert F.moment_summary(request_oilbird(gap_labels=LABELS)) == (
-        "moments (runs of tokens): 1 within the semantic key's reach · 1 missed by both keys · 1 absent from the pool")
+        "moments (runs of tokens): 1 within the semantic key's reach · 1 missed by both keys · 0 absent from the pool")
     assert F.clearest_moment(request_oilbird()) is None and F.moment_cycle(None, "1") is None
     # no trace at all (a request the app lists without one): no moments, nothing to follow
     assert F.gap_moments(None) == [] and F.moment_at(None, 0) is None
@@ -44,13 +46,13 @@ def test_without_labels_or_with_inconsistent_ones_there_are_none():
 
 def test_the_menu_follows_the_cycle_on_screen():
     r = request_oilbird(gap_labels=LABELS)
-    assert [F.moment_at(r, k) for k in (0, 1, 2, 3)] == ["0", "1", "4", None]
+    assert [F.moment_at(r, k) for k in (0, 1, 2, 3)] == [None, "1", "4", None]
 
 
 def test_menu_values_jump_to_their_cycle():
     r = request_oilbird(gap_labels=LABELS)
-    assert [v for _, v in F.moment_choices(r)] == ["0", "1", "4"]
-    assert [F.moment_cycle(r, v) for v in ("0", "1", 4, "3")] == [0, 1, 2, None]
+    assert [v for _, v in F.moment_choices(r)] == ["1", "4"]
+    assert [F.moment_cycle(r, v) for v in ("0", "1", 4, "3")] == [None, 1, 2, None]
 
 
 def test_the_clearest_moment_is_a_recovery_the_semantic_key_alone_delivered():
@@ -67,25 +69,40 @@ def test_the_clearest_moment_is_a_recovery_the_semantic_key_alone_delivered():
 
 def test_the_stepper_lists_moments_and_jumps():
     s = Stepper([request_oilbird(gap_labels=LABELS)])
-    assert [v for _, v in s.moments()] == ["0", "1", "4"]
+    assert [v for _, v in s.moments()] == ["1", "4"]
     s.jump("4")
     assert s.cycle == 2
-    with pytest.raises(StepperError, match=r"no gap moment '3'.*it has 0, 1, 4"):
+    with pytest.raises(StepperError, match=r"no gap moment '3'.*it has 1, 4"):
         s.jump("3")
     assert s.cycle == 2
     box = s.widget()
     menu = s._w["moments"]
-    assert menu in box.children and [v for _, v in menu.options] == [None, "0", "1", "4"]
+    assert menu in box.children and [v for _, v in menu.options] == [None, "1", "4"]
     menu.value = "1"                                   # what picking one in the notebook does
     assert s.cycle == 1 and s.last_error is None
     s._w["next"].click()                               # a step: the menu shows cycle 2's moment
     assert (s.cycle, menu.value) == (2, "4")
     s._w["prev"].click()
-    s._w["prev"].click()                               # cycle 0: its moment, "0"
-    assert (s.cycle, menu.value) == (0, "0")
+    s._w["prev"].click()                               # cycle 0, the prefill: no moment
+    assert (s.cycle, menu.value) == (0, None)
     s._w["next"].click()
-    menu.value = "0"                                   # picked again after stepping away: jumps back
-    assert s.cycle == 0 and s.last_error is None
+    s._w["next"].click()
+    menu.value = "1"                                   # picked again after stepping away: jumps back
+    assert s.cycle == 1 and s.last_error is None
+
+
+def test_the_menu_keeps_the_moment_picked_when_its_cycle_shows_several():
+    """Cycle 1 commits tokens 1-3, three moments; the menu would show the clearest (the recovery,
+    "2"), but the one the user picked stays picked."""
+    s = Stepper([request_oilbird(gap_labels=["absent", "gap_missed", "gap_recovered", "gap_missed", "absent"])])
+    s.widget()
+    menu = s._w["moments"]
+    assert [v for _, v in menu.options] == [None, "1", "2", "3", "4"]
+    menu.value = "3"
+    assert (s.cycle, menu.value) == (1, "3")
+    s._w["next"].click()
+    s._w["prev"].click()                               # stepped away and back: the cycle's own moment
+    assert (s.cycle, menu.value) == (1, "2")
 
 
 def test_the_session_opens_a_replayed_turn_at_its_clearest_moment(tmp_path):
@@ -130,9 +147,9 @@ def test_where_a_cycle_commits_several_moments_the_menu_shows_the_clearest():
 
 
 def test_a_moment_jumps_to_its_contested_token_and_the_menu_follows_every_cycle_of_the_run():
-    """A recovery run from token 0 (the prefill's) to token 2; the exact-match key lost at token
-    1, in cycle 1: the moment jumps there, not to the cycle of its first token, and the menu
-    shows it there only (on cycle 0, which the run spans too, picking it jumps to cycle 1)."""
+    """A recovery run labelled from token 0 (the prefill's, no moment's) to token 2; the
+    exact-match key lost at token 1, in cycle 1: the moment starts there, jumps there, and the
+    menu shows it there only."""
     from dataclasses import replace
     r = request_oilbird(gap_labels=["gap_recovered"] * 3 + ["lexical_hit", "absent"])
     c = r.cycles[1]
@@ -140,7 +157,7 @@ def test_a_moment_jumps_to_its_contested_token_and_the_menu_follows_every_cycle_
                   committed_sources=[["semantic"], ["pld"], ["bonus"]])
     r = replace(r, cycles=[r.cycles[0], cyc, r.cycles[2]])
     [m] = F.gap_moments(r, ("gap_recovered",))
-    assert (m.start, m.end, m.contested, m.rivals, m.cycle) == (0, 3, 1, 1, 1)
+    assert (m.start, m.end, m.contested, m.rivals, m.cycle) == (1, 3, 1, 1, 1)
     assert F.moment_cycle(r, m.key) == 1 and F.clearest_moment(r).cycle == 1
     assert F.moment_at(r, 1) == m.key and F.moment_at(r, 0) is None
 

@@ -124,11 +124,12 @@ DRAFTER_MISSING = "this trace does not say where the drafter's key reaches (made
 
 # Timing stages of a cycle, in the order they run.
 STAGES = ("draft", "verify", "commit", "update")
+# greys: a stage shares its figure with bars coloured by source, so it takes no source's colour
 STAGE_COLOURS = {
-    "draft": OKABE_ITO["sky_blue"],
-    "verify": OKABE_ITO["blue"],
-    "commit": OKABE_ITO["bluish_green"],
-    "update": OKABE_ITO["orange"],
+    "draft": "#333333",
+    "verify": "#777777",
+    "commit": "#AAAAAA",
+    "update": "#D0D0D0",
 }
 STAGE_PATTERNS = {"draft": "", "verify": "/", "commit": ".", "update": "x"}
 
@@ -153,6 +154,7 @@ STATUS_STYLES = {
     "uncommitted": LineStyle(2.5, "longdash", "#222222", 0.7, 1.0, "accepted, not committed (output ended)"),
 }
 MULTI_SOURCE_RING = "#555555"
+SELECTION_RING = "#000000"       # the node a view points at: no source's colour, never faded
 
 
 def primary_source(sources) -> str:

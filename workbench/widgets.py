@@ -217,8 +217,11 @@ class Stepper:
             options = [("-", None)] + self.moments()
             if list(w["moments"].options) != options:       # a new request: its own moments
                 w["moments"].options = options
-            # the cycle's own moment, or "-": picking a moment again after a step jumps back to it
-            w["moments"].value = F.moment_at(tr, self.cycle)
+            # the moment picked, while it is the cycle on screen; else the cycle's own moment, or "-":
+            # picking a moment again after a step jumps back to it
+            picked = w["moments"].value
+            keep = picked in [v for _, v in options[1:]] and F.moment_cycle(tr, picked) == self.cycle
+            w["moments"].value = picked if keep else F.moment_at(tr, self.cycle)
             top = last_cycle(tr)
             for key in ("cycle", "play"):     # a prefill-only request: nothing to step through
                 w[key].max, w[key].disabled = top, top == 0

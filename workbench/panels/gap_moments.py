@@ -45,7 +45,7 @@ class GapMoment:
     rivals: int = 0      # the most distinct wrong tokens the lexical sources offered at one contested
                          # place: how ambiguous the exact-match key was where the state chose right
     drafter: int | None = None   # at a gap run: its tokens the drafter's key reaches (drafter_reach; None: unknown)
-    drafted: int = 0             # ... of its tokens a drafter drafts (all but a request's first token)
+    drafted: int = 0             # ... of its tokens whose drafter_reach the trace records
 
     @property
     def key(self) -> str:
@@ -61,8 +61,9 @@ class GapMoment:
 
 
 def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_LABELS) -> list[GapMoment]:
-    """The request's gap moments of the given kinds, in output order; [] without a trace, without
-    gap labels, or with labels that do not match the output's length."""
+    """The request's gap moments of the given kinds, in output order, from the second output
+    token on (the first is the prefill's); [] without a trace, without gap labels, or with
+    labels that do not match the output's length."""
     if request is None:
         return []
     lab = request.gap_labels
@@ -74,7 +75,7 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
     offset = [p - sum(len(c.committed) for c in request.cycles[:k]) for p, k in enumerate(where)]
     marks = drafter_marks(request)
     out: list[GapMoment] = []
-    k = 0
+    k = 1             # not the first token: the prefill gives it, no drafter drafts it (no tree shows it)
     while k < n:
         j = k
         while j < n and lab[j] == lab[k]:

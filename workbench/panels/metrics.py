@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from oilbird.trace import RequestTrace
 
-from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources
+from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources, source_label
 from .base import CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, panel_layout, style_or_default, vline
 from .provenance import accepted_share, verdict_text
 
@@ -71,7 +71,8 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
         if len(cyc) <= 12:
             layout[axis_key(ref[rc][0])]["dtick"] = 1
     layout[axis_key(ref[(2, 1)][1])]["tickformat"] = ".0%"
-    layout[axis_key(ref[(2, 1)][0])].update({"tickangle": -35, "automargin": True})   # names, not cut off
+    layout[axis_key(ref[(2, 1)][0])].update({"tickangle": -35, "automargin": True,   # names, not cut off
+                                             "tickvals": order, "ticktext": [source_label(k) for k in order]})
     return {"data": data, "layout": layout}
 
 

@@ -229,9 +229,9 @@ def _table_cells(columns: list[list[str]], s: Style, font: int) -> tuple[list[li
 
 
 def _plain_context(row: NeighbourRow) -> str:
-    """The context as plain text, the matched token in brackets (no markup: a plotly table
-    cell shows a styled span as its raw HTML)."""
-    return "".join(f"[{visible(t)}]" if j == row.matched else visible(t) for j, t in enumerate(row.context)) or "—"
+    """The context as plain text, the matched token in white square brackets ⟦ ⟧, which no
+    tool call's JSON holds (no markup: a plotly table cell shows a styled span as its raw HTML)."""
+    return "".join(f"⟦{visible(t)}⟧" if j == row.matched else visible(t) for j, t in enumerate(row.context)) or "—"
 
 
 def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> dict:
@@ -274,7 +274,7 @@ def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: St
     first: cosine similarity (and, where the trace recorded it, the record's context agreement:
     how many of our tokens, the root first, equal its own, "0.945 · 9 agree", what the tree
     prices a neighbour by beside its similarity), the request and position it came from, its context with the
-    matched token in brackets, the continuation it proposed, how many of its chain's nodes the
+    matched token in ⟦ ⟧, the continuation it proposed, how many of its chain's nodes the
     verifier accepted ("not in the tree" for a chain that got no node; the title says why,
     :func:`neighbour_result`), and whether a lexical source proposed the same first token (the
     "lexical key?" column: "no" is what no lexical source could propose; the rejected-branch

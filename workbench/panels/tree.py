@@ -16,8 +16,8 @@ import plotly.graph_objects as go
 
 from oilbird.trace import CycleTrace
 
-from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, STATUS_STYLES, Style, primary_source,
-                       shown_sources, source_label, source_symbol)
+from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, SELECTION_RING, STATUS_STYLES, Style,
+                       primary_source, shown_sources, source_label, source_symbol)
 from .base import centred_note, esc, figure, legend_marker, panel_layout, style_or_default
 from .provenance import REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
 
@@ -186,10 +186,14 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "name": source_label(src), "legendgroup": src, "showlegend": False, "customdata": idx,
             "marker": {"color": s.colour(src), "symbol": source_symbol(src), "size": s.node_size,
                        "opacity": [STATUS_STYLES[status[i]].opacity for i in idx],
-                       "line": {"width": [3.0 if i == selection else STATUS_STYLES[status[i]].marker_line
-                                          for i in idx],
-                                "color": ["#D55E00" if i == selection else "#111111" for i in idx]}},
+                       "line": {"width": [STATUS_STYLES[status[i]].marker_line for i in idx], "color": "#111111"}},
             "meta": src})
+    if selection is not None and 0 <= selection < n:
+        # its own trace, over the node: full opacity (a rejected node is faded) in no source's colour
+        data.append({"type": "scatter", "x": [pos[selection][0]], "y": [pos[selection][1]], "mode": "markers",
+                     "name": "selected", "showlegend": False, "hoverinfo": "skip", "meta": "selection",
+                     "marker": {"symbol": "circle-open", "size": s.node_size + 8, "color": SELECTION_RING,
+                                "opacity": 1.0, "line": {"width": 3}}})
     if bonus_xy is not None:
         ls = STATUS_STYLES["bonus"]
         tok = _bonus_text(cycle)
