@@ -263,6 +263,36 @@ def test_force_leaves_the_earlier_run_alone_until_the_new_one_writes(tmp_path, c
     assert (out / "results.json").read_text() == "earlier"
 
 
+def test_a_diagnosis_sits_beside_the_bench_run_it_diagnoses(tmp_path, capsys, tiny_model):
+    """diagnose --out on a bench folder writes diagnosis.json there without --force, and its
+    --force replaces only an earlier diagnosis: never the bench's results or its --traces input."""
+    out = tmp_path / "run"
+    assert _bench(tmp_path, out, "--traces") == 0
+    held = sorted(f.name for f in out.iterdir())
+    diagnose = ["diagnose", "--data", _data(tmp_path), "--max-new-tokens", str(MAX_NEW),
+                "--traces", str(out / "traces.jsonl"), "--out", str(out)]
+    assert main(diagnose) == 0
+    assert main(diagnose) == 2 and "already holds diagnosis.json" in capsys.readouterr().err
+    assert main(diagnose + ["--force"]) == 0
+    assert sorted(f.name for f in out.iterdir()) == sorted(held + ["diagnosis.json"])
+    assert load_traces(out / "traces.jsonl") and json.loads((out / "results.json").read_text())["complete"]
+
+
+@pytest.mark.parametrize("writes, name", [(("results.json",), "results.json"), ((), None)])
+def test_files_another_run_wrote_after_the_check_are_not_removed_without_force(tmp_path, writes, name):
+    """Two runs given one --out: the one that writes second finds the other's files at its
+    first write and stops, removing nothing."""
+    out = tmp_path / ("run" if writes else "t.jsonl")
+    run = Run(out, writes=writes)
+    run.check()
+    target = out / name if name else out
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("the other run's")                # written since the check
+    with pytest.raises(ValueError, match="another run wrote .* after this one started; nothing of this run"):
+        run.write_json("results.json", {}) if writes else run.append_traces([])
+    assert target.read_text() == "the other run's"
+
+
 def test_a_list_option_named_twice_is_refused(capsys):
     """store_bench measured a repeated dtype or size twice and drew both rows."""
     from oilbird.evaluation.store_bench import main as store_bench

@@ -8,9 +8,13 @@ one ``trace`` run (one JSONL file):
    folders made for it removed again), so a read-only or full place fails now, not after an
    hour of decoding.
 2. Written as the run goes. The first write replaces the earlier run, not one file of it: with
-   ``force``, every file an earlier run of any command left there is removed first (and the
+   ``force``, every file an earlier run of the same kind left there is removed first (and the
    terminal says which), so an interrupted new run never sits beside an old run's traces or
-   figures. :meth:`Run.write_json` replaces a file atomically; :meth:`Run.append_traces`
+   figures. Kinds: a run that writes ``results.json`` (bench, replay, serve-bench) replaces the
+   results and what is made from them (traces, CSV, figures); a run that writes only
+   ``diagnosis.json`` (diagnose) replaces that alone, so a diagnosis can sit beside the bench
+   run it diagnoses (its ``--traces`` input included). A file another run wrote there after
+   :meth:`Run.check` (two runs given one ``--out``) is never removed without ``force``. :meth:`Run.write_json` replaces a file atomically; :meth:`Run.append_traces`
    appends one request's traces and flushes them, and cuts a failed write back to the last
    whole request.
 3. :meth:`Run.recording`: Ctrl-C, SIGTERM or a failed write stop the run with
@@ -39,9 +43,11 @@ from ..trace import RequestTrace, request_to_lines
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
-# every file a bench or diagnose run writes into its folder: what --force replaces
+# every file a bench or diagnose run writes into its folder
 RUN_FILES = ("results.json", "traces.jsonl", "results.csv", "tau.html", "tau.png", "speedup.html",
              "speedup.png", "diagnosis.json")
+# what --force replaces for a run that writes results.json: the results and what is made from them
+RESULTS_FILES = RUN_FILES[:-1]
 
 
 class Terminated(KeyboardInterrupt):
@@ -95,8 +101,12 @@ class Run:
         self._probe(p.parent if self.is_file else p)
 
     def earlier_files(self) -> list[str]:
-        """The files of an earlier run in the folder (what ``force`` replaces)."""
-        return [] if self.is_file else [f for f in RUN_FILES if (self.out / f).exists()]
+        """The files of an earlier run of this kind in the folder (what ``force`` replaces; the
+        module docstring says which)."""
+        if self.is_file:
+            return []
+        mine = set(self.writes) | (set(RESULTS_FILES) if "results.json" in self.writes else set())
+        return [f for f in RUN_FILES if f in mine and (self.out / f).exists()]
 
     def _probe(self, folder: Path) -> None:
         """Make ``folder`` (and its parents) and a file in it, then remove what was made."""
@@ -131,15 +141,24 @@ class Run:
         if self.is_file:
             self.out.parent.mkdir(parents=True, exist_ok=True)
             if self.out.exists():
+                self._refuse_unforced([self.out.name])
                 print(f"--force: replacing the earlier {self.out}", flush=True)
             self.out.write_bytes(b"")
             return
         self.out.mkdir(parents=True, exist_ok=True)
         earlier = self.earlier_files()
+        self._refuse_unforced(earlier)
         for f in earlier:
             (self.out / f).unlink()
         if earlier:
             print(f"--force: removed the earlier run's {', '.join(earlier)} from {self.out}", flush=True)
+
+    def _refuse_unforced(self, held: list[str]) -> None:
+        """At the first write, files :meth:`check` did not see (another run on the same
+        ``--out`` wrote them since) are not removed without ``force``."""
+        if held and not self.force:
+            raise InputError(f"--out {self.out}: another run wrote {', '.join(held)} there after this one started; "
+                             f"nothing of this run was written (give each run its own --out, or pass --force)")
 
     def write_json(self, name: str, doc: dict) -> Path:
         """Replace ``name`` in the folder by ``doc`` as JSON, atomically (a temp file, then a
