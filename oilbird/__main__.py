@@ -20,7 +20,8 @@ import time
 from .errors import InputError, run_cli
 from .model import ModelError
 from .evaluation.runs import Run, RunStopped
-from .cli_options import at_least, common_options, force_option, fresh_out, model_options, non_negative
+from .cli_options import (at_least, common_options, force_option, fresh_out, model_options, non_negative,
+                          out_path)
 from .serving.cli import add_serving_commands, serve, serve_bench
 from .serving.serve_bench import ServeBenchError
 from .data.template_form import FORMS
@@ -55,6 +56,8 @@ def _sampling(args):
         except ValueError:
             raise SamplingError(f"{flag} must be a number, not {text!r}") from None
     params = SamplingParams(values[0], values[1], parse_seed(args.seed))
+    if params.greedy and (params.top_p != 1 or params.seed != 0):
+        print("note: --top-p and --seed apply only with --temperature > 0: this run decodes greedily", file=sys.stderr)
     return None if params.greedy else params
 
 
@@ -63,6 +66,9 @@ def _tree(args, methods):
     reserved fill with a chain source does) is said in one line, not silently ignored."""
     from .methods import TreeConfig
     tree = TreeConfig.sized(args.budget, args.semantic_budget)
+    if args.budget is not None and not any(m.drafts_tree for m in methods):
+        print(f"note: --budget changes none of these methods ({', '.join(m.name for m in methods)} draft no tree)",
+              file=sys.stderr)
     if args.semantic_budget is not None and not any(
             m.kind == "tree" and m.tree(tree).fill == "reserved" and m.tree(tree).semantic_budget > 0
             for m in methods):
@@ -236,7 +242,7 @@ def _diagnose(args) -> int:
     traces = None
     if args.traces:                  # read (and checked) before the model loads
         from .trace import load_traces
-        traces = load_traces(args.traces)
+        traces = _of_requests(load_traces(args.traces), requests, args.traces)
         args.max_new_tokens = traces_cap(traces, args.max_new_tokens, args.traces)
     elif args.max_new_tokens is None:
         args.max_new_tokens = DIAGNOSE_MAX_NEW_TOKENS
@@ -260,6 +266,23 @@ def _diagnose(args) -> int:
         print("\n".join(funnel_lines(report["funnel"])))
     print(f"wrote {run.path('diagnosis.json')}")
     return 0
+
+
+def _of_requests(traces: list, requests: list, path) -> list:
+    """The traces of the requests diagnosed (the funnel is labelled per request): none of them
+    is refused, in one line; traces of other requests are left out, said in a note."""
+    ids = {r.id for r in requests}
+    mine = [t for t in traces if t.request_id in ids]
+    if not mine:
+        raise InputError(f"--traces holds no trace of the {len(ids)} requests diagnosed (its requests: "
+                         f"{', '.join(list(dict.fromkeys(t.request_id for t in traces))[:3])}, ...); give the "
+                         f"--data, --limit and --skip the traces were made with", path)
+    others = len({t.request_id for t in traces}) - len({t.request_id for t in mine})
+    missing = len(ids - {t.request_id for t in mine})
+    if others or missing:
+        print(f"note: the funnel counts the traces of {len(ids) - missing} of the {len(ids)} requests diagnosed"
+              + (f"; {others} other requests' traces in {path} are left out" if others else ""), file=sys.stderr)
+    return mine
 
 
 def _left_out(bad: list[dict]) -> str:
@@ -400,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="ar,hf-greedy",
                    help="comma-separated method names, each once; a tree method may add a fill after "
                         "a colon, ':expected', ':reserved' or ':open' (e.g. oilbird,oilbird:reserved)")
-    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/bench-DATA-TIME-PID)")
+    p.add_argument("--out", type=out_path, default=None,
+                   help="the folder to write (default: a new runs/bench-DATA-TIME-PID)")
     p.add_argument("--traces", action="store_true", help="also write traces.jsonl")
     force_option(p)
     _tree_options(p)
@@ -417,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="goose,oilbird",
                    help="comma-separated tree methods (presets or suffix-arctic), each once, each with "
                         "an optional fill after a colon, e.g. goose,oilbird:reserved")
-    p.add_argument("--out", required=True, help="the JSONL file to write")
+    p.add_argument("--out", type=out_path, required=True, help="the JSONL file to write")
     p.add_argument("--diagnose", action="store_true", help="attach per-position gap labels")
     force_option(p)
     _tree_options(p)
@@ -439,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--traces", default=None, metavar="FILE",
                    help="a trace file of the same requests (bench --traces, trace): also count its conversion "
                         "funnel, split by this diagnosis' labels, into diagnosis.json")
-    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/diagnose-DATA-TIME-PID)")
+    p.add_argument("--out", type=out_path, default=None,
+                   help="the folder to write (default: a new runs/diagnose-DATA-TIME-PID)")
     force_option(p)
 
     add_serving_commands(sub)
@@ -479,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", type=at_least(1), default=None,
                    help="fast mode past the model's context: restart the teacher forcing on the last N tokens "
                         "(default: half the context)")
-    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/replay-DATA-TIME-PID)")
+    p.add_argument("--out", type=out_path, default=None,
+                   help="the folder to write (default: a new runs/replay-DATA-TIME-PID)")
     model_options(p)
     force_option(p)
     _tree_options(p)

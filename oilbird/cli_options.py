@@ -33,6 +33,14 @@ def list_of(item):
     return parse
 
 
+def out_path(text: str) -> str:
+    """An argparse type for ``--out``: a path, not an empty string (which would mean the current
+    folder, or the default one, without saying so)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a folder or file to write (or leave --out out)")
+    return text
+
+
 def non_negative(text: str) -> float:
     """An argparse type: a finite number >= 0 (argparse prints the message as one error line)."""
     try:

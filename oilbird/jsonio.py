@@ -168,9 +168,29 @@ def loads(text: str, error: type[InputError] = InputError, path=None, line: int 
 def json_lines(text: str, error: type[InputError] = InputError, path=None) -> Iterator[tuple[int, object]]:
     """``(line number, value)`` for every non-blank line of a JSON-lines text. Lines are split
     on ``\\n`` only: U+2028 or U+0085 inside a JSON string does not end a line."""
+    first = True
     for no, line in enumerate(text.split("\n"), start=1):
         if line.strip(" \t\r"):
-            yield no, loads(line, error, path, no)
+            try:
+                value = loads(line, error, path, no)
+            except InputError:
+                if first and one_document(text):
+                    raise error(NOT_JSON_LINES, path) from None
+                raise
+            first = False
+            yield no, value
+
+
+NOT_JSON_LINES = "one JSON document over several lines (a results.json?), not JSON lines: one record per line"
+
+
+def one_document(text: str) -> bool:
+    """Is ``text`` one indented JSON document (what a JSON-lines reader's first line fails on)?"""
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return "\n" in text.strip()
 
 
 def read_json(path, error: type[InputError] = InputError):

@@ -234,6 +234,14 @@ def check_tree_compatible(config) -> None:
                          "caches that hold each layer's own keys.")
 
 
+def check_model_path(path: str | os.PathLike | None) -> None:
+    """The checks :func:`load_model` makes of ``path`` before reading anything from it (it
+    exists; a .gguf file, or a directory with a config), as one :class:`ModelError`: for a
+    command that loads the model later (the app, at its first live run)."""
+    if path is not None:
+        _source(path)
+
+
 def _source(path: str | os.PathLike | None) -> tuple[Path | None, Path | None, str]:
     """Where :func:`load_model` finds ``path``: (a .gguf file to dequantize, or None; a Hugging Face
     model directory, or None; the model's name), checked with one clear error each."""

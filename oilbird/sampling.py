@@ -115,7 +115,10 @@ def request_rng(params: SamplingParams, request_id: str) -> np.random.Generator:
     """The generator one request decodes with: seeded by (seed, request id), so a request's
     output depends on the seed and its own id only, not on what was decoded before it."""
     import zlib
-    return np.random.default_rng([int(params.seed) & 0xFFFFFFFF, zlib.crc32(str(request_id).encode())])
+    # the whole seed, one entropy per seed: a seed in 0..2**32-1 seeds as it always did; a larger
+    # one is not cut to 32 bits, and a negative one (entropy must be >= 0) gets a third word
+    seed, rid = int(params.seed), zlib.crc32(str(request_id).encode())
+    return np.random.default_rng([seed, rid] if seed >= 0 else [-seed, rid, 1])
 
 
 def target_probs(logits, temperature: float, top_p: float = 1.0) -> np.ndarray:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import InputError, shown
-from .jsonio import MAX_BYTES, loads, read_text
+from .jsonio import MAX_BYTES, NOT_JSON_LINES, loads, one_document, read_text
 
 # 2: provenance recorded when the cycle runs (CycleTrace.retrieval on every drafting cycle,
 # Neighbour.why_no_node on every neighbour) and the stop reason (RequestTrace.stop,
@@ -377,4 +377,10 @@ def load_traces(path: str | Path, max_bytes: int = MAX_BYTES) -> list[RequestTra
     """Load a JSONL trace file written by :func:`save_traces` (``.gz`` too); any bytes that are
     not one raise :class:`TraceError` naming the file and line. ``max_bytes``: the most text
     taken, decompressed (the app's uploads take less than the default)."""
-    return parse_trace_lines(read_text(path, TraceError, limit=max_bytes).split("\n"), origin=str(path))
+    text = read_text(path, TraceError, limit=max_bytes)
+    try:
+        return parse_trace_lines(text.split("\n"), origin=str(path))
+    except TraceError:
+        if one_document(text):
+            raise TraceError(NOT_JSON_LINES, path) from None
+        raise

@@ -628,6 +628,18 @@ def test_a_port_out_of_range_is_one_clear_line(capsys):
         assert err.count("\n") == 1 and f"--port {port} is not a port" in err and "1 to 65535" in err
 
 
+def test_a_model_or_token_limit_the_live_runs_could_not_use_stops_the_start(capsys, tmp_path, monkeypatch):
+    """Checked at the start, as every command checks its options, not at the first live run."""
+    from workbench import app, ui
+    monkeypatch.setattr(ui, "build_app", lambda *a, **k: pytest.fail("app built"))
+    assert app.main(["--model", str(tmp_path / "nosuch"), "--no-preview"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nosuch' does not exist" in err
+    with pytest.raises(SystemExit) as exc:
+        app.main(["--max-new-tokens", "-5", "--no-preview"])
+    assert exc.value.code == 2 and "must be at least 1, not -5" in capsys.readouterr().err
+
+
 def test_a_network_host_says_the_app_has_no_login_and_auth_turns_it_on(monkeypatch, capsys):
     from workbench import app, ui
     monkeypatch.delenv("OILBIRD_AUTH", raising=False)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 
+import numpy as np
 import pytest
 from wb_traces import all_requests
 
@@ -33,6 +35,8 @@ def _fails(argv, capsys, message):
     (["bench", "--methods", "ar,goose,goose"], "method 'goose' is named twice"),
     (["trace", "--methods", "goose,goose", "--out", "x.jsonl"], "method 'goose' is named twice"),
     (["bench", "--max-new-tokens", "0"], "must be at least 1, not 0"),
+    (["bench", "--out", ""], "--out: is empty: give a folder or file to write"),
+    (["trace", "--methods", "goose", "--out", " "], "--out: is empty"),
     (["bench", "--skip", "-1"], "must be at least 0, not -1"),
     (["replay", "--state-layer", "-1"], "must be at least 0, not -1"),
     (["serve-bench", "--state-layer", "3"], "unrecognized arguments: --state-layer"),   # its proposer's config says
@@ -82,6 +86,44 @@ def test_a_semantic_budget_no_method_reserves_is_said(methods, said, tmp_path, c
                  "--out", str(tmp_path / "r")]) == 2          # then refused for its data, as always
     err = capsys.readouterr().err
     assert "none.jsonl" in err and ("--semantic-budget changes none of these methods" in err) is said
+
+
+GREEDY_NOTE = "--top-p and --seed apply only with --temperature > 0: this run decodes greedily"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["bench", "--methods", "ar", "--budget", "5"], "--budget changes none of these methods (ar draft no tree)"),
+    (["bench", "--methods", "ar,goose", "--budget", "5"], None),
+    (["bench", "--methods", "ar", "--top-p", "0.5"], GREEDY_NOTE),
+    (["bench", "--methods", "ar", "--seed", "3"], GREEDY_NOTE),
+    (["bench", "--methods", "ar", "--seed", "3", "--temperature", "0.7"], None),
+])
+def test_an_option_that_changes_nothing_is_said(argv, said, tmp_path, capsys, monkeypatch):
+    """An option the run's methods or its greedy decoding ignore is said in one note (the run
+    goes on: here it is then refused for its data, before the model loads)."""
+    import oilbird.model
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    assert main([*argv, "--data", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "r")]) == 2
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert (notes == [f"note: {said}"]) if said else not notes, notes
+
+
+def test_different_seeds_seed_differently():
+    """A seed is not cut to 32 bits (2**32 seeded as 0, -1 as 2**32 - 1, 1 as -1's cut); a seed
+    in 0..2**32-1 seeds as it always did."""
+    from oilbird.sampling import SamplingParams, request_rng
+    seeds = (0, 2 ** 32, -1, 2 ** 32 - 1, 1, 7)
+    draws = [request_rng(SamplingParams(1.0, 1.0, s), "r").random() for s in seeds]
+    assert len(set(draws)) == len(seeds)
+    assert draws[-1] == np.random.default_rng([7, zlib.crc32(b"r")]).random()
+
+
+def test_a_cache_that_names_a_file_is_said_so(tmp_path):
+    from oilbird.evaluation.teacher import TeacherCache
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="notes.txt' is a file; it names a folder"):
+        TeacherCache(tmp_path / "notes.txt")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
 def test_a_replay_refused_for_its_data_leaves_no_cache_folder(tmp_path, capsys, monkeypatch):
@@ -287,8 +329,10 @@ def test_diagnose_labels_traces_with_the_limit_they_were_decoded_with(tmp_path, 
         traces_cap([capped, replace(capped, output_ids=[1, 2, 3])], None, "t")
     path = save_traces([capped], tmp_path / "t.jsonl")
     monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
-    _fails(["diagnose", "--traces", str(path), "--max-new-tokens", "24", "--out", str(tmp_path / "d")], capsys,
-           "need --max-new-tokens 5 (or leave it out), not 24")
+    data = tmp_path / "reqs.jsonl"                               # the requests the traces are of
+    data.write_text(json.dumps({"id": capped.request_id, "prompt": "hi"}) + "\n")
+    _fails(["diagnose", "--data", str(data), "--traces", str(path), "--max-new-tokens", "24",
+            "--out", str(tmp_path / "d")], capsys, "need --max-new-tokens 5 (or leave it out), not 24")
     assert not (tmp_path / "d").exists()
 
 

@@ -226,8 +226,22 @@ def test_diagnose_counts_the_funnel_of_a_trace_file_by_its_labels(tmp_path, caps
     assert set(fun) == {"goose", "oilbird"} and diag["funnel_traces"] == str(traces)
     for m, f in fun.items():            # every cycle labelled: the traces are lossless, the same length
         assert sum(b["cycles"] for b in f["by_label"].values()) == f["stages"]["cycles"] > 0
-    # a trace file that is not one: one line, exit 2, before the model loads
+    # traces of other requests are left out, said; none of the requests': refused (a funnel of
+    # unlabelled cycles is no funnel)
+    one = tmp_path / "one.jsonl"
+    one.write_text(data.read_text().splitlines()[0] + "\n" + json.dumps({"id": "other", "prompt": "x"}) + "\n")
+    assert main(["diagnose", "--data", str(one), "--max-new-tokens", "12", "--traces", str(traces),
+                 "--out", str(tmp_path / "d1")]) == 0
+    err = capsys.readouterr().err
+    assert "counts the traces of 1 of the 2 requests diagnosed; 2 other requests' traces" in err
+    fun = json.loads((tmp_path / "d1" / "diagnosis.json").read_text())["funnel"]["oilbird"]
+    assert sum(b["cycles"] for b in fun["by_label"].values()) == fun["stages"]["cycles"] > 0
+    # a trace file that is not one, or not of these requests: one line, exit 2, before the model loads
     monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    (tmp_path / "others.jsonl").write_text(json.dumps({"id": "x", "prompt": "y"}) + "\n")
+    assert main(["diagnose", "--data", str(tmp_path / "others.jsonl"), "--traces", str(traces),
+                 "--out", str(tmp_path / "d3")]) == 2
+    assert "holds no trace of the 1 requests diagnosed (its requests: q0, q1, q2, ...)" in capsys.readouterr().err
     (tmp_path / "bad.jsonl").write_text("{}\n")
     assert main(["diagnose", "--data", str(data), "--traces", str(tmp_path / "bad.jsonl"),
                  "--out", str(tmp_path / "d2")]) == 2

@@ -414,6 +414,11 @@ def _results_with(method_row) -> dict:
     ({"present_2": 0.5, "n_requests": 1, "n_gap": 0, "n_recovered": 0}, "the diagnosis has no 'n_positions'"),
     ({"present_2": "half", "n_requests": 1, "n_positions": 3, "n_gap": 0, "n_recovered": 0},
      "'present_2' of the diagnosis is 'half', not a number or null"),
+    ({"present_2": 0.5, "n_requests": 1, "n_positions": 3, "n_gap": 0, "n_recovered": 0, "copy_oracle_tau": 1.5},
+     "'copy_oracle_tau' of the diagnosis is 1.5, not an object of numbers (or nulls), or null"),
+    ({"present_2": 0.5, "n_requests": 1, "n_positions": 3, "n_gap": 0, "n_recovered": 0,
+      "teacher_forced_agreement": "most"},
+     "'teacher_forced_agreement' of the diagnosis is 'most', not a number or null"),
     ([1, 2], "no 'methods' object"),
 ])
 def test_report_refuses_wrong_field_types_in_one_line(tmp_path, capsys, doc, message):
@@ -483,3 +488,16 @@ def test_the_report_leaves_out_what_no_method_measured():
     assert replayed.splitlines()[2].startswith("| goose | 3.50 | - | 11.2 |")
     timed = markdown_table({"methods": {"goose": {**row, "tokens_per_s": 30.0, "speedup": 2.0}}})
     assert timed.splitlines()[0] == "| method | tau | tokens/s | speedup | mean nodes | lossless |"
+
+
+def test_an_indented_json_document_given_as_json_lines_is_named_as_such(tmp_path):
+    """A results.json given where a trace file (JSON lines) belongs: said as what it is, not as
+    JSON that does not parse."""
+    p = tmp_path / "results.json"
+    p.write_text(json.dumps({"methods": {}}, indent=2))
+    with pytest.raises(TraceError, match=r"results.json: one JSON document over several lines .*not JSON lines"):
+        load_traces(p)
+    broken = tmp_path / "t.jsonl"
+    broken.write_text('{"kind": "request"\n')
+    with pytest.raises(TraceError, match="t.jsonl:1: not valid JSON"):
+        load_traces(broken)

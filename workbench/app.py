@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from oilbird.cli_options import at_least
+
 from .preview import Preview, preview_html
 from .session import LIVE_MAX_NEW_TOKENS, TITLE, Catalogue, Data, ModelHolder, find, new_session
 
@@ -161,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="precomputed trace files (.jsonl or .jsonl.gz), from python -m oilbird trace or replay "
                          "--traces (default: the shipped ones in assets/traces); a file that cannot be read "
                          "stops the start")
-    ap.add_argument("--max-new-tokens", type=int, default=LIVE_MAX_NEW_TOKENS, help="for live runs")
+    ap.add_argument("--max-new-tokens", type=at_least(1), default=LIVE_MAX_NEW_TOKENS, help="for live runs")
     ap.add_argument("--no-preview", action="store_true",
                     help="do not serve the static first-cycle preview while gradio loads")
     args = ap.parse_args(argv)
@@ -171,6 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"workbench: {exc}", file=sys.stderr, flush=True)
         return 2
+    if args.model is not None:             # the weights load at the first live run; a wrong path is said now
+        from oilbird.model import ModelError, check_model_path     # (imports torch: only when asked)
+        try:
+            check_model_path(args.model)
+        except ModelError as exc:
+            print(f"workbench: {exc}", file=sys.stderr, flush=True)
+            return 2
     note = exposure_note(args.host, auth)
     if note is not None:
         print(f"workbench: {note}", file=sys.stderr, flush=True)

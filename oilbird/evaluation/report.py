@@ -269,6 +269,8 @@ _KINDS = {
     "a string": lambda v: isinstance(v, str),
     "an object of numbers": lambda v: isinstance(v, dict) and all(_number(x) for x in v.values()),
     "an object": lambda v: isinstance(v, dict),
+    "an object of numbers (or nulls), or null": lambda v: v is None or (
+        isinstance(v, dict) and all(x is None or _number(x) for x in v.values())),
 }
 # the fields of one method in results.json (MethodStats.summary): required, then optional
 _METHOD_REQUIRED = {"tau": "a number", "lossless": "true, false or null"}
@@ -287,6 +289,9 @@ _ROW_OPTIONAL = {"seconds": "a number", "prefill_seconds": "a number"}
 # diagnosis.json (diagnose.summarise): the counts its table prints; the rates are in diagnose.ROWS
 _DIAGNOSIS_REQUIRED = {"n_positions": "a count", "n_requests": "a count", "n_gap": "a count",
                        "n_recovered": "a count"}
+# ... and the lines below the table (diagnose.summary_lines)
+_DIAGNOSIS_OPTIONAL = {"copy_oracle_tau": "an object of numbers (or nulls), or null",
+                       "teacher_forced_agreement": "a number or null"}
 # a run's progress (oilbird.evaluation.runs.Run.save_results): absent in a file older than it
 _PROGRESS = {"complete": "true or false", "n_requests": "a count", "n_requests_planned": "a count"}
 
@@ -334,7 +339,7 @@ def check_diagnosis(res, path=None) -> dict:
     """``res`` if it is a diagnosis.json the gap table can print; else :class:`ResultsError`."""
     from .diagnose import ROWS
     rates = {key: "a number or null" for key, _, _ in ROWS}
-    _fields(res, _DIAGNOSIS_REQUIRED, {**rates, **_PROGRESS}, "the diagnosis", path)
+    _fields(res, _DIAGNOSIS_REQUIRED, {**rates, **_PROGRESS, **_DIAGNOSIS_OPTIONAL}, "the diagnosis", path)
     if res.get("pool_full") is not None:
         _fields(res["pool_full"], {}, rates, "'pool_full' of the diagnosis", path)
     if "funnel" in res:
@@ -469,6 +474,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
         print(f"note: {beside} is beside it (the diagnosis and funnel): python -m oilbird report {beside}")
     if kind == "diagnosis":
         from .diagnose import summary_lines
+        if args.pair:
+            print("note: --pair compares the methods of a results.json or trace file; a diagnosis has none")
         print("\n".join(summary_lines(res)))           # what diagnose printed: the table, copy-oracle tau
         if res.get("funnel"):
             from .funnel import funnel_lines

@@ -275,6 +275,8 @@ class TeacherCache:
 
     def __init__(self, folder: str | os.PathLike, max_bytes: int = 4 << 30):
         self.folder = Path(folder).expanduser()
+        if self.folder.exists() and not self.folder.is_dir():
+            raise ValueError(f"--cache '{self.folder}' is a file; it names a folder (made if absent)")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

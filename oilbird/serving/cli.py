@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cli_options import at_least, common_options, force_option, fresh_out, list_of, model_options
+from ..cli_options import (at_least, common_options, force_option, fresh_out, list_of, model_options,
+                           out_path)
 from ..evaluation.runs import Run
 
 
@@ -53,7 +54,8 @@ def add_serving_commands(sub) -> None:
     p.add_argument("--temperature", default="0",
                    help="vLLM's sampling temperature (0 = greedy, checked token for token); above 0 every "
                         "proposer's drafts go through vLLM's rejection sampler and only acceptance and speed are reported")
-    p.add_argument("--out", default=None, help="the folder to write (default: a new runs/serve-bench-DATA-TIME-PID)")
+    p.add_argument("--out", type=out_path, default=None,
+                   help="the folder to write (default: a new runs/serve-bench-DATA-TIME-PID)")
     force_option(p)
 
     p = sub.add_parser("serve", help="vLLM's OpenAI-compatible server with Oilbird's proposer (needs the vLLM "
