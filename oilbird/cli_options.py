@@ -29,7 +29,11 @@ def list_of(item):
         parts = [t.strip() for t in text.split(",") if t.strip()]
         if not parts:
             raise argparse.ArgumentTypeError("name at least one value")
-        return [item(t) for t in parts]
+        values = [item(t) for t in parts]
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise argparse.ArgumentTypeError(f"'{twice}' is named twice; name each once")
+        return values
     return parse
 
 

@@ -43,6 +43,8 @@ def _fails(argv, capsys, message):
     (["serve-bench", "--batch-sizes", "1,x"], "--batch-sizes: 'x' is not a whole number"),
     (["serve-bench", "--batch-sizes", "0"], "--batch-sizes: must be at least 1, not 0"),
     (["serve-bench", "--batch-sizes", ","], "--batch-sizes: name at least one value"),
+    (["serve-bench", "--batch-sizes", "1,1"], "--batch-sizes: '1' is named twice"),
+    (["serve-bench", "--methods", "ngram,ngram"], "--methods: 'ngram' is named twice"),
     (["bench", "--store-capacity", "0"], "must be at least 1, not 0"),
     (["bench", "--budget", "ten"], "'ten' is not a whole number"),
     (["bench", "--methods", "goose", "--semantic-budget", "12"], "semantic_budget must be 0 to budget - 1 = 11"),

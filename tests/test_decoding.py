@@ -377,3 +377,13 @@ def test_traces_decoded_without_text_round_trip_too(tiny_lm, tmp_path):
     traces = [dec.run(f"r{i}", ids, 20) for i, ids in enumerate(_prompts(2))]
     assert not traces[0].output_text
     assert load_traces(save_traces(traces, tmp_path / "t.jsonl")) == traces
+
+
+def test_the_audit_reports_the_first_differing_token_and_a_length_mismatch():
+    """Every lossless check rests on compare(): it must fail an output that differs anywhere."""
+    assert compare([1, 2, 3], [1, 2, 3]).lossless
+    bad = compare([1, 2, 3], [1, 9, 3])
+    assert not bad.lossless and bad.first_diff == 1
+    for short, long in (([1, 2], [1, 2, 3]), ([1, 2, 3], [1, 2])):
+        r = compare(short, long)
+        assert not r.lossless and r.first_diff == 2

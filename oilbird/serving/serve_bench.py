@@ -42,6 +42,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..evaluation.runs import unique
+
 METHODS = ("nospec", "ngram", "suffix", "oilbird")
 DEFAULT_VLLM_PYTHON = "~/.venvs/oilbird-vllm/bin/python"
 PROPOSER = "oilbird.serving.vllm.OilbirdProposer"
@@ -69,6 +71,7 @@ def check_methods(methods) -> list[str]:
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"serve-bench method {bad[0] if bad else '(none)'!r}: choose from {', '.join(METHODS)}")
+    unique(methods, "--methods")
     return ["nospec"] + [m for m in methods if m != "nospec"]      # the reference always runs
 
 
