@@ -37,8 +37,9 @@ def app_url(tmp_path_factory):
     data = tmp / "requests.jsonl"
     data.write_text(json.dumps({"id": "r1", "prompt": "say hi"}) + "\n")
     log = tmp / "app.log"
-    proc, url = measure.start_app(["--traces", str(traces), "--data", str(data),
-                                   "--model", str(tmp / "no-such-model.gguf")], log)
+    broken = tmp / "broken-model.gguf"        # a path that exists (checked at start), no model in it
+    broken.write_bytes(b"not a gguf")
+    proc, url = measure.start_app(["--traces", str(traces), "--data", str(data), "--model", str(broken)], log)
     try:
         secs = measure.wait_for_app(url, proc)
         print(f"\napp up after {secs:.1f} s")
@@ -176,8 +177,8 @@ def test_load_traces_adds_requests_for_this_session(client, tmp_path):
 
 def test_live_run_with_a_model_that_fails_to_load(client):
     out = named("Selected", client.predict("r1", "oilbird", api_name="/run_live"))
-    assert "model failed to load" in out.error and "does not exist" in out.error
-    assert "no-such-model.gguf" in out.error and not re.search(r"[/\\]no-such-model", out.error)   # no server path
+    assert "model failed to load" in out.error and "not a GGUF file" in out.error
+    assert "broken-model.gguf" in out.error and not re.search(r"[/\\]broken-model", out.error)   # no server path
     out = named("Selected", client.predict("r2", "oilbird", api_name="/run_live"))   # no prompt for r2
     assert "no prompt" in out.error
     counter, *_ = client.predict(api_name="/next")
@@ -850,7 +851,8 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
         page.on("request", lambda r: external.append(r.url)
                 if not r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else None)
         t0 = time.perf_counter()
-        proc, url = measure.start_app(["--model", str(tmp_path / "no-such-model.gguf")], tmp_path / "app.log")
+        (tmp_path / "broken-model.gguf").write_bytes(b"not a gguf")       # no model loads in this test
+        proc, url = measure.start_app(["--model", str(tmp_path / "broken-model.gguf")], tmp_path / "app.log")
         try:
             measure.wait_until_up(url, proc)
             measure.first_figure(page, url, selector=measure.ANY_TREE)
