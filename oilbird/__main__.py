@@ -272,17 +272,17 @@ def _of_requests(traces: list, requests: list, path) -> list:
     """The traces of the requests diagnosed (the funnel is labelled per request): none of them
     is refused, in one line; traces of other requests are left out, said in a note."""
     ids = {r.id for r in requests}
-    mine = [t for t in traces if t.request_id in ids]
-    if not mine:
+    have = list(dict.fromkeys(t.request_id for t in traces))          # in file order
+    both = ids.intersection(have)
+    if not both:
         raise InputError(f"--traces holds no trace of the {len(ids)} requests diagnosed (its requests: "
-                         f"{', '.join(list(dict.fromkeys(t.request_id for t in traces))[:3])}, ...); give the "
-                         f"--data, --limit and --skip the traces were made with", path)
-    others = len({t.request_id for t in traces}) - len({t.request_id for t in mine})
-    missing = len(ids - {t.request_id for t in mine})
-    if others or missing:
-        print(f"note: the funnel counts the traces of {len(ids) - missing} of the {len(ids)} requests diagnosed"
+                         f"{', '.join(have[:3])}, ...); give the --data, --limit and --skip the traces were "
+                         f"made with", path)
+    others = len(have) - len(both)
+    if others or len(both) < len(ids):
+        print(f"note: the funnel counts the traces of {len(both)} of the {len(ids)} requests diagnosed"
               + (f"; {others} other requests' traces in {path} are left out" if others else ""), file=sys.stderr)
-    return mine
+    return [t for t in traces if t.request_id in both]
 
 
 def _left_out(bad: list[dict]) -> str:

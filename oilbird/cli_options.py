@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from .data.requests import NAMED_SETS
+from .errors import repeated
 
 
 def at_least(low: int):
@@ -30,7 +31,7 @@ def list_of(item):
         if not parts:
             raise argparse.ArgumentTypeError("name at least one value")
         values = [item(t) for t in parts]
-        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        twice = repeated(values)
         if twice is not None:
             raise argparse.ArgumentTypeError(f"'{twice}' is named twice; name each once")
         return values

@@ -48,6 +48,16 @@ class PromptError(InputError):
     """The prompt is empty or too long for the model."""
 
 
+def repeated(items):
+    """The first item named twice in ``items``, or None (for the one-line refusals of a list
+    option or setting whose repeats would run, or count, twice).
+
+    >>> repeated(["a", "b", "a"]), repeated([1, 2])
+    ('a', None)
+    """
+    return next((x for i, x in enumerate(items) if x in items[:i]), None)
+
+
 def shown(value, n: int = 60) -> str:
     """``repr(value)`` cut to ``n`` characters, for a message that echoes an input (a bad field
     or a pasted id can be megabytes long).

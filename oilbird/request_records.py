@@ -28,9 +28,6 @@ class RequestRecords:
         self.request_id = request_id
         self.records: list[tuple[int, int, np.ndarray | None]] = []     # (position, token, state)
 
-    def __len__(self) -> int:
-        return len(self.records)
-
     def record(self, output, first: int, states) -> None:
         """Queue ``output[first + j]`` with ``states[j]``; positions before ``first`` not queued
         yet, with state None. ``first`` may be -1 (the root was the prompt's last token: its
@@ -45,9 +42,9 @@ class RequestRecords:
 
     def close(self, store: Store, output) -> None:
         """The request ended with ``output``: queue the rest (state None), drop what was queued
-        past its end, hand everything to ``store`` as one request and make it searchable (the store's bounds apply even to an
-        empty one). The queue is emptied whatever happens; a request the store refuses leaves
-        nothing queued in it."""
+        past its end, hand everything to ``store`` as one request and make it searchable (the
+        store's bounds apply even to an empty one). The queue is emptied whatever happens; a
+        request the store refuses leaves nothing queued in it."""
         try:
             del self.records[len(output):]          # queued past an output that was cut short
             self.record(output, len(output), ())

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
-from ..errors import InputError
+from ..errors import InputError, repeated
 from ..trace import RequestTrace, request_to_lines
 
 _UMASK = os.umask(0)
@@ -257,7 +257,7 @@ class Run:
 def unique(items: list[str], option: str) -> list[str]:
     """``items`` if none is named twice; else one error naming the repeat (a list option whose
     repeats would be run, and counted, twice)."""
-    twice = next((x for i, x in enumerate(items) if x in items[:i]), None)
+    twice = repeated(items)
     if twice is not None:
         raise InputError(f"{option}: '{twice}' is named twice; name each once")
     return items

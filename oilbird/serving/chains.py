@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..drafter import Drafter, TreeConfig, value_rates
+from ..errors import repeated
 from ..presets import make_sources
 from ..sources.live import LiveOutputs
 from ..sources.recycling import RecyclingSource
@@ -100,7 +101,7 @@ class ChainConfig:
         if not self.sources:
             raise ValueError("sources is empty: name at least one of " + ", ".join(KNOWN_SOURCES))
         names = ["suffix" if s == "suffix-state" else s for s in self.sources]   # one source, two weightings
-        twice = next((s for s in names if names.count(s) > 1), None)
+        twice = repeated(names)
         if twice is not None:
             raise ValueError(f"sources names {twice!r} twice" + (' ("suffix" and "suffix-state" are one source, '
                              'without and with the state\'s weighting: name one)' if twice == "suffix" else ""))
