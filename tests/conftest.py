@@ -80,6 +80,42 @@ def make_windowed_lm(window: int = 8, kind: str = "gemma3", attn: str = "sdpa") 
                        dtype=torch.float32, num_layers=3, state_layer=2)
 
 
+@torch.inference_mode()
+def greedy_without_cache(model, ids, n, eos=(2,)):
+    """Greedy decoding with no cache at all (the whole sequence each step): the most independent
+    reference there is for the decoder's output."""
+    x = torch.tensor([ids])
+    out = []
+    for _ in range(n):
+        nxt = int(model(input_ids=x).logits[0, -1].argmax())
+        out.append(nxt)
+        if nxt in eos:
+            break
+        x = torch.cat([x, torch.tensor([[nxt]])], dim=1)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def every_greedy_request_on_a_mock_model_is_lossless(monkeypatch):
+    """The standard, enforced: every request a test decodes to the end with the live greedy judge
+    (``SpeculativeDecoder.run``) on an in-process mock model must equal cacheless greedy, token
+    for token, whatever the test itself goes on to check. (The real model's tests compare with
+    ``generate`` themselves; replay and sampling have other judges.)"""
+    from oilbird.decoding import Greedy, SpeculativeDecoder
+    run = SpeculativeDecoder.run
+
+    def checked(self, request_id, ids, max_new_tokens, on_cycle=None, judge=None):
+        tr = run(self, request_id, ids, max_new_tokens, on_cycle=on_cycle, judge=judge)
+        lm = self.verifier.lm
+        if (judge is None or type(judge) is Greedy) and lm.name.startswith("tiny-"):
+            ref = greedy_without_cache(lm.model, list(ids), max_new_tokens, tuple(lm.eos_token_ids))
+            assert tr.output_ids == ref, (f"{self.method} on {request_id!r} is not greedy's output: "
+                                          f"{tr.output_ids} vs {ref}")
+        return tr
+
+    monkeypatch.setattr(SpeculativeDecoder, "run", checked)
+
+
 @pytest.fixture(scope="session")
 def tiny_lm() -> LoadedModel:
     return make_tiny_lm()

@@ -4,6 +4,7 @@ import random
 import pytest
 import torch
 
+from conftest import greedy_without_cache
 from oilbird.audit import compare
 from oilbird.evaluation.results import MethodStats
 from oilbird.decoding import autoregressive
@@ -25,24 +26,10 @@ def _prompts(n, seed=0):
     return out
 
 
-@torch.inference_mode()
-def _greedy_plain(model, ids, n):
-    """Greedy without any cache: the most independent reference there is."""
-    x = torch.tensor([ids])
-    out = []
-    for _ in range(n):
-        nxt = int(model(input_ids=x).logits[0, -1].argmax())
-        out.append(nxt)
-        if nxt == 2:
-            break
-        x = torch.cat([x, torch.tensor([[nxt]])], dim=1)
-    return out
-
-
 def test_ar_equals_cacheless_greedy(tiny_lm):
     v = Verifier(tiny_lm)
     for ids in _prompts(3):
-        assert autoregressive(v, ids, 24).output_ids == _greedy_plain(tiny_lm.model, ids, 24)
+        assert autoregressive(v, ids, 24).output_ids == greedy_without_cache(tiny_lm.model, ids, 24)
 
 
 @pytest.mark.parametrize("method", list(PRESETS))
@@ -109,7 +96,7 @@ def test_an_eager_attention_model_verifies_trees_losslessly():
     v = Verifier(lm)
     dec = make_decoder("goose", v, tree=TreeConfig(budget=12, semantic_budget=4))
     for i, ids in enumerate(_prompts(3)):
-        assert dec.run(f"r{i}", ids, 32).output_ids == _greedy_plain(lm.model, ids, 32)
+        assert dec.run(f"r{i}", ids, 32).output_ids == greedy_without_cache(lm.model, ids, 32)
 
 
 def test_verify_then_commit_matches_chain_on_tiny(tiny_lm):
@@ -172,7 +159,7 @@ def test_presets_are_lossless_with_sliding_windows(method, kind):
     lm = make_windowed_lm(window=8, kind=kind.split("-")[0], attn="eager" if kind.endswith("eager") else "sdpa")
     dec = make_decoder(method, Verifier(lm), tree=TreeConfig(budget=12, semantic_budget=4))
     for i, ids in enumerate(_prompts(3, seed=4)):
-        ref = _greedy_plain(lm.model, ids, 40)
+        ref = greedy_without_cache(lm.model, ids, 40)
         tr = dec.run(f"r{i}", ids, 40)
         assert compare(ref, tr.output_ids).lossless, (method, i, compare(ref, tr.output_ids).message())
     assert sum(len(c.accepted) > 1 for c in tr.cycles) > 0          # trees were accepted past their root
@@ -192,7 +179,7 @@ def test_a_conversation_reuses_its_cache_losslessly_with_sliding_windows():
     ids = _prompts(1, seed=9)[0]
     for turn in range(4):
         out = dec.run(f"t{turn}", ids, 20).output_ids
-        assert out == _greedy_plain(lm.model, ids, 20), turn
+        assert out == greedy_without_cache(lm.model, ids, 20), turn
         ids = ids + out[:-1] if turn == 1 else ids + out + [7, 8, 9]   # turn 2 starts inside what the cache holds
 
 
@@ -209,7 +196,7 @@ def test_a_sliding_layer_holds_its_window_not_the_history(monkeypatch):
     monkeypatch.setattr(Verifier, "commit", staticmethod(watched))
     dec = make_decoder("goose", Verifier(lm), tree=TreeConfig(budget=12, semantic_budget=4))
     ids = _prompts(1, seed=6)[0]
-    assert dec.run("r", ids, 60).output_ids == _greedy_plain(lm.model, ids, 60)
+    assert dec.run("r", ids, 60).output_ids == greedy_without_cache(lm.model, ids, 60)
     assert max(h[2] for h in held) >= len(ids) + 50                   # the full layer: every position
     assert max(max(h[:2]) for h in held) <= 8 - 1 + 12                # the sliding ones: the window and a tree
 

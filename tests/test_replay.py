@@ -74,9 +74,21 @@ def test_fast_replay_follows_the_recording_and_matches_exact_for_copying_sources
              for i, ids in enumerate(_prompts(4))]
     convs = [[t] for t in turns]
     methods = ["ar", "pld", "suffix", "pld+sem", "oilbird"]
-    fast, exact = (replay(convs, methods, v, mode=mode) for mode in ("fast", "exact"))
+    traces = {"fast": [], "exact": []}
+    fast, exact = (replay(convs, methods, v, mode=mode, on_request=lambda trs, _, m=mode: traces[m].extend(trs))
+                   for mode in ("fast", "exact"))
+    by = {mode: {(t.method, t.request_id): t for t in trs} for mode, trs in traces.items()}
+    assert by["fast"].keys() == by["exact"].keys() and len(by["fast"]) == 4 * len(methods)
     for m in ("pld", "suffix", "pld+sem"):
         assert fast["methods"][m]["tau"] == pytest.approx(exact["methods"][m]["tau"]), m
+        for t in turns:        # the same trees, verdicts and neighbours, cycle by cycle
+            f, e = by["fast"][m, t.id], by["exact"][m, t.id]
+            assert f.output_ids == e.output_ids == t.recording_ids
+            # fast mode knows the verifier's argmax only where the recording says it (-1 elsewhere)
+            assert [r[:6] + r[7:] for r in _cycle_record(f)] == [r[:6] + r[7:] for r in _cycle_record(e)], (m, t.id)
+            for cf, ce in zip(f.cycles, e.cycles):
+                assert all(a in (-1, b) for a, b in zip(cf.argmax, ce.argmax))
+                assert [cf.argmax[i] for i in cf.accepted] == [ce.argmax[i] for i in ce.accepted]
     assert all(r["lossless"] for r in fast["methods"].values())
     assert fast["methods"]["oilbird"]["speedup"] is None and exact["methods"]["oilbird"]["speedup"]
 
