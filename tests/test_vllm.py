@@ -830,3 +830,38 @@ def test_an_engine_runs_with_this_checkout_on_its_path():
     from oilbird.serving.serve_bench import ROOT, engine_env
     first = engine_env()["PYTHONPATH"].split(os.pathsep)[0]
     assert Path(first) == ROOT and (ROOT / "oilbird" / "serving" / "serve_bench.py").is_file()
+
+
+def test_serve_bench_results_are_written_as_a_run_and_force_replaces_the_earlier_one(capsys, monkeypatch, tmp_path):
+    """results.json is written atomically by the command's Run, after every engine: an earlier
+    run's results are refused without --force and, with it, replaced together with what was made
+    from them (its CSV, figures)."""
+    import oilbird.serving.serve_bench as sb
+    from oilbird.__main__ import main
+    out = tmp_path / "sb"
+    out.mkdir()
+    (out / "results.json").write_text('{"old": true}')
+    (out / "results.csv").write_text("old\n")
+    fake = {"batch_sizes": {}, "lossless": True, "engine": {}}
+    monkeypatch.setattr(sb, "run_serve_bench", lambda *a, **k: pytest.fail("engine started"))
+    assert main(["serve-bench", "--out", str(out)]) == 2
+    assert "pass --force" in capsys.readouterr().err and json.loads((out / "results.json").read_text()) == {"old": True}
+    monkeypatch.setattr(sb, "run_serve_bench", lambda *a, **k: fake)
+    assert main(["serve-bench", "--out", str(out), "--force"]) == 0
+    assert json.loads((out / "results.json").read_text()) == fake and not (out / "results.csv").exists()
+
+
+def test_an_engine_that_writes_nothing_is_never_read_from_an_earlier_runs_file(monkeypatch, tmp_path):
+    """Each engine's raw output is removed before it starts: an engine that exits 0 without
+    writing fails the bench instead of reporting the earlier run's numbers."""
+    import oilbird.serving.serve_bench as sb
+    out = tmp_path / "sb"
+    out.mkdir()
+    (out / "engine-nospec.json").write_text('{"stale": true}')
+    (out / "spec.json").write_text(json.dumps({"prompts": []}))
+    monkeypatch.setattr(sb, "check_python", lambda *a: None)
+    monkeypatch.setattr(sb, "prepare", lambda *a: out / "spec.json")
+    monkeypatch.setattr(sb.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0))
+    with pytest.raises(sb.ServeBenchError, match="the nospec engine failed"):
+        sb.run_serve_bench(methods=["nospec"], out=out, python="python")
+    assert not (out / "engine-nospec.json").exists()

@@ -81,12 +81,14 @@ def serve_bench(args) -> int:
     temperature = check_temperature(args.temperature)                       # before any engine starts
     check_dtype(args.dtype)
     cfg = _proposer_config(args)
-    run = Run(args.out or fresh_out("serve-bench", args.data), args.force, ("results.json",))
+    run = Run(args.out or fresh_out("serve-bench", args.data), args.force, ("results.json",), unit="methods")
     run.check()
     res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, args.batch_sizes, run.out,
                           k=args.num_spec_tokens, model=args.model, skip=args.skip,
                           kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg, temperature=temperature,
                           dtype=args.dtype, prefix_caching=args.prefix_caching, compile=args.compile)
+    with run.recording(len(methods)):          # atomic; --force replaces the earlier run's results here
+        run.write_json("results.json", res)
     print(format_serve_table(res))
     print(f"wrote {run.path('results.json')}")
     return 0 if res["lossless"] or res["lossless"] is None else 1

@@ -153,8 +153,10 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
                     python: str | None = None, kv_cache_gb: int | None = None, dtype: str = "float32",
                     oilbird_config: dict | None = None, timeout_s: int = 3600, temperature: float = 0.0,
                     prefix_caching: bool = False, compile: bool = False) -> dict:
-    """Serve the workload through vLLM once per method (one engine each) and write
-    ``out/results.json``; returns the results. See the module docstring; ``dtype``,
+    """Serve the workload through vLLM once per method (one engine each) and return the results
+    (the caller writes them: ``serve-bench`` as ``out/results.json``). ``out`` holds each engine's
+    job, log and raw output (``engine-METHOD.json``; an earlier run's is removed before its engine
+    starts, so a failed engine is never read from a stale file). See the module docstring; ``dtype``,
     ``prefix_caching`` and ``compile`` are the engines' settings (:data:`ENGINE_DEFAULTS`)."""
     methods = check_methods(methods)
     temperature = check_temperature(temperature)
@@ -173,6 +175,7 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
         job = {"method": m, "k": k, "batch_sizes": batch_sizes, "dtype": dtype, "temperature": temperature,
                "prefix_caching": bool(prefix_caching), "compile": bool(compile)}
         (out / f"job-{m}.json").write_text(json.dumps(job))
+        (out / f"engine-{m}.json").unlink(missing_ok=True)
         log = out / f"engine-{m}.log"
         load0 = _load()
         print(f"[serve-bench] {m}: starting an engine (1-3 min on CPU), log {log}", file=sys.stderr, flush=True)
@@ -186,9 +189,7 @@ def run_serve_bench(data: str = "builtin", methods=METHODS, limit: int | None = 
         runs[m] = json.loads((out / f"engine-{m}.json").read_text())
         runs[m]["load_before"], runs[m]["load_after"] = load0, _load()
         print(f"[serve-bench] {m}: done, load {load0} -> {runs[m]['load_after']}", file=sys.stderr, flush=True)
-    res = summarize(runs, spec, k, temperature)
-    (out / "results.json").write_text(json.dumps(res, indent=2))
-    return res
+    return summarize(runs, spec, k, temperature)
 
 
 def check_dtype(dtype: str) -> str:
