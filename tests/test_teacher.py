@@ -1,5 +1,6 @@
 """Teacher forcing for fast replay (oilbird.evaluation.teacher): windowed states past the
 context, the shared prefix, the disk cache, the floor; on the tiny mock model."""
+import dataclasses
 import random
 
 import pytest
@@ -126,6 +127,10 @@ def test_the_disk_cache_returns_the_computed_rows_and_refuses_what_does_not_matc
     assert c.key(Verifier(tiny_lm), other, cold.settings()) != c.key(Verifier(tiny_lm), turns, cold.settings())
     assert c.key(Verifier(make_tiny_lm(seed=1)), turns, cold.settings()) != c.key(Verifier(tiny_lm), turns,
                                                                                    cold.settings())
+    # the same weights on other kernels (or another device) round differently: another key too
+    packed = dataclasses.replace(tiny_lm, gemm="onednn")
+    assert TeacherCache(tmp_path).key(Verifier(packed), turns, cold.settings()) != \
+        c.key(Verifier(tiny_lm), turns, cold.settings())
     # a partial entry: one line, recomputed, the same numbers
     entry = next(tmp_path.glob("*.npz"))
     entry.write_bytes(entry.read_bytes()[:200])

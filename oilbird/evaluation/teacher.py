@@ -241,11 +241,14 @@ class TeacherForcer:
 # ---------------------------------------------------------------- the disk cache
 
 def model_fingerprint(lm) -> str:
-    """The model's name, config, key layer, dtype and a hash of a slice of every weight matrix's
-    bytes: two models that differ in any of them do not share cache entries."""
+    """The model's name, config, key layer, dtype, device kind and matmul kernels (``lm.gemm``),
+    and a hash of a slice of every weight matrix's bytes: two models that differ in any of them
+    do not share cache entries (another device or kernel rounds differently, and a near tie's
+    argmax can flip)."""
     h = hashlib.sha256()
     cfg = lm.model.config.to_dict() if hasattr(lm.model.config, "to_dict") else {}
-    h.update(json.dumps({"name": lm.name, "config": cfg, "state_layer": lm.state_layer, "dtype": str(lm.dtype)},
+    h.update(json.dumps({"name": lm.name, "config": cfg, "state_layer": lm.state_layer, "dtype": str(lm.dtype),
+                         "device": torch.device(lm.device).type, "gemm": lm.gemm},
                         sort_keys=True, default=str).encode())
     with torch.no_grad():
         for name, p in lm.model.named_parameters():
@@ -265,8 +268,8 @@ class TeacherCache:
     rendering or conversation never reads another's rows; the key is also stored inside the
     entry and checked. Per turn it stores its ``n + 1`` rows: argmax (int32), top-k ids
     (int32) and probabilities (float32), the key-layer state (float32, as computed: a warm
-    run's numbers are the cold run's on the same device and kernels, which the key does not hold:
-    they change only the rounding), and whether they were windowed. That is ``4 + 8k +
+    run's numbers are the cold run's, the device and kernels being in the key), and whether they
+    were windowed. That is ``4 + 8k +
     4d`` bytes per row (2,388 bytes for SmolLM2-135M, d = 576, k = 10), about 2.4 MB per 1,000
     recorded tokens. ``max_bytes`` bounds the folder: past it, new entries are not written (one
     line says so) and the run computes them instead. An entry that cannot be read or does not
