@@ -175,10 +175,11 @@ def _bench(args) -> int:
 
 
 def _passed(r: dict) -> bool:
-    """A method's check passed: lossless (greedy), or seed-reproducible with valid tokens (sampled)."""
+    """A method's check passed: lossless (and, sampled, valid tokens); a sampled run of a version
+    before the sampled audit (lossless null): seed-reproducible with valid tokens."""
     if r.get("lossless") is None:
         return bool(r.get("reproducible")) and bool(r.get("valid"))
-    return bool(r["lossless"])
+    return bool(r["lossless"]) and r.get("valid") is not False
 
 
 def _trace(args) -> int:
@@ -203,8 +204,8 @@ def _trace(args) -> int:
             if sampling is None:
                 print(f"{m}: tau {r['tau']:.2f}, lossless {r['lossless']}")
             else:
-                print(f"{m}: tau {r['tau']:.2f}, sampled ({sampling.describe()}): seed reproduced "
-                      f"{r['reproducible']}, tokens valid {r['valid']}")
+                print(f"{m}: tau {r['tau']:.2f}, sampled ({sampling.describe()}): lossless {r['lossless']} "
+                      f"(plain sampling, same seed), tokens valid {r['valid']}")
         if args.diagnose:
             from .evaluation.labels import attach_labels
             attach_labels(args.out, requests, lm, max_new_tokens=args.max_new_tokens)

@@ -316,7 +316,7 @@ class SpeculativeDecoder:
                        committed_sources=([node_sources[i] for i in accepted[1:]] + [[BONUS]])[:len(appended)],
                        tokens=list(tree.tokens), parents=list(tree.parents), sources=node_sources,
                        argmax=argmax)
-        if verdict.decisions:         # a sampled verdict: what decided each tried node (oilbird.sampling)
+        if verdict.decisions is not None:   # sampled: what decided each tried node (oilbird.sampling)
             c.decided_prob, c.residual_mass = decisions_per_node(verdict.decisions, len(tree))
         if self.trace:
             c.depths = tree.depths()

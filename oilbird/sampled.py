@@ -3,18 +3,20 @@
 What it knows: how to run one cycle's verdict under sampling. The tree is verified by the same
 single forward as greedy, with the nodes' logits kept; :func:`oilbird.sampling.target_probs`
 turns them into the request's target distributions and :func:`oilbird.sampling.sample_tree`
-decides the tree (lossless in distribution; tests/test_sampling.py proves it). What it does not
-know: drafting, the store, the trace format (the decoder fills those from the verdict).
+decides the tree. What it does not know: drafting, the store, the trace format (the decoder
+fills those from the verdict).
 
 Greedy (temperature 0) never comes here: :class:`oilbird.decoding.Greedy` stays the default
 judge and the plain AR loop stays :func:`oilbird.decoding.autoregressive`, so greedy's cost and
-outputs are unchanged. Sampled outputs cannot be audited token for token against greedy; what
-can be checked is that the same seed reproduces the same output and that every token is valid
-(:func:`check_sampled_output`).
+outputs are unchanged.
 
-Randomness: one numpy Generator per request, seeded by (seed, request id)
-(:func:`oilbird.sampling.request_rng`), so a request's output depends on its seed, its id and
-the decoder's state (the drafts consume draws), not on the order of requests.
+Randomness and the audit: one numpy Generator per request, seeded by (seed, request id)
+(:func:`oilbird.sampling.request_rng`), and one draw per committed token, the same draw plain
+sampling makes at that position. So a request's sampled output is a function of the model, the
+seed and the request id: every drafter, from any store state, commits token for token what
+:func:`sampled_autoregressive` commits with the same seed, and that is what the bench audits
+(:mod:`oilbird.evaluation.sampled_bench`). :func:`check_sampled_output` says what any sampled
+output must be (valid ids, no early end-of-sequence).
 """
 from __future__ import annotations
 

@@ -22,33 +22,41 @@ the drafts are deterministic (copied text, retrieved continuations, argmax rollo
 point mass on x, so the ratio is p(x) / 1 = p(x), and on rejection the residual
 max(p - q, 0) is p with x removed.
 
-**The rule** (:func:`sample_tree`), at an accepted node with target distribution p and the
-residual r = p (unnormalised, mass m = 1):
+**The rule** (:func:`sample_tree`): one uniform u per committed token, drawn in order from the
+request's generator, exactly as plain sampling draws one per token. At an accepted node with
+target distribution p:
 
-1. its children are taken in a fixed order (tree index order); siblings that carry the same
-   token are merged first into one candidate (their subtrees pooled), so no token is tried twice;
-2. for each candidate token x in turn: draw u ~ U[0, 1); accept x if u < r(x) / m. Accepted:
-   x is committed, and the walk continues at x with x's own p. Rejected: set r(x) = 0,
-   m = m - p(x) (renormalising r is dividing by m) and try the next candidate;
-3. when no candidate is accepted, or the node is a leaf, the bonus token is drawn from r / m
-   and the cycle ends.
+1. draw u and let t* be the token plain sampling would draw with it: the inverse CDF of p in
+   token-id order (:func:`token_at`, the same function :func:`sample_from` and the sampled AR
+   baseline use);
+2. its children are taken in a fixed order (tree index order), siblings that carry the same
+   token merged into one candidate (their subtrees pooled). A candidate x is accepted iff
+   x == t*: x is committed and the walk continues at x with x's own p and the next u;
+3. when no candidate is t* (or the node is a leaf), t* is the bonus token and the cycle ends.
 
-Why it is exact: the first candidate x1 is output with probability p(x1). Given its rejection,
-the residual is p conditioned on "not x1", so x2 is output with (1 - p(x1)) * p(x2) / (1 - p(x1))
-= p(x2), and so on; the bonus is drawn from p conditioned on "none of the tried tokens", which
-makes every token's total probability exactly p(token). After an accepted x the next token is
-decided with x's own p, the model's distribution given the committed prefix: by induction the
-whole committed sequence is distributed as plain sampling.
+Why it is exact, and more: whatever the tree, the token committed at every position is t*, the
+token plain sampling draws there with the same uniform. So a request decoded by any drafter, from
+any store, commits token for token what plain sampling with the same seed commits
+(:func:`oilbird.sampled.sampled_autoregressive`): lossless in the same checkable sense as greedy,
+and in distribution because each u is fresh (P(t* = x) = p(x) for every token x, given the prefix).
 
-**Worked example.** p = {a: 0.5, b: 0.3, c: 0.2}; the node has children b then a (in that order).
+The textbook residual rule is what the same walk looks like one candidate at a time, which is
+what the views show: given that the candidates tried before x were not t*, x is accepted with
+probability r(x) / m, where r is p with those candidates removed and m its mass (1.0 before any
+rejection); when all are rejected the bonus is distributed as r / m. The per-try record (token,
+r(x) / m, m, u) keeps that meaning. The expected number of accepted tokens is the textbook
+rule's: each candidate is accepted with probability p(x).
 
-* try b: accept with 0.3 / 1.0. Say u = 0.41: rejected; r = {a: 0.5, c: 0.2}, m = 0.7.
-* try a: accept with 0.5 / 0.7 = 0.714. Say u = 0.90: rejected; r = {c: 0.2}, m = 0.2.
-* bonus from r / m: c with probability 1.
+**Worked example.** p = {a: 0.5, b: 0.3, c: 0.2} (token ids in that order: a's CDF interval is
+[0, 0.5), b's [0.5, 0.8), c's [0.8, 1)); the node has children b then a.
 
-Over all draws: b with 0.3, a with 0.7 * 0.714 = 0.5, c with 0.7 * 0.286 = 0.2: exactly p.
-The per-try record (token, the probability that decided it, the residual mass before it, u) is
-what the views show: ``b: 0.300 of mass 1.000, drew 0.41 -> rejected``.
+* u = 0.90: t* = c.
+* try b: acceptance probability 0.3 of mass 1.0; b is not c: rejected. r = {a: 0.5, c: 0.2}, m = 0.7.
+* try a: 0.5 / 0.7 = 0.714; not c: rejected. r = {c: 0.2}, m = 0.2.
+* bonus: c (from r / m, c with probability 1).
+
+Over all u: b with 0.3, a with 0.5, c with 0.2: exactly p, whichever children the tree had.
+The record is what the views show: ``b: 0.300 of mass 1.000, drew 0.90 -> rejected``.
 
 Negative controls (tests/test_sampling.py): accepting a child only when it is the argmax of p,
 or accepting x with p(x) but then sampling the bonus from p instead of the residual, both
@@ -76,6 +84,10 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         check_sampling(self.temperature, self.top_p, self.seed)
+        # stored as plain float / int (numpy scalars too), so equality, JSON and hashing agree
+        object.__setattr__(self, "temperature", float(self.temperature))
+        object.__setattr__(self, "top_p", float(self.top_p))
+        object.__setattr__(self, "seed", int(self.seed))
 
     @property
     def greedy(self) -> bool:
@@ -86,21 +98,31 @@ class SamplingParams:
 
 
 def check_sampling(temperature, top_p, seed) -> None:
-    """Raise :class:`SamplingError` (one line) unless T >= 0, 0 < top_p <= 1 and seed is an int."""
-    try:
-        t = float(temperature)
-    except (TypeError, ValueError):
-        raise SamplingError(f"temperature must be a number >= 0, not {temperature!r}") from None
+    """Raise :class:`SamplingError` (one line) unless T is 0 or a number in [MIN_TEMPERATURE, inf),
+    0 < top_p <= 1 and seed is a whole number. Text and booleans are not numbers here (parse
+    text first: :func:`parse_seed`, ``float``)."""
+    t = _number(temperature, "temperature must be a number >= 0")
     if not np.isfinite(t) or t < 0:
         raise SamplingError(f"temperature must be a number >= 0 (0 = greedy), not {temperature!r}")
-    try:
-        q = float(top_p)
-    except (TypeError, ValueError):
-        raise SamplingError(f"top-p must be a number in (0, 1], not {top_p!r}") from None
+    if 0 < t < MIN_TEMPERATURE:
+        raise SamplingError(f"temperature {temperature!r} is too small to divide logits by: use 0 for "
+                            f"greedy or at least {MIN_TEMPERATURE:g}")
+    q = _number(top_p, "top-p must be a number in (0, 1]")
     if not (0 < q <= 1):
         raise SamplingError(f"top-p must be in (0, 1] (1 keeps every token), not {top_p!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise SamplingError(f"seed must be a whole number, not {seed!r}")
+
+
+# the smallest temperature taken (vLLM, too, draws nothing below 1e-5): a smaller one is greedy in
+# all but name, and one small enough makes z / T infinite and the softmax NaN; it is refused
+MIN_TEMPERATURE = 1e-5
+
+
+def _number(x, why: str) -> float:
+    if isinstance(x, (bool, str, bytes)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise SamplingError(f"{why}, not {x!r}")
+    return float(x)
 
 
 def parse_seed(text: str) -> int:
@@ -112,8 +134,9 @@ def parse_seed(text: str) -> int:
 
 
 def request_rng(params: SamplingParams, request_id: str) -> np.random.Generator:
-    """The generator one request decodes with: seeded by (seed, request id), so a request's
-    output depends on the seed and its own id only, not on what was decoded before it."""
+    """The generator one request decodes with: seeded by (seed, request id). Every committed token
+    consumes exactly one draw (:func:`sample_tree`), so a request's output depends on the seed
+    and its own id only: not on the drafter, the store or what was decoded before it."""
     import zlib
     # the whole seed, one entropy per seed: a seed in 0..2**32-1 seeds as it always did; a larger
     # one is not cut to 32 bits, and a negative one (entropy must be >= 0) gets a third word
@@ -131,7 +154,8 @@ def target_probs(logits, temperature: float, top_p: float = 1.0) -> np.ndarray:
         p = torch.zeros_like(z)
         p.scatter_(-1, z.argmax(-1, keepdim=True), 1.0)
         return p.numpy()
-    p = torch.softmax(z / float(temperature), dim=-1)
+    z = z / float(temperature)
+    p = torch.softmax(z - z.amax(-1, keepdim=True), dim=-1)   # shifted: a -inf or huge logit stays finite
     if top_p < 1.0:
         sp, order = torch.sort(p, dim=-1, descending=True, stable=True)
         before = torch.cumsum(sp, dim=-1) - sp          # mass of the tokens ranked above
@@ -142,31 +166,40 @@ def target_probs(logits, temperature: float, top_p: float = 1.0) -> np.ndarray:
     return p.numpy()
 
 
-def sample_from(p: np.ndarray, rng: np.random.Generator, mass: float | None = None) -> int:
-    """One token from the (possibly unnormalised) weights ``p`` (inverse CDF, one uniform)."""
+def token_at(p: np.ndarray, u: float) -> int:
+    """The token that the uniform ``u`` in [0, 1) picks from the (possibly unnormalised) weights
+    ``p``: the inverse CDF in token-id order. Plain sampling and the tree rule both pick with it."""
     c = np.cumsum(p)
-    total = c[-1] if mass is None else min(float(mass), c[-1])
-    i = int(np.searchsorted(c, rng.random() * total, side="right"))
+    total = float(c[-1])
+    if not np.isfinite(total) or total <= 0 or (p < 0).any():
+        raise SamplingError(f"cannot sample from these weights (total {total:g}): the logits or the "
+                            f"temperature give no distribution")
+    i = int(np.searchsorted(c, u * total, side="right"))
     if i >= len(p) or p[i] <= 0:                     # float edge: the last token with weight
         i = int(np.flatnonzero(p > 0)[-1])
     return i
 
 
+def sample_from(p: np.ndarray, rng: np.random.Generator) -> int:
+    """One token from the weights ``p`` with one uniform from ``rng`` (:func:`token_at`)."""
+    return token_at(p, float(rng.random()))
+
+
 @dataclass
 class Tried:
     """One candidate the rule tried: what decided it (for the views)."""
-    node: int             # tree node (the first of merged twins)
+    node: int             # tree node (accepted: the one on the accepted path; else the lowest twin)
     token: int
-    prob: float           # r(x) / m: its acceptance probability under the residual
+    prob: float           # r(x) / m: its acceptance probability given the earlier rejections
     residual_mass: float  # m: the residual's mass when it was tried (1.0 = nothing rejected yet)
-    u: float              # the uniform draw it was compared with
-    accepted: bool
+    u: float              # the position's uniform (every candidate at one node shares it)
+    accepted: bool        # x == the token u picks from p
 
 
 @dataclass
 class SampleVerdict:
     """What :func:`sample_tree` decided: the accepted root path (node indices, root first), the
-    bonus token, where the bonus came from, and every try in order."""
+    bonus token, the residual mass it was drawn from, and every try in order."""
     accepted: list[int]
     bonus: int
     tried: list[Tried] = field(default_factory=list)
@@ -198,6 +231,8 @@ def sample_tree(tokens, parents, probs, rng: np.random.Generator) -> SampleVerdi
     tried: list[Tried] = []
     while True:
         p = np.asarray(probs[group[0]], dtype=np.float64)
+        u = float(rng.random())              # this position's one draw, as plain sampling's
+        drawn = token_at(p, u)
         # candidates: children of every twin, in index order, merged by token
         order: list[int] = []
         by_token: dict[int, list[int]] = {}
@@ -208,26 +243,21 @@ def sample_tree(tokens, parents, probs, rng: np.random.Generator) -> SampleVerdi
                     by_token[t] = []
                     order.append(t)
                 by_token[t].append(c)
-        r, mass = p, 1.0
-        nxt = None
+        mass, nxt = 1.0, None
         for t in order:
-            q = float(r[t]) / mass if mass > 0 else 0.0
-            u = float(rng.random())
-            ok = u < q
-            tried.append(Tried(by_token[t][0], t, q, mass, u, ok))
+            ok = t == drawn
+            tried.append(Tried(min(by_token[t]), t, float(p[t]) / mass if mass > 0 else 0.0, mass, u, ok))
             if ok:
                 nxt = sorted(by_token[t])
                 break
-            if r is p:
-                r = p.copy()
-            r[t] = 0.0
-            mass = float(r.sum())
+            mass = max(0.0, mass - float(p[t]))
         if nxt is None:
-            if mass <= 0:        # only reachable by float rounding: every token was rejected
-                r, mass = p, 1.0
-            bonus = sample_from(r, rng, None if r is p else mass)
             path = _root_path(parents, group[0])
-            return SampleVerdict(path, bonus, tried, mass)
+            # merged twins: which twin the path went through is known only below it; an accepted
+            # try is recorded on the path's node (the k-th accepted try is the path's node k)
+            for node, t in zip(path[1:], [t for t in tried if t.accepted]):
+                t.node = node
+            return SampleVerdict(path, drawn, tried, mass)
         group = nxt
 
 

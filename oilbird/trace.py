@@ -155,7 +155,8 @@ class CycleTrace:
     timings: dict[str, float] = field(default_factory=dict)  # seconds: draft, verify, commit, update
     # a sampled cycle (oilbird.sampling): per tree node, the probability that decided it (its
     # acceptance probability under the residual) and the residual's mass when it was tried
-    # (1.0: no sibling rejected before it); None where never tried; empty when greedy or older
+    # (1.0: no sibling rejected before it); None where never tried (all None: nothing was tried);
+    # empty when greedy, replayed or written by an older version
     decided_prob: list[float | None] = field(default_factory=list)
     residual_mass: list[float | None] = field(default_factory=list)
 

@@ -9,7 +9,7 @@ outputs on the recorded path alone; an engine reports only what it committed) sa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,7 +29,8 @@ class TreeVerdict:
     argmax, topk_ids, topk_probs, states: the model's outputs at the ``seen`` nodes, one row
         each: int [m], int [m, k], float [m, k], float32 [m, d] (raw hidden states at the key layer).
     decisions: per tried node, how a sampled verdict decided it (the probability that decided
-        and the residual mass; see :mod:`oilbird.sampling` where present); empty for greedy.
+        and the residual mass; see :mod:`oilbird.sampling`); None for greedy and replay, a list
+        (empty when the tree had no child to try) for a sampled verdict.
 
     >>> v = TreeVerdict([0, 2], 7, [5, 1, 6], None, np.array([5, 1, 6]), np.zeros((3, 1), int),
     ...                 np.ones((3, 1)), np.zeros((3, 2), np.float32))
@@ -44,7 +45,7 @@ class TreeVerdict:
     topk_ids: np.ndarray
     topk_probs: np.ndarray
     states: np.ndarray
-    decisions: list[dict] = field(default_factory=list)
+    decisions: list[dict] | None = None
 
     def _row(self, node: int) -> int | None:
         if self.seen is None:

@@ -81,13 +81,15 @@ def make_windowed_lm(window: int = 8, kind: str = "gemma3", attn: str = "sdpa") 
 
 
 @torch.inference_mode()
-def greedy_without_cache(model, ids, n, eos=(2,)):
+def greedy_without_cache(model, ids, n, eos=(2,), pick=None):
     """Greedy decoding with no cache at all (the whole sequence each step): the most independent
-    reference there is for the decoder's output."""
+    reference there is for the decoder's output. ``pick`` (logits -> token) replaces the argmax:
+    plain sampling with :func:`sampled_pick`."""
     x = torch.tensor([ids])
     out = []
     for _ in range(n):
-        nxt = int(model(input_ids=x).logits[0, -1].argmax())
+        logits = model(input_ids=x).logits[0, -1]
+        nxt = int(logits.argmax()) if pick is None else pick(logits)
         out.append(nxt)
         if nxt in eos:
             break
@@ -95,21 +97,35 @@ def greedy_without_cache(model, ids, n, eos=(2,)):
     return out
 
 
+def sampled_pick(params, rng):
+    """logits -> one token of plain sampling with ``params``, one draw of ``rng`` per token."""
+    from oilbird.sampling import sample_from, target_probs
+    return lambda logits: sample_from(target_probs(logits, params.temperature, params.top_p), rng)
+
+
 @pytest.fixture(autouse=True)
-def every_greedy_request_on_a_mock_model_is_lossless(monkeypatch):
-    """The standard, enforced: every request a test decodes to the end with the live greedy judge
-    (``SpeculativeDecoder.run``) on an in-process mock model must equal cacheless greedy, token
-    for token, whatever the test itself goes on to check. (The real model's tests compare with
-    ``generate`` themselves; replay and sampling have other judges.)"""
+def every_request_on_a_mock_model_is_lossless(monkeypatch):
+    """The standard, enforced: every request a test decodes to the end with a live judge
+    (``SpeculativeDecoder.run``) on an in-process mock model must equal cacheless decoding, token
+    for token, whatever the test itself goes on to check: greedy's output for the greedy judge,
+    and for the sampling judge plain sampling's output with the same generator state (one draw
+    per token, :mod:`oilbird.sampling`). (The real model's tests compare with ``generate``
+    themselves; replay has the recording as its judge.)"""
+    import copy
+
     from oilbird.decoding import Greedy, SpeculativeDecoder
+    from oilbird.sampled import Sampled
     run = SpeculativeDecoder.run
 
     def checked(self, request_id, ids, max_new_tokens, on_cycle=None, judge=None):
+        rng = copy.deepcopy(judge.rng) if type(judge) is Sampled else None
         tr = run(self, request_id, ids, max_new_tokens, on_cycle=on_cycle, judge=judge)
         lm = self.verifier.lm
-        if (judge is None or type(judge) is Greedy) and lm.name.startswith("tiny-"):
-            ref = greedy_without_cache(lm.model, list(ids), max_new_tokens, tuple(lm.eos_token_ids))
-            assert tr.output_ids == ref, (f"{self.method} on {request_id!r} is not greedy's output: "
+        if (judge is None or type(judge) in (Greedy, Sampled)) and lm.name.startswith("tiny-"):
+            pick = None if rng is None else sampled_pick(judge.params, rng)
+            ref = greedy_without_cache(lm.model, list(ids), max_new_tokens, tuple(lm.eos_token_ids), pick)
+            assert tr.output_ids == ref, (f"{self.method} on {request_id!r} is not "
+                                          f"{'greedy' if rng is None else 'plain sampling'}'s output: "
                                           f"{tr.output_ids} vs {ref}")
         return tr
 

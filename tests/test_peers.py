@@ -290,12 +290,12 @@ def test_report_cli_on_a_trace_file(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("(a replay of gpt-4o's recorded outputs") and "| follows recording |" in out
     assert "| lossless |" not in out
-    # a sampled run's traces: never called greedy, nor lossless
+    # a sampled run's traces: never called greedy; the check is against plain sampling
     sp = {"temperature": 0.7, "top_p": 1.0, "seed": 0}
     sampled = save_traces([replace(t, meta={**t.meta, "sampling": sp}) for t in all_requests()], tmp_path / "s.jsonl")
     assert main([str(sampled)]) == 0
     out = capsys.readouterr().out
-    assert "own sampled outputs" in out and "greedy" not in out and "| checked (sampled) |" in out
+    assert "own sampled outputs" in out and "greedy" not in out and "| lossless (sampled) |" in out
 
 
 @needs_arctic

@@ -1,8 +1,9 @@
 """Sampling in the decoder, the bench and the CLI (the tiny mock model stands in for the real one).
 
-Greedy stays the default and unchanged; sampled runs are checked for seed reproducibility and
-valid tokens and never called lossless; bad settings are one line, exit 2, before any model loads.
-The distribution proof is tests/test_sampling.py.
+Greedy stays the default and unchanged; every sampled request equals plain sampling with the same
+seed token for token (tests/conftest.py checks each one a test decodes; the bench audits it);
+bad settings are one line, exit 2, before any model loads. The distribution proof is
+tests/test_sampling.py.
 """
 from __future__ import annotations
 
@@ -74,6 +75,23 @@ def test_sampled_ar_reproduces_and_differs_by_seed(tiny_lm):
     assert a.forwards == len(a.output_ids)
 
 
+@pytest.mark.parametrize("method", ["goose", "oilbird", "suffix-arctic"])
+def test_sampled_decoder_commits_plain_sampling_whatever_its_store(tiny_lm, method):
+    """One decoder decodes two requests: the second's output is plain sampling's for its own seed
+    and id, the same as when a fresh decoder (empty store) decodes it; the first request changed
+    the store and the drafts, not the tokens."""
+    v = Verifier(tiny_lm)
+    p = SamplingParams(0.5, 0.95, 3)
+    other = [1] + [3 + b for b in b"call f(x=1) then f(x=1) or f(x=2)"]
+    ref = sampled_autoregressive(v, PROMPT, 32, p, "b").output_ids
+    dec = make_decoder(method, v)
+    dec.run("a", other, 32, judge=Sampled(p, "a"))
+    after = dec.run("b", PROMPT, 32, judge=Sampled(p, "b"))
+    fresh = make_decoder(method, v).run("b", PROMPT, 32, judge=Sampled(p, "b"))
+    assert after.output_ids == fresh.output_ids == ref
+    assert [len(c.tokens) for c in after.cycles] != [len(c.tokens) for c in fresh.cycles]   # other drafts
+
+
 @pytest.mark.parametrize("method", ["goose", "oilbird", "pld"])
 def test_sampled_decoder_reproduces_its_seed_and_emits_valid_tokens(tiny_lm, method):
     v = Verifier(tiny_lm)
@@ -120,7 +138,7 @@ def test_decisions_per_node():
     assert decisions_per_node(d, 4) == ([None, 0.5, 0.25, None], [None, 0.75, 1.0, None])
 
 
-def test_sampled_bench_says_what_it_checked_and_never_lossless(tmp_path, capsys, monkeypatch):
+def test_sampled_bench_audits_every_method_against_plain_sampling(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: make_tiny_lm())
     data = tmp_path / "reqs.jsonl"
     data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"call f({i}) twice"}) + "\n" for i in range(2)))
@@ -130,14 +148,33 @@ def test_sampled_bench_says_what_it_checked_and_never_lossless(tmp_path, capsys,
     printed = capsys.readouterr().out
     assert rc == 0, printed
     res = json.loads((out / "results.json").read_text())
-    assert res["sampling"]["temperature"] == 0.7 and "seed reproducibility" in res["sampling"]["checked"]
+    assert res["sampling"]["temperature"] == 0.7 and "plain sampling" in res["sampling"]["checked"]
     for r in res["methods"].values():
-        assert r["lossless"] is None and r["reproducible"] is True and r["valid"] is True
-    assert "lossless" not in printed and "seed-reproducible, valid" in printed
-    # the CSV never calls a sampled run lossless: its lossless column is empty
+        assert r["lossless"] is True and r["valid"] is True and "reproducible" not in r
+    assert "lossless (sampled)" in printed and "seed-reproducible" not in printed
     import csv
     rows = list(csv.DictReader((out / "results.csv").open()))
-    assert rows and all(not r.get("lossless") for r in rows), rows
+    assert rows and all(r.get("lossless") == "True" for r in rows), rows
+
+
+def test_the_sampled_audit_fails_a_method_that_draws_differently(tiny_lm, monkeypatch):
+    """The audit can fail: a judge whose generator is offset by one draw (what a rule that
+    spends a draw per tried child would do) commits other tokens, and the bench says so."""
+    from oilbird.data.requests import Request
+    from oilbird.evaluation import sampled_bench
+    from oilbird.evaluation.bench import run_bench
+
+    class OffByOne(Sampled):
+        def __init__(self, params, request_id=""):
+            super().__init__(params, request_id)
+            self.rng.random()
+    monkeypatch.setattr(sampled_bench, "Sampled", OffByOne)
+    reqs = [Request(f"q{i}", [{"role": "user", "content": f"call f({i}) twice"}]) for i in range(2)]
+    res = run_bench(reqs, ["ar", "goose"], Verifier(tiny_lm), max_new_tokens=16, progress=False,
+                    sampling=SamplingParams(1.0, 1.0, 5))
+    assert res["methods"]["ar"]["lossless"] is True
+    assert res["methods"]["goose"]["lossless"] is False
+    assert "plain sampling, same seed" in res["methods"]["goose"]["first_failure"]
 
 
 def test_sampled_trace_carries_the_settings(tmp_path, capsys, monkeypatch):
@@ -150,7 +187,7 @@ def test_sampled_trace_carries_the_settings(tmp_path, capsys, monkeypatch):
     assert "sampled (T=1, top-p=0.9, seed=2)" in capsys.readouterr().out
     tr = load_traces(out)[0]
     assert tr.meta["sampling"] == {"temperature": 1.0, "top_p": 0.9, "seed": 2}
-    assert tr.lossless is None
+    assert tr.lossless is True          # audited against plain sampling with the same seed
 
 
 def test_request_generators_depend_on_seed_and_id_only():
@@ -158,7 +195,8 @@ def test_request_generators_depend_on_seed_and_id_only():
     p = SamplingParams(1.0, 1.0, 9)
     assert request_rng(p, "a").random() == request_rng(p, "a").random()
     assert request_rng(p, "a").random() != request_rng(p, "b").random()
-    assert np.isfinite(request_rng(SamplingParams(1.0, 1.0, -3), "a").random())
+    draws = {request_rng(SamplingParams(1.0, 1.0, s), "a").random() for s in (-3, 3, 2**40, 2**40 + 2**32)}
+    assert len(draws) == 4          # a negative seed is not its absolute value; no seed is cut to 32 bits
 
 
 @pytest.mark.parametrize("method", ["goose", "oilbird"])

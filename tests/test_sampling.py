@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 import torch
 
-from oilbird.sampling import (SampleVerdict, SamplingError, SamplingParams, check_sampling, sample_from,
-                              sample_tree, target_probs)
+from oilbird.sampling import (MIN_TEMPERATURE, SampleVerdict, SamplingError, SamplingParams, check_sampling,
+                              sample_from, sample_tree, target_probs)
 from oilbird.tree import greedy_accept
 
 N = 20_000
@@ -349,10 +349,71 @@ def test_same_seed_same_verdict():
 
 @pytest.mark.parametrize("t,top_p,seed,msg", [
     (-0.1, 1.0, 0, "temperature"), (float("nan"), 1.0, 0, "temperature"), ("hot", 1.0, 0, "temperature"),
-    (1.0, 0.0, 0, "top-p"), (1.0, 1.5, 0, "top-p"), (1.0, 1.0, 1.5, "seed"), (1.0, 1.0, "7", "seed")])
+    ("0.7", 1.0, 0, "temperature"), (True, 1.0, 0, "temperature"), (1e-320, 1.0, 0, "too small"),
+    (float("inf"), 1.0, 0, "temperature"), (1.0, "0.9", 0, "top-p"), (1.0, True, 0, "top-p"),
+    (1.0, 0.0, 0, "top-p"), (1.0, 1.5, 0, "top-p"), (1.0, 1.0, 1.5, "seed"), (1.0, 1.0, "7", "seed"),
+    (1.0, 1.0, True, "seed")])
 def test_bad_settings_are_one_line(t, top_p, seed, msg):
     with pytest.raises(SamplingError, match=msg) as e:
         check_sampling(t, top_p, seed)
     assert "\n" not in str(e.value)
     with pytest.raises(SamplingError):
         SamplingParams(t, top_p, seed)
+
+
+def test_settings_are_stored_as_plain_numbers():
+    p = SamplingParams(np.float32(0.5), np.float64(1.0), np.int64(3))
+    assert (type(p.temperature), type(p.top_p), type(p.seed)) == (float, float, int)
+    assert p == SamplingParams(0.5, 1.0, 3) and SamplingParams(1, 1, 0).temperature == 1.0
+
+
+def test_weights_that_are_no_distribution_are_one_clear_error():
+    rng = np.random.default_rng(0)
+    for bad in ([np.nan, 0.5], [0.0, 0.0], [np.inf, 1.0], [-0.1, 1.1]):
+        with pytest.raises(SamplingError, match="cannot sample"):
+            sample_from(np.array(bad), rng)
+
+
+def test_extreme_logits_and_the_smallest_temperature_give_a_distribution():
+    z = torch.tensor([[3e4, 0.0, -float("inf"), 2.9e4], [0.0, 1e-6, 0.0, 0.0]])
+    for t in (MIN_TEMPERATURE, 1e-3, 1.0):
+        p = target_probs(z, t)
+        assert np.isfinite(p).all() and p.sum(1) == pytest.approx([1.0, 1.0]) and (p[0, 2] == 0)
+    assert target_probs(z, MIN_TEMPERATURE)[1].argmax() == 1      # a 1e-6 gap at T = 1e-5: decided
+
+
+@pytest.mark.parametrize("case", range(len(TABLE_CASES)))
+def test_a_cycle_commits_what_plain_sampling_draws_with_the_same_generator(case):
+    """The rule's stronger property (module doc): whatever the tree, the tokens a cycle commits
+    are the ones plain sampling draws with the same generator, one draw per token; so a
+    speculative request is checkable token for token against plain sampling."""
+    vocab, t, top_p, prefix = TABLE_CASES[case]
+    model = TableModel(vocab, t, top_p, seed=case)
+    rng_trees = np.random.default_rng(case)
+    accepted_any = 0
+    for trial in range(300):
+        n = int(rng_trees.integers(1, 10))
+        parents = [-1] + [int(rng_trees.integers(0, i)) for i in range(1, n)]
+        tokens = [prefix[-1]] + [int(x) for x in rng_trees.integers(0, vocab, n - 1)]
+        v = sample_tree(tokens, parents, NodeProbs(model, prefix, tokens, parents), np.random.default_rng(trial))
+        out = [tokens[i] for i in v.accepted[1:]] + [v.bonus]
+        plain, rng = [], np.random.default_rng(trial)
+        while len(plain) < len(out):
+            plain.append(sample_from(model(prefix + tuple(plain)), rng))
+        assert out == plain, (trial, tokens, parents)
+        accepted_any += len(v.accepted) > 1
+        for tr in v.tried:                  # what the views read: the tried node is on the tree
+            assert tokens[tr.node] == tr.token and (tr.node in v.accepted) == tr.accepted
+    assert accepted_any > 30                # the trees did get tokens accepted
+
+
+def test_merged_twins_record_the_node_the_accepted_path_takes():
+    """Twins 1 and 2 (token 1) whose children carry the same token 3 in reverse index order
+    (node 3 under twin 2, node 4 under twin 1): the path goes 0, 2, 3, and both accepted tries are
+    recorded on the path's nodes (not on twin 1, nor on node 4, the first child met)."""
+    tokens, parents = [0, 1, 1, 3, 3], [-1, 0, 0, 2, 1]
+    p = np.zeros((5, 4))
+    p[0, 1] = p[1, 3] = p[2, 3] = p[3, 0] = p[4, 0] = 1.0
+    v = sample_tree(tokens, parents, p, np.random.default_rng(0))
+    assert v.accepted == [0, 2, 3] and v.bonus == 0
+    assert [(t.node, t.accepted) for t in v.tried] == [(2, True), (3, True)]

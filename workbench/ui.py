@@ -259,8 +259,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                         f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
                         "new tokens; the model loads on first use. Each session keeps its own "
                         "cross-request store. A temperature above 0 samples (with top-p and the seed): "
-                        "the tree is then decided by the lossless sampling rule, and the tree's hover shows, "
-                        "per tried node, the probability that decided it and the residual's mass.")
+                        "the tree is then decided by the lossless sampling rule (every method commits "
+                        "plain sampling's tokens for that seed; drafts change only how many per forward), "
+                        "and the tree's hover shows, per tried node, the probability that decided it and "
+                        "the residual's mass.")
             with gr.Row():
                 live_t = gr.Number(0, label="temperature (0 = greedy)", elem_id="wb-temperature", minimum=None)
                 live_p = gr.Number(1, label="top-p, in (0, 1]", elem_id="wb-top-p")

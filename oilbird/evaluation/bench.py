@@ -75,7 +75,8 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
     what it did behind (:class:`oilbird.evaluation.runs.Run` writes both). ``trace_out``: a trace file
     written at the end instead, for a caller without a sink. ``sampling``: a
     :class:`~oilbird.sampling.SamplingParams` with temperature > 0 samples instead of greedy;
-    the audit is then replaced by the checks of :mod:`oilbird.evaluation.sampled_bench`.
+    the audit is then against plain sampling with the same seed
+    (:mod:`oilbird.evaluation.sampled_bench`).
     """
     methods = as_methods(methods)
     names = [m.name for m in methods]
@@ -87,12 +88,9 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
                                    store_kwargs=store_kwargs) for m in methods}
     else:
         from .sampled_bench import SampledChecks, sampled_runner
-        by_name = {m.name: m for m in methods}
-
-        def fresh(name: str) -> Callable:
-            return sampled_runner(by_name[name], verifier, max_new_tokens, keep_traces, tree, store_kwargs, sampling)
-        runners = {n: fresh(n) for n in names}
-        checks = SampledChecks(names, fresh, lm, max_new_tokens, sampling)
+        runners = {m.name: sampled_runner(m, verifier, max_new_tokens, keep_traces, tree, store_kwargs, sampling)
+                   for m in methods}
+        checks = SampledChecks(names, verifier, max_new_tokens, sampling)
     stats = {m.name: MethodStats() for m in methods}
     traces: list[RequestTrace] = []
     encoded = encode_requests(lm, requests, max_new_tokens)
@@ -110,8 +108,8 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
             if r.trace is not None:
                 st.add_trace(r.trace)
                 req_traces.append(r.trace)
-        if checks is not None:      # sampled: seed reproducibility and valid tokens instead
-            checks.request(req, ids, outputs, stats)
+        if checks is not None:      # sampled: audited against plain sampling with the same seed
+            checks.request(req, ids, outputs, stats, req_traces)
         else:
             _audit(lm, req, ids, max_new_tokens, names, outputs, stats, req_traces)
         if trace_out is not None:

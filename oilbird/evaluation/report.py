@@ -78,7 +78,7 @@ def _bars(results: dict, key: str, title: str, ref: float | None) -> go.Figure:
     methods = results["methods"]
     names = list(methods)
     vals = [methods[m].get(key) for m in names]
-    failed = [methods[m].get("lossless", True) is False for m in names]    # null: sampled, not audited
+    failed = [methods[m].get("lossless", True) is False for m in names]    # null: not audited
     colors = ["#c53030" if f else "#2b6cb0" for f in failed]
     text = [("-" if v is None else f"{v:.2f}") + (" NOT lossless" if f else "") for f, v in zip(failed, vals)]
     fig = go.Figure(go.Bar(x=names, y=[v if v is not None else 0 for v in vals], text=text,
@@ -204,7 +204,7 @@ def trace_methods(traces) -> dict:
         st = stats.setdefault(tr.method, MethodStats())
         st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0)
         st.add_trace(tr)
-        if tr.meta.get("sampling"):          # sampled: not comparable with greedy, never "lossless"
+        if tr.meta.get("sampling") and tr.lossless is None:   # sampled before the sampled audit
             st.lossless = None
         elif tr.lossless is False:
             st.lossless = False
@@ -223,7 +223,7 @@ def trace_origin(traces) -> dict:
     models = sorted({t.model for t in traces if t.model})
     model = {"model": ", ".join(models)} if models else {}
     sampled = [t.meta["sampling"] for t in traces if t.meta.get("sampling")]
-    if sampled:                      # sampled decoding: never called greedy, nor lossless
+    if sampled:                      # sampled decoding: never called greedy
         return {**model, "sampling": sampled[0]} if len(sampled) == len(traces) else {}
     if all(isinstance(r, dict) for r in replays):
         who = sorted({str(r.get("recorded_by") or "a recorded model") for r in replays})
@@ -246,7 +246,7 @@ def source_table(methods: dict, check: str = "lossless") -> str:
     for m, r in methods.items():
         rows.append(f"| {m} | {r['n_requests']} | {r['tau']:.2f} | {r.get('mean_nodes', 0):.1f} | "
                     f"{counts(r.get('accepted_by_source', {}))} | {counts(r.get('sole_by_source', {}))} | "
-                    f"{'sampled, not audited' if r['lossless'] is None else 'yes' if r['lossless'] else 'NO'} |")
+                    f"{'not audited' if r['lossless'] is None else 'yes' if r['lossless'] else 'NO'} |")
     return "\n".join(rows)
 
 
@@ -276,7 +276,8 @@ _KINDS = {
 _METHOD_REQUIRED = {"tau": "a number", "lossless": "true, false or null"}
 _METHOD_OPTIONAL = {
     "tokens_per_s": "a number or null",                              # a fast replay times nothing
-    "reproducible": "true or false", "valid": "true or false",       # sampled runs (lossless null)
+    "valid": "true or false",                                        # sampled runs
+    "reproducible": "true or false",             # sampled runs before the sampled audit (lossless null)
     "speedup": "a number or null", "decode_speedup": "a number or null",
     "decode_tokens_per_s": "a number or null", "overhead_share": "a number", "mean_nodes": "a number",
     "n_requests": "a count", "tokens": "a count", "forwards": "a count", "seconds": "a number",

@@ -106,11 +106,14 @@ def with_speedups(methods: dict[str, dict]) -> dict[str, dict]:
 
 
 def check_cell(r: dict) -> str:
-    """A method's verdict for a table: lossless (greedy: audited against greedy), or, for a
-    sampled run (``lossless`` null), the checks it passed instead; a sampled run never says lossless."""
+    """A method's verdict for a table: lossless (audited against greedy, or under sampling against
+    plain sampling with the same seed), or invalid tokens; a sampled run of a version before the
+    sampled audit (``lossless`` null) says the checks it passed instead."""
     if r.get("lossless") is None:
         ok = r.get("reproducible") and r.get("valid")
         return "seed-reproducible, valid" if ok else "NOT reproducible or invalid"
+    if r.get("valid") is False:
+        return "NO (invalid tokens)"
     return "yes" if r["lossless"] else "NO"
 
 
@@ -134,7 +137,7 @@ def measured(columns, methods: dict) -> list:
 
 def check_header(results: dict) -> str:
     """The check column's name: what :func:`check_cell` says for this run."""
-    return ("checked (sampled)" if results.get("sampling") else
+    return ("lossless (sampled)" if results.get("sampling") else
             "follows recording" if results.get("replay") else "lossless")
 
 

@@ -1,18 +1,20 @@
-"""The bench under sampling (``--temperature > 0``): runners and what is checked instead of the audit.
+"""The bench under sampling (``--temperature > 0``): runners and the sampled audit.
 
-A sampled output cannot be compared token for token with greedy decoding, nor with another
-method's sampled output (each draws differently from the same distributions). What the bench
-checks instead, and says it checked (``results.json``: ``sampling.checked``; per method
-``reproducible`` and ``valid``; ``lossless`` is null, never true):
+The tree rule (:mod:`oilbird.sampling`) draws one uniform per committed token, the one plain
+sampling draws at that position, so a sampled request's output is a function of the model, the
+seed and the request id: every method, whatever its drafts and store, must commit token for
+token what plain sampling commits. That is the audit (``results.json``: ``sampling.checked``;
+per method ``lossless`` true or false, as for greedy, and ``valid``):
 
-* **seed reproducibility**: the first request is decoded a second time by a fresh runner of the
-  same method (the state the first run started from) with the same seed; the outputs must be
-  equal;
+* **lossless**: every output equal, token for token, to an independent plain-sampling run of
+  the same request with the same seed (:func:`oilbird.sampled.sampled_autoregressive`, one
+  forward per token with the KV cache; not the timed runner);
 * **valid tokens**, on every request: ids inside the vocabulary, no end-of-sequence before the
   end, and the output ends with end-of-sequence or at ``max_new_tokens``
   (:func:`oilbird.sampled.check_sampled_output`).
 
-That the sampler is lossless in distribution is proven by tests/test_sampling.py, not here.
+That the rule is lossless in distribution (each committed token drawn from the model's p) is
+proven by tests/test_sampling.py.
 """
 from __future__ import annotations
 
@@ -20,15 +22,15 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
+from ..audit import compare
 from ..decoding import DecodeResult
 from ..methods import Method, TreeConfig
 from ..sampled import Sampled, check_sampled_output, sampled_autoregressive
 from ..sampling import SamplingParams
 from ..verifier import Verifier
 
-CHECKED = ("seed reproducibility (the first request decoded again by a fresh runner with the same seed "
-           "gives the same output) and valid tokens on every request; sampled outputs are not "
-           "comparable token for token with greedy")
+CHECKED = ("every output equal token for token to plain sampling of the same request with the same seed "
+           "(one draw per token, so the drafts cannot change it), and valid tokens on every request")
 
 
 def check_sampled_methods(methods: list[Method]) -> None:
@@ -59,41 +61,37 @@ def sampled_runner(m: Method, verifier: Verifier, max_new: int, keep_traces: boo
 
 
 class SampledChecks:
-    """The checks of a sampled run (module doc), per method; ``fresh(name)`` builds a new runner."""
+    """The sampled audit (module doc), per method, request after request."""
 
-    def __init__(self, names: list[str], fresh: Callable[[str], Callable], lm, max_new: int,
-                 params: SamplingParams):
-        self.names, self.fresh, self.lm, self.max_new, self.params = names, fresh, lm, max_new, params
+    def __init__(self, names: list[str], verifier: Verifier, max_new: int, params: SamplingParams):
+        self.names, self.verifier, self.max_new, self.params = names, verifier, max_new, params
         self.valid = {n: True for n in names}
-        self.reproducible: dict[str, bool | None] = {n: None for n in names}
         self.failure: dict[str, str] = {}
-        self.k = 0
 
-    def request(self, req, ids, outputs: dict[str, list[int]], stats: dict) -> None:
-        vocab, eos = int(self.lm.model.config.vocab_size), self.lm.eos_token_ids
+    def request(self, req, ids, outputs: dict[str, list[int]], stats: dict, req_traces=()) -> None:
+        lm = self.verifier.lm
+        vocab, eos = int(lm.model.config.vocab_size), lm.eos_token_ids
+        ref = sampled_autoregressive(self.verifier, ids, self.max_new, self.params, req.id).output_ids
         for n in self.names:
+            row, st = stats[n].per_request[-1], stats[n]
             why = check_sampled_output(outputs[n], vocab, eos, self.max_new)
-            stats[n].per_request[-1]["valid"] = why is None
+            row["valid"] = why is None
             if why is not None:
                 self.valid[n] = False
                 self.failure.setdefault(n, f"{req.id}: {why}")
-        if self.k == 0:       # untimed: not added to the stats
-            for n in self.names:
-                again = self.fresh(n)(req, ids).output_ids
-                self.reproducible[n] = again == outputs[n]
-                if again != outputs[n]:
-                    self.failure.setdefault(n, f"{req.id}: the same seed gave a different output")
-        self.k += 1
+            res = compare(ref, outputs[n])
+            row["lossless"] = res.lossless
+            if not res.lossless:
+                st.lossless = False
+                st.first_failure = st.first_failure or f"{req.id}: {res.message()} (plain sampling, same seed)"
+        for tr in req_traces:
+            tr.lossless = compare(ref, tr.output_ids).lossless
 
     def annotate(self, results: dict) -> dict:
-        """Put the checks into a results dict (``lossless`` null: not audited)."""
+        """Put the checks into a results dict: ``valid`` per method, first failures, the settings."""
         for n, r in results["methods"].items():
-            r["lossless"] = None
-            r["reproducible"] = bool(self.reproducible.get(n))
             r["valid"] = self.valid[n]
-            if n in self.failure:
+            if n in self.failure and "first_failure" not in r:
                 r["first_failure"] = self.failure[n]
-            else:
-                r.pop("first_failure", None)
         results["sampling"] = {**asdict(self.params), "checked": CHECKED}
         return results
