@@ -81,7 +81,7 @@ def test_sampled_decoder_commits_plain_sampling_whatever_its_store(tiny_lm, meth
     and id, the same as when a fresh decoder (empty store) decodes it; the first request changed
     the store and the drafts, not the tokens."""
     v = Verifier(tiny_lm)
-    p = SamplingParams(0.5, 0.95, 3)
+    p = SamplingParams(0.3, 0.95, 3)
     other = [1] + [3 + b for b in b"call f(x=1) then f(x=1) or f(x=2)"]
     ref = sampled_autoregressive(v, PROMPT, 32, p, "b").output_ids
     dec = make_decoder(method, v)
