@@ -82,6 +82,19 @@ def make_sources(names, store: Store, dim: int, vocab_size: int, shared: dict | 
     return [shared.get(n) or make[n]() for n in names]
 
 
+def check_store_fits(store: Store, dim: int, vocab_size: int) -> None:
+    """Raise ValueError (one line) unless ``store`` can serve a model with hidden size
+    ``dim`` and ``vocab_size`` token ids: a store belongs to the model that wrote it."""
+    if store.dim != int(dim):
+        raise ValueError(f"the store holds {store.dim}-dimensional states and the model's hidden size is "
+                         f"{int(dim)}: a store serves the model that wrote it")
+    toks = store.suffix.live_tokens()
+    top = int(toks.max()) if len(toks) else -1
+    if top >= int(vocab_size):
+        raise ValueError(f"the store holds token id {top}, beyond the model's vocabulary of {int(vocab_size)}: "
+                         f"a store serves the model that wrote it")
+
+
 def make_decoder(method: str | Method, verifier: Verifier, store: Store | None = None,
                  tree: TreeConfig | None = None, trace: bool = True, tenant: str = "default",
                  store_kwargs: dict | None = None) -> SpeculativeDecoder:
@@ -109,6 +122,8 @@ def make_decoder(method: str | Method, verifier: Verifier, store: Store | None =
         dim = int(lm.model.config.hidden_size)
         if store is None:
             store = Store(dim=dim, tenant=tenant, **(store_kwargs or {}))
+        else:
+            check_store_fits(store, dim, int(lm.model.config.vocab_size))
         sources = make_sources(m.sources, store, dim, int(lm.model.config.vocab_size))
         drafter = Drafter(sources, m.tree(tree))
     else:

@@ -40,7 +40,7 @@ import numpy as np
 
 from .errors import InputError
 from .state_index import INT8_RANGE, STATE_DTYPES, default_pq_m, index_kind, ivf_rows, new_state_index
-from .store_snapshot import Snapshot, check_snapshot
+from .store_snapshot import Snapshot, check_bounds, check_snapshot, plain_bound
 from .suffix_index import SEP, Column, PoolSuffixIndex, SuffixIndex
 
 __all__ = ["SEP", "STATE_DTYPES", "PoolSuffixIndex", "Record", "Snapshot", "Store", "StoreError", "SuffixIndex"]
@@ -65,13 +65,6 @@ class Record:
     token: int
     request_id: str
     position: int
-
-
-def check_bounds(**bounds) -> None:
-    """A Store's bounds (``max_records`` ...): None (no bound) or >= 0."""
-    bad = next((k for k, v in bounds.items() if v is not None and v < 0), None)
-    if bad:
-        raise ValueError(f"{bad} must be >= 0")
 
 
 class Store:
@@ -112,10 +105,10 @@ class Store:
         self.tenant = str(tenant)
         self.gram = int(gram)
         self.state_dtype = state_dtype
-        self.max_records = max_records
-        self.max_bytes = max_bytes
-        self.max_requests = max_requests
-        self.max_age_s = max_age_s
+        self.max_records = plain_bound("max_records", max_records)
+        self.max_bytes = plain_bound("max_bytes", max_bytes)
+        self.max_requests = plain_bound("max_requests", max_requests)
+        self.max_age_s = plain_bound("max_age_s", max_age_s)
         self.compact_slack = float(compact_slack)
         self.pq_m = int(pq_m or default_pq_m(self.dim)) if state_dtype == "pq" else 0
         if self.pq_m and self.dim % self.pq_m:
@@ -244,19 +237,20 @@ class Store:
         t0 = time.perf_counter()
         if self._pending:
             pend = sorted(self._pending, key=lambda r: r[2])
-            self._pending = []
             start = self.next_record
             n = len(pend)
-            stream = self.suffix.add_document([p[0] for p in pend])
-            self._posn.extend([p[2] for p in pend])
             with_state = [k for k, p in enumerate(pend) if p[3] is not None]
-            if with_state:
-                vecs = np.stack([pend[k][3] for k in with_state]).astype(np.float32)
+            if with_state:      # first the step that can fail (memory, faiss): if it raises,
+                vecs = np.stack([pend[k][3] for k in with_state]).astype(np.float32)   # nothing changed
                 if self._is_ivf():
                     r0 = self._row_base + self._row_rec.n
                     self.index.add_with_ids(vecs, np.arange(r0, r0 + len(vecs), dtype=np.int64))
                 else:
                     self.index.add(vecs)
+            self._pending = []
+            stream = self.suffix.add_document([p[0] for p in pend])
+            self._posn.extend([p[2] for p in pend])
+            if with_state:
                 self._row_rec.extend(np.asarray(with_state, dtype=np.int64) + (start - self._rbase))
             self.next_record += n
             self._q_id.append(pend[0][1])

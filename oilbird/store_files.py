@@ -32,6 +32,7 @@ import numpy as np
 from .errors import InputError, shown
 from .jsonio import loads
 from .store import Snapshot, Store, StoreError, check_bounds
+from .store_snapshot import check_snapshot
 
 FORMAT = "oilbird-store"
 FORMAT_VERSION = 1
@@ -45,6 +46,10 @@ def save_store(store: Store, path) -> Path:
     being decoded is not saved. Raises :class:`StoreError` when the file cannot be written."""
     path = Path(path)
     snap = store.snapshot()
+    try:
+        check_snapshot(snap)             # what load_store will check: never write a file it refuses
+    except ValueError as exc:
+        raise StoreError(path, f"not saved: the store is inconsistent ({str(exc)[:200]})") from exc
     members: dict[str, bytes] = {}
     for name in ARRAYS:
         buf = io.BytesIO()
@@ -55,7 +60,10 @@ def save_store(store: Store, path) -> Path:
     header = {"format": FORMAT, "version": FORMAT_VERSION, "config": snap.config, "state": snap.state,
               "payload": {k: {"sha256": hashlib.sha256(v).hexdigest(), "bytes": len(v)}
                           for k, v in members.items()}}
-    hb = json.dumps(header, indent=1, sort_keys=True).encode()
+    try:                                 # strict JSON, as load_store reads it (no NaN, no Infinity)
+        hb = json.dumps(header, indent=1, sort_keys=True, allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise StoreError(path, f"not saved: its options are not plain JSON numbers ({exc})") from exc
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -260,8 +268,10 @@ class StoreRegistry:
         check_bounds(**{k: v for k, v in store_kwargs.items() if k in BOUNDS})
         reg = cls(dim, **store_kwargs)
         loaded = {}
-        asked = {k: (v or None) if k == "pq_m" else v          # config() writes a pq_m of 0 as None
-                 for k, v in store_kwargs.items() if k in FORMAT_OPTIONS}
+        # the options as a store built with them holds them (pq_train_size is raised to 2**pq_nbits,
+        # pq_m is 0 unless pq, ...): compared with the saved store's own config
+        normal = Store(dim, **store_kwargs).config()
+        asked = {k: normal[k] for k in store_kwargs if k in FORMAT_OPTIONS}
         for f in sorted(Path(directory).glob(_TENANT_FILE.format("*"))):
             hexname = f.name[len("tenant-"):-len(".oilstore")]
             try:
@@ -280,7 +290,7 @@ class StoreRegistry:
         for s in loaded.values():
             for k in BOUNDS + TUNING:
                 if k in store_kwargs:
-                    setattr(s, k, store_kwargs[k])
+                    setattr(s, k, normal[k])
             s.expire()
         reg._stores = loaded
         return reg

@@ -1,10 +1,12 @@
 """A store's committed records as plain parts (:class:`Snapshot`: what a store file holds,
 :meth:`Store.snapshot <oilbird.store.Store.snapshot>`) and the checks one passes before a store
 is built from it (:func:`check_snapshot`, :meth:`Store.from_snapshot
-<oilbird.store.Store.from_snapshot>`). Knows nothing of files (:mod:`oilbird.store_files`).
+<oilbird.store.Store.from_snapshot>`), and what a store's bounds may be (:func:`check_bounds`),
+so that a file can hold them. Knows nothing of files (:mod:`oilbird.store_files`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import faiss
@@ -12,6 +14,25 @@ import numpy as np
 
 from .state_index import index_kind, ivf_rows
 from .suffix_index import SEP
+
+
+def check_bounds(**bounds) -> None:
+    """A Store's bounds: None (no bound), or a finite number >= 0 (``max_age_s``, seconds) or a
+    whole number from 0 to 2**63 - 1 (the counts ``max_records``, ``max_bytes``,
+    ``max_requests``), so that a store file can always hold them and load them back."""
+    for k, v in bounds.items():
+        if v is None:
+            continue
+        count = k != "max_age_s"
+        kinds = (int, np.integer) if count else (int, float, np.integer, np.floating)
+        if isinstance(v, bool) or not isinstance(v, kinds) or not (0 <= v < 2 ** 63 and math.isfinite(v)):
+            raise ValueError(f"{k} must be {'a whole number' if count else 'a finite number of seconds'} "
+                             f">= 0 (None: no bound), not {v!r}")
+
+
+def plain_bound(k: str, v):
+    """A checked bound as a plain Python number (numpy scalars too), as a store keeps it."""
+    return None if v is None else float(v) if k == "max_age_s" else int(v)
 
 
 @dataclass

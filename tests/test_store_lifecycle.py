@@ -631,3 +631,92 @@ def test_a_continuation_never_reads_into_the_next_request():
     assert store.next_tokens([0, 3], 0).tolist() == [1, 7]          # step 0: the record's own token
     with pytest.raises(ValueError, match="step"):
         store.next_tokens([0], -1)
+
+
+@pytest.mark.parametrize("bound, value", [("max_age_s", float("inf")), ("max_age_s", float("nan")),
+                                          ("max_bytes", 10 ** 30), ("max_records", -1), ("max_records", 2.5),
+                                          ("max_requests", "5"), ("max_records", True)])
+def test_a_bound_a_store_file_could_not_hold_is_refused_at_once(bound, value):
+    with pytest.raises(ValueError, match=bound):
+        Store(dim=4, **{bound: value})
+
+
+def test_numpy_bounds_are_kept_as_plain_numbers_and_save(tmp_path):
+    s = Store(dim=4, max_records=np.int64(100), max_age_s=np.float32(60))
+    fill(s, "r0", [5, 6, 7], [unit([1, 0, 0, 0])] * 3)
+    assert (type(s.max_records), type(s.max_age_s)) == (int, float)
+    back = load_store(save_store(s, tmp_path / "s.oilstore"))
+    assert back.max_records == 100 and back.max_age_s == 60.0 and len(back) == 3
+
+
+def test_a_store_that_could_not_load_back_is_not_saved_and_the_old_file_stays(tmp_path):
+    path = tmp_path / "s.oilstore"
+    old = Store(dim=4)
+    fill(old, "r0", [5, 6, 7], [unit([1, 0, 0, 0])] * 3)
+    save_store(old, path)
+    bad = Store(dim=4)
+    fill(bad, "r1", [8, 9], [unit([0, 1, 0, 0])] * 2)
+    bad.max_age_s = float("inf")                       # set behind the constructor's back
+    with pytest.raises(StoreError, match="not plain JSON"):
+        save_store(bad, path)
+    bad.max_age_s = None
+    bad._posn.extend([3])                              # tables that no longer fit together
+    with pytest.raises(StoreError, match="inconsistent"):
+        save_store(bad, path)
+    assert load_store(path).record(0).request_id == "r0" and list(tmp_path.iterdir()) == [path]
+
+
+def test_a_failed_end_request_changes_nothing_and_can_be_retried():
+    s = Store(dim=4)
+    fill(s, "r0", [5, 6, 7], [unit([1, 0, 0, 0])] * 3)
+    before = (len(s), s.n_requests, s.index.ntotal, len(s.suffix.live_tokens()))
+
+    class Failing:                                     # the faiss index, whose add fails once
+        def __init__(self, index):
+            self.inner, self.fail = index, True
+
+        def add(self, x):
+            if self.fail:
+                self.fail = False
+                raise MemoryError("no room")
+            self.inner.add(x)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+    real, s.index = s.index, Failing(s.index)
+    for i, t in enumerate([8, 9]):
+        s.add("r1", i, t, unit([0, 1, 0, 0]))
+    with pytest.raises(MemoryError):
+        s.end_request()
+    assert (len(s), s.n_requests, real.ntotal, len(s.suffix.live_tokens())) == before
+    s.end_request()                                    # still queued: the retry stores it whole
+    s.index = real
+    assert len(s) == 5 and s.n_requests == 2 and real.ntotal == 5
+    assert [s.record(i).token for i in (3, 4)] == [8, 9] and s.record(4).request_id == "r1"
+
+
+@pytest.mark.parametrize("kw", [{"state_dtype": "pq", "pq_m": 4, "pq_nbits": 8, "pq_train_size": 10},
+                                {"state_dtype": "fp16", "pq_m": 8}, {"state_dtype": "ivf-int8"}])
+def test_a_registry_loads_its_own_files_with_the_options_it_saved_them_with(tmp_path, kw):
+    kw = dict(kw)
+    if kw.get("state_dtype") == "ivf-int8":
+        kw = {"state_dtype": "int8", "index_type": "ivf", "ivf_nlist": 4, "ivf_train_size": 1}
+    reg = StoreRegistry(dim=8, **kw)
+    fill(reg.get("alice"), "a0", [5, 6, 7], [unit(np.arange(8) + k) for k in range(3)])
+    reg.save(tmp_path)
+    back = StoreRegistry.load(tmp_path, dim=8, **kw)
+    assert len(back.get("alice")) == 3
+
+
+def test_a_store_of_another_model_is_refused_by_the_decoder(tiny_lm):
+    from oilbird.presets import make_decoder
+    from oilbird.verifier import Verifier
+    v = Verifier(tiny_lm)
+    with pytest.raises(ValueError, match="16-dimensional states and the model's hidden size is 32"):
+        make_decoder("oilbird", v, store=Store(dim=16))
+    other = Store(dim=32)
+    fill(other, "r0", [5, 100_000], None)
+    with pytest.raises(ValueError, match="token id 100000, beyond the model's vocabulary of 259"):
+        make_decoder("oilbird", v, store=other)
+    fill(other := Store(dim=32), "r0", [5, 258], None)
+    assert make_decoder("oilbird", v, store=other).store is other
