@@ -237,24 +237,28 @@ class SpeculativeDecoder:
         if self._open is not None:    # the sources follow one request at a time
             raise ValueError(f"request {request_id!r} starts while {self._open!r} is still being decoded: "
                              f"finish or close the decoder's cycles() of it first")
-        judge = judge or Greedy()
-        max_new_tokens = judge.limit(max_new_tokens)
-        # fast replay runs no forward: its teacher rows may come from a window past the context
-        runs_model = getattr(judge, "teacher", None) is None
-        check_prompt(self.verifier.lm, ids if runs_model else ids[:1], max_new_tokens)
-        v, drafter = self.verifier, self.drafter
-        generated: list[int] = []
-        t0 = time.perf_counter()
-        # 1) prefill: one forward over the prompt gives the first token (cycle 0)
-        cache, first, query_state = judge.start(v, ids, self._cache_for(ids) if self.reuse_prefix else None)
-        t_prefill = time.perf_counter() - t0        # the forward alone: the drafter's setup is not in it
-        eos = v.lm.eos_token_ids
-        _, done = _finish(generated, [first], eos, max_new_tokens)
-        drafter.start_request(list(ids), request_id)
+        self._open = request_id       # claimed before the prefill: another request is refused during it
+        try:
+            judge = judge or Greedy()
+            max_new_tokens = judge.limit(max_new_tokens)
+            # fast replay runs no forward: its teacher rows may come from a window past the context
+            runs_model = getattr(judge, "teacher", None) is None
+            check_prompt(self.verifier.lm, ids if runs_model else ids[:1], max_new_tokens)
+            v, drafter = self.verifier, self.drafter
+            generated: list[int] = []
+            t0 = time.perf_counter()
+            # 1) prefill: one forward over the prompt gives the first token (cycle 0)
+            cache, first, query_state = judge.start(v, ids, self._cache_for(ids) if self.reuse_prefix else None)
+            t_prefill = time.perf_counter() - t0        # the forward alone: the drafter's setup is not in it
+            eos = v.lm.eos_token_ids
+            _, done = _finish(generated, [first], eos, max_new_tokens)
+            drafter.start_request(list(ids), request_id)
+        except BaseException:         # nothing was stored or drafted yet: the decoder is free again
+            self._open = None
+            raise
         # whatever ends the request (its last token, an error, or a caller that stops iterating:
         # the generator is closed), the store and the sources are told, so the next one starts clean
         records = RequestRecords(request_id)    # generated tokens (with states) for the store
-        self._open = request_id
         try:
             yield self._record(out, CycleTrace(
                 request_id=request_id, method=self.method, cycle=0, prefix_len=0, generated_before=0,

@@ -278,6 +278,24 @@ def test_upload_is_all_or_nothing(app_fns, session, monkeypatch, tmp_path):
     assert "r1 · oilbird" in counter and cycle_of(counter) == 2           # navigation still works
 
 
+def test_a_file_uploaded_during_a_live_run_is_kept_when_the_run_ends(app_fns, session, monkeypatch, tmp_path):
+    """Gradio hands both events the same session object and keeps whichever each returns: an
+    upload that answered with a new session was dropped when the live run, still holding the old
+    one, returned it."""
+    import workbench.ui as ui
+    path = save_traces([request_other("uploaded")], tmp_path / "mine.jsonl")
+    uploaded = {}
+
+    def decode_while_uploading(st, *a, **k):
+        uploaded["out"] = app_fns[2]["load_traces"](st, str(path))        # the upload lands mid-run
+        return replace(request_other("r1"), method="goose")
+    monkeypatch.setattr(ui, "_decode_live", decode_while_uploading)
+    out = app_fns[2]["run_live"](session, "r1", "goose", 0, 1, "0")
+    assert out.error == "" and uploaded["out"].error == ""
+    assert ("uploaded", "oilbird") in out.state.extra and ("r1", "goose") in out.state.extra
+    assert uploaded["out"].state is session and out.state is session
+
+
 def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     """Uploaded, it is selected and every panel says it holds no cycles (not "no trace")."""
     from workbench.figures import NO_CYCLES

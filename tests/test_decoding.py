@@ -358,6 +358,32 @@ def test_a_second_request_is_refused_while_one_is_open_and_nothing_of_it_starts(
     assert dec.run("C", b, 20).output_ids == autoregressive(v, b, 20).output_ids
 
 
+def test_a_request_is_refused_during_anothers_prefill_and_a_failed_prefill_frees_the_decoder(tiny_lm):
+    """The decoder is claimed before the prefill (the long first forward): a second request that
+    arrives during it is refused, not let in to share the sources; a prefill that fails frees it."""
+    from oilbird.decoding import Greedy
+    v = Verifier(tiny_lm)
+    dec = make_decoder("oilbird", v)
+    a, b = _prompts(2)
+    seen = []
+
+    class Meddling(Greedy):
+        def start(self, verifier, ids, cache):
+            with pytest.raises(ValueError, match="'B' starts while 'A' is still being decoded"):
+                dec.run("B", b, 8)
+            seen.append("refused")
+            return super().start(verifier, ids, cache)
+    assert dec.run("A", a, 12, judge=Meddling()).output_ids == autoregressive(v, a, 12).output_ids
+    assert seen == ["refused"] and dec.store.n_requests == 1
+
+    class Failing(Greedy):
+        def start(self, verifier, ids, cache):
+            raise MemoryError("no room for the prefill")
+    with pytest.raises(MemoryError):
+        dec.run("C", b, 8, judge=Failing())
+    assert dec.run("D", b, 8).output_ids == autoregressive(v, b, 8).output_ids
+
+
 def test_traces_decoded_without_text_round_trip_too(tiny_lm, tmp_path):
     """trace=False keeps the tree and verdict but no text: such records save and load as well."""
     dec = make_decoder("oilbird:expected", Verifier(tiny_lm), trace=False)

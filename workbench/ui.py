@@ -384,15 +384,20 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             except Exception as exc:   # noqa: BLE001 - TraceError, or whatever a loader lets through: one line
                 return unchanged(st, _warn(f"Not a usable trace file: {read_error(exc, path)}"))
             first = opening(traces)      # oilbird's trace that shows the key best, if the file has one
-            new = replace(st, extra={**st.extra, **{(t.request_id, t.method): t for t in traces}},
-                          request=first.request_id, method=first.method, cycle=opening_cycle(first))
+            added = {(t.request_id, t.method): t for t in traces}
+            new = replace(st, extra={**st.extra, **added}, request=first.request_id, method=first.method,
+                          cycle=opening_cycle(first))
             try:
                 for t in traces:
                     draw_all(t)
-                out = _render(new, cat, "", full=True)
+                _render(new, cat, "", full=True)
             except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
                 return unchanged(st, _warn(f"Not a usable trace file: {name}: {exc}"))
-            return Selected(*out, *menus_for(new))
+            # every trace draws: the session takes them in place, so a live run that holds this
+            # same session object (and returns it when it ends) keeps the upload too
+            st.extra.update(added)
+            st.request, st.method, st.cycle = new.request, new.method, new.cycle
+            return Selected(*_render(st, cat, "", full=True), *menus_for(st))
 
         selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces",
                                       concurrency_limit=1))
