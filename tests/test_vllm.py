@@ -750,7 +750,7 @@ def test_sampled_serve_bench_reports_acceptance_and_speed_never_lossless():
     assert res["batch_sizes"]["1"]["ngram"]["mean_acceptance_length"] == pytest.approx(2.0)
     table = format_serve_table(res)
     assert "| sampled |" in table and "| NO |" not in table and "rejection sampler" in table
-    for bad in (-1, "warm"):
+    for bad in (-1, "warm", float("inf"), "inf", float("nan")):
         with pytest.raises(ValueError, match="--temperature"):
             check_temperature(bad)
 

@@ -200,12 +200,12 @@ def check_dtype(dtype: str) -> str:
 
 
 def check_temperature(temperature) -> float:
-    """``temperature`` as a float >= 0, else ValueError (one line)."""
+    """``temperature`` as a finite float >= 0, else ValueError (one line)."""
     try:
         t = float(temperature)
     except (TypeError, ValueError):
         raise ValueError(f"--temperature must be a number >= 0, not {temperature!r}") from None
-    if not t >= 0:
+    if not 0 <= t < float("inf"):
         raise ValueError(f"--temperature must be a number >= 0 (0 = greedy), not {temperature!r}")
     return t
 
