@@ -378,11 +378,16 @@ class SpeculativeDecoder:
         """Decode one request to the end (``judge``: see :meth:`cycles`) and return its full trace.
 
         ``on_cycle`` (optional) is called with every cycle's trace as it is produced
-        (e.g. to report progress).
+        (e.g. to report progress); when it returns True the request stops there, as a caller that
+        stops iterating :meth:`cycles` (its trace says ``stop="stopped"``).
         """
         out = RequestTrace(request_id=request_id, method=self.method, model=self.verifier.lm.name,
                            prompt_ids=list(ids), prompt_text=self.tok.decode(ids) if self.trace else "")
-        for c in self.cycles(request_id, ids, max_new_tokens, out, judge=judge):
-            if on_cycle is not None:
-                on_cycle(c)
+        gen = self.cycles(request_id, ids, max_new_tokens, out, judge=judge)
+        try:
+            for c in gen:
+                if on_cycle is not None and on_cycle(c) is True:
+                    break
+        finally:
+            gen.close()               # ends the request now: the store and the sources are told
         return out

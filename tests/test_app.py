@@ -296,6 +296,34 @@ def test_a_file_uploaded_during_a_live_run_is_kept_when_the_run_ends(app_fns, se
     assert uploaded["out"].state is session and out.state is session
 
 
+def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(tiny_lm, tmp_path):
+    """Stop (pressed while the run decodes) ends it at the next cycle: the partial trace is shown
+    and said to be stopped, the session's store keeps that request, and the next run starts."""
+    from workbench.session import Catalogue, Data, ModelHolder, new_session
+    from workbench.ui import build_app
+
+    class Tiny(ModelHolder):
+        def get(self, progress=None):
+            return tiny_lm
+    data = tmp_path / "requests.jsonl"
+    data.write_text(json.dumps({"id": "r1", "prompt": "call f(x=1) then f(x=1) and f(x=1) " * 3}) + "\n")
+    cat, data = Catalogue.load(save_traces(all_requests(), tmp_path / "traces.jsonl")), Data.load(str(data))
+    fns = {f.api_name: f.fn for f in build_app(cat, data, Tiny(None), max_new_tokens=40).fns.values()}
+    st = new_session(cat, data)
+
+    def progress(fraction, desc=""):           # the user presses Stop while cycle 2 is shown
+        if desc.startswith("cycle 2:"):
+            fns["stop_live"](st)
+    out = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=progress)
+    tr = out.state.extra[("r1", "goose")]
+    assert tr.stop == "stopped" and 0 < len(tr.output_ids) < 40 and len(tr.cycles) == 3
+    assert "Stopped after" in out.error and "of 40 tokens" in out.error
+    assert st.decoders["goose"].store.n_requests == 1
+    again = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=lambda *a, **k: None)
+    assert again.error == "" and again.state.extra[("r1", "goose")].stop != "stopped"
+    assert st.decoders["goose"].store.n_requests == 2
+
+
 def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     """Uploaded, it is selected and every panel says it holds no cycles (not "no trace")."""
     from workbench.figures import NO_CYCLES

@@ -306,6 +306,19 @@ def test_stopping_a_request_early_leaves_the_next_one_clean(tiny_lm):
     assert (len(dec.store), dec.store.n_requests) == (committed + len(out.output_ids), 2)
 
 
+def test_on_cycle_returning_true_stops_the_request_there(tiny_lm):
+    """run()'s on_cycle may stop a request (the app's Stop button): the trace says stopped, holds
+    a prefix of greedy's output, and the store holds the request as far as it went."""
+    v = Verifier(tiny_lm)
+    dec = make_decoder("oilbird", v)
+    a, b = _prompts(2)
+    tr = dec.run("r1", a, 40, on_cycle=lambda c: c.cycle == 2)
+    assert tr.stop == "stopped" and len(tr.cycles) == 3
+    assert tr.output_ids == autoregressive(v, a, 40).output_ids[:len(tr.output_ids)]
+    assert (len(dec.store), dec.store.n_requests) == (len(tr.output_ids), 1)
+    assert dec.run("r2", b, 20, on_cycle=lambda c: None).stop != "stopped"
+
+
 def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
     """The recipe of oilbird/sources/base.py: any name, any proposals, the output is greedy's."""
     from oilbird.decoding import SpeculativeDecoder

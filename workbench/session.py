@@ -157,6 +157,7 @@ class Session:
     extra: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
     decoders: dict[str, object] = field(default_factory=dict)
     funnel_shown: bool = False       # counted once: the funnel then follows every new selection
+    stop_requested: bool = False     # Stop was pressed: the live run ends after its current cycle
 
 
 def new_session(cat: Catalogue, data: Data) -> Session:

@@ -241,6 +241,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             slider = gr.Slider(minimum=0, maximum=first.slider.maximum, value=first.slider.value, step=1,
                                label="cycle", elem_id="wb-slider", scale=3)
             live_btn = gr.Button("Run live", elem_id="wb-live", scale=0, min_width=100)
+            stop_btn = gr.Button("Stop", elem_id="wb-stop", scale=0, min_width=70, variant="stop")
         moments = GapMomentsMenu(init, cat)
         counter = gr.HTML(first.counter, elem_id="cycle-counter")
         text = gr.HTML(first.text, label="generated text", elem_id="wb-text")
@@ -257,7 +258,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Accordion("Run live · load traces · export", open=False):
             gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
                         f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
-                        "new tokens; the model loads on first use. Each session keeps its own "
+                        "new tokens; the model loads on first use; **Stop** ends the run after its current "
+                        "cycle and shows what it decoded. Each session keeps its own "
                         "cross-request store. A temperature above 0 samples (with top-p and the seed): "
                         "the tree is then decided by the lossless sampling rule (every method commits "
                         "plain sampling's tokens for that seed; drafts change only how many per forward), "
@@ -419,6 +421,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
                 return unchanged(st, _warn(f"The model failed to load: {exc}"))
             had = method in st.decoders
+            st.stop_requested = False
             try:
                 tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling)
             except PromptError as exc:   # empty, or too long for the model
@@ -429,10 +432,19 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
             st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
-            return Selected(*full_view(st), *menus_for(st))
+            stopped = "" if tr.stop != "stopped" else _warn(
+                f"Stopped after {len(tr.output_ids)} of {max_new_tokens} tokens: the partial trace is shown, "
+                f"and the session's store keeps what was decoded (a request that ended there).")
+            return Selected(*full_view(st, stopped), *menus_for(st))
 
         selected.append(live_btn.click(run_live, [state, request_dd, method_dd, live_t, live_p, live_seed],
                                        outputs(Selected), api_name="run_live", concurrency_limit=1))
+
+        def stop_live(st):
+            """Ask this session's live run to end after its current cycle (run_live reads the flag
+            on the same session object; outside the queue, so it is not behind the run itself)."""
+            st.stop_requested = True
+        stop_btn.click(stop_live, state, None, api_name="stop_live", queue=False)
         moments.wire(state, selected, steps, outputs(Step), goto, fast)
         for dep in selected:           # a counted funnel follows the selection's traffic
             dep.then(lambda st: funnel_follow(st, cat), state, funnel, **fast)
@@ -553,9 +565,10 @@ def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new
         progress(0.1, desc="decoding")
         done = [0]
 
-        def report(c):
+        def report(c) -> bool:
             done[0] += len(c.committed)
             progress(min(1.0, done[0] / max_new_tokens), desc=f"cycle {c.cycle}: {done[0]} tokens")
+            return st.stop_requested             # Stop pressed: the decoder ends the request here
         if sampling is None:
             out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
         else:
