@@ -8,7 +8,9 @@
   store and returns it only when every check passed: any bytes at all that are not a store file
   (flipped, truncated, another format or version, another tenant) raise one
   :class:`~oilbird.store.StoreError` naming the file.
-* :class:`StoreRegistry`: tenant -> store, saved as one file per tenant in a folder.
+* :class:`StoreRegistry`: tenant -> store, saved as one file per tenant in a folder. A save
+  never replaces (nor a drop deletes) a tenant's file that changed since this registry last
+  read or wrote it, or that it never read: another registry's work is refused, not lost.
 
 Knows the file format, not how a store searches: the store gives and takes its parts as a
 :class:`~oilbird.store.Snapshot`.
@@ -209,6 +211,8 @@ class StoreRegistry:
         self.store_kwargs = store_kwargs
         self._stores: dict[str, Store] = {}
         self._dropped: set[str] = set()       # whose files the next save deletes
+        self._seen: dict[Path, tuple | None] = {}   # a file as this registry last read or wrote it
+        self._clean: dict[Path, tuple] = {}         # which version of its store a file holds
 
     def get(self, tenant: str) -> Store:
         """The tenant's store (created empty on first use)."""
@@ -241,23 +245,54 @@ class StoreRegistry:
         return Path(directory) / _TENANT_FILE.format(tenant.encode().hex())
 
     def save(self, directory) -> list[Path]:
-        """One file per tenant under ``directory``; then the files of tenants dropped since the
-        last save are deleted, so a dropped tenant never loads back. Other files there (other
-        tenants, another registry's) are left alone."""
-        written = [save_store(s, self.file_for(directory, t)) for t, s in sorted(self._stores.items())]
-        for t in sorted(self._dropped):
-            self.file_for(directory, t).unlink(missing_ok=True)
-        self._dropped.clear()
+        """One file per tenant under ``directory`` for every store that changed since this
+        registry read or wrote it (new records, evictions, other options); then the files of
+        tenants dropped since the last save are deleted, so a dropped tenant never loads back.
+        Other files there (other tenants, another registry's) are left alone. Returns the
+        files written.
+
+        Nothing is written (StoreError) when the file of a tenant to be written or deleted changed
+        or went since this registry last read or wrote it, or exists and was never read by it:
+        another registry saved or dropped it, or this one made the tenant afresh instead of
+        loading it. The check and the writes
+        hold a lock on the folder (``.oilbird-registry.lock``), so two registries saving at once
+        take turns."""
+        directory = Path(directory)
+        with _FolderLock(directory):
+            changed = [t for t, s in sorted(self._stores.items())
+                       if self._clean.get(self.file_for(directory, t).resolve()) != _version(s)]
+            paths = {t: self.file_for(directory, t) for t in changed + sorted(self._dropped)}
+            for t, path in paths.items():
+                now, seen = _fingerprint(path), self._seen.get(path.resolve(), _NEVER)
+                if now != seen and not (seen is _NEVER and now is None):
+                    why = ("exists and was never read by this registry" if seen is _NEVER else
+                           "was deleted since this registry read it (another registry dropped it)" if now is None
+                           else "changed since this registry read or wrote it (another registry saved it)")
+                    raise StoreError(path, f"not saved: tenant {t!r}'s file {why}; load it (StoreRegistry.load "
+                                           f"or load_tenant) and save again, so neither version is lost")
+            written = []
+            for t in changed:
+                written.append(save_store(self._stores[t], paths[t]))
+                self._seen[paths[t].resolve()] = _fingerprint(paths[t])
+                self._clean[paths[t].resolve()] = _version(self._stores[t])
+            for t in sorted(self._dropped):
+                paths[t].unlink(missing_ok=True)
+                self._seen[paths[t].resolve()] = None
+                self._clean.pop(paths[t].resolve(), None)
+            self._dropped.clear()
         return written
 
     def load_tenant(self, tenant: str, path) -> Store:
         """Replace the tenant's store by the one in ``path``, only if it loads and verifies
         and holds that tenant; on any error the current store stays as it was."""
+        seen = _fingerprint(Path(path))
         s = load_store(path, tenant=tenant)
         if s.dim != self.dim:
             raise StoreError(path, f"dim {s.dim} != registry dim {self.dim}")
         self._stores[tenant] = s
         self._dropped.discard(tenant)
+        self._seen[Path(path).resolve()] = seen
+        self._clean[Path(path).resolve()] = _version(s)
         return s
 
     @classmethod
@@ -278,6 +313,7 @@ class StoreRegistry:
                 tenant = bytes.fromhex(hexname).decode()
             except ValueError as exc:
                 raise StoreError(f, "file name does not encode a tenant") from exc
+            reg._seen[f.resolve()] = _fingerprint(f)
             s = load_store(f, tenant=tenant)
             if s.dim != dim:
                 raise StoreError(f, f"dim {s.dim} != registry dim {dim}")
@@ -287,10 +323,54 @@ class StoreRegistry:
                 raise StoreError(f, f"saved with {other}={saved[other]!r}, asked for {store_kwargs[other]!r}; a "
                                     f"saved store keeps its format (bounds such as max_records may change)")
             loaded[tenant] = s
+            reg._clean[f.resolve()] = _version(s)
         for s in loaded.values():
             for k in BOUNDS + TUNING:
                 if k in store_kwargs:
                     setattr(s, k, normal[k])
-            s.expire()
+            s.expire()               # new bounds or tuning: the store differs from its file, saved next time
         reg._stores = loaded
         return reg
+
+
+_NEVER = object()      # a file this registry never read nor wrote
+
+
+def _version(s: Store) -> tuple:
+    """What a store holds, as far as its file goes: records in and out, requests, options."""
+    return (s.first_record, s.next_record, s.requests_seen, tuple(sorted(s.config().items())))
+
+
+def _fingerprint(path: Path) -> tuple | None:
+    """Which version of a file is there (None: no file): a save renames a new file over the old,
+    so the inode changes with every version, and size and time change with most."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class _FolderLock:
+    """An exclusive lock on ``folder`` between processes (``fcntl.flock`` on a lock file there;
+    where fcntl is missing, no lock: the version checks still refuse what they see)."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.f = folder, None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:
+            return self
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.f = open(self.folder / ".oilbird-registry.lock", "a")
+        except OSError as exc:
+            raise StoreError(self.folder, f"cannot write ({exc.strerror or exc})") from exc
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.f is not None:
+            self.f.close()              # closing releases the lock

@@ -720,3 +720,57 @@ def test_a_store_of_another_model_is_refused_by_the_decoder(tiny_lm):
         make_decoder("oilbird", v, store=other)
     fill(other := Store(dim=32), "r0", [5, 258], None)
     assert make_decoder("oilbird", v, store=other).store is other
+
+
+def test_two_registries_on_one_folder_never_overwrite_each_others_work(tmp_path):
+    """Two registries that loaded the same folder: each saves only the tenants it changed, so
+    changes to different tenants both land; a save over a tenant the other saved since, or
+    that the other dropped, or a tenant made afresh beside its saved file is refused, with
+    nothing written; after loading again the save keeps both versions' work."""
+    reg = StoreRegistry(dim=4)
+    fill(reg.get("alice"), "a0", [5] * 3, [unit([1, 0, 0, 0])] * 3)
+    fill(reg.get("bob"), "b0", [6] * 3, [unit([0, 1, 0, 0])] * 3)
+    reg.save(tmp_path)
+    a, b = StoreRegistry.load(tmp_path, dim=4), StoreRegistry.load(tmp_path, dim=4)
+    fill(a.get("alice"), "a1", [7] * 2, [unit([1, 1, 0, 0])] * 2)
+    assert a.save(tmp_path) == [StoreRegistry.file_for(tmp_path, "alice")]      # only what changed
+    fill(b.get("bob"), "b1", [8] * 2, [unit([0, 1, 1, 0])] * 2)
+    b.save(tmp_path)                                   # another tenant: both land
+    back = StoreRegistry.load(tmp_path, dim=4)
+    assert (back.get("alice").n_requests, back.get("bob").n_requests) == (2, 2)
+    # both change alice: the later save is refused, and nothing of it is written
+    fill(b.get("alice"), "a2", [9] * 2, [unit([1, 0, 1, 0])] * 2)
+    fill(b.get("bob"), "b2", [9] * 2, [unit([0, 0, 1, 1])] * 2)
+    before = {f.name: f.read_bytes() for f in tmp_path.glob("*.oilstore")}
+    with pytest.raises(StoreError, match="'alice'.s file changed since this registry read or wrote it"):
+        b.save(tmp_path)
+    assert {f.name: f.read_bytes() for f in tmp_path.glob("*.oilstore")} == before     # not even bob's
+    # a drop by one registry is not undone by another's save of what it loaded before
+    c, d = StoreRegistry.load(tmp_path, dim=4), StoreRegistry.load(tmp_path, dim=4)
+    c.drop("bob")
+    c.save(tmp_path)
+    fill(d.get("bob"), "b3", [4] * 2, [unit([0, 1, 0, 1])] * 2)
+    with pytest.raises(StoreError, match="was deleted since this registry read it"):
+        d.save(tmp_path)
+    assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["alice"]
+    # a tenant made afresh beside its saved file
+    fresh = StoreRegistry(dim=4)
+    fresh.get("alice")
+    with pytest.raises(StoreError, match="exists and was never read by this registry"):
+        fresh.save(tmp_path)
+    assert StoreRegistry.load(tmp_path, dim=4).get("alice").n_requests == 2
+    fresh.load_tenant("alice", StoreRegistry.file_for(tmp_path, "alice"))
+    fill(fresh.get("alice"), "a3", [3] * 2, [unit([1, 0, 0, 1])] * 2)
+    fresh.save(tmp_path)                               # read first: saved
+    assert StoreRegistry.load(tmp_path, dim=4).get("alice").n_requests == 3
+
+
+def test_a_registry_saved_into_another_folder_writes_every_tenant(tmp_path):
+    reg = StoreRegistry(dim=4)
+    for t in ("alice", "bob"):
+        fill(reg.get(t), f"{t}0", [5] * 3, [unit([1, 0, 0, 0])] * 3)
+    reg.save(tmp_path / "a")
+    back = StoreRegistry.load(tmp_path / "a", dim=4)
+    assert back.save(tmp_path / "a") == []                      # nothing changed there
+    assert len(back.save(tmp_path / "copy")) == 2                # a copy holds every tenant
+    assert StoreRegistry.load(tmp_path / "copy", dim=4).tenants() == ["alice", "bob"]
