@@ -240,15 +240,20 @@ class Store:
             start = self.next_record
             n = len(pend)
             with_state = [k for k, p in enumerate(pend) if p[3] is not None]
-            if with_state:      # first the step that can fail (memory, faiss): if it raises,
-                vecs = np.stack([pend[k][3] for k in with_state]).astype(np.float32)   # nothing changed
+            r0 = self._row_base + self._row_rec.n if self._is_ivf() else self.index.ntotal   # new rows' ids
+            if with_state:      # the steps that can fail (memory, faiss) first: if one raises, the
+                vecs = np.stack([pend[k][3] for k in with_state]).astype(np.float32)   # store is as it was
                 if self._is_ivf():
-                    r0 = self._row_base + self._row_rec.n
                     self.index.add_with_ids(vecs, np.arange(r0, r0 + len(vecs), dtype=np.int64))
                 else:
                     self.index.add(vecs)
+            try:
+                stream = self.suffix.add_document([p[0] for p in pend])
+            except BaseException:   # the token index failed: its states come out again, the request stays queued
+                if with_state:
+                    self.index.remove_ids(faiss.IDSelectorRange(r0, r0 + len(vecs)))
+                raise
             self._pending = []
-            stream = self.suffix.add_document([p[0] for p in pend])
             self._posn.extend([p[2] for p in pend])
             if with_state:
                 self._row_rec.extend(np.asarray(with_state, dtype=np.int64) + (start - self._rbase))

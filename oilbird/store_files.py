@@ -213,6 +213,7 @@ class StoreRegistry:
         self._dropped: set[str] = set()       # whose files the next save deletes
         self._seen: dict[Path, tuple | None] = {}   # a file as this registry last read or wrote it
         self._clean: dict[Path, tuple] = {}         # which version of its store a file holds
+        self._fresh: set[str] = set()               # tenants made here, not read from a file
 
     def get(self, tenant: str) -> Store:
         """The tenant's store (created empty on first use)."""
@@ -222,6 +223,7 @@ class StoreRegistry:
         if tenant not in self._stores:
             self._stores[tenant] = Store(self.dim, tenant=tenant, **self.store_kwargs)
             self._dropped.discard(tenant)
+            self._fresh.add(tenant)
         return self._stores[tenant]
 
     def __contains__(self, tenant) -> bool:
@@ -251,25 +253,22 @@ class StoreRegistry:
         Other files there (other tenants, another registry's) are left alone. Returns the
         files written.
 
-        Nothing is written (StoreError) when the file of a tenant to be written or deleted changed
-        or went since this registry last read or wrote it, or exists and was never read by it:
-        another registry saved or dropped it, or this one made the tenant afresh instead of
-        loading it. The check and the writes
-        hold a lock on the folder (``.oilbird-registry.lock``), so two registries saving at once
-        take turns."""
+        Nothing is written (StoreError, saying how to resolve it) when a file to be replaced or
+        deleted changed since this registry last read or wrote it (another registry saved it),
+        or exists and was never read by it (e.g. the tenant was made afresh here), or when a
+        store read from a file is to be written after that file was deleted (another registry
+        dropped the tenant: drop it here too, or get it afresh). Two versions are never merged.
+        The check and the writes hold a lock on the folder (``.oilbird-registry.lock``), so two
+        registries saving at once take turns."""
         directory = Path(directory)
         with _FolderLock(directory):
             changed = [t for t, s in sorted(self._stores.items())
                        if self._clean.get(self.file_for(directory, t).resolve()) != _version(s)]
             paths = {t: self.file_for(directory, t) for t in changed + sorted(self._dropped)}
             for t, path in paths.items():
-                now, seen = _fingerprint(path), self._seen.get(path.resolve(), _NEVER)
-                if now != seen and not (seen is _NEVER and now is None):
-                    why = ("exists and was never read by this registry" if seen is _NEVER else
-                           "was deleted since this registry read it (another registry dropped it)" if now is None
-                           else "changed since this registry read or wrote it (another registry saved it)")
-                    raise StoreError(path, f"not saved: tenant {t!r}'s file {why}; load it (StoreRegistry.load "
-                                           f"or load_tenant) and save again, so neither version is lost")
+                why = self._conflict(t, path)
+                if why:
+                    raise StoreError(path, f"nothing saved: tenant {t!r}'s file {why}")
             written = []
             for t in changed:
                 written.append(save_store(self._stores[t], paths[t]))
@@ -282,6 +281,26 @@ class StoreRegistry:
             self._dropped.clear()
         return written
 
+    def _conflict(self, t: str, path: Path) -> str:
+        """Why ``path`` must not be replaced (or deleted) for tenant ``t`` now; "" when it may."""
+        now, seen = _fingerprint(path), self._seen.get(path.resolve(), _NEVER)
+        if now == seen:
+            return ""
+        if now is None:      # gone: fine to delete, or to write a store that was not read from it
+            if t in self._dropped or t in self._fresh or seen is _NEVER:
+                return ""
+            return ("was deleted since this registry read it (another registry dropped the tenant): drop it "
+                    "here too, or get() it afresh, and save again")
+        if seen is _NEVER:
+            return ("exists and was never read by this registry: load_tenant() it first (the store here is "
+                    "then replaced by it) or drop the tenant here")
+        if t in self._dropped:
+            return ("changed since this registry read it (another registry saved it): deleting it would lose "
+                    "that save; load_tenant() it and drop it again to delete it anyway")
+        return ("changed since this registry read or wrote it (another registry saved it): load_tenant() it "
+                "to keep that version (this registry's changes to the tenant are then lost), or drop the tenant "
+                "here; two versions are never merged")
+
     def load_tenant(self, tenant: str, path) -> Store:
         """Replace the tenant's store by the one in ``path``, only if it loads and verifies
         and holds that tenant; on any error the current store stays as it was."""
@@ -291,6 +310,7 @@ class StoreRegistry:
             raise StoreError(path, f"dim {s.dim} != registry dim {self.dim}")
         self._stores[tenant] = s
         self._dropped.discard(tenant)
+        self._fresh.discard(tenant)
         self._seen[Path(path).resolve()] = seen
         self._clean[Path(path).resolve()] = _version(s)
         return s

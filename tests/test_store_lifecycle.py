@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import tempfile
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -695,6 +697,26 @@ def test_a_failed_end_request_changes_nothing_and_can_be_retried():
     assert [s.record(i).token for i in (3, 4)] == [8, 9] and s.record(4).request_id == "r1"
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "ivf-int8"])
+def test_a_token_index_failure_takes_the_requests_states_back_out(dtype):
+    s, _ = _busy_store(dtype)
+    before = (len(s), s.n_requests, s.index.ntotal, len(s.suffix.live_tokens()))
+    real = s.suffix.add_document
+
+    def failing(tokens):
+        s.suffix.add_document = real
+        raise MemoryError("no room")
+    s.suffix.add_document = failing
+    for i, t in enumerate([8, 9, 10]):
+        s.add("late", i, t, unit(np.arange(s.dim) + i))
+    with pytest.raises(MemoryError):
+        s.end_request()
+    assert (len(s), s.n_requests, s.index.ntotal, len(s.suffix.live_tokens())) == before
+    s.end_request()                                    # still queued: the retry stores it whole
+    assert s.record(s.next_record - 1).token == 10         # (the bound of 700 records evicts old ones)
+    assert load_store(save_store(s, Path(tempfile.mkdtemp()) / "s.oilstore")).n_requests == s.n_requests
+
+
 @pytest.mark.parametrize("kw", [{"state_dtype": "pq", "pq_m": 4, "pq_nbits": 8, "pq_train_size": 10},
                                 {"state_dtype": "fp16", "pq_m": 8}, {"state_dtype": "ivf-int8"}])
 def test_a_registry_loads_its_own_files_with_the_options_it_saved_them_with(tmp_path, kw):
@@ -750,19 +772,31 @@ def test_two_registries_on_one_folder_never_overwrite_each_others_work(tmp_path)
     c.drop("bob")
     c.save(tmp_path)
     fill(d.get("bob"), "b3", [4] * 2, [unit([0, 1, 0, 1])] * 2)
-    with pytest.raises(StoreError, match="was deleted since this registry read it"):
+    fill(d.get("alice"), "a4", [4] * 2, [unit([1, 0, 0, 1])] * 2)
+    with pytest.raises(StoreError, match="was deleted since this registry read it .* drop it here too"):
         d.save(tmp_path)
     assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["alice"]
+    d.drop("bob")                                      # agreed: the rest of d's work saves
+    d.save(tmp_path)
+    assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["alice"]
+    assert StoreRegistry.load(tmp_path, dim=4).get("alice").n_requests == 3
+    e = StoreRegistry.load(tmp_path, dim=4)
+    fill(e.get("carol"), "c0", [4] * 2, [unit([0, 0, 0, 1])] * 2)
+    e.drop("alice")
+    e.get("alice")                                     # made afresh after the drop: a new tenant
+    fill(e.get("alice"), "n0", [2] * 2, [unit([1, 0, 0, 0])] * 2)
+    e.save(tmp_path)
+    assert StoreRegistry.load(tmp_path, dim=4).get("alice").n_requests == 1
     # a tenant made afresh beside its saved file
     fresh = StoreRegistry(dim=4)
     fresh.get("alice")
     with pytest.raises(StoreError, match="exists and was never read by this registry"):
         fresh.save(tmp_path)
-    assert StoreRegistry.load(tmp_path, dim=4).get("alice").n_requests == 2
+    assert StoreRegistry.load(tmp_path, dim=4).get("alice").n_requests == 1
     fresh.load_tenant("alice", StoreRegistry.file_for(tmp_path, "alice"))
     fill(fresh.get("alice"), "a3", [3] * 2, [unit([1, 0, 0, 1])] * 2)
     fresh.save(tmp_path)                               # read first: saved
-    assert StoreRegistry.load(tmp_path, dim=4).get("alice").n_requests == 3
+    assert StoreRegistry.load(tmp_path, dim=4).get("alice").n_requests == 2
 
 
 def test_a_registry_saved_into_another_folder_writes_every_tenant(tmp_path):
