@@ -319,9 +319,14 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     assert tr.stop == "stopped" and 0 < len(tr.output_ids) < 40 and len(tr.cycles) == 3
     assert "Stopped after" in out.error and "of 40 tokens" in out.error
     assert st.decoders["goose"].store.n_requests == 1
+    assert st.stop_requested is False                # a Stop applies to one run
     again = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=lambda *a, **k: None)
     assert again.error == "" and again.state.extra[("r1", "goose")].stop != "stopped"
     assert st.decoders["goose"].store.n_requests == 2
+    # pressed while the run still waits (in the queue, or for the model): it stops at its first cycle
+    fns["stop_live"](st)
+    early = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=lambda *a, **k: None)
+    assert early.state.extra[("r1", "goose")].stop == "stopped" and len(early.state.extra[("r1", "goose")].cycles) == 1
 
 
 def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):

@@ -421,7 +421,6 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
                 return unchanged(st, _warn(f"The model failed to load: {exc}"))
             had = method in st.decoders
-            st.stop_requested = False
             try:
                 tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling)
             except PromptError as exc:   # empty, or too long for the model
@@ -430,6 +429,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 if not had:
                     st.decoders.pop(method, None)      # a decoder made for this run only
                 return unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
+            finally:
+                st.stop_requested = False           # a Stop applies to one run, this one
             st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
             stopped = "" if tr.stop != "stopped" else _warn(
@@ -437,8 +438,13 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 f"and the session's store keeps what was decoded (a request that ended there).")
             return Selected(*full_view(st, stopped), *menus_for(st))
 
-        selected.append(live_btn.click(run_live, [state, request_dd, method_dd, live_t, live_p, live_seed],
-                                       outputs(Selected), api_name="run_live", concurrency_limit=1))
+        def arm_stop(st):
+            """Run pressed: a Stop from now on (while the run waits in the queue or for the model,
+            or decodes) ends this run; one pressed before is forgotten. Outside the queue."""
+            st.stop_requested = False
+        selected.append(live_btn.click(arm_stop, state, None, queue=False, api_name=False).then(
+            run_live, [state, request_dd, method_dd, live_t, live_p, live_seed], outputs(Selected),
+            api_name="run_live", concurrency_limit=1))
 
         def stop_live(st):
             """Ask this session's live run to end after its current cycle (run_live reads the flag
