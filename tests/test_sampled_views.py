@@ -66,3 +66,25 @@ def test_sampled_fields_round_trip_and_are_checked(tmp_path):
     save_traces([bad], tmp_path / "bad.jsonl")
     with pytest.raises(TraceError, match="decided_prob"):
         load_traces(tmp_path / "bad.jsonl")
+
+
+def test_a_bonus_after_merged_twins_counts_every_rejected_candidate():
+    """Twins 1 and 2 carry one token: the rule pools their children (node 3 under twin 1, node 4
+    under twin 2) and, after twin 1 is accepted, rejects both; the bonus came from a residual
+    with two children removed, not one."""
+    import numpy as np
+    from dataclasses import asdict
+
+    from oilbird.sampling import decisions_per_node, sample_tree
+    tokens, parents = [0, 1, 1, 2, 3], [-1, 0, 0, 1, 2]
+    p = np.array([[0, .9, .04, .03, .03]] + [[0, 0, .02, .02, .96]] * 4)
+    v = next(v for s in range(50) if len((v := sample_tree(tokens, parents, p, np.random.default_rng(s))).accepted) == 2
+             and sum(not t.accepted for t in v.tried) == 2)
+    prob, mass = decisions_per_node([asdict(t) for t in v.tried], len(tokens))
+    c = replace(sampled_cycle(), tokens=tokens, parents=parents, sources=[[], ["pld"], ["suffix"], ["pld"], ["suffix"]],
+                token_text=["a", "b", "b", "c", "d"], argmax=[1, 4, 4, 4, 4], depths=[0, 1, 1, 2, 2],
+                scores=[{}] * 5, argmax_text=[""] * 5, accepted=v.accepted, bonus=v.bonus,
+                committed=[1, v.bonus], committed_text=["b", "e"], committed_sources=[["pld"], ["bonus"]],
+                decided_prob=prob, residual_mass=mass, neighbours=[])
+    bonus = [t for t in F.tree_figure(c).data if t.meta == "bonus"][0]
+    assert "2 tried children" in bonus.hovertext[0], bonus.hovertext[0]

@@ -76,8 +76,12 @@ def _node_hover(c: CycleTrace, i: int, status: str, replay: bool = False) -> str
 def _sampled_bonus(c: CycleTrace) -> str:
     """Where a sampled cycle's bonus came from: p at the last accepted node, or its residual
     after the children tried there were rejected."""
-    last = c.accepted[-1] if c.accepted else 0
-    tried = [i for i in range(1, len(c.parents)) if c.parents[i] == last and i < len(c.decided_prob)
+    # the last accepted node and its merged twins (oilbird.sampling: siblings with one token are one
+    # candidate, their children pooled), level by level down the accepted path
+    group = {0}
+    for a in (c.accepted or [0])[1:]:
+        group = {i for i in range(1, len(c.parents)) if c.parents[i] in group and c.tokens[i] == c.tokens[a]}
+    tried = [i for i in range(1, len(c.parents)) if c.parents[i] in group and i < len(c.decided_prob)
              and c.decided_prob[i] is not None]
     if not tried:
         return "sampled from the model's distribution after the last accepted node (no child to try)"
