@@ -24,9 +24,9 @@ class AuditResult:
     expected: list[int]
     got: list[int]
 
-    def message(self) -> str:
+    def message(self, reference: str = "greedy") -> str:
         if self.lossless:
-            return f"lossless: {len(self.got)} tokens equal greedy"
+            return f"lossless: {len(self.got)} tokens equal {reference}"
         i = self.first_diff
         return (f"NOT lossless at position {i}: expected {self.expected[i:i + 3]} "
                 f"got {self.got[i:i + 3]} (len {len(self.expected)} vs {len(self.got)})")

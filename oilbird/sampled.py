@@ -14,7 +14,8 @@ Randomness and the audit: one numpy Generator per request, seeded by (seed, requ
 (:func:`oilbird.sampling.request_rng`), and one draw per committed token, the same draw plain
 sampling makes at that position. So a request's sampled output is a function of the model, the
 seed and the request id: every drafter, from any store state, commits token for token what
-:func:`sampled_autoregressive` commits with the same seed, and that is what the bench audits
+:func:`sampled_autoregressive` commits with the same seed (up to near ties in rounding, as for
+greedy: the tree forward rounds logits unlike a one-token forward), and that is what the bench audits
 (:mod:`oilbird.evaluation.sampled_bench`). :func:`check_sampled_output` says what any sampled
 output must be (valid ids, no early end-of-sequence).
 """

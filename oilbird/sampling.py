@@ -44,8 +44,10 @@ and in distribution because each draw is fresh (P(t* = x) = p(x) given the prefi
 Why a race and not one uniform through the inverse CDF: the tree forward and a one-token forward
 round the logits differently (~1e-6), and the inverse CDF in token-id order turns that into
 another token wherever u lands in the flat tail (measured: at T = 1, 2 of 8 built-in requests
-diverged within 16 tokens). The race's winner changes only when two tokens' p / E tie to within
-rounding, as rarely as greedy's near ties; it costs ~0.6 ms per token at 49k tokens.
+diverged within 16 tokens). The race's winner changes only when the two best p / E tie to within
+rounding (every sampled bench and test run since has been lossless; bf16 or a GPU rounds more
+coarsely, so there a mismatch at a near tie is more likely, as for greedy); it costs ~0.6 ms
+per token at 49k tokens.
 
 The textbook residual rule is what the same walk looks like one candidate at a time, which is
 what the views show: given that the candidates tried before x were not t*, x is accepted with
@@ -142,7 +144,8 @@ def parse_seed(text: str) -> int:
 def request_rng(params: SamplingParams, request_id: str) -> np.random.Generator:
     """The generator one request decodes with: seeded by (seed, request id). Every committed token
     consumes exactly one draw (:func:`sample_tree`), so a request's output depends on the seed
-    and its own id only: not on the drafter, the store or what was decoded before it."""
+    and its own id only (and the model's rounding, at near ties): not on the drafter, the store
+    or what was decoded before it."""
     import zlib
     # the whole seed, one entropy per seed: a seed in 0..2**32-1 seeds as it always did; a larger
     # one is not cut to 32 bits, and a negative one (entropy must be >= 0) gets a third word

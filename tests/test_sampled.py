@@ -157,6 +157,14 @@ def test_sampled_bench_audits_every_method_against_plain_sampling(tmp_path, caps
     assert rows and all(r.get("lossless") == "True" for r in rows), rows
 
 
+def test_sampled_decode_is_audited_against_plain_sampling(capsys, monkeypatch):
+    monkeypatch.setattr(oilbird.model, "load_model", lambda *a, **k: make_tiny_lm())
+    assert main(["decode", "call f(x=1) then f(x=1)", "--method", "oilbird", "--max-new-tokens", "16",
+                 "--temperature", "0.5", "--seed", "3"]) == 0
+    err = capsys.readouterr().err
+    assert "sampled (T=0.5, top-p=1, seed=3)" in err and "tokens equal plain sampling with the same seed" in err
+
+
 def test_the_sampled_audit_fails_a_method_that_draws_differently(tiny_lm, monkeypatch):
     """The audit can fail: a judge whose generator is offset by one draw (what a rule that
     spends a draw per tried child would do) commits other tokens, and the bench says so."""

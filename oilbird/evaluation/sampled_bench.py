@@ -30,7 +30,8 @@ from ..sampling import SamplingParams
 from ..verifier import Verifier
 
 CHECKED = ("every output equal token for token to plain sampling of the same request with the same seed "
-           "(one draw per token, so the drafts cannot change it), and valid tokens on every request")
+           "(one draw per token, so the drafts cannot change it; a near tie in rounding can, as in greedy's "
+           "audit), and valid tokens on every request")
 
 
 def check_sampled_methods(methods: list[Method]) -> None:
