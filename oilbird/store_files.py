@@ -24,6 +24,7 @@ import json
 import os
 import tempfile
 import time
+import weakref
 import zipfile
 from pathlib import Path
 from typing import Callable
@@ -263,7 +264,7 @@ class StoreRegistry:
         directory = Path(directory)
         with _FolderLock(directory):
             changed = [t for t, s in sorted(self._stores.items())
-                       if self._clean.get(self.file_for(directory, t).resolve()) != _version(s)]
+                       if not _holds(self._clean.get(self.file_for(directory, t).resolve()), s)]
             paths = {t: self.file_for(directory, t) for t in changed + sorted(self._dropped)}
             for t, path in paths.items():
                 why = self._conflict(t, path)
@@ -273,10 +274,12 @@ class StoreRegistry:
             for t in changed:
                 written.append(save_store(self._stores[t], paths[t]))
                 self._seen[paths[t].resolve()] = _fingerprint(paths[t])
-                self._clean[paths[t].resolve()] = _version(self._stores[t])
+                self._clean[paths[t].resolve()] = _held(self._stores[t])
+                self._fresh.discard(t)        # written: from now on it is a store of that file
             for t in sorted(self._dropped):
-                paths[t].unlink(missing_ok=True)
-                self._seen[paths[t].resolve()] = None
+                if self._seen.get(paths[t].resolve(), _NEVER) is not _NEVER:   # never read: not ours to delete
+                    paths[t].unlink(missing_ok=True)
+                    self._seen[paths[t].resolve()] = None
                 self._clean.pop(paths[t].resolve(), None)
             self._dropped.clear()
         return written
@@ -284,13 +287,13 @@ class StoreRegistry:
     def _conflict(self, t: str, path: Path) -> str:
         """Why ``path`` must not be replaced (or deleted) for tenant ``t`` now; "" when it may."""
         now, seen = _fingerprint(path), self._seen.get(path.resolve(), _NEVER)
-        if now == seen:
+        if now == seen or (t in self._dropped and seen is _NEVER):   # (a file never read is not deleted)
             return ""
         if now is None:      # gone: fine to delete, or to write a store that was not read from it
             if t in self._dropped or t in self._fresh or seen is _NEVER:
                 return ""
-            return ("was deleted since this registry read it (another registry dropped the tenant): drop it "
-                    "here too, or get() it afresh, and save again")
+            return ("was deleted since this registry read it (another registry dropped the tenant): drop() it "
+                    "here too (then get() makes it afresh, if wanted) and save again")
         if seen is _NEVER:
             return ("exists and was never read by this registry: load_tenant() it first (the store here is "
                     "then replaced by it) or drop the tenant here")
@@ -312,7 +315,7 @@ class StoreRegistry:
         self._dropped.discard(tenant)
         self._fresh.discard(tenant)
         self._seen[Path(path).resolve()] = seen
-        self._clean[Path(path).resolve()] = _version(s)
+        self._clean[Path(path).resolve()] = _held(s)
         return s
 
     @classmethod
@@ -340,10 +343,11 @@ class StoreRegistry:
             saved = s.config()
             other = next((k for k, v in asked.items() if saved.get(k) != v), None)
             if other:
-                raise StoreError(f, f"saved with {other}={saved[other]!r}, asked for {store_kwargs[other]!r}; a "
-                                    f"saved store keeps its format (bounds such as max_records may change)")
+                raise StoreError(f, f"saved with {other}={saved[other]!r}, asked for {store_kwargs[other]!r} (which "
+                                    f"a store made with the options given holds as {normal[other]!r}); a saved "
+                                    f"store keeps its format (bounds such as max_records may change)")
             loaded[tenant] = s
-            reg._clean[f.resolve()] = _version(s)
+            reg._clean[f.resolve()] = _held(s)
         for s in loaded.values():
             for k in BOUNDS + TUNING:
                 if k in store_kwargs:
@@ -361,14 +365,30 @@ def _version(s: Store) -> tuple:
     return (s.first_record, s.next_record, s.requests_seen, tuple(sorted(s.config().items())))
 
 
+def _held(s: Store) -> tuple:
+    """What a file is known to hold: this store object (weakly) at this version."""
+    return (weakref.ref(s), _version(s))
+
+
+def _holds(held: tuple | None, s: Store) -> bool:
+    """``held`` (from :func:`_held`) is ``s`` as it is now: another store object with equal
+    counters (one loaded from another file) is not."""
+    return held is not None and held[0]() is s and held[1] == _version(s)
+
+
 def _fingerprint(path: Path) -> tuple | None:
-    """Which version of a file is there (None: no file): a save renames a new file over the old,
-    so the inode changes with every version, and size and time change with most."""
+    """Which version of a file is there (None: no file): its inode, size and time, and the
+    checksum its header carries (so a reused inode or a copied time does not pass for it)."""
     try:
         st = path.stat()
     except FileNotFoundError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    try:
+        with zipfile.ZipFile(path) as z:
+            header = z.read("header.sha256")
+    except (OSError, KeyError, zipfile.BadZipFile, EOFError, ValueError):
+        header = b""
+    return (st.st_ino, st.st_size, st.st_mtime_ns, header)
 
 
 class _FolderLock:

@@ -185,11 +185,22 @@ class PoolSuffixIndex:
 
     # -- writing
     def add_document(self, tokens) -> int:
-        """Append one document and its separator; returns the document's first position."""
+        """Append one document and its separator; returns the document's first position. All or
+        nothing: if it raises (memory), the index is as it was."""
         t = np.asarray(tokens, dtype=np.int64)
         first = self.end
         if first + len(t) + 1 - self._base >= 2 ** 31:
             raise OverflowError("stream offset exceeds int32: compact (evict) the store")
+        # the runs are rebound, never changed in place (_insert, _maybe_merge): keeping the lists
+        # that hold them is enough to go back
+        kept = (self.end, self._toks.n, [r[:] for r in self._recent], [r[:] for r in self._main])
+        try:
+            return self._add(t, first)
+        except BaseException:
+            self.end, self._toks.n, self._recent, self._main = kept
+            raise
+
+    def _add(self, t: np.ndarray, first: int) -> int:
         self._toks.extend(np.append(t, SEP).astype(np.int32))
         self.end += len(t) + 1
         m = len(t)

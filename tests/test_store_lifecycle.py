@@ -773,7 +773,7 @@ def test_two_registries_on_one_folder_never_overwrite_each_others_work(tmp_path)
     c.save(tmp_path)
     fill(d.get("bob"), "b3", [4] * 2, [unit([0, 1, 0, 1])] * 2)
     fill(d.get("alice"), "a4", [4] * 2, [unit([1, 0, 0, 1])] * 2)
-    with pytest.raises(StoreError, match="was deleted since this registry read it .* drop it here too"):
+    with pytest.raises(StoreError, match=r"was deleted since this registry read it .* drop\(\) it here too"):
         d.save(tmp_path)
     assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["alice"]
     d.drop("bob")                                      # agreed: the rest of d's work saves
@@ -808,3 +808,65 @@ def test_a_registry_saved_into_another_folder_writes_every_tenant(tmp_path):
     assert back.save(tmp_path / "a") == []                      # nothing changed there
     assert len(back.save(tmp_path / "copy")) == 2                # a copy holds every tenant
     assert StoreRegistry.load(tmp_path / "copy", dim=4).tenants() == ["alice", "bob"]
+
+
+def test_a_registry_never_undoes_a_drop_nor_sticks_nor_skips_a_store_read_elsewhere(tmp_path):
+    """Three paths the review found: a tenant made here and saved is not resurrected after
+    another registry drops it; dropping a tenant made here beside a file this registry never
+    read lets the rest save (and leaves that file alone); a store read from another file is
+    written to the folder even when its counters equal those of the folder's file."""
+    d = tmp_path / "d"
+    a = StoreRegistry(dim=4)
+    fill(a.get("bob"), "b0", [5] * 3, [unit([1, 0, 0, 0])] * 3)
+    a.save(d)
+    b = StoreRegistry.load(d, dim=4)
+    b.drop("bob")
+    b.save(d)
+    fill(a.get("bob"), "b1", [6] * 2, [unit([0, 1, 0, 0])] * 2)
+    with pytest.raises(StoreError, match="was deleted since this registry read it"):
+        a.save(d)
+    assert StoreRegistry.load(d, dim=4).tenants() == []
+    # stuck no more
+    reg = StoreRegistry(dim=4)
+    fill(reg.get("alice"), "a0", [5] * 3, [unit([1, 0, 0, 0])] * 3)
+    reg.save(d)
+    f = StoreRegistry(dim=4)
+    f.get("alice")
+    fill(f.get("carol"), "c0", [7] * 2, [unit([0, 0, 1, 0])] * 2)
+    with pytest.raises(StoreError, match="never read by this registry"):
+        f.save(d)
+    f.drop("alice")
+    assert f.save(d) == [StoreRegistry.file_for(d, "carol")]
+    assert StoreRegistry.load(d, dim=4).get("alice").n_requests == 1      # not deleted by f
+    # read from another file with the same counters: still written
+    other = StoreRegistry(dim=4)
+    fill(other.get("alice"), "z0", [9] * 3, [unit([0, 0, 0, 1])] * 3)
+    other.save(tmp_path / "backup")
+    g = StoreRegistry.load(d, dim=4)
+    g.load_tenant("alice", StoreRegistry.file_for(tmp_path / "backup", "alice"))
+    assert g.save(d) == [StoreRegistry.file_for(d, "alice")]
+    assert StoreRegistry.load(d, dim=4).get("alice").record(0).token == 9
+
+
+def test_a_token_index_that_fails_half_way_is_as_it_was():
+    """add_document fails after its stream grew (inside the n-gram runs): it goes back whole, so
+    the store that retries saves and loads."""
+    s, _ = _busy_store("fp16")
+    sx = s.suffix
+    before = (sx.end, len(sx.live_tokens()), [len(r[0]) for r in sx._recent])
+    real, calls = sx._insert, []
+
+    def failing(run, keys, pos):
+        calls.append(1)
+        if len(calls) == 2:
+            raise MemoryError("no room")
+        real(run, keys, pos)
+    sx._insert = failing
+    for i, t in enumerate([8, 9, 10]):
+        s.add("late", i, t, unit(np.arange(s.dim) + i))
+    with pytest.raises(MemoryError):
+        s.end_request()
+    assert (sx.end, len(sx.live_tokens()), [len(r[0]) for r in sx._recent]) == before
+    sx._insert = real
+    s.end_request()
+    assert load_store(save_store(s, Path(tempfile.mkdtemp()) / "s.oilstore")).n_requests == s.n_requests
