@@ -308,7 +308,8 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     data = tmp_path / "requests.jsonl"
     data.write_text(json.dumps({"id": "r1", "prompt": "call f(x=1) then f(x=1) and f(x=1) " * 3}) + "\n")
     cat, data = Catalogue.load(save_traces(all_requests(), tmp_path / "traces.jsonl")), Data.load(str(data))
-    fns = {f.api_name: f.fn for f in build_app(cat, data, Tiny(None), max_new_tokens=40).fns.values()}
+    demo = build_app(cat, data, Tiny(None), max_new_tokens=40)
+    fns = {f.api_name: f.fn for f in demo.fns.values()}
     st = new_session(cat, data)
 
     def progress(fraction, desc=""):           # the user presses Stop while cycle 2 is shown
@@ -319,14 +320,29 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     assert tr.stop == "stopped" and 0 < len(tr.output_ids) < 40 and len(tr.cycles) == 3
     assert "Stopped after" in out.error and "of 40 tokens" in out.error
     assert st.decoders["goose"].store.n_requests == 1
-    assert st.stop_requested is False                # a Stop applies to one run
-    again = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=lambda *a, **k: None)
+    quiet = lambda *a, **k: None                   # noqa: E731
+    again = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet)   # a Stop applies to earlier runs
     assert again.error == "" and again.state.extra[("r1", "goose")].stop != "stopped"
     assert st.decoders["goose"].store.n_requests == 2
-    # pressed while the run still waits (in the queue, or for the model): it stops at its first cycle
+    # Run pressed, then Stop while that run still waits (in the queue, or for the model): it stops at
+    # its first cycle; a Run pressed after the Stop is not stopped by it
+    press = next(f.fn for f in demo.fns.values() if f.fn.__name__ == "pressed")
+    press(st)
     fns["stop_live"](st)
-    early = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=lambda *a, **k: None)
-    assert early.state.extra[("r1", "goose")].stop == "stopped" and len(early.state.extra[("r1", "goose")].cycles) == 1
+    early = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")]
+    assert early.stop == "stopped" and len(early.cycles) == 1
+    press(st)
+    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
+    # Stop, then Run pressed again at once: the running run still stops (the review's case)
+    press(st)
+
+    def stop_then_press(fraction, desc=""):
+        if desc.startswith("cycle 2:"):
+            fns["stop_live"](st)
+            press(st)
+    late = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=stop_then_press).state.extra[("r1", "goose")]
+    assert late.stop == "stopped" and len(late.cycles) == 3
+    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
 
 
 def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):

@@ -157,7 +157,11 @@ class Session:
     extra: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
     decoders: dict[str, object] = field(default_factory=dict)
     funnel_shown: bool = False       # counted once: the funnel then follows every new selection
-    stop_requested: bool = False     # Stop was pressed: the live run ends after its current cycle
+    # live runs by number, in the order Run was pressed: a run stops after its current cycle once
+    # Stop was pressed at or after its press (stop_upto >= its number); a later run never is
+    live_pressed: int = 0
+    live_started: int = 0
+    stop_upto: int = 0
 
 
 def new_session(cat: Catalogue, data: Data) -> Session:

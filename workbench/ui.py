@@ -405,6 +405,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                                       concurrency_limit=1))
 
         def run_live(st, rid, method, temperature=0, top_p=1, seed="0", progress=gr.Progress()):
+            st.live_started += 1           # this run's number (runs start in the order Run was pressed)
+            ticket = st.live_started
+            st.live_pressed = max(st.live_pressed, ticket)    # a run called without the button counts too
             try:
                 sampling = live_sampling(temperature, top_p, seed)     # checked before the model loads
             except ValueError as exc:
@@ -422,15 +425,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn(f"The model failed to load: {exc}"))
             had = method in st.decoders
             try:
-                tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling)
+                tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling,
+                                  stopped=lambda: ticket <= st.stop_upto)
             except PromptError as exc:   # empty, or too long for the model
                 return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc}"))
             except Exception as exc:     # noqa: BLE001 - out of memory, a tokenizer's own error...: one line, no change
                 if not had:
                     st.decoders.pop(method, None)      # a decoder made for this run only
                 return unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
-            finally:
-                st.stop_requested = False           # a Stop applies to one run, this one
             st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
             stopped = "" if tr.stop != "stopped" else _warn(
@@ -438,18 +440,18 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 f"and the session's store keeps what was decoded (a request that ended there).")
             return Selected(*full_view(st, stopped), *menus_for(st))
 
-        def arm_stop(st):
-            """Run pressed: a Stop from now on (while the run waits in the queue or for the model,
-            or decodes) ends this run; one pressed before is forgotten. Outside the queue."""
-            st.stop_requested = False
-        selected.append(live_btn.click(arm_stop, state, None, queue=False, api_name=False).then(
+        def pressed(st):
+            """Run pressed (outside the queue): counted, so that a Stop pressed while this run still
+            waits (behind another session's run, or for the model) ends it too."""
+            st.live_pressed += 1
+        selected.append(live_btn.click(pressed, state, None, queue=False, api_name=False).then(
             run_live, [state, request_dd, method_dd, live_t, live_p, live_seed], outputs(Selected),
             api_name="run_live", concurrency_limit=1))
 
         def stop_live(st):
-            """Ask this session's live run to end after its current cycle (run_live reads the flag
-            on the same session object; outside the queue, so it is not behind the run itself)."""
-            st.stop_requested = True
+            """End this session's runs pressed so far after their current cycle (run_live reads the
+            session object it shares with this event; outside the queue, so not behind the run)."""
+            st.stop_upto = max(st.live_pressed, st.live_started)
         stop_btn.click(stop_live, state, None, api_name="stop_live", queue=False)
         moments.wire(state, selected, steps, outputs(Step), goto, fast)
         for dep in selected:           # a counted funnel follows the selection's traffic
@@ -556,10 +558,11 @@ def live_sampling(temperature, top_p, seed):
 
 
 def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress,
-                 sampling=None) -> RequestTrace:
+                 sampling=None, stopped=lambda: False) -> RequestTrace:
     """Decode one request with this session's decoder for ``method`` (made on first use, so
     the session's store grows over its live runs), reporting progress per cycle; ``sampling``
-    (a :class:`~oilbird.sampling.SamplingParams`, None = greedy) samples instead."""
+    (a :class:`~oilbird.sampling.SamplingParams`, None = greedy) samples instead; ``stopped()``
+    True ends the request after the cycle just decoded."""
     from oilbird.presets import make_decoder
     from oilbird.data.requests import encode
     from oilbird.verifier import Verifier
@@ -574,7 +577,7 @@ def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new
         def report(c) -> bool:
             done[0] += len(c.committed)
             progress(min(1.0, done[0] / max_new_tokens), desc=f"cycle {c.cycle}: {done[0]} tokens")
-            return st.stop_requested             # Stop pressed: the decoder ends the request here
+            return stopped()                     # Stop pressed: the decoder ends the request here
         if sampling is None:
             out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
         else:
