@@ -973,7 +973,7 @@ def test_live_run_passes_sampling_settings(app_fns, session, monkeypatch):
     from workbench import ui
     seen = {}
 
-    def decode(st, models, lm, req, method, max_new, progress, sampling=None):
+    def decode(st, models, lm, req, method, max_new, progress, sampling=None, stopped=None):
         seen["sampling"] = sampling
         raise ui.PromptError("stop here")
     monkeypatch.setattr(ui, "_decode_live", decode)
