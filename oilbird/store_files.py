@@ -17,6 +17,7 @@ Knows the file format, not how a store searches: the store gives and takes its p
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -262,7 +263,7 @@ class StoreRegistry:
         The check and the writes hold a lock on the folder (``.oilbird-registry.lock``), so two
         registries saving at once take turns."""
         directory = Path(directory)
-        with _FolderLock(directory):
+        with _folder_lock(directory):
             changed = [t for t, s in sorted(self._stores.items())
                        if not _holds(self._clean.get(self.file_for(directory, t).resolve()), s)]
             paths = {t: self.file_for(directory, t) for t in changed + sorted(self._dropped)}
@@ -273,14 +274,15 @@ class StoreRegistry:
             written = []
             for t in changed:
                 written.append(save_store(self._stores[t], paths[t]))
-                self._seen[paths[t].resolve()] = _fingerprint(paths[t])
-                self._clean[paths[t].resolve()] = _held(self._stores[t])
+                key = paths[t].resolve()
+                self._seen[key], self._clean[key] = _fingerprint(paths[t]), _held(self._stores[t])
                 self._fresh.discard(t)        # written: from now on it is a store of that file
             for t in sorted(self._dropped):
-                if self._seen.get(paths[t].resolve(), _NEVER) is not _NEVER:   # never read: not ours to delete
+                key = paths[t].resolve()
+                if self._seen.get(key, _NEVER) is not _NEVER:   # a file never read is not ours to delete
                     paths[t].unlink(missing_ok=True)
-                    self._seen[paths[t].resolve()] = None
-                self._clean.pop(paths[t].resolve(), None)
+                    self._seen[key] = None
+                self._clean.pop(key, None)
             self._dropped.clear()
         return written
 
@@ -314,8 +316,8 @@ class StoreRegistry:
         self._stores[tenant] = s
         self._dropped.discard(tenant)
         self._fresh.discard(tenant)
-        self._seen[Path(path).resolve()] = seen
-        self._clean[Path(path).resolve()] = _held(s)
+        key = Path(path).resolve()
+        self._seen[key], self._clean[key] = seen, _held(s)
         return s
 
     @classmethod
@@ -391,26 +393,20 @@ def _fingerprint(path: Path) -> tuple | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, header)
 
 
-class _FolderLock:
+@contextlib.contextmanager
+def _folder_lock(folder: Path):
     """An exclusive lock on ``folder`` between processes (``fcntl.flock`` on a lock file there;
     where fcntl is missing, no lock: the version checks still refuse what they see)."""
-
-    def __init__(self, folder: Path):
-        self.folder, self.f = folder, None
-
-    def __enter__(self):
-        try:
-            import fcntl
-        except ImportError:
-            return self
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            self.f = open(self.folder / ".oilbird-registry.lock", "a")
-        except OSError as exc:
-            raise StoreError(self.folder, f"cannot write ({exc.strerror or exc})") from exc
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        if self.f is not None:
-            self.f.close()              # closing releases the lock
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        f = open(folder / ".oilbird-registry.lock", "a")
+    except OSError as exc:
+        raise StoreError(folder, f"cannot write ({exc.strerror or exc})") from exc
+    with f:                                # closing the file releases the lock
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
