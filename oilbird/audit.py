@@ -63,3 +63,17 @@ def audit(lm: LoadedModel, ids: list[int], got: list[int], max_new_tokens: int,
     """Compare ``got`` with greedy decoding of ``ids`` (computed unless ``reference`` is given)."""
     ref = reference if reference is not None else hf_greedy(lm, ids, max_new_tokens)
     return compare(ref, got)
+
+
+def record_audit(ref: list[int], req, names, outputs, stats, req_traces, against: str = "") -> None:
+    """Every method's output of ``req`` compared with the reference output ``ref``: per request
+    and per method in ``stats`` (the first failure kept, ``against`` appended to it), and on
+    each of the request's traces."""
+    verdicts = {name: compare(ref, outputs[name]) for name in names}
+    for name, res in verdicts.items():
+        stats[name].per_request[-1]["lossless"] = res.lossless
+        if not res.lossless:
+            stats[name].lossless = False
+            stats[name].first_failure = stats[name].first_failure or f"{req.id}: {res.message()}{against}"
+    for tr in req_traces:
+        tr.lossless = verdicts[tr.method].lossless if tr.method in verdicts else compare(ref, tr.output_ids).lossless

@@ -392,14 +392,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             try:
                 for t in traces:
                     draw_all(t)
-                _render(new, cat, "", full=True)
+                out = _render(new, cat, "", full=True)
             except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
                 return unchanged(st, _warn(f"Not a usable trace file: {name}: {exc}"))
             # every trace draws: the session takes them in place, so a live run that holds this
             # same session object (and returns it when it ends) keeps the upload too
             st.extra.update(added)
             st.request, st.method, st.cycle = new.request, new.method, new.cycle
-            return Selected(*_render(st, cat, "", full=True), *menus_for(st))
+            return Selected(*out._replace(state=st), *menus_for(st))
 
         selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces",
                                       concurrency_limit=1))

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from ..audit import compare, hf_greedy
+from ..audit import hf_greedy, record_audit
 from ..data.requests import encode_requests
 from ..decoding import DecodeResult, autoregressive
 from ..methods import Method, TreeConfig, as_methods
@@ -126,15 +126,7 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
 def _audit(lm, req, ids, max_new_tokens, names, outputs, stats, req_traces) -> None:
     """The audit: every output against an independent greedy run of the same request, on stock
     kernels (so not the timed hf-greedy, which runs on the decoders' kernels)."""
-    ref = hf_greedy(lm, ids, max_new_tokens)
-    for name in names:
-        res = compare(ref, outputs[name])
-        stats[name].per_request[-1]["lossless"] = res.lossless
-        if not res.lossless:
-            stats[name].lossless = False
-            stats[name].first_failure = stats[name].first_failure or f"{req.id}: {res.message()}"
-    for tr in req_traces:
-        tr.lossless = compare(ref, tr.output_ids).lossless
+    record_audit(hf_greedy(lm, ids, max_new_tokens), req, names, outputs, stats, req_traces)
 
 
 def warm_up(verifier: Verifier, ids: list[int], tree: TreeConfig | None = None) -> None:

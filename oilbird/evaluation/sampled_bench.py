@@ -1,7 +1,7 @@
 """The bench under sampling (``--temperature > 0``): runners and the sampled audit.
 
-The tree rule (:mod:`oilbird.sampling`) draws one uniform per committed token, the one plain
-sampling draws at that position, so a sampled request's output is a function of the model, the
+The tree rule (:mod:`oilbird.sampling`) takes one draw per committed token, the one plain
+sampling takes at that position, so a sampled request's output is a function of the model, the
 seed and the request id: every method, whatever its drafts and store, must commit token for
 token what plain sampling commits. That is the audit (``results.json``: ``sampling.checked``;
 per method ``lossless`` true or false, as for greedy, and ``valid``):
@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
-from ..audit import compare
+from ..audit import record_audit
 from ..decoding import DecodeResult
 from ..methods import Method, TreeConfig
 from ..sampled import Sampled, check_sampled_output, sampled_autoregressive
@@ -72,21 +72,14 @@ class SampledChecks:
     def request(self, req, ids, outputs: dict[str, list[int]], stats: dict, req_traces=()) -> None:
         lm = self.verifier.lm
         vocab, eos = int(lm.model.config.vocab_size), lm.eos_token_ids
-        ref = sampled_autoregressive(self.verifier, ids, self.max_new, self.params, req.id).output_ids
         for n in self.names:
-            row, st = stats[n].per_request[-1], stats[n]
             why = check_sampled_output(outputs[n], vocab, eos, self.max_new)
-            row["valid"] = why is None
+            stats[n].per_request[-1]["valid"] = why is None
             if why is not None:
                 self.valid[n] = False
                 self.failure.setdefault(n, f"{req.id}: {why}")
-            res = compare(ref, outputs[n])
-            row["lossless"] = res.lossless
-            if not res.lossless:
-                st.lossless = False
-                st.first_failure = st.first_failure or f"{req.id}: {res.message()} (plain sampling, same seed)"
-        for tr in req_traces:
-            tr.lossless = compare(ref, tr.output_ids).lossless
+        ref = sampled_autoregressive(self.verifier, ids, self.max_new, self.params, req.id).output_ids
+        record_audit(ref, req, self.names, outputs, stats, req_traces, " (plain sampling, same seed)")
 
     def annotate(self, results: dict) -> dict:
         """Put the checks into a results dict: ``valid`` per method, first failures, the settings."""
