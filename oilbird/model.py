@@ -73,6 +73,14 @@ class LoadedModel:
         return sliding_window(self.model.config)
 
     @property
+    def state_key(self) -> dict:
+        """Whose states a store keyed by this model holds (:class:`~oilbird.store.Store`'s
+        ``state_key``): the architecture, its depth and the key layer (hidden size and
+        vocabulary are checked apart), with the model's name for messages only. Two checkpoints
+        of one architecture (a fine-tune, another quantization) are not told apart."""
+        return state_key(self.model.config, self.state_layer, self.name)
+
+    @property
     def eos_token_ids(self) -> set[int]:
         ids = self.model.generation_config.eos_token_id
         if ids is None:
@@ -264,6 +272,13 @@ def _need_tokenizer_files(p: Path) -> None:
     if not any((p / f).is_file() for f in _TOKENIZER_FILES):
         raise ModelError(f"'{p}' has no tokenizer files ({', '.join(_TOKENIZER_FILES[:2])}, ...): "
                          "save the tokenizer next to the model, tokenizer.save_pretrained(DIR).")
+
+
+def state_key(config, state_layer: int, name: str) -> dict:
+    """:attr:`LoadedModel.state_key` from a model config (its text part for a multimodal one)."""
+    c = _text_config(config)
+    return {"model": str(name), "model_type": str(getattr(c, "model_type", "") or ""),
+            "num_hidden_layers": int(c.num_hidden_layers), "state_layer": int(state_layer)}
 
 
 def _state_layer(config, state_layer: int | None) -> int:

@@ -51,6 +51,7 @@ from .sources.rejected import RejectedPoolSource
 from .sources.semantic import SemanticConfig, SemanticSource
 from .sources.suffix import SuffixConfig, SuffixSource
 from .store import Store
+from .store_snapshot import key_mismatch
 from .verifier import Verifier
 
 SOURCE_NAMES = ("pld", "suffix", "suffix-state", "recycling", "semantic", "semantic-ungated", "rejected", "live")
@@ -82,9 +83,14 @@ def make_sources(names, store: Store, dim: int, vocab_size: int, shared: dict | 
     return [shared.get(n) or make[n]() for n in names]
 
 
-def check_store_fits(store: Store, dim: int, vocab_size: int) -> None:
+def check_store_fits(store: Store, dim: int, vocab_size: int, state_key: dict | None = None) -> None:
     """Raise ValueError (one line) unless ``store`` can serve a model with hidden size
-    ``dim`` and ``vocab_size`` token ids: a store belongs to the model that wrote it."""
+    ``dim``, ``vocab_size`` token ids and (when both the store and the model are labelled)
+    the same :attr:`~oilbird.model.LoadedModel.state_key`: a store belongs to the model that
+    wrote it."""
+    why = key_mismatch(store.state_key, state_key)
+    if why:
+        raise ValueError(why)
     if store.dim != int(dim):
         raise ValueError(f"the store holds {store.dim}-dimensional states and the model's hidden size is "
                          f"{int(dim)}: a store serves the model that wrote it")
@@ -121,9 +127,9 @@ def make_decoder(method: str | Method, verifier: Verifier, store: Store | None =
         lm = verifier.lm
         dim = int(lm.model.config.hidden_size)
         if store is None:
-            store = Store(dim=dim, tenant=tenant, **(store_kwargs or {}))
+            store = Store(dim=dim, tenant=tenant, **{"state_key": lm.state_key, **(store_kwargs or {})})
         else:
-            check_store_fits(store, dim, int(lm.model.config.vocab_size))
+            check_store_fits(store, dim, int(lm.model.config.vocab_size), lm.state_key)
         sources = make_sources(m.sources, store, dim, int(lm.model.config.vocab_size))
         drafter = Drafter(sources, m.tree(tree))
     else:

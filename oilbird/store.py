@@ -40,7 +40,7 @@ import numpy as np
 
 from .errors import InputError
 from .state_index import INT8_RANGE, STATE_DTYPES, default_pq_m, index_kind, ivf_rows, new_state_index
-from .store_snapshot import Snapshot, check_bounds, check_snapshot, plain_bound
+from .store_snapshot import Snapshot, check_bounds, check_snapshot, check_state_key, plain_bound
 from .suffix_index import SEP, Column, PoolSuffixIndex, SuffixIndex
 
 __all__ = ["SEP", "STATE_DTYPES", "PoolSuffixIndex", "Record", "Snapshot", "Store", "StoreError", "SuffixIndex"]
@@ -86,6 +86,10 @@ class Store:
     state (approximate; for stores of 100k records and more). It and ``"pq"`` need training:
     until ``train_size`` states are in, the store searches them exactly (fp16 for pq, else its
     own dtype), then trains once and moves them over.
+
+    ``state_key`` says whose states these are (:attr:`oilbird.model.LoadedModel.state_key`;
+    :func:`oilbird.presets.make_decoder` labels the stores it makes and refuses a labelled store
+    of another model or key layer); None leaves the store unlabelled.
     """
 
     def __init__(self, dim: int, tenant: str = "default", gram: int = 4, *,
@@ -94,7 +98,8 @@ class Store:
                  max_age_s: float | None = None, compact_slack: float = 0.25,
                  pq_m: int | None = None, pq_nbits: int = 8, pq_train_size: int = 4096,
                  index_type: str = "flat", ivf_nlist: int = 256, ivf_nprobe: int = 16,
-                 ivf_train_size: int | None = None, clock: Callable[[], float] = time.time):
+                 ivf_train_size: int | None = None, state_key: dict | None = None,
+                 clock: Callable[[], float] = time.time):
         if dim < 1:
             raise ValueError("dim must be >= 1")
         if state_dtype not in STATE_DTYPES:
@@ -102,6 +107,7 @@ class Store:
         check_bounds(max_records=max_records, max_bytes=max_bytes, max_requests=max_requests,
                       max_age_s=max_age_s)
         self.dim = int(dim)
+        self.state_key = check_state_key(state_key)     # whose states these are (LoadedModel.state_key)
         self.tenant = str(tenant)
         self.gram = int(gram)
         self.state_dtype = state_dtype
@@ -159,7 +165,7 @@ class Store:
                 "pq_m": self.pq_m or None, "pq_nbits": self.pq_nbits,
                 "pq_train_size": self.pq_train_size, "index_type": self.index_type,
                 "ivf_nlist": self.ivf_nlist, "ivf_nprobe": self.ivf_nprobe,
-                "ivf_train_size": self.ivf_train_size}
+                "ivf_train_size": self.ivf_train_size, "state_key": self.state_key}
 
     @property
     def train_size(self) -> int:

@@ -194,7 +194,7 @@ BOUNDS = ("max_records", "max_bytes", "max_requests", "max_age_s")
 # that fix what a saved file holds (a loaded store keeps them)
 TUNING = ("compact_slack", "ivf_nprobe")
 FORMAT_OPTIONS = ("gram", "state_dtype", "pq_m", "pq_nbits", "pq_train_size", "index_type", "ivf_nlist",
-                  "ivf_train_size")
+                  "ivf_train_size", "state_key")
 
 
 class StoreRegistry:

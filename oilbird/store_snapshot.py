@@ -30,6 +30,38 @@ def check_bounds(**bounds) -> None:
                              f">= 0 (None: no bound), not {v!r}")
 
 
+# what a store's ``state_key`` holds (oilbird.model.LoadedModel.state_key): the fields that must
+# agree for two models' states to be comparable, and the name, which only messages show
+KEY_FIELDS = {"model_type": str, "num_hidden_layers": int, "state_layer": int}
+
+
+def check_state_key(key) -> dict | None:
+    """A store's ``state_key``: None (not labelled) or a dict of ``model`` (a name) and
+    :data:`KEY_FIELDS`, returned as a plain copy; ValueError otherwise (a hand-edited header)."""
+    if key is None:
+        return None
+    want = dict(KEY_FIELDS, model=str)
+    if not isinstance(key, dict) or set(key) != set(want) or any(
+            isinstance(key[k], bool) or not isinstance(key[k], t) for k, t in want.items()):
+        raise ValueError(f"state_key must be None or a model's LoadedModel.state_key "
+                         f"({', '.join(sorted(want))}), not {str(key)[:120]}")
+    return {k: t(key[k]) for k, t in want.items()}
+
+
+def key_mismatch(stored: dict | None, model: dict | None) -> str:
+    """Why a store whose states carry ``stored`` cannot serve a model keyed ``model``; "" when
+    it can (or when either is unknown: an unlabelled store is checked by its shape alone)."""
+    if stored is None or model is None:
+        return ""
+    if all(stored[k] == model[k] for k in KEY_FIELDS):
+        return ""
+
+    def said(k):
+        return f"{k['model']} ({k['model_type']}, {k['num_hidden_layers']} layers), key layer {k['state_layer']}"
+    return (f"the store holds the states of {said(stored)}, and this model keys with those of {said(model)}: "
+            f"a store serves the model and key layer that wrote it")
+
+
 def plain_bound(k: str, v):
     """A checked bound as a plain Python number (numpy scalars too), as a store keeps it."""
     return None if v is None else float(v) if k == "max_age_s" else int(v)

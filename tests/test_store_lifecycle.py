@@ -744,6 +744,38 @@ def test_a_store_of_another_model_is_refused_by_the_decoder(tiny_lm):
     assert make_decoder("oilbird", v, store=other).store is other
 
 
+def test_a_store_keyed_by_another_layer_is_refused_and_the_label_survives_its_file(tiny_lm, tmp_path):
+    """Hidden size and vocabulary can agree while the states do not (another key layer, another
+    architecture): a store the decoder made carries the model's state_key through its file, and
+    a decoder keyed otherwise refuses it; an unlabelled store is checked by its shape alone."""
+    from dataclasses import replace
+    from oilbird.presets import make_decoder
+    from oilbird.verifier import Verifier
+    dec = make_decoder("oilbird", Verifier(tiny_lm))
+    assert dec.store.state_key == tiny_lm.state_key and tiny_lm.state_key["model"] == tiny_lm.name
+    fill(dec.store, "r0", [5, 6, 7], [unit(np.arange(32) + k) for k in range(3)])
+    back = load_store(save_store(dec.store, tmp_path / "s.oilstore"))
+    assert back.state_key == tiny_lm.state_key
+    assert make_decoder("oilbird", Verifier(tiny_lm), store=back).store is back
+    other_layer = replace(tiny_lm, state_layer=tiny_lm.state_layer - 1)
+    with pytest.raises(ValueError, match=f"key layer {tiny_lm.state_layer}, and this model keys with .* key "
+                                         f"layer {tiny_lm.state_layer - 1}: a store serves the model and key layer"):
+        make_decoder("oilbird", Verifier(other_layer), store=back)
+    assert len(back) == 3                                     # refused, not touched
+    unlabelled = Store(dim=32)
+    fill(unlabelled, "r0", [5, 6], None)
+    assert make_decoder("oilbird", Verifier(other_layer), store=unlabelled).store is unlabelled
+    reg = StoreRegistry(dim=32, state_key=tiny_lm.state_key)
+    fill(reg.get("alice"), "a0", [5, 6], [unit(np.arange(32) + k) for k in range(2)])
+    reg.save(tmp_path / "reg")
+    with pytest.raises(StoreError, match="saved with state_key="):
+        StoreRegistry.load(tmp_path / "reg", dim=32, state_key=other_layer.state_key)
+    assert StoreRegistry.load(tmp_path / "reg", dim=32).get("alice").state_key == tiny_lm.state_key
+    for bad in ({"model": "m"}, {**tiny_lm.state_key, "state_layer": "2"}, "layer 2"):
+        with pytest.raises(ValueError, match="state_key must be None or a model's LoadedModel.state_key"):
+            Store(dim=32, state_key=bad)
+
+
 def test_two_registries_on_one_folder_never_overwrite_each_others_work(tmp_path):
     """Two registries that loaded the same folder: each saves only the tenants it changed, so
     changes to different tenants both land; a save over a tenant the other saved since, or
