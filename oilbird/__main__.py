@@ -79,7 +79,7 @@ def _tree(args, methods):
 
 
 def _decode(args) -> int:
-    from .audit import audit
+    from .audit import audit, explain
     from .methods import parse_method
     from .model import load_model
     from .presets import make_decoder
@@ -100,7 +100,7 @@ def _decode(args) -> int:
     dec = make_decoder(method, Verifier(lm))
     tr = dec.run("prompt", ids, args.max_new_tokens)
     print(lm.tokenizer.decode(tr.output_ids))
-    res = audit(lm, ids, tr.output_ids, args.max_new_tokens)
+    res = explain(lm, ids, audit(lm, ids, tr.output_ids, args.max_new_tokens))
     print(f"\n[{args.method}] {len(tr.output_ids)} tokens in {tr.forwards} forwards "
           f"(tau {tr.tau:.2f}); {res.message()}", file=sys.stderr)
     return 0 if res.lossless else 1
@@ -109,7 +109,7 @@ def _decode(args) -> int:
 def _decode_sampled(args, method, lm, ids, sampling) -> int:
     """decode with --temperature > 0, audited as the sampled bench audits: the output must equal
     plain sampling of the same prompt with the same seed, token for token, and be valid."""
-    from .audit import compare
+    from .audit import compare, explain
     from .presets import make_decoder
     from .sampled import Sampled, check_sampled_output, sampled_autoregressive
     from .verifier import Verifier
@@ -118,7 +118,8 @@ def _decode_sampled(args, method, lm, ids, sampling) -> int:
     print(lm.tokenizer.decode(tr.output_ids))
     invalid = check_sampled_output(tr.output_ids, int(lm.model.config.vocab_size), lm.eos_token_ids,
                                    args.max_new_tokens)
-    res = compare(sampled_autoregressive(v, ids, args.max_new_tokens, sampling, "prompt").output_ids, tr.output_ids)
+    res = explain(lm, ids, compare(sampled_autoregressive(v, ids, args.max_new_tokens, sampling, "prompt").output_ids,
+                                   tr.output_ids), sampling, "prompt")
     print(f"\n[{args.method}] sampled ({sampling.describe()}): {len(tr.output_ids)} tokens in {tr.forwards} "
           f"forwards (tau {tr.tau:.2f}); {res.message('plain sampling with the same seed')}; "
           f"{'every token valid' if invalid is None else 'INVALID: ' + invalid}", file=sys.stderr)

@@ -5,16 +5,27 @@ torch's stock kernels (the oneDNN linears of :mod:`oilbird.cpu_gemm` switched of
 project's decoding code runs in it, so agreement is evidence, not a tautology. (Its attention
 is transformers' own SDPA path, under the ``TRANSFORMERS_SDPA_FORCE_GQA`` switch that
 ``load_model`` sets on CPU.)
+
+Outputs may differ at a near tie: a tree forward rounds logits unlike a one-token forward. A
+failed audit says how near (:func:`explain`): by how much the reference preferred its token
+over ours where they first differ, so a rounding flip reads apart from a bug.
 """
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .cpu_gemm import stock_linears
 from .model import LoadedModel
+
+# below this margin (logits, or the race's log scores) two forwards' rounding can flip a choice:
+# float32 rounds a logit of ~20 to ~1e-6 and sums of hundreds of terms drift to ~1e-4; bfloat16
+# keeps 8 bits of mantissa (~0.1 at 20)
+NEAR_TIE = {torch.float32: 1e-2, torch.float16: 0.1, torch.bfloat16: 0.5}
 
 
 @dataclass
@@ -23,13 +34,51 @@ class AuditResult:
     first_diff: int | None     # first differing position, None when equal
     expected: list[int]
     got: list[int]
+    margin: float | None = None     # how much the reference preferred its token there (:func:`explain`)
+    near_tie: float | None = None   # the margin below which rounding can flip it, for the model's dtype
+    unit: str = "logits"
 
     def message(self, reference: str = "greedy") -> str:
         if self.lossless:
             return f"lossless: {len(self.got)} tokens equal {reference}"
         i = self.first_diff
-        return (f"NOT lossless at position {i}: expected {self.expected[i:i + 3]} "
+        said = (f"NOT lossless at position {i}: expected {self.expected[i:i + 3]} "
                 f"got {self.got[i:i + 3]} (len {len(self.expected)} vs {len(self.got)})")
+        if self.margin is None:
+            return said
+        why = (f"a near tie (below {self.near_tie:g}): two forwards' rounding can flip it"
+               if self.margin < self.near_tie else "not a rounding near tie")
+        return f"{said}; there {reference} preferred its token by {self.margin:.3g} in {self.unit}: {why}"
+
+
+@torch.inference_mode()
+def explain(lm: LoadedModel, ids: list[int], res: AuditResult, params=None, request_id: str = "") -> AuditResult:
+    """``res`` with the reference's margin at the first difference filled in (unchanged when
+    lossless, or where one output ended early): the reference's score of its own token minus
+    that of ours, from one more forward over the prompt and the reference's tokens before the
+    difference (stock kernels). Greedy: logits. Sampling (``params``, the request's id): the race's
+    log scores, ``log p - log E`` with the draw plain sampling made at that position
+    (:mod:`oilbird.sampling`), so the margin is >= 0 and small only at a near tie."""
+    i = res.first_diff
+    if res.lossless or i is None or i >= min(len(res.expected), len(res.got)):
+        return res
+    want, ours = int(res.expected[i]), int(res.got[i])
+    x = torch.tensor([list(ids) + list(res.expected[:i])], device=lm.device)
+    with stock_linears(lm.model):
+        logits = lm.model(input_ids=x).logits[0, -1].double().cpu()
+    res.near_tie = NEAR_TIE.get(lm.dtype, NEAR_TIE[torch.float32])
+    if params is None:
+        res.margin, res.unit = float(logits[want] - logits[ours]), "logits"
+        return res
+    from .sampling import draw, request_rng, target_probs
+    p = target_probs(logits, params.temperature, params.top_p)
+    rng = request_rng(params, request_id)
+    for _ in range(i):                       # one draw per committed token before this one
+        draw(rng, len(p))
+    race = draw(rng, len(p))
+    score = [math.log(p[t]) - math.log(race[t]) if p[t] > 0 else -math.inf for t in (want, ours)]
+    res.margin, res.unit = float(np.subtract(*score)), "the race's log scores (log p - log E)"
+    return res
 
 
 @torch.inference_mode()
@@ -65,15 +114,18 @@ def audit(lm: LoadedModel, ids: list[int], got: list[int], max_new_tokens: int,
     return compare(ref, got)
 
 
-def record_audit(ref: list[int], req, names, outputs, stats, req_traces, against: str = "") -> None:
-    """Every method's output of ``req`` compared with the reference output ``ref``: per request
-    and per method in ``stats`` (the first failure kept, ``against`` appended to it), and on
-    each of the request's traces."""
+def record_audit(ref: list[int], req, names, outputs, stats, req_traces, reference: str = "greedy",
+                 why=None) -> None:
+    """Every method's output of ``req`` compared with the ``reference`` output ``ref``: per
+    request and per method in ``stats`` (the first failure kept, explained by ``why(result)``,
+    e.g. :func:`explain`, when given), and on each of the request's traces."""
     verdicts = {name: compare(ref, outputs[name]) for name in names}
     for name, res in verdicts.items():
         stats[name].per_request[-1]["lossless"] = res.lossless
         if not res.lossless:
             stats[name].lossless = False
-            stats[name].first_failure = stats[name].first_failure or f"{req.id}: {res.message()}{against}"
+            if not stats[name].first_failure:
+                res = why(res) if why is not None else res
+                stats[name].first_failure = f"{req.id}: {res.message(reference)}"
     for tr in req_traces:
         tr.lossless = verdicts[tr.method].lossless if tr.method in verdicts else compare(ref, tr.output_ids).lossless

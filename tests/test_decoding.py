@@ -405,6 +405,37 @@ def test_traces_decoded_without_text_round_trip_too(tiny_lm, tmp_path):
     assert load_traces(save_traces(traces, tmp_path / "t.jsonl")) == traces
 
 
+def test_a_failed_audit_says_how_near_a_tie_the_difference_was(tiny_lm):
+    """explain(): where two outputs first differ, by how much the reference preferred its token,
+    so a rounding flip reads apart from a bug: greedy in logits; sampled in the race's log scores,
+    with the draw plain sampling made there (so the reference's own token beats every other)."""
+    from oilbird.audit import explain
+    from oilbird.sampled import sampled_autoregressive
+    from oilbird.sampling import SamplingParams
+    v, ids = Verifier(tiny_lm), _prompts(1)[0]
+    ref = autoregressive(v, ids, 12).output_ids
+    i = 5
+    with torch.no_grad():
+        logits = tiny_lm.model(input_ids=torch.tensor([ids + ref[:i]])).logits[0, -1].double()
+    second = int(torch.topk(logits, 2).indices[1])
+    res = explain(tiny_lm, ids, compare(ref, ref[:i] + [second] + ref[i + 1:]))
+    assert res.margin == pytest.approx(float(logits[ref[i]] - logits[second]), rel=1e-4) and res.margin > 0.01
+    assert f"there greedy preferred its token by {res.margin:.3g} in logits: not a rounding near tie" in res.message()
+    tie = compare(ref, ref[:i] + [second] + ref[i + 1:])
+    tie.margin, tie.near_tie = 0.001, 0.01
+    assert "a near tie (below 0.01)" in tie.message()
+    assert explain(tiny_lm, ids, compare(ref, ref)).margin is None
+    assert explain(tiny_lm, ids, compare(ref, ref[:3])).margin is None       # ours ended: no token to weigh
+    params = SamplingParams(0.9, 1.0, 4)
+    sref = sampled_autoregressive(v, ids, 12, params, "q").output_ids
+    margins = [explain(tiny_lm, ids, compare(sref, sref[:i] + [t]), params, "q").margin
+               for t in range(int(tiny_lm.model.config.vocab_size)) if t != sref[i]]
+    assert min(margins) > 0          # the draw replayed is the one the reference used
+    wrong_seed = [explain(tiny_lm, ids, compare(sref, sref[:i] + [t]), SamplingParams(0.9, 1.0, 5), "q").margin
+                  for t in range(int(tiny_lm.model.config.vocab_size)) if t != sref[i]]
+    assert min(wrong_seed) < 0       # another draw ranks another token first: the check can fail
+
+
 def test_the_audit_reports_the_first_differing_token_and_a_length_mismatch():
     """Every lossless check rests on compare(): it must fail an output that differs anywhere."""
     assert compare([1, 2, 3], [1, 2, 3]).lossless

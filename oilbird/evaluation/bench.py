@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from ..audit import hf_greedy, record_audit
+from ..audit import explain, hf_greedy, record_audit
 from ..data.requests import encode_requests
 from ..decoding import DecodeResult, autoregressive
 from ..methods import Method, TreeConfig, as_methods
@@ -126,7 +126,8 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
 def _audit(lm, req, ids, max_new_tokens, names, outputs, stats, req_traces) -> None:
     """The audit: every output against an independent greedy run of the same request, on stock
     kernels (so not the timed hf-greedy, which runs on the decoders' kernels)."""
-    record_audit(hf_greedy(lm, ids, max_new_tokens), req, names, outputs, stats, req_traces)
+    record_audit(hf_greedy(lm, ids, max_new_tokens), req, names, outputs, stats, req_traces,
+                 why=lambda res: explain(lm, ids, res))
 
 
 def warm_up(verifier: Verifier, ids: list[int], tree: TreeConfig | None = None) -> None:

@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
-from ..audit import record_audit
+from ..audit import explain, record_audit
 from ..decoding import DecodeResult
 from ..methods import Method, TreeConfig
 from ..sampled import Sampled, check_sampled_output, sampled_autoregressive
@@ -79,7 +79,8 @@ class SampledChecks:
                 self.valid[n] = False
                 self.failure.setdefault(n, f"{req.id}: {why}")
         ref = sampled_autoregressive(self.verifier, ids, self.max_new, self.params, req.id).output_ids
-        record_audit(ref, req, self.names, outputs, stats, req_traces, " (plain sampling, same seed)")
+        record_audit(ref, req, self.names, outputs, stats, req_traces, "plain sampling with the same seed",
+                     lambda res: explain(lm, ids, res, self.params, req.id))
 
     def annotate(self, results: dict) -> dict:
         """Put the checks into a results dict: ``valid`` per method, first failures, the settings."""

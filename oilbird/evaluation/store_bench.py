@@ -412,7 +412,7 @@ def cycle(args) -> int:
 # -- tau: capped / uncapped x fp16 / int8 on real requests ----------------------------------------
 def tau(args) -> int:
     """tau and losslessness of the oilbird preset with store variants, plus state fidelity."""
-    from ..audit import compare, hf_greedy
+    from ..audit import compare, explain, hf_greedy
     from ..presets import make_decoder
     from ..data.requests import encode, load_requests
     from ..store import Store
@@ -449,7 +449,7 @@ def tau(args) -> int:
             a = compare(ref, tr.output_ids)
             if not a.lossless:
                 lossless = False
-                first_fail = first_fail or f"{req.id}: {a.message()}"
+                first_fail = first_fail or f"{req.id}: {explain(lm, ids, a).message()}"
         stores[name] = store
         res["configs"][name] = {"tau": toks / max(1, fwd), "tokens": toks, "forwards": fwd,
                                 "lossless": lossless, "first_failure": first_fail,
