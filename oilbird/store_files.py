@@ -248,7 +248,7 @@ class StoreRegistry:
     def file_for(directory, tenant: str) -> Path:
         return Path(directory) / _TENANT_FILE.format(tenant.encode().hex())
 
-    def save(self, directory) -> list[Path]:
+    def save(self, directory, overwrite=()) -> list[Path]:
         """One file per tenant under ``directory`` for every store that changed since this
         registry read or wrote it (new records, evictions, other options); then the files of
         tenants dropped since the last save are deleted, so a dropped tenant never loads back.
@@ -260,15 +260,18 @@ class StoreRegistry:
         or exists and was never read by it (e.g. the tenant was made afresh here), or when a
         store read from a file is to be written after that file was deleted (another registry
         dropped the tenant: drop it here too, or get it afresh). Two versions are never merged.
+        ``overwrite`` names tenants whose version here wins anyway: their files are replaced (or,
+        dropped, deleted) whatever changed there, and the other version is lost, as asked.
         The check and the writes hold a lock on the folder (``.oilbird-registry.lock``), so two
         registries saving at once take turns."""
         directory = Path(directory)
+        overwrite = {overwrite} if isinstance(overwrite, str) else {str(t) for t in overwrite}
         with _folder_lock(directory):
             changed = [t for t, s in sorted(self._stores.items())
                        if not _holds(self._clean.get(self.file_for(directory, t).resolve()), s)]
             paths = {t: self.file_for(directory, t) for t in changed + sorted(self._dropped)}
             for t, path in paths.items():
-                why = self._conflict(t, path)
+                why = "" if t in overwrite else self._conflict(t, path)
                 if why:
                     raise StoreError(path, f"nothing saved: tenant {t!r}'s file {why}")
             written = []
@@ -279,7 +282,8 @@ class StoreRegistry:
                 self._fresh.discard(t)        # written: from now on it is a store of that file
             for t in sorted(self._dropped):
                 key = paths[t].resolve()
-                if self._seen.get(key, _NEVER) is not _NEVER:   # a file never read is not ours to delete
+                # a file never read is not ours to delete, unless overwrite says so
+                if self._seen.get(key, _NEVER) is not _NEVER or t in overwrite:
                     paths[t].unlink(missing_ok=True)
                     self._seen[key] = None
                 self._clean.pop(key, None)
@@ -298,13 +302,14 @@ class StoreRegistry:
                     "here too (then get() makes it afresh, if wanted) and save again")
         if seen is _NEVER:
             return ("exists and was never read by this registry: load_tenant() it first (the store here is "
-                    "then replaced by it) or drop the tenant here")
+                    f"then replaced by it), drop the tenant here, or save(..., overwrite={{{t!r}}}) to replace it")
         if t in self._dropped:
             return ("changed since this registry read it (another registry saved it): deleting it would lose "
-                    "that save; load_tenant() it and drop it again to delete it anyway")
+                    f"that save; save(..., overwrite={{{t!r}}}) deletes it anyway")
         return ("changed since this registry read or wrote it (another registry saved it): load_tenant() it "
-                "to keep that version (this registry's changes to the tenant are then lost), or drop the tenant "
-                "here; two versions are never merged")
+                "to keep that version (this registry's changes to the tenant are then lost), drop the tenant "
+                f"here, or save(..., overwrite={{{t!r}}}) to replace it with this version (that one is then "
+                "lost); two versions are never merged")
 
     def load_tenant(self, tenant: str, path) -> Store:
         """Replace the tenant's store by the one in ``path``, only if it loads and verifies

@@ -831,6 +831,41 @@ def test_two_registries_on_one_folder_never_overwrite_each_others_work(tmp_path)
     assert StoreRegistry.load(tmp_path, dim=4).get("alice").n_requests == 2
 
 
+def test_a_refused_save_can_keep_this_registrys_version_when_asked(tmp_path):
+    """save(overwrite=...) is the third way out of a refusal (beside load_tenant and drop): the
+    named tenants' versions here replace (or, dropped, delete) whatever is there; the others are
+    still checked, and a refusal still writes nothing."""
+    reg = StoreRegistry(dim=4)
+    fill(reg.get("alice"), "a0", [5] * 3, [unit([1, 0, 0, 0])] * 3)
+    fill(reg.get("bob"), "b0", [6] * 3, [unit([0, 1, 0, 0])] * 3)
+    reg.save(tmp_path)
+    a, b = StoreRegistry.load(tmp_path, dim=4), StoreRegistry.load(tmp_path, dim=4)
+    for r in (a, b):
+        fill(r.get("alice"), f"a-{id(r)}", [7] * 2, [unit([1, 1, 0, 0])] * 2)
+    fill(a.get("bob"), "b1", [8] * 2, [unit([0, 1, 1, 0])] * 2)
+    a.save(tmp_path)
+    fill(b.get("bob"), "b2", [9] * 2, [unit([0, 0, 1, 1])] * 2)
+    with pytest.raises(StoreError, match=r"save\(\.\.\., overwrite=\{'alice'\}\) to replace it with this version"):
+        b.save(tmp_path)
+    before = {f.name: f.read_bytes() for f in tmp_path.glob("*.oilstore")}
+    with pytest.raises(StoreError, match="tenant 'bob'"):
+        b.save(tmp_path, overwrite="alice")            # bob still conflicts: nothing written
+    assert {f.name: f.read_bytes() for f in tmp_path.glob("*.oilstore")} == before
+    b.save(tmp_path, overwrite={"alice", "bob"})
+    back = StoreRegistry.load(tmp_path, dim=4)
+    assert [q for q in back.get("alice").snapshot().request_ids] == ["a0", f"a-{id(b)}"]
+    assert back.get("bob").snapshot().request_ids == ["b0", "b2"]
+    fresh = StoreRegistry(dim=4)                       # never read the file, then drops the tenant
+    fresh.get("bob")
+    fresh.drop("bob")
+    fresh.save(tmp_path)
+    assert "bob" in StoreRegistry.load(tmp_path, dim=4)     # a file never read is not deleted ...
+    fresh.get("bob")
+    fresh.drop("bob")
+    fresh.save(tmp_path, overwrite=["bob"])
+    assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["alice"]   # ... unless asked
+
+
 def test_a_registry_saved_into_another_folder_writes_every_tenant(tmp_path):
     reg = StoreRegistry(dim=4)
     for t in ("alice", "bob"):
