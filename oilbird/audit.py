@@ -13,7 +13,6 @@ over ours where they first differ, so a rounding flip reads apart from a bug.
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,38 +45,47 @@ class AuditResult:
                 f"got {self.got[i:i + 3]} (len {len(self.expected)} vs {len(self.got)})")
         if self.margin is None:
             return said
-        why = (f"a near tie (below {self.near_tie:g}): two forwards' rounding can flip it"
-               if self.margin < self.near_tie else "not a rounding near tie")
-        return f"{said}; there {reference} preferred its token by {self.margin:.3g} in {self.unit}: {why}"
+        m, tie = self.margin, self.near_tie
+        if abs(m) < tie:
+            why = f"a near tie (within {tie:g}): two forwards' rounding can flip it"
+        elif m < 0:
+            why = ("the reference's own forward prefers ours there: the reference does not reproduce itself "
+                   "(another kernel or cache path)")
+        else:
+            why = "not a rounding near tie"
+        return f"{said}; there {reference} preferred its token by {m:.3g} {self.unit}: {why}"
 
 
 @torch.inference_mode()
 def explain(lm: LoadedModel, ids: list[int], res: AuditResult, params=None, request_id: str = "") -> AuditResult:
     """``res`` with the reference's margin at the first difference filled in (unchanged when
-    lossless, or where one output ended early): the reference's score of its own token minus
-    that of ours, from one more forward over the prompt and the reference's tokens before the
-    difference (stock kernels). Greedy: logits. Sampling (``params``, the request's id): the race's
-    log scores, ``log p - log E`` with the draw plain sampling made at that position
-    (:mod:`oilbird.sampling`), so the margin is >= 0 and small only at a near tie."""
+    lossless, where one output ended early, or where ours is no token of the model): the
+    reference's score of its own token minus that of ours, from one more forward over the prompt
+    and the reference's tokens before the difference (stock kernels), in logits. Greedy: the
+    logits' difference. Sampling (``params``, the request's id): the race's, ``z - T log E`` with
+    the draw plain sampling made at that position (:mod:`oilbird.sampling`; top-p left aside, so
+    a token it cut is weighed too), which is > 0 when the reference reproduces itself. Either way
+    a margin within :data:`NEAR_TIE` of 0, for the model's dtype, is one that rounding can flip."""
     i = res.first_diff
     if res.lossless or i is None or i >= min(len(res.expected), len(res.got)):
         return res
     want, ours = int(res.expected[i]), int(res.got[i])
     x = torch.tensor([list(ids) + list(res.expected[:i])], device=lm.device)
     with stock_linears(lm.model):
-        logits = lm.model(input_ids=x).logits[0, -1].double().cpu()
+        z = lm.model(input_ids=x).logits[0, -1].double().cpu().numpy()
+    if not (0 <= want < len(z) and 0 <= ours < len(z)):
+        return res
     res.near_tie = NEAR_TIE.get(lm.dtype, NEAR_TIE[torch.float32])
     if params is None:
-        res.margin, res.unit = float(logits[want] - logits[ours]), "logits"
+        res.margin, res.unit = float(z[want] - z[ours]), "in logits"
         return res
-    from .sampling import draw, request_rng, target_probs
-    p = target_probs(logits, params.temperature, params.top_p)
+    from .sampling import draw, request_rng
     rng = request_rng(params, request_id)
     for _ in range(i):                       # one draw per committed token before this one
-        draw(rng, len(p))
-    race = draw(rng, len(p))
-    score = [math.log(p[t]) - math.log(race[t]) if p[t] > 0 else -math.inf for t in (want, ours)]
-    res.margin, res.unit = float(np.subtract(*score)), "the race's log scores (log p - log E)"
+        draw(rng, len(z))
+    log_race = np.log(draw(rng, len(z))) * params.temperature
+    res.margin = float((z[want] - log_race[want]) - (z[ours] - log_race[ours]))
+    res.unit = "in logits, the draw included (z - T log E)"
     return res
 
 

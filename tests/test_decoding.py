@@ -407,8 +407,9 @@ def test_traces_decoded_without_text_round_trip_too(tiny_lm, tmp_path):
 
 def test_a_failed_audit_says_how_near_a_tie_the_difference_was(tiny_lm):
     """explain(): where two outputs first differ, by how much the reference preferred its token,
-    so a rounding flip reads apart from a bug: greedy in logits; sampled in the race's log scores,
+    so a rounding flip reads apart from a bug: greedy in logits; sampled as the race weighs it,
     with the draw plain sampling made there (so the reference's own token beats every other)."""
+    from dataclasses import replace
     from oilbird.audit import explain
     from oilbird.sampled import sampled_autoregressive
     from oilbird.sampling import SamplingParams
@@ -421,19 +422,46 @@ def test_a_failed_audit_says_how_near_a_tie_the_difference_was(tiny_lm):
     res = explain(tiny_lm, ids, compare(ref, ref[:i] + [second] + ref[i + 1:]))
     assert res.margin == pytest.approx(float(logits[ref[i]] - logits[second]), rel=1e-4) and res.margin > 0.01
     assert f"there greedy preferred its token by {res.margin:.3g} in logits: not a rounding near tie" in res.message()
-    tie = compare(ref, ref[:i] + [second] + ref[i + 1:])
-    tie.margin, tie.near_tie = 0.001, 0.01
-    assert "a near tie (below 0.01)" in tie.message()
+    assert res.near_tie == 0.01
+    assert explain(replace(tiny_lm, dtype=torch.bfloat16), ids, compare(ref, ref[:i] + [second])).near_tie == 0.5
+    said = {}
+    for m in (0.001, -0.001, -3.0):
+        r = compare(ref, ref[:i] + [second] + ref[i + 1:])
+        r.margin, r.near_tie, r.unit = m, 0.01, "in logits"
+        said[m] = r.message()
+    assert "a near tie (within 0.01)" in said[0.001] and "a near tie (within 0.01)" in said[-0.001]
+    assert "the reference's own forward prefers ours there" in said[-3.0] and "near tie" not in said[-3.0]
     assert explain(tiny_lm, ids, compare(ref, ref)).margin is None
     assert explain(tiny_lm, ids, compare(ref, ref[:3])).margin is None       # ours ended: no token to weigh
-    params = SamplingParams(0.9, 1.0, 4)
-    sref = sampled_autoregressive(v, ids, 12, params, "q").output_ids
-    margins = [explain(tiny_lm, ids, compare(sref, sref[:i] + [t]), params, "q").margin
-               for t in range(int(tiny_lm.model.config.vocab_size)) if t != sref[i]]
-    assert min(margins) > 0          # the draw replayed is the one the reference used
-    wrong_seed = [explain(tiny_lm, ids, compare(sref, sref[:i] + [t]), SamplingParams(0.9, 1.0, 5), "q").margin
-                  for t in range(int(tiny_lm.model.config.vocab_size)) if t != sref[i]]
-    assert min(wrong_seed) < 0       # another draw ranks another token first: the check can fail
+    for bad in (10 ** 6, -1):                                                # no token of the model
+        assert explain(tiny_lm, ids, compare(ref, ref[:i] + [bad])).margin is None
+    vocab = int(tiny_lm.model.config.vocab_size)
+    for params in (SamplingParams(0.9, 1.0, 4), SamplingParams(0.05, 0.5, 4)):
+        sref = sampled_autoregressive(v, ids, 12, params, "q").output_ids
+        margins = [explain(tiny_lm, ids, compare(sref, sref[:i] + [t]), params, "q").margin
+                   for t in range(vocab) if t != sref[i]]
+        assert min(margins) > 0          # the draw replayed is the one the reference used
+        if params.temperature > 0.5:     # (at T 0.05 the logits decide whatever the draw)
+            wrong_seed = [explain(tiny_lm, ids, compare(sref, sref[:i] + [t]), replace(params, seed=5), "q").margin
+                          for t in range(vocab) if t != sref[i]]
+            assert min(wrong_seed) < 0   # another draw ranks another token first: the check can fail
+
+
+def test_the_bench_explains_its_first_greedy_failure(tiny_lm):
+    """bench's audit hands a failure to explain(): results.json says how near a tie it was."""
+    from oilbird.data.requests import Request
+    from oilbird.evaluation.bench import _audit
+    v, ids = Verifier(tiny_lm), _prompts(1)[0]
+    ref = autoregressive(v, ids, 12).output_ids
+    stats = {"ok": MethodStats(), "bad": MethodStats()}
+    for st in stats.values():
+        st.add_request("q0", 12, 12, 0.0, 0.0)
+    _audit(tiny_lm, Request("q0", [{"role": "user", "content": "x"}]), ids, 12, ["ok", "bad"],
+           {"ok": ref, "bad": ref[:4] + [(ref[4] + 1) % 259] + ref[5:]}, stats, [])
+    assert stats["ok"].lossless and stats["ok"].first_failure is None
+    assert not stats["bad"].lossless
+    assert stats["bad"].first_failure.startswith("q0: NOT lossless at position 4")
+    assert "there greedy preferred its token by" in stats["bad"].first_failure
 
 
 def test_the_audit_reports_the_first_differing_token_and_a_length_mismatch():
