@@ -36,7 +36,7 @@ import numpy as np
 from .errors import InputError, shown
 from .jsonio import loads
 from .store import Snapshot, Store, StoreError, check_bounds
-from .store_snapshot import check_snapshot
+from .store_snapshot import check_snapshot, key_mismatch
 
 FORMAT = "oilbird-store"
 FORMAT_VERSION = 1
@@ -194,7 +194,7 @@ BOUNDS = ("max_records", "max_bytes", "max_requests", "max_age_s")
 # that fix what a saved file holds (a loaded store keeps them)
 TUNING = ("compact_slack", "ivf_nprobe")
 FORMAT_OPTIONS = ("gram", "state_dtype", "pq_m", "pq_nbits", "pq_train_size", "index_type", "ivf_nlist",
-                  "ivf_train_size", "state_key")
+                  "ivf_train_size")
 
 
 class StoreRegistry:
@@ -261,14 +261,22 @@ class StoreRegistry:
         store read from a file is to be written after that file was deleted (another registry
         dropped the tenant: drop it here too, or get it afresh). Two versions are never merged.
         ``overwrite`` names tenants whose version here wins anyway: their files are replaced (or,
-        dropped, deleted) whatever changed there, and the other version is lost, as asked.
+        dropped, deleted) whatever changed there, and the other version is lost, as asked; a
+        name this registry neither holds nor dropped is refused (ValueError) before anything.
         The check and the writes hold a lock on the folder (``.oilbird-registry.lock``), so two
         registries saving at once take turns."""
         directory = Path(directory)
         overwrite = {overwrite} if isinstance(overwrite, str) else {str(t) for t in overwrite}
+        unknown = sorted(overwrite - set(self._stores) - self._dropped)
+        if unknown:
+            raise ValueError(f"overwrite names {', '.join(map(repr, unknown))}, which this registry neither holds "
+                             f"nor dropped (it holds {', '.join(map(repr, self.tenants())) or 'no tenant'})")
         with _folder_lock(directory):
-            changed = [t for t, s in sorted(self._stores.items())
-                       if not _holds(self._clean.get(self.file_for(directory, t).resolve()), s)]
+            def stale(t, s):      # the file does not hold this store as it is (or, overwritten, changed there)
+                path = self.file_for(directory, t)
+                return not _holds(self._clean.get(path.resolve()), s) or (
+                    t in overwrite and _fingerprint(path) != self._seen.get(path.resolve(), _NEVER))
+            changed = [t for t, s in sorted(self._stores.items()) if stale(t, s)]
             paths = {t: self.file_for(directory, t) for t in changed + sorted(self._dropped)}
             for t, path in paths.items():
                 why = "" if t in overwrite else self._conflict(t, path)
@@ -313,16 +321,20 @@ class StoreRegistry:
 
     def load_tenant(self, tenant: str, path) -> Store:
         """Replace the tenant's store by the one in ``path``, only if it loads and verifies
-        and holds that tenant; on any error the current store stays as it was."""
+        and holds that tenant (and, when the registry has a ``state_key``, another model's or key
+        layer's states are refused; an unlabelled store takes the label); on any error the
+        current store stays as it was."""
         seen = _fingerprint(Path(path))
         s = load_store(path, tenant=tenant)
         if s.dim != self.dim:
             raise StoreError(path, f"dim {s.dim} != registry dim {self.dim}")
+        held = _held(s)                      # what the file holds (before a label is added)
+        _label(s, self.store_kwargs.get("state_key"), path)
         self._stores[tenant] = s
         self._dropped.discard(tenant)
         self._fresh.discard(tenant)
         key = Path(path).resolve()
-        self._seen[key], self._clean[key] = seen, _held(s)
+        self._seen[key], self._clean[key] = seen, held
         return s
 
     @classmethod
@@ -353,8 +365,9 @@ class StoreRegistry:
                 raise StoreError(f, f"saved with {other}={saved[other]!r}, asked for {store_kwargs[other]!r} (which "
                                     f"a store made with the options given holds as {normal[other]!r}); a saved "
                                     f"store keeps its format (bounds such as max_records may change)")
-            loaded[tenant] = s
             reg._clean[f.resolve()] = _held(s)
+            _label(s, normal["state_key"] if "state_key" in store_kwargs else None, f)
+            loaded[tenant] = s
         for s in loaded.values():
             for k in BOUNDS + TUNING:
                 if k in store_kwargs:
@@ -365,6 +378,17 @@ class StoreRegistry:
 
 
 _NEVER = object()      # a file this registry never read nor wrote
+
+
+def _label(s: Store, key: dict | None, path) -> None:
+    """A loaded store checked against the registry's ``state_key`` (StoreError when its states
+    are another model's or key layer's; the name alone may differ) and, unlabelled, labelled
+    with it: it then differs from its file and is saved with the label next time."""
+    why = key_mismatch(s.state_key, key)
+    if why:
+        raise StoreError(path, why)
+    if s.state_key is None and key is not None:
+        s.state_key = dict(key)
 
 
 def _version(s: Store) -> tuple:

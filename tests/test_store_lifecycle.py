@@ -19,6 +19,7 @@ from oilbird.sources.base import DraftContext
 from oilbird.sources.semantic import SemanticSource
 from oilbird.sources.suffix import SuffixSource
 from oilbird.store import SEP, Store, StoreError
+from oilbird.presets import check_store_fits
 from oilbird.store_files import StoreRegistry, load_store, save_store
 from oilbird.suffix_index import PoolSuffixIndex, SuffixIndex
 
@@ -746,34 +747,61 @@ def test_a_store_of_another_model_is_refused_by_the_decoder(tiny_lm):
 
 def test_a_store_keyed_by_another_layer_is_refused_and_the_label_survives_its_file(tiny_lm, tmp_path):
     """Hidden size and vocabulary can agree while the states do not (another key layer, another
-    architecture): a store the decoder made carries the model's state_key through its file, and
-    a decoder keyed otherwise refuses it; an unlabelled store is checked by its shape alone."""
+    architecture or depth): a store the decoder made carries the model's state_key through its
+    file, and a decoder keyed otherwise refuses it; an unlabelled store is checked by its shape
+    alone; the model's name is for messages only."""
     from dataclasses import replace
     from oilbird.presets import make_decoder
     from oilbird.verifier import Verifier
+    key = {"model": "tiny-llama", "model_type": "llama", "num_hidden_layers": 2, "state_layer": 2}
+    assert tiny_lm.state_key == key
     dec = make_decoder("oilbird", Verifier(tiny_lm))
-    assert dec.store.state_key == tiny_lm.state_key and tiny_lm.state_key["model"] == tiny_lm.name
+    assert dec.store.state_key == key
     fill(dec.store, "r0", [5, 6, 7], [unit(np.arange(32) + k) for k in range(3)])
     back = load_store(save_store(dec.store, tmp_path / "s.oilstore"))
-    assert back.state_key == tiny_lm.state_key
-    assert make_decoder("oilbird", Verifier(tiny_lm), store=back).store is back
-    other_layer = replace(tiny_lm, state_layer=tiny_lm.state_layer - 1)
-    with pytest.raises(ValueError, match=f"key layer {tiny_lm.state_layer}, and this model keys with .* key "
-                                         f"layer {tiny_lm.state_layer - 1}: a store serves the model and key layer"):
+    assert back.state_key == key
+    assert make_decoder("oilbird", Verifier(replace(tiny_lm, name="renamed")), store=back).store is back
+    other_layer = replace(tiny_lm, state_layer=1)
+    with pytest.raises(ValueError, match="tiny-llama .llama, 2 layers., key layer 2, and this model keys with "
+                                         "those of tiny-llama .llama, 2 layers., key layer 1: a store serves the "
+                                         "model and key layer"):
         make_decoder("oilbird", Verifier(other_layer), store=back)
     assert len(back) == 3                                     # refused, not touched
+    for field, value in (("num_hidden_layers", 3), ("model_type", "qwen2")):
+        with pytest.raises(ValueError, match="a store serves the model and key layer"):
+            check_store_fits(back, 32, 259, {**key, field: value})
     unlabelled = Store(dim=32)
     fill(unlabelled, "r0", [5, 6], None)
     assert make_decoder("oilbird", Verifier(other_layer), store=unlabelled).store is unlabelled
-    reg = StoreRegistry(dim=32, state_key=tiny_lm.state_key)
-    fill(reg.get("alice"), "a0", [5, 6], [unit(np.arange(32) + k) for k in range(2)])
-    reg.save(tmp_path / "reg")
-    with pytest.raises(StoreError, match="saved with state_key="):
-        StoreRegistry.load(tmp_path / "reg", dim=32, state_key=other_layer.state_key)
-    assert StoreRegistry.load(tmp_path / "reg", dim=32).get("alice").state_key == tiny_lm.state_key
-    for bad in ({"model": "m"}, {**tiny_lm.state_key, "state_layer": "2"}, "layer 2"):
+    for bad in ({"model": "m"}, {**key, "state_layer": "2"}, {**key, "state_layer": True}, "layer 2"):
         with pytest.raises(ValueError, match="state_key must be None or a model's LoadedModel.state_key"):
             Store(dim=32, state_key=bad)
+
+
+def test_a_registry_checks_and_labels_the_stores_it_loads(tiny_lm, tmp_path):
+    """A registry given a state_key refuses a saved store of another key layer (on load and on
+    load_tenant), loads one whose model name alone differs, and labels an unlabelled one, which is
+    then saved with the label."""
+    from dataclasses import replace
+    key = tiny_lm.state_key
+    reg = StoreRegistry(dim=32, state_key=key)
+    fill(reg.get("alice"), "a0", [5, 6], [unit(np.arange(32) + k) for k in range(2)])
+    reg.save(tmp_path / "reg")
+    with pytest.raises(StoreError, match="key layer 2, and this model keys with those of .* key layer 1"):
+        StoreRegistry.load(tmp_path / "reg", dim=32, state_key=replace(tiny_lm, state_layer=1).state_key)
+    assert StoreRegistry.load(tmp_path / "reg", dim=32, state_key={**key, "model": "other name"}).tenants() == ["alice"]
+    assert StoreRegistry.load(tmp_path / "reg", dim=32).get("alice").state_key == key
+    old = StoreRegistry(dim=32)                               # unlabelled, as older files are
+    fill(old.get("bob"), "b0", [5, 6], [unit(np.arange(32) + k) for k in range(2)])
+    old.save(tmp_path / "old")
+    labelled = StoreRegistry.load(tmp_path / "old", dim=32, state_key=key)
+    assert labelled.get("bob").state_key == key
+    assert labelled.save(tmp_path / "old") == [StoreRegistry.file_for(tmp_path / "old", "bob")]
+    assert load_store(StoreRegistry.file_for(tmp_path / "old", "bob")).state_key == key
+    other = StoreRegistry(dim=32, state_key=replace(tiny_lm, state_layer=1).state_key)
+    with pytest.raises(StoreError, match="a store serves the model and key layer"):
+        other.load_tenant("bob", StoreRegistry.file_for(tmp_path / "old", "bob"))
+    assert "bob" not in other
 
 
 def test_two_registries_on_one_folder_never_overwrite_each_others_work(tmp_path):
@@ -864,6 +892,25 @@ def test_a_refused_save_can_keep_this_registrys_version_when_asked(tmp_path):
     fresh.drop("bob")
     fresh.save(tmp_path, overwrite=["bob"])
     assert StoreRegistry.load(tmp_path, dim=4).tenants() == ["alice"]   # ... unless asked
+    # a version here that did not change here wins too, when named
+    c, d = StoreRegistry.load(tmp_path, dim=4), StoreRegistry.load(tmp_path, dim=4)
+    fill(d.get("alice"), "a9", [3] * 2, [unit([1, 0, 0, 1])] * 2)
+    d.save(tmp_path)
+    assert c.save(tmp_path) == []                              # nothing changed in c: nothing to save
+    with pytest.raises(ValueError, match="overwrite names 'alcie', which this registry neither holds nor dropped"):
+        c.save(tmp_path, overwrite="alcie")
+    assert c.save(tmp_path, overwrite="alice") == [StoreRegistry.file_for(tmp_path, "alice")]
+    assert "a9" not in StoreRegistry.load(tmp_path, dim=4).get("alice").snapshot().request_ids
+    # a tenant dropped here and saved again elsewhere since: refused with the way out, then deleted
+    e, f = StoreRegistry.load(tmp_path, dim=4), StoreRegistry.load(tmp_path, dim=4)
+    fill(f.get("alice"), "a10", [3] * 2, [unit([1, 0, 0, 1])] * 2)
+    f.save(tmp_path)
+    e.drop("alice")
+    with pytest.raises(StoreError, match=r"deleting it would lose that save; save\(\.\.\., overwrite=\{'alice'\}\)"):
+        e.save(tmp_path)
+    assert "alice" in StoreRegistry.load(tmp_path, dim=4)
+    e.save(tmp_path, overwrite={"alice"})
+    assert StoreRegistry.load(tmp_path, dim=4).tenants() == []
 
 
 def test_a_registry_saved_into_another_folder_writes_every_tenant(tmp_path):
