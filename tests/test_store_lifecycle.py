@@ -984,3 +984,21 @@ def test_a_token_index_that_fails_half_way_is_as_it_was():
     sx._insert = real
     s.end_request()
     assert load_store(save_store(s, Path(tempfile.mkdtemp()) / "s.oilstore")).n_requests == s.n_requests
+    # the same inside a merge into the main runs (after the n = 1 run merged): they go back too
+    shape = ([len(r[0]) for r in sx._main], [len(r[0]) for r in sx._recent], sx.end)
+
+    def failing_merge(run, keys, pos):
+        if run is sx._main[2]:
+            raise MemoryError("no room")
+        real(run, keys, pos)
+    sx._insert = failing_merge
+    sx._maybe_merge = lambda force=False: type(sx)._maybe_merge(sx, True)
+    for i, t in enumerate([11, 12, 13]):
+        s.add("later", i, t, unit(np.arange(s.dim) + i))
+    with pytest.raises(MemoryError):
+        s.end_request()
+    assert ([len(r[0]) for r in sx._main], [len(r[0]) for r in sx._recent], sx.end) == shape
+    sx._insert = real
+    s.end_request()
+    assert sum(len(r[0]) for r in sx._recent) == 0 and load_store(
+        save_store(s, Path(tempfile.mkdtemp()) / "s.oilstore")).n_requests == s.n_requests
