@@ -263,6 +263,26 @@ def test_force_leaves_the_earlier_run_alone_until_the_new_one_writes(tmp_path, c
     assert (out / "results.json").read_text() == "earlier"
 
 
+@pytest.mark.parametrize("name", ["t.jsonl", "t.jsonl.gz"])
+def test_force_replaces_an_earlier_trace_file_but_never_another_file(tmp_path, name):
+    """A trace run's --out is one file: an earlier trace file is replaced with --force, but a
+    file that is not one (the user's own data given the wrong name) is refused even then."""
+    from oilbird.errors import InputError
+    from wb_traces import all_requests
+    out = tmp_path / name
+    Run(out).append_traces(all_requests())
+    with pytest.raises(InputError, match="already exists .an earlier run's.: pass --force"):
+        Run(out).check()
+    Run(out, force=True).check()
+    for text in ("precious notes\n", '{"messages": []}\n', '{"kind": "cycle"}\n'):
+        out.write_text(text)
+        with pytest.raises(InputError, match="exists and is not a trace file .* not replaced, even with --force"):
+            Run(out, force=True).check()
+        assert out.read_text() == text
+    out.write_text("")                                   # empty: nothing to lose
+    Run(out, force=True).check()
+
+
 def test_a_diagnosis_sits_beside_the_bench_run_it_diagnoses(tmp_path, capsys, tiny_model):
     """diagnose --out on a bench folder writes diagnosis.json there without --force, and its
     --force replaces only an earlier diagnosis: never the bench's results or its --traces input."""

@@ -50,6 +50,21 @@ RUN_FILES = ("results.json", "traces.jsonl", "results.csv", "tau.html", "tau.png
 RESULTS_FILES = RUN_FILES[:-1]
 
 
+def _holds_traces(p: Path) -> bool:
+    """Is ``p`` empty, or does its first line (gzipped where it says so) begin a trace file, a
+    ``{"kind": "request", ...}`` record? What a trace run may replace with ``force``."""
+    try:
+        with (gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz" and p.stat().st_size
+              else open(p, encoding="utf-8")) as f:
+            for line in f:
+                if line.strip():
+                    d = json.loads(line)
+                    return isinstance(d, dict) and d.get("kind") == "request"
+        return True
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
 
@@ -91,6 +106,9 @@ class Run:
             if p.is_dir():
                 raise InputError(f"--out {p} is a folder; this command writes one file, e.g. runs/traces.jsonl")
             held = [p.name] if p.exists() else []
+            if held and not _holds_traces(p):
+                raise InputError(f"--out {p} exists and is not a trace file (its first line is no trace record): "
+                                 f"it is not replaced, even with --force; choose another --out")
         else:
             if p.exists() and not p.is_dir():
                 raise InputError(f"--out {p} is a file; this command writes a folder ({', '.join(self.writes)})")
