@@ -21,6 +21,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
+from .errors import repeated
+
 # --------------------------------------------------------------------------- the tree
 # how the nodes the lexical subtree leaves are shared (TreeConfig.fill): "reserved" is the paper's
 # and the hosts' rule, the Oilbird presets use "expected" (PRESET_FILLS; docs/results.md, "Fill")
@@ -191,14 +193,20 @@ def parse_methods(text: str, traced: bool = False) -> list[Method]:
     return methods
 
 
-def as_methods(methods) -> list[Method]:
+def as_methods(methods, default_fill: str = TreeConfig.fill) -> list[Method]:
     """Names or parsed methods -> methods, each named once: a run serves them side by side,
-    one decoder each (two passes through one decoder would pool a warmed store into one row)."""
+    one decoder each (two passes through one decoder would pool a warmed store into one row).
+    Two names of one method (``oilbird`` and ``oilbird:expected``, its preset's fill; ``goose``
+    and ``goose:reserved`` where the run's tree fills by ``default_fill``) are one method named twice."""
     out = [parse_method(m) if isinstance(m, str) else m for m in methods]
-    names = [m.name for m in out]
-    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    twice = repeated([m.name for m in out])
     if twice:
         raise ValueError(f"method '{twice}' is named twice; name each method once")
+    seen: dict[tuple, str] = {}
+    for m in out:
+        same = seen.setdefault((m.base, m.sources, m.fill or default_fill if m.drafts_tree else None), m.name)
+        if same != m.name:
+            raise ValueError(f"'{m.name}' is '{same}' again (the same sources and fill); name each method once")
     return out
 
 

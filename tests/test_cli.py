@@ -34,6 +34,8 @@ def _fails(argv, capsys, message):
     (["bench", "--methods", "oilbird:bogus"], "after the colon comes one fill"),
     (["bench", "--methods", "ar,goose,goose"], "method 'goose' is named twice"),
     (["trace", "--methods", "goose,goose", "--out", "x.jsonl"], "method 'goose' is named twice"),
+    (["bench", "--methods", "oilbird,oilbird:expected"], "'oilbird:expected' is 'oilbird' again (the same sources and fill)"),
+    (["replay", "--methods", "goose,goose:reserved"], "'goose:reserved' is 'goose' again"),
     (["bench", "--max-new-tokens", "0"], "must be at least 1, not 0"),
     (["bench", "--out", ""], "--out: is empty: give a folder or file to write"),
     (["trace", "--methods", "goose", "--out", " "], "--out: is empty"),
@@ -169,10 +171,11 @@ def test_earlier_results_are_not_replaced_without_force(tmp_path, capsys, monkey
     out = tmp_path / "run" if stored else tmp_path / "t.jsonl"
     kept = out / stored if stored else out
     kept.parent.mkdir(exist_ok=True)
-    kept.write_text("earlier")
+    earlier = "earlier" if stored else '{"kind": "request", "request_id": "earlier"}\n'   # a trace file's start
+    kept.write_text(earlier)
     argv = cmd + ["--data", "builtin", "--limit", "1", "--out", str(out)]
     _fails(argv, capsys, "pass --force to replace it")
-    assert kept.read_text() == "earlier"
+    assert kept.read_text() == earlier
     with pytest.raises(Loaded):
         main(argv + ["--force"])
 

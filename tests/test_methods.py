@@ -31,8 +31,10 @@ def test_parse_methods_refuses_a_name_twice_and_untraceable_methods():
         parse_methods("goose,ar", traced=True)
     with pytest.raises(ValueError, match="no method given"):
         parse_methods(" , ")
-    # a fill is a different method: both may run in one bench
-    assert len(parse_methods("oilbird,oilbird:expected")) == 2
+    # another fill is a different method: both may run in one bench; the preset's own fill is not
+    assert len(parse_methods("oilbird,oilbird:reserved")) == 2
+    with pytest.raises(ValueError, match="'oilbird:expected' is 'oilbird' again"):
+        parse_methods("oilbird,oilbird:expected")
 
 
 def test_a_method_resolves_its_tree_once():
