@@ -40,7 +40,7 @@ import numpy as np
 
 from .errors import InputError
 from .state_index import INT8_RANGE, STATE_DTYPES, default_pq_m, index_kind, ivf_rows, new_state_index
-from .store_snapshot import Snapshot, check_bounds, check_snapshot, check_state_key, plain_bound
+from .store_snapshot import Snapshot, check_bounds, check_dim, check_snapshot, check_state_key, plain_bound
 from .suffix_index import SEP, Column, PoolSuffixIndex, SuffixIndex
 
 __all__ = ["SEP", "STATE_DTYPES", "PoolSuffixIndex", "Record", "Snapshot", "Store", "StoreError", "SuffixIndex"]
@@ -100,8 +100,7 @@ class Store:
                  index_type: str = "flat", ivf_nlist: int = 256, ivf_nprobe: int = 16,
                  ivf_train_size: int | None = None, state_key: dict | None = None,
                  clock: Callable[[], float] = time.time):
-        if dim < 1:
-            raise ValueError("dim must be >= 1")
+        dim = check_dim(dim)
         if state_dtype not in STATE_DTYPES:
             raise ValueError(f"state_dtype must be one of {STATE_DTYPES}, not {state_dtype!r}")
         check_bounds(max_records=max_records, max_bytes=max_bytes, max_requests=max_requests,

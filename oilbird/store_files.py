@@ -36,7 +36,7 @@ import numpy as np
 from .errors import InputError, shown
 from .jsonio import loads
 from .store import Snapshot, Store, StoreError, check_bounds
-from .store_snapshot import check_snapshot, key_mismatch
+from .store_snapshot import check_dim, check_snapshot, key_mismatch
 
 FORMAT = "oilbird-store"
 FORMAT_VERSION = 1
@@ -45,10 +45,17 @@ ARRAYS = ("positions", "row_rec", "tokens", "q_first", "q_n", "q_stream", "q_tim
 MEMBERS = tuple(f"{a}.npy" for a in ARRAYS) + ("request_ids.json", "index.faiss")
 
 
+def _path(path) -> Path:
+    """A store file's path, or StoreError for what is none (None, a number)."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise StoreError(path, "a store file's path must be a non-empty str or Path")
+    return Path(path)
+
+
 def save_store(store: Store, path) -> Path:
     """Write ``store``'s committed records to ``path`` (see the module docstring); the request
     being decoded is not saved. Raises :class:`StoreError` when the file cannot be written."""
-    path = Path(path)
+    path = _path(path)
     snap = store.snapshot()
     try:
         check_snapshot(snap)             # what load_store will check: never write a file it refuses
@@ -114,7 +121,7 @@ def load_store(path, tenant: str | None = None, clock: Callable[[], float] = tim
     Raises :class:`StoreError` (with the path and the reason) for a missing, truncated,
     corrupt, foreign or newer-version file, or one holding another ``tenant`` than asked
     for; nothing is returned (or changed) unless every check passed."""
-    path = Path(path)
+    path = _path(path)
     try:
         return _load(path, tenant, clock)
     except StoreError:
@@ -127,6 +134,8 @@ def _load(path: Path, tenant: str | None, clock) -> Store:
     def fail(reason):
         raise StoreError(path, reason)
 
+    if path.is_dir():
+        fail("is a folder, not a store file (a StoreRegistry folder loads with StoreRegistry.load)")
     if not path.is_file():
         fail("no such file")
     try:
@@ -209,7 +218,7 @@ class StoreRegistry:
     """
 
     def __init__(self, dim: int, **store_kwargs):
-        self.dim = int(dim)
+        self.dim = check_dim(dim)
         self.store_kwargs = store_kwargs
         self._stores: dict[str, Store] = {}
         self._dropped: set[str] = set()       # whose files the next save deletes
@@ -219,9 +228,8 @@ class StoreRegistry:
 
     def get(self, tenant: str) -> Store:
         """The tenant's store (created empty on first use)."""
-        tenant = str(tenant)
-        if not tenant:
-            raise ValueError("tenant must be a non-empty string")
+        if not isinstance(tenant, str) or not tenant:
+            raise ValueError(f"tenant must be a non-empty string, not {shown(tenant)}")
         if tenant not in self._stores:
             self._stores[tenant] = Store(self.dim, tenant=tenant, **self.store_kwargs)
             self._dropped.discard(tenant)
@@ -266,7 +274,11 @@ class StoreRegistry:
         The check and the writes hold a lock on the folder (``.oilbird-registry.lock``), so two
         registries saving at once take turns."""
         directory = Path(directory)
-        overwrite = {overwrite} if isinstance(overwrite, str) else {str(t) for t in overwrite}
+        if isinstance(overwrite, str):
+            overwrite = (overwrite,)
+        if not isinstance(overwrite, (list, tuple, set, frozenset)) or not all(isinstance(t, str) for t in overwrite):
+            raise ValueError(f"overwrite takes tenant names (a name, or a list or set of them), not {shown(overwrite)}")
+        overwrite = set(overwrite)
         unknown = sorted(overwrite - set(self._stores) - self._dropped)
         if unknown:
             raise ValueError(f"overwrite names {', '.join(map(repr, unknown))}, which this registry neither holds "
@@ -343,6 +355,9 @@ class StoreRegistry:
         Bounds and tuning in ``store_kwargs`` (e.g. a new ``max_records``) apply to the loaded
         stores at once; a format option that differs from a saved store's raises StoreError."""
         check_bounds(**{k: v for k, v in store_kwargs.items() if k in BOUNDS})
+        if not Path(directory).is_dir():
+            raise StoreError(directory, "no such folder" if not Path(directory).exists() else
+                             "is a file, not a registry's folder (one store file loads with load_store)")
         reg = cls(dim, **store_kwargs)
         loaded = {}
         # the options as a store built with them holds them (pq_train_size is raised to 2**pq_nbits,

@@ -16,6 +16,13 @@ from .state_index import index_kind, ivf_rows
 from .suffix_index import SEP
 
 
+def check_dim(dim) -> int:
+    """A store's state size: a whole number >= 1 (ValueError otherwise), as a plain int."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ValueError(f"dim (the model's hidden size) must be a whole number >= 1, not {str(dim)[:40]!r}")
+    return int(dim)
+
+
 def check_bounds(**bounds) -> None:
     """A Store's bounds: None (no bound), or a finite number >= 0 (``max_age_s``, seconds) or a
     whole number from 0 to 2**63 - 1 (the counts ``max_records``, ``max_bytes``,

@@ -804,6 +804,28 @@ def test_a_registry_checks_and_labels_the_stores_it_loads(tiny_lm, tmp_path):
     assert "bob" not in other
 
 
+def test_bad_arguments_to_the_store_files_get_one_clear_error(tmp_path):
+    """A mistyped folder is not an empty registry, a folder is not a store file, None is not a
+    tenant (every caller passing None would share one store), and odd types are refused by name."""
+    (tmp_path / "a-file").write_text("x")
+    for call, error, said in (
+            (lambda: StoreRegistry.load(tmp_path / "mistyped", dim=8), StoreError, "no such folder"),
+            (lambda: StoreRegistry.load(tmp_path / "a-file", dim=8), StoreError, "is a file, not a registry's folder"),
+            (lambda: load_store(tmp_path), StoreError, "is a folder, not a store file"),
+            (lambda: load_store(None), StoreError, "path must be a non-empty str or Path"),
+            (lambda: save_store(Store(8), None), StoreError, "path must be a non-empty str or Path"),
+            (lambda: StoreRegistry(8).get(None), ValueError, "tenant must be a non-empty string, not None"),
+            (lambda: StoreRegistry(8).save(tmp_path, overwrite=None), ValueError, "overwrite takes tenant names"),
+            (lambda: StoreRegistry(8).save(tmp_path, overwrite=[1]), ValueError, "overwrite takes tenant names"),
+            (lambda: StoreRegistry("x"), ValueError, "dim .the model's hidden size. must be a whole number >= 1"),
+            (lambda: Store("8"), ValueError, "must be a whole number >= 1, not '8'"),
+            (lambda: Store(0), ValueError, "must be a whole number >= 1, not '0'")):
+        with pytest.raises(error, match=said):
+            call()
+    assert StoreRegistry.load(tmp_path, dim=8).tenants() == []        # a folder without stores: empty
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_two_registries_on_one_folder_never_overwrite_each_others_work(tmp_path):
     """Two registries that loaded the same folder: each saves only the tenants it changed, so
     changes to different tenants both land; a save over a tenant the other saved since, or
