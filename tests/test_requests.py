@@ -51,6 +51,8 @@ def test_jsonl_messages_and_prompt(tmp_path):
 @pytest.mark.parametrize("content,msg", [
     ("{not json\n", "bad.jsonl:1: not valid JSON"),
     ('{"foo": 1}\n', "needs 'messages' or 'prompt'"),
+    ('{"prompt": 5}\n', "bad.jsonl:1: 'prompt' must be text, not 5"),
+    ('{"turns": []}\n', "'turns' must be a non-empty list of texts, not []"),
     ('{"messages": []}\n', "non-empty list"),
     ("", "no requests"),
     ('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n', "bad.jsonl:2: id 'a' is already used by line 1"),

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InputError, PromptError
+from ..errors import InputError, PromptError, shown
 from ..jsonio import json_lines, loads, read_json, read_text
 
 
@@ -217,7 +217,9 @@ def _request_from_obj(d, dataset: str, index: int, fail) -> Request:
     elif isinstance(d.get("turns"), list) and d["turns"] and isinstance(d["turns"][0], str):   # MT-Bench
         msgs = [{"role": "user", "content": d["turns"][0]}]
     else:
-        fail("needs 'messages' or 'prompt'")
+        given = next((k for k in ("prompt", "question", "turns") if k in d), None)
+        fail(f"'{given}' must be {'a non-empty list of texts' if given == 'turns' else 'text'}, "
+             f"not {shown(d[given], 40)}" if given else "needs 'messages' or 'prompt'")
     ref = d.get("reference", d.get("answer", d.get("canonical_solution")))
     return Request(id=str(rid), messages=msgs, dataset=dataset, reference=ref if isinstance(ref, str) else None)
 
