@@ -403,12 +403,17 @@ def _results_with(method_row) -> dict:
 
 @pytest.mark.parametrize("doc, message", [
     ({"methods": {"x": 1}}, "method 'x' is 1, not an object"),
-    (_results_with({**_method_row(2.0), "tau": "1.45"}), "'tau' of method 'x' is '1.45', not a number"),
+    (_results_with({**_method_row(2.0), "tau": "1.45"}), "'tau' of method 'x' is '1.45', not a number >= 0"),
+    (_results_with({**_method_row(2.0), "tau": -5}), "'tau' of method 'x' is -5, not a number >= 0"),
+    (_results_with({**_method_row(2.0), "tau": None}), "'tau' of method 'x' is null, not a number >= 0"),
+    ({"methods": {}}, "its 'methods' holds no method: nothing to report"),
+    ({"methods": [1, 2]}, "its 'methods' is a list, not an object"),
     (_results_with({**_method_row(2.0), "lossless": "yes"}), "'lossless' of method 'x' is 'yes', not true, false or null"),
     (_results_with({k: v for k, v in _method_row(2.0).items() if k != "tau"}), "method 'x' has no 'tau'"),
     (_results_with({**_method_row(2.0), "tokens_per_s": "fast"}),      # absent is fine: a fast replay's
-     "'tokens_per_s' of method 'x' is 'fast', not a number or null"),
-    (_results_with({**_method_row(2.0), "sole_share": {"semantic": "a lot"}}), "'sole_share' of method 'x'"),
+     "'tokens_per_s' of method 'x' is 'fast', not a number >= 0 or null"),
+    (_results_with({**_method_row(2.0), "sole_share": {"pld": 0.1, "semantic": "a lot"}}),
+     "'sole_share' of method 'x' is an object whose 'semantic' is 'a lot', not an object of numbers"),
     (_results_with({**_method_row(2.0), "per_request": [{"request": "r1", "tokens": 3, "forwards": 0}]}),
      "'forwards' of per_request row 0 of method 'x' is 0, not a count of at least 1"),
     ({"present_2": 0.5, "n_requests": 1, "n_gap": 0, "n_recovered": 0}, "the diagnosis has no 'n_positions'"),

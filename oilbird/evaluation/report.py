@@ -17,6 +17,7 @@ writes
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -262,6 +263,8 @@ def _number(v) -> bool:
 _KINDS = {
     "a number": _number,
     "a number or null": lambda v: v is None or _number(v),
+    "a number >= 0": lambda v: _number(v) and v >= 0,
+    "a number >= 0 or null": lambda v: v is None or (_number(v) and v >= 0),
     "a count": lambda v: type(v) is int and v >= 0,
     "a count of at least 1": lambda v: type(v) is int and v >= 1,
     "true or false": lambda v: type(v) is bool,
@@ -273,20 +276,20 @@ _KINDS = {
         isinstance(v, dict) and all(x is None or _number(x) for x in v.values())),
 }
 # the fields of one method in results.json (MethodStats.summary): required, then optional
-_METHOD_REQUIRED = {"tau": "a number", "lossless": "true, false or null"}
+_METHOD_REQUIRED = {"tau": "a number >= 0", "lossless": "true, false or null"}
 _METHOD_OPTIONAL = {
-    "tokens_per_s": "a number or null",                              # a fast replay times nothing
+    "tokens_per_s": "a number >= 0 or null",                         # a fast replay times nothing
     "valid": "true or false",                                        # sampled runs
     "reproducible": "true or false",             # sampled runs before the sampled audit (lossless null)
-    "speedup": "a number or null", "decode_speedup": "a number or null",
-    "decode_tokens_per_s": "a number or null", "overhead_share": "a number", "mean_nodes": "a number",
-    "n_requests": "a count", "tokens": "a count", "forwards": "a count", "seconds": "a number",
+    "speedup": "a number >= 0 or null", "decode_speedup": "a number >= 0 or null",
+    "decode_tokens_per_s": "a number >= 0 or null", "overhead_share": "a number", "mean_nodes": "a number >= 0",
+    "n_requests": "a count", "tokens": "a count", "forwards": "a count", "seconds": "a number >= 0",
     "first_failure": "a string", "accepted_by_source": "an object of numbers",
     "sole_by_source": "an object of numbers", "sole_share": "an object of numbers",
     "stage_share": "an object of numbers"}
 # one per_request row
 _ROW_REQUIRED = {"request": "a string", "tokens": "a count", "forwards": "a count of at least 1"}
-_ROW_OPTIONAL = {"seconds": "a number", "prefill_seconds": "a number"}
+_ROW_OPTIONAL = {"seconds": "a number >= 0", "prefill_seconds": "a number >= 0"}
 # diagnosis.json (diagnose.summarise): the counts its table prints; the rates are in diagnose.ROWS
 _DIAGNOSIS_REQUIRED = {"n_positions": "a count", "n_requests": "a count", "n_gap": "a count",
                        "n_recovered": "a count"}
@@ -307,13 +310,18 @@ def _fields(obj, required: dict, optional: dict, where: str, path) -> None:
             raise ResultsError(f"{where} has no '{name}' ({kind})", path)
     for name, kind in {**required, **optional}.items():
         if name in obj and not _KINDS[kind](obj[name]):
-            raise ResultsError(f"'{name}' of {where} is {_show(obj[name])}, not {kind}", path)
+            v = obj[name]
+            bad = next((k for k, x in v.items() if not _KINDS[kind]({k: x})), None) if isinstance(v, dict) else None
+            said = f"'{name}' of {where} is {_show(v)}" + (f" whose '{bad}' is {_show(v[bad])}" if bad else "")
+            raise ResultsError(f"{said}, not {kind}", path)
 
 
 def _show(v) -> str:
     """A wrong value, short: its repr cut to 40 characters; an object or a list by its kind."""
     if isinstance(v, (dict, list)):
         return "an object" if isinstance(v, dict) else "a list"
+    if v is None or isinstance(v, bool):
+        return json.dumps(v)                   # as the file spells it: null, true, false
     text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -322,8 +330,12 @@ def check_results(res, path=None) -> dict:
     """``res`` if it is a bench results.json that every table here can print (the fields
     :meth:`oilbird.evaluation.results.MethodStats.summary` writes, of the right types); else
     :class:`ResultsError` naming ``path`` and the field."""
-    if not isinstance(res, dict) or not isinstance(res.get("methods"), dict):
+    if not isinstance(res, dict) or "methods" not in res:
         raise ResultsError("not a bench results.json (no 'methods' object in it)", path)
+    if not isinstance(res["methods"], dict):
+        raise ResultsError(f"its 'methods' is {_show(res['methods'])}, not an object (method -> results)", path)
+    if not res["methods"]:
+        raise ResultsError("its 'methods' holds no method: nothing to report", path)
     _fields(res, {}, _PROGRESS, "the run", path)
     for m, r in res["methods"].items():
         where = f"method '{m}'"
