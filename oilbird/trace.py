@@ -17,7 +17,7 @@ import gzip
 import json
 import types
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
@@ -211,14 +211,25 @@ def _cycle_from_dict(d: dict) -> CycleTrace:
     nbs = d.get("neighbours", [])
     if not isinstance(nbs, list) or not all(isinstance(n, dict) for n in nbs):
         raise TraceError("field 'neighbours' is not a list of objects")
-    d["neighbours"] = [Neighbour(**n) for n in nbs]
+    d["neighbours"] = [record_from(Neighbour, n, "neighbour") for n in nbs]
     for f in RETIRED_CYCLE_FIELDS:     # written by earlier versions; nothing reads them now
         d.pop(f, None)
-    names = {f.name for f in fields(CycleTrace)}
-    unknown = set(d) - names
+    return record_from(CycleTrace, d, "cycle")
+
+
+def record_from(cls, d: dict, what: str, also_required: tuple = ()):
+    """``cls(**d)`` for a record read from a file, its fields named when wrong: unknown ones,
+    and missing ones (those without a default, and ``also_required``) as TraceError."""
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(d) - set(known))
     if unknown:
-        raise TraceError(f"unknown cycle fields {sorted(unknown)}")
-    return CycleTrace(**d)
+        raise TraceError(f"unknown {what} field{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(map(repr, unknown))[:200]}")
+    missing = [n for n, f in known.items() if n not in d and (
+        n in also_required or (f.default is MISSING and f.default_factory is MISSING))]
+    if missing:
+        raise TraceError(f"the {what} has no {', '.join(map(repr, missing))} field{'s' if len(missing) > 1 else ''}")
+    return cls(**d)
 
 
 @functools.cache
@@ -255,7 +266,31 @@ _hints = functools.cache(typing.get_type_hints)     # per record class, not per 
 def _check_types(obj) -> None:
     for name, tp in _hints(type(obj)).items():
         if not _conforms(getattr(obj, name), tp):
-            raise TraceError(f"field '{name}' is {getattr(obj, name)!r:.60}, not {tp}")
+            raise TraceError(f"field '{name}' is {json.dumps(getattr(obj, name), default=str)[:60]}, "
+                             f"not {spelled(tp)}")
+
+
+def spelled(tp) -> str:
+    """A record field's type as a trace file's reader says it.
+
+    >>> spelled(list[int]), spelled(dict), spelled(bool | None), spelled(list[float | None])
+    ('a list of whole numbers', 'an object', 'true, false or null', 'a list of (a number or null)')
+    """
+    origin, args = _parts(tp)
+    if origin in (typing.Union, types.UnionType):
+        kinds = [spelled(a) for a in args if a is not type(None)]
+        if kinds == ["true or false"]:
+            return "true, false or null"
+        return " or ".join(kinds) + (" or null" if type(None) in args else "")
+    if origin is list:
+        inner = spelled(args[0]) if args else "values"
+        plural = {"a whole number": "whole numbers", "a number": "numbers", "text": "texts",
+                  "text or null": "texts or nulls", "an object": "objects"}
+        return f"a list of {plural.get(inner, f'({inner})')}"
+    if origin is dict or tp is dict:
+        return "an object"
+    return {str: "text", int: "a whole number", float: "a number", bool: "true or false"}.get(
+        tp, f"a {getattr(tp, '__name__', tp)} record")
 
 
 def _check_cycle(c: CycleTrace) -> None:
@@ -339,7 +374,7 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
                     raise TraceError(f"trace version {shown(d.get('version'))}, expected {TRACE_VERSION}")
                 versions.append(d["version"])
                 d = {k: v for k, v in d.items() if k not in ("kind", "version")}
-                out.append(RequestTrace(**d))
+                out.append(record_from(RequestTrace, d, "request", ("output_ids", "output_text")))
                 starts.append(no)
                 _check_request(out[-1])
             else:

@@ -455,6 +455,27 @@ def test_bench_refuses_a_bad_data_file_in_one_line_before_the_model(tmp_path, ca
     assert "damaged or truncated gzip" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update(tau=2.5), "unknown request field 'tau'"),
+    (lambda d: d.update(meta=[1]), "field 'meta' is [1], not an object"),
+    (lambda d: d.pop("output_ids"), "the request has no 'output_ids' field"),
+    (lambda d: d.pop("method"), "the request has no 'method' field"),
+    (lambda d: d.update(lossless="yes"), "field 'lossless' is \"yes\", not true, false or null"),
+])
+def test_a_wrong_request_line_names_its_field_in_the_files_words(tmp_path, edit, message):
+    """A trace file's request line with a field added, of another type or missing: one line
+    naming the field as the file spells it, never a Python constructor's or type's words."""
+    from oilbird.trace import TraceError, load_traces, request_to_lines
+    lines = [json.loads(x) for x in request_to_lines(all_requests()[0])]
+    edit(lines[0])
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in lines))
+    with pytest.raises(TraceError) as err:
+        load_traces(path)
+    said = str(err.value)
+    assert message in said and f"{path}:1" in said and "__init__" not in said and "<class" not in said, said
+
+
 def test_a_version_1_trace_converts_when_it_recorded_the_provenance_and_is_refused_when_not(tmp_path):
     """Trace format 2 records the semantic key's outcome on every drafting cycle, each
     neighbour's why_no_node and the stop reason. A format-1 file that recorded the first two
