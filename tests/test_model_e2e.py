@@ -228,7 +228,7 @@ def test_an_unsupported_gguf_is_refused_before_it_is_dequantized(tmp_path, monke
     """A .gguf's header is read first: an architecture the tree cannot verify (recurrent state)
     is refused before the dequantization runs and writes a copy into the cache."""
     import oilbird.model as M
-    from transformers import MambaConfig
+    from transformers import LlamaConfig, MambaConfig
     monkeypatch.setenv("OILBIRD_CACHE", str(tmp_path / "cache"))
     gguf = tmp_path / "mamba.gguf"
     gguf.write_bytes(b"GGUF and the rest")
@@ -241,7 +241,16 @@ def test_an_unsupported_gguf_is_refused_before_it_is_dequantized(tmp_path, monke
     def unreadable(p):
         raise ValueError("not a GGUF header")
     monkeypatch.setattr(M, "_gguf_config", unreadable)
-    with pytest.raises(ModelError, match="Cannot read the model config in .*not a GGUF header"):
+    with pytest.raises(ModelError, match="Cannot read .* as a GGUF model: the file is truncated or damaged.*"
+                                         "not a GGUF header"):
+        load_model(gguf)
+    # a header that reads and weights that do not (a file cut short): said the same way
+    monkeypatch.setattr(M, "_gguf_config", lambda p: LlamaConfig(num_hidden_layers=2))
+
+    def cut(*a):
+        raise ValueError("cannot reshape array of size 214336 into shape (49152,612)")
+    monkeypatch.setattr(M, "_from_pretrained", cut)
+    with pytest.raises(ModelError, match="Cannot load the weights of .*truncated or damaged.*cannot reshape"):
         load_model(gguf)
 
 
