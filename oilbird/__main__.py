@@ -160,6 +160,8 @@ def _bench(args) -> int:
         save(res, complete=True)
     print(format_table(res))
     print(f"wrote {run.path('results.json')}")
+    if args.traces:
+        print(f"wrote {run.path('traces.jsonl')}")
     try:
         for p in write_report(res, run.out):
             print(f"wrote {p}")

@@ -261,6 +261,9 @@ def _source(path: str | os.PathLike | None) -> tuple[Path | None, Path | None, s
     model directory, or None; the model's name), checked with one clear error each."""
     if path is None:
         return default_gguf_path(), None, DEFAULT_MODEL
+    if not str(path).strip():
+        raise ModelError("The model path is empty: give a local HF model directory or a .gguf file, or leave it "
+                         "out for the default model.")
     p = Path(path).expanduser()
     if not p.exists():
         raise ModelError(f"Model path '{p}' does not exist. Give a local HF model directory "

@@ -116,6 +116,8 @@ def test_unknown_model_path_and_file(tmp_path, load):
         load(tmp_path / "x.bin")
     with pytest.raises(ModelError, match="no config.json"):
         load(tmp_path)
+    with pytest.raises(ModelError, match="The model path is empty"):     # not "'.' has no config.json"
+        load("")
 
 
 def test_model_folder_without_tokenizer_says_so(tmp_path, real_lm):

@@ -288,6 +288,7 @@ def test_a_diagnosis_sits_beside_the_bench_run_it_diagnoses(tmp_path, capsys, ti
     --force replaces only an earlier diagnosis: never the bench's results or its --traces input."""
     out = tmp_path / "run"
     assert _bench(tmp_path, out, "--traces") == 0
+    assert f"wrote {out / 'traces.jsonl'}" in capsys.readouterr().out      # said with the others
     held = sorted(f.name for f in out.iterdir())
     diagnose = ["diagnose", "--data", _data(tmp_path), "--max-new-tokens", str(MAX_NEW),
                 "--traces", str(out / "traces.jsonl"), "--out", str(out)]
