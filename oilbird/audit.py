@@ -59,7 +59,8 @@ class AuditResult:
 @torch.inference_mode()
 def explain(lm: LoadedModel, ids: list[int], res: AuditResult, params=None, request_id: str = "") -> AuditResult:
     """``res`` with the reference's margin at the first difference filled in (unchanged when
-    lossless, where one output ended early, or where ours is no token of the model): the
+    lossless, where one output ended early, or where ours or the prompt is no text of the model:
+    an explanation never turns a failure's report into a crash): the
     reference's score of its own token minus that of ours, from one more forward over the prompt
     and the reference's tokens before the difference (stock kernels), in logits. Greedy: the
     logits' difference. Sampling (``params``, the request's id): the race's, ``z - T log E`` with
@@ -67,12 +68,15 @@ def explain(lm: LoadedModel, ids: list[int], res: AuditResult, params=None, requ
     a token it cut is weighed too), which is > 0 when the reference reproduces itself. Either way
     a margin within :data:`NEAR_TIE` of 0, for the model's dtype, is one that rounding can flip."""
     i = res.first_diff
-    if res.lossless or i is None or i >= min(len(res.expected), len(res.got)):
+    if res.lossless or i is None or not 0 <= i < min(len(res.expected), len(res.got)) or not ids:
         return res
     want, ours = int(res.expected[i]), int(res.got[i])
-    x = torch.tensor([list(ids) + list(res.expected[:i])], device=lm.device)
-    with stock_linears(lm.model):
-        z = lm.model(input_ids=x).logits[0, -1].double().cpu().numpy()
+    x = torch.tensor([list(ids) + list(res.expected[:i])], dtype=torch.long, device=lm.device)
+    try:
+        with stock_linears(lm.model):
+            z = lm.model(input_ids=x).logits[0, -1].double().cpu().numpy()
+    except (IndexError, RuntimeError, ValueError):     # ids the model cannot read: the report stands unexplained
+        return res
     if not (0 <= want < len(z) and 0 <= ours < len(z)):
         return res
     res.near_tie = NEAR_TIE.get(lm.dtype, NEAR_TIE[torch.float32])

@@ -435,6 +435,8 @@ def test_a_failed_audit_says_how_near_a_tie_the_difference_was(tiny_lm):
     assert explain(tiny_lm, ids, compare(ref, ref[:3])).margin is None       # ours ended: no token to weigh
     for bad in (10 ** 6, -1):                                                # no token of the model
         assert explain(tiny_lm, ids, compare(ref, ref[:i] + [bad])).margin is None
+    for prompt in ([], [-1, 5], [10 ** 6]):                                  # no prompt the model reads
+        assert explain(tiny_lm, prompt, compare(ref, ref[:i] + [second])).margin is None
     vocab = int(tiny_lm.model.config.vocab_size)
     for params in (SamplingParams(0.9, 1.0, 4), SamplingParams(0.05, 0.5, 4)):
         sref = sampled_autoregressive(v, ids, 12, params, "q").output_ids
