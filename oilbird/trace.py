@@ -101,7 +101,8 @@ class Neighbour:
     paid_nodes: list[int]       # tree nodes this chain created (its re-walked prefix is free)
     walked_nodes: list[int]     # all tree nodes on its chain (shared + paid)
     accepted: int = 0           # how many of its proposed tokens the verifier accepted
-    lexical_reachable: bool = False  # was the same first token proposed by a lexical source?
+    lexical_reachable: bool = False  # was the same first token proposed by a lexical source? (as recorded:
+    # read it through lexically_reachable(), which older traces, that counted token recycling, agree with)
     # why its chain got no tree node, as the drafter recorded it: "" (it got one), or a key of
     # NO_NODE_REASONS ("no-tokens", "muted", "below-floor", "budget")
     why_no_node: str = ""
@@ -192,6 +193,24 @@ class RequestTrace:
     @property
     def tau(self) -> float:
         return len(self.output_ids) / max(1, len(self.cycles))
+
+
+# the exact-match (lexical) sources: the keys the identifiability gap sets the hidden state against,
+# which copy text whose context matches ours (prompt lookup, the suffix index, SuffixDecoding, the
+# live outputs of requests decoded together). Token recycling is not one: its table holds the
+# verifier's own past guesses, keyed by one token. Every view and the funnel count these alone.
+LEXICAL_SOURCES = frozenset({"pld", "suffix", "suffix-arctic", "live"})
+
+
+def lexically_reachable(cycle: "CycleTrace", nb: Neighbour) -> bool:
+    """Did a lexical source (:data:`LEXICAL_SOURCES`) propose the neighbour's first token as a
+    child of the root in ``cycle``'s tree? Read from the tree, so every trace, whatever its
+    version recorded in ``Neighbour.lexical_reachable``, answers alike."""
+    if not nb.proposed:
+        return False
+    first = nb.proposed[0]
+    return any(cycle.parents[i] == 0 and cycle.tokens[i] == first and LEXICAL_SOURCES & set(cycle.sources[i])
+               for i in range(1, len(cycle.tokens)))
 
 
 # fields earlier traces carry that this version no longer records: dropped on load, so old files

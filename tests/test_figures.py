@@ -209,11 +209,32 @@ def test_text_html_marks_sources_and_current_cycle():
     assert html.count("background:") == 3                           # the 3 tokens of cycle 1
 
 
+def test_the_lexical_key_column_counts_the_exact_match_sources_as_the_funnel_does():
+    """One definition of "lexical" in every view (oilbird.trace.LEXICAL_SOURCES), read from the
+    tree: a neighbour's first token that token recycling alone proposed is no lexical reach (the
+    funnel credits the key with it), whatever an older trace recorded in lexical_reachable."""
+    from oilbird.evaluation.funnel import cycle_facts
+    from oilbird.trace import LEXICAL_SOURCES, lexically_reachable
+    assert "recycling" not in LEXICAL_SOURCES and {"pld", "suffix"} <= LEXICAL_SOURCES
+    c = copy.deepcopy(cycle1())
+    nb = c.neighbours[0]
+    c.sources[1] = ["recycling", "semantic"]              # the first token: recycling's and the key's
+    nb.lexical_reachable = True                            # as a trace that counted recycling recorded it
+    assert not lexically_reachable(c, nb)
+    assert [list(col) for col in F.neighbours_figure(c).data[0].cells.values][6] == ["no"]
+    req = replace(request_oilbird(), cycles=[request_oilbird().cycles[0], c], output_ids=[10, 11, 12, 99])
+    facts = [f for f in cycle_facts(req) if f.t == 1]
+    assert facts and not facts[0].lexical_had
+    c.sources[1] = ["suffix", "semantic"]
+    assert lexically_reachable(c, nb) and [list(col) for col in F.neighbours_figure(c).data[0].cells.values][6] == ["yes"]
+    assert not lexically_reachable(c, replace(nb, proposed=[]))
+
+
 def test_neighbours_table_and_empty_state():
     fig = F.neighbours_figure(cycle1())
     cells = [list(col) for col in fig.data[0].cells.values]
     assert cells[1] == ["0.910"] and cells[2] == ["r0 @ 5"]
-    assert "⟦·there⟧" in cells[3][0] and cells[6] == ["no"]
+    assert "⟦·there⟧" in cells[3][0] and cells[6] == ["yes"]          # pld proposed " there" too
     # a trace that recorded the neighbour's context agreement shows it beside the similarity
     agreeing = copy.deepcopy(cycle1())
     agreeing.neighbours[0].agreement = 9

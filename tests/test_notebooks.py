@@ -315,9 +315,11 @@ def test_discarded_frames_and_story():
     d = frames[0]
     assert (d.cycle, d.position, d.node, d.drafted, d.wanted, d.behind) == (1, 1, 1, "20", "30", [2, 3])
     assert L.discarded_frames(W.request_goose()) == []
-    finds = L.semantic_finds(W.request_oilbird())
+    finds = L.semantic_finds(W.request_key_find())
     assert [(f.cycle, f.neighbour, f.item.request_id) for f in finds] == [(1, 0, "r0")]
-    story = L.pick_story([_goose_with_discard(), W.request_oilbird()])
+    assert L.semantic_finds(W.request_oilbird()) == []         # prompt lookup proposed it too: no find of the key's own
+    assert len(L.semantic_finds(W.request_oilbird(), only_unreachable=False)) == 1
+    story = L.pick_story([_goose_with_discard(), W.request_key_find()])
     assert story.same_place and story.discarded.position == 1 and story.find.cycle == 1
     story = L.pick_story([W.request_goose()])
     assert story.discarded is None and story.find is None and "no rejected" in story.note
@@ -325,7 +327,7 @@ def test_discarded_frames_and_story():
 
 def test_best_find_is_the_neighbour_with_the_most_accepted_nodes_over_all_requests():
     from dataclasses import replace
-    a = W.request_oilbird()
+    a = W.request_key_find()
     b = replace(a, request_id="b", cycles=[replace(c, neighbours=[replace(n, accepted=n.accepted + 2)
                                                                   for n in c.neighbours]) for c in a.cycles])
     best = L.best_find([a, b, W.request_goose()], "oilbird")

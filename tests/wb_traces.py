@@ -6,12 +6,14 @@ Request "r1", method "oilbird", output "Hi· there⏎" as 4 tokens in 3 forwards
 * cycle 1: tree root "Hi" (0) -> " there" (1, pld+semantic) -> "\\n" (2, pld);
   root -> " you" (3, recycling); node 1 -> "!" (4, semantic).
   Verifier argmax [11, 12, 99, 0, 0]: accepts 0 -> 1 -> 2, bonus 99 ("!!").
-  One neighbour from request "r0" (similarity 0.91, 2 of 2 accepted, not lexically reachable).
+  One neighbour from request "r0" (similarity 0.91, 2 of 2 accepted; pld proposed its first token too).
 * cycle 2: tree root "!!" (0) -> "ok" (1, suffix), rejected; bonus 2 (EOS, text "").
 
 A second method "goose" decodes the same output in 4 forwards (all bonus tokens).
 """
 from __future__ import annotations
+
+import copy
 
 from dataclasses import replace
 
@@ -31,7 +33,7 @@ def cycle1() -> CycleTrace:
         neighbours=[Neighbour(record=3, request_id="r0", position=5, similarity=0.91, proposed=[11, 12],
                               proposed_text=[" there", "\n"], context_text=["Hello", " there", "\n"],
                               context_index=1, paid_nodes=[4], walked_nodes=[1, 4], accepted=1,
-                              lexical_reachable=False)],
+                              lexical_reachable=True)],
         lexical_match_len=2, adjacency_row=True, store_records=40, retrieval="retrieved", retrieval_floor=0.8,
         timings={"draft": 0.001, "verify": 0.02, "commit": 0.0005, "update": 0.002})
 
@@ -51,6 +53,18 @@ def request_oilbird(gap_labels=None) -> RequestTrace:
                         prompt_text="say hi", output_ids=[10, 11, 12, 99, 2],
                         output_text=["Hi", " there", "\n", "!!", ""], cycles=[c0, cycle1(), c2],
                         lossless=True, gap_labels=gap_labels, stop="eos")
+
+
+def request_key_find() -> RequestTrace:
+    """``request_oilbird()`` where the neighbour's first token " there" was proposed by token
+    recycling and the key, no lexical source: the key's own find (oilbird.trace.lexically_reachable)."""
+    r = copy.deepcopy(request_oilbird())
+    c = r.cycles[1]
+    c.sources[1] = ["recycling", "semantic"]
+    c.scores[1] = {"recycling": 0.4, "semantic": 0.91}
+    c.committed_sources[0] = ["recycling", "semantic"]
+    c.neighbours[0].lexical_reachable = True       # as a trace that counted recycling as lexical recorded it
+    return r
 
 
 def request_goose() -> RequestTrace:

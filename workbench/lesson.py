@@ -27,13 +27,14 @@ from typing import Callable, Iterable, Sequence
 
 import plotly.graph_objects as go
 
-from oilbird.trace import BONUS, CycleTrace, Neighbour, RequestTrace, common_prefix  # noqa: F401  (L.common_prefix)
+from oilbird.trace import (BONUS, LEXICAL_SOURCES, CycleTrace, Neighbour, RequestTrace,  # noqa: F401
+                           common_prefix, lexically_reachable)  # (L.common_prefix: the notebooks')
 
 from .palette import (DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_LABELS,
                       GAP_PATTERNS, Style, shown_sources, source_label)
 from .panels.provenance import token_cycles
 
-LEXICAL = ("pld", "suffix")
+LEXICAL = tuple(sorted(LEXICAL_SOURCES))
 
 
 # --------------------------------------------------------------------------- the situation
@@ -255,12 +256,12 @@ class Find:
 def semantic_finds(request: RequestTrace, only_unreachable: bool = True) -> list[Find]:
     """Neighbours with at least one accepted node on their chain, most accepted first; with
     ``only_unreachable`` only those whose first proposed token no lexical source proposed
-    (``Neighbour.lexical_reachable`` false): what the lexical key could not propose (another
-    non-lexical source, the rejected-branch pool, may still have proposed it)."""
+    (:func:`oilbird.trace.lexically_reachable` false): what the lexical key could not propose
+    (another non-lexical source, token recycling or the rejected-branch pool, may still have)."""
     out = []
     for k, c in enumerate(request.cycles):
         for j, nb in enumerate(c.neighbours):
-            if nb.accepted > 0 and nb.proposed and not (only_unreachable and nb.lexical_reachable):
+            if nb.accepted > 0 and nb.proposed and not (only_unreachable and lexically_reachable(c, nb)):
                 out.append(Find(request.request_id, request.method, k, j, c.generated_before, nb))
     return sorted(out, key=_find_rank)
 

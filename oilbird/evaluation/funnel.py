@@ -54,10 +54,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..trace import common_prefix
+from ..trace import LEXICAL_SOURCES, common_prefix
 
 # lexical sources: their nodes are the "lexical spine" (oilbird.drafter: pass 1)
-LEXICAL = frozenset({"pld", "suffix", "suffix-arctic"})
+LEXICAL = LEXICAL_SOURCES
 # outcomes of the semantic key that mean no lookup ran (oilbird.sources.base.RETRIEVAL_OUTCOMES)
 NO_LOOKUP = ("gate-closed", "no-query", "empty-store")
 

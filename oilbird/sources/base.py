@@ -137,7 +137,7 @@ class DraftSource:
 
     name = "source"
     role = "spine"      # which pass of the tree asks it: "spine" | "chains" | "branches" (module doc)
-    lexical = False     # its nodes count as lexically reachable in the trace's neighbour records
+    lexical = False     # an exact-match key copying text (the names in oilbird.trace.LEXICAL_SOURCES)
     retrieves = False   # its chains carry store records: the trace's nearest neighbours (module doc)
 
     def start_request(self, tokens: list[int], request_id: str) -> None:

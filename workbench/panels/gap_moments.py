@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oilbird.trace import CycleTrace, RequestTrace
+from oilbird.trace import LEXICAL_SOURCES, CycleTrace, RequestTrace
 
 from ..palette import GAP_DESCRIPTIONS, GAP_KINDS
 from .base import visible
@@ -27,7 +27,7 @@ from .provenance import token_cycles
 
 MOMENT_LABELS = ("gap_recovered", "gap_missed", "absent")
 SHOWN = MOMENT_LABELS        # what a menu lists by default
-LEXICAL = ("pld", "suffix")  # the exact-match (lexical) sources
+LEXICAL = LEXICAL_SOURCES  # the exact-match (lexical) sources
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from oilbird.trace import NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace, Neighbour
+from oilbird.trace import NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace, Neighbour, lexically_reachable
 
 from ..palette import Style
 from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, style_or_default, visible
@@ -42,8 +42,8 @@ NB_HEADER_HELP = (
     "after it equals our root, so its proposal starts one token later",
     "the tokens that followed in its request: the chain it offered the tree",
     "of its chain's nodes in the tree, how many the verifier accepted (hover: why not more)",
-    "did a lexical source (prompt lookup, suffix index, token recycling: the text-keyed ones) propose the "
-    "same first token? 'no': only the hidden-state key (or the rejected-branch pool) could",
+    "did a lexical source (prompt lookup, the suffix index: the exact-match keys) propose the same first "
+    "token? 'no': only the hidden-state key (or token recycling, or the rejected-branch pool) could",
 )
 NB_CAPTION = ("[ ] = the record the key found (the token before our root); the token after it is our root, and "
               "'proposed' follows that · 'N agree' = our last N tokens, the root first, equal its own")
@@ -175,7 +175,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None) -> Neighbou
             index=k, similarity=nb.similarity, agreement=nb.agreement, origin=f"{nb.request_id} @ {nb.position}",
             context=tuple(nb.context_text), matched=nb.context_index,
             proposed="".join(visible(t) for t in nb.proposed_text) or "— (below depth floor)",
-            result=neighbour_result(cycle, nb), lexical=nb.lexical_reachable, selected=k == selection))
+            result=neighbour_result(cycle, nb), lexical=lexically_reachable(cycle, nb), selected=k == selection))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
     return NeighbourTable(
         cycle=cycle.cycle, rows=rows,
@@ -277,8 +277,8 @@ def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: St
     matched token in ⟦ ⟧, the continuation it proposed, how many of its chain's nodes the
     verifier accepted ("not in the tree" for a chain that got no node; the title says why,
     :func:`neighbour_result`), and whether a lexical source proposed the same first token (the
-    "lexical key?" column: "no" is what no lexical source could propose; the rejected-branch
-    pool still may have). Where nothing was retrieved, the title says why
+    "lexical key?" column: "no" is what no lexical source could propose; token recycling and
+    the rejected-branch pool still may have). Where nothing was retrieved, the title says why
     (:func:`semantic_outcome`). Cells are plain text broken into lines that fit their column at
     the figure's width (``style.width``, else plotly's 700 px), and the height holds every row,
     so a static export shows them all.
