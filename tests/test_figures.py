@@ -755,6 +755,15 @@ def test_a_replays_bonus_is_the_recordings_token_and_its_hovers_say_whose_argmax
     assert "local model's next token after it" in hovers and "verifier's next token" not in hovers
     live = F.tree_figure(c)                               # the same cycle drawn as a live one
     assert "verifier's next token after it" in " ".join(h for d in live.data if d.hovertext for h in d.hovertext)
+    # the key, the prefill's note and the verdict's words credit the recording, not the verifier
+    names = {d.name for d in fig.data}
+    assert "bonus (recording)" in names and "bonus (verifier)" not in names
+    assert "bonus (verifier)" in {d.name for d in live.data}
+    prefill = F.tree_figure(tr.cycles[0], replay=True)
+    notes = " ".join(a.text for a in prefill.layout.annotations)
+    assert "the recording gives the first token" in notes and "verifier" not in notes
+    per_cycle = next(d for d in F.metrics_figure(tr).data if d.meta == "per-cycle")
+    assert "recording's first token" in per_cycle.hovertext[0] and "verifier" not in per_cycle.hovertext[0]
 
 
 def test_a_fast_replays_time_panel_says_no_verify_forward_was_timed():

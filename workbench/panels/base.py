@@ -14,7 +14,7 @@ import html
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from ..palette import DEFAULT_STYLE, Style, source_label, source_symbol
+from ..palette import BONUS, DEFAULT_STYLE, Style, source_label, source_symbol
 
 WHITESPACE = {" ": "·", "\n": "⏎", "\t": "→", "\r": "␍"}
 CURSOR = {"width": 1.5, "dash": "dot", "color": "#D55E00"}   # the selected-cycle marker line
@@ -82,9 +82,15 @@ def panel_layout(s: Style, title: str, height: int | None = None, **extra) -> di
     return lay
 
 
-def legend_marker(source: str, s: Style) -> dict:
-    """A data-less trace that only carries a legend entry for ``source``."""
-    return {"type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": source_label(source),
+# in a replay the recording, not the verifier, gives the bonus token
+REPLAY_BONUS_LABEL = "bonus (recording)"
+
+
+def legend_marker(source: str, s: Style, replay: bool = False) -> dict:
+    """A data-less trace that only carries a legend entry for ``source`` (``replay``: the bonus
+    is the recording's)."""
+    name = REPLAY_BONUS_LABEL if replay and source == BONUS else source_label(source)
+    return {"type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": name,
             "legendgroup": source, "showlegend": True, "hoverinfo": "skip",
             "marker": {"color": s.colour(source), "symbol": source_symbol(source), "size": 11,
                        "line": {"width": 1, "color": "#222222"}}}

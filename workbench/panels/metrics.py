@@ -38,7 +38,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     data = [
         {"type": "bar", "x": cyc, "y": per, "name": "tokens / cycle", "marker": {"color": "#777777"},
          "showlegend": False, "meta": "per-cycle", "hoverinfo": "text",
-         "hovertext": [f"cycle {c.cycle}: {verdict_text(c)} · {len(c.committed)} committed"
+         "hovertext": [f"cycle {c.cycle}: {verdict_text(c, bool(mode))} · {len(c.committed)} committed"
                        for c in request.cycles], **at((1, 1))},
         {"type": "scatter", "x": cyc, "y": [t / (k + 1) for k, t in enumerate(cum)], "mode": "lines+markers",
          "name": "tokens / forward", "line": {"color": "#222222"}, "showlegend": False, "meta": "cumulative",

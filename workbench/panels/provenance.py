@@ -117,10 +117,11 @@ def output_stops(cycle: CycleTrace) -> bool:
     return not bonus_committed(cycle) and (cycle.bonus >= 0 or bool(cycle.accepted))
 
 
-def verdict_parts(cycle: CycleTrace) -> tuple[str, str]:
-    """(the counts, why the output took fewer tokens than the verdict: "" on most cycles)."""
+def verdict_parts(cycle: CycleTrace, replay: bool = False) -> tuple[str, str]:
+    """(the counts, why the output took fewer tokens than the verdict: "" on most cycles);
+    ``replay``: the recording, not the verifier, gives the bonus."""
     if not cycle.n_nodes:
-        return "prefill: the verifier's first token (bonus)", ""
+        return f"prefill: the {'recording' if replay else 'verifier'}'s first token (bonus)", ""
     of = f"{max(0, len(cycle.accepted) - 1)} of {max(0, cycle.n_nodes - 1)} drafts accepted"
     if not output_stops(cycle):
         return f"{of} + bonus", ""
@@ -128,8 +129,8 @@ def verdict_parts(cycle: CycleTrace) -> tuple[str, str]:
     return (f"{of}, {len(cycle.committed)} committed", f"no bonus: the output stops here {why}".rstrip())
 
 
-def verdict_text(cycle: CycleTrace) -> str:
+def verdict_text(cycle: CycleTrace, replay: bool = False) -> str:
     """The verdict in words, agreeing with ``committed``: "2 of 4 drafts accepted + bonus", or
     on a cut last cycle "12 of 23 drafts accepted, 5 committed, no bonus: the output stops
     here at the token limit" (the reason the decoder recorded, ``cycle.stop``)."""
-    return ", ".join(x for x in verdict_parts(cycle) if x)
+    return ", ".join(x for x in verdict_parts(cycle, replay) if x)

@@ -18,7 +18,7 @@ from oilbird.trace import CycleTrace
 
 from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, SELECTION_RING, STATUS_STYLES, Style,
                        primary_source, shown_sources, source_label, source_symbol)
-from .base import centred_note, esc, figure, legend_marker, panel_layout, style_or_default
+from .base import REPLAY_BONUS_LABEL, centred_note, esc, figure, legend_marker, panel_layout, style_or_default
 from .provenance import REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
 
 
@@ -209,20 +209,21 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                 _sampled_bonus(cycle) if cycle.decided_prob else
                 "the recording's next token after the last accepted node (replay)" if replay else
                 "the verifier's own next token after the last accepted node")],
-            "hoverinfo": "text", "name": source_label(BONUS), "legendgroup": BONUS, "showlegend": False,
+            "hoverinfo": "text", "name": REPLAY_BONUS_LABEL if replay else source_label(BONUS), "legendgroup": BONUS,
+            "showlegend": False,
             "marker": {"color": s.colour(BONUS), "symbol": source_symbol(BONUS), "size": s.node_size + 4,
                        "line": {"width": ls.marker_line, "color": "#111111"}},
             "meta": BONUS})
     # a peer's or an unknown source gets a key entry too: where it drew a node, or where the
     # caller keys it (a request's sources, so the key stays the same on every cycle)
     extra = [x for x in shown_sources(set(groups) | set(keyed)) if x not in ALL_SOURCES]
-    data.extend(legend_marker(src, s) for src in list(ALL_SOURCES) + extra)
+    data.extend(legend_marker(src, s, replay) for src in list(ALL_SOURCES) + extra)
 
     head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}" + (
         REPLAYED if replay else "")
     notes = []
     if n:
-        counts, stop = verdict_parts(cycle)
+        counts, stop = verdict_parts(cycle, replay)
         title = f"{head}: {counts}"
         flags = ([f"exact-match key: last {cycle.lexical_match_len} token{'s' if cycle.lexical_match_len > 1 else ''} "
                   "found before"] if cycle.lexical_match_len else []) + \
@@ -233,8 +234,9 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             title += f"<br><span style='font-size:{s.font_size}px;color:#555'>{stop}</span>"
     else:
         title = head
-        notes.append(centred_note("cycle 0 is the prefill forward: no draft tree;<br>"
-                           "the verifier gives the first token", y=0.85))
+        notes.append(centred_note("cycle 0 is the prefill forward: no draft tree;<br>" + (
+            "the recording gives the first token (replay)" if replay else "the verifier gives the first token"),
+            y=0.85))
     ys = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
     max_depth = max((p[0] for p in pos.values()), default=0) + 1
     top = 70 if n and output_stops(cycle) else 50
