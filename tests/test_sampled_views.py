@@ -88,3 +88,27 @@ def test_a_bonus_after_merged_twins_counts_every_rejected_candidate():
                 decided_prob=prob, residual_mass=mass, neighbours=[])
     bonus = [t for t in F.tree_figure(c).data if t.meta == "bonus"][0]
     assert "2 tried children" in bonus.hovertext[0], bonus.hovertext[0]
+
+
+def test_a_sampled_trace_says_so_and_a_comparison_says_why_outputs_differ():
+    """A sampled trace is marked (counter, metrics) with its settings; the gap strip does not
+    advise a --diagnose the CLI refuses for it; a comparison of two traces whose outputs differ
+    says why where the traces tell (sampling, a token limit, another model)."""
+    from wb_traces import request_oilbird
+    sp = {"temperature": 0.8, "top_p": 1.0, "seed": 3}
+    sampled = replace(request_oilbird(), meta={"sampling": sp})
+    greedy = request_oilbird()
+    assert "sampled (T=0.8, top-p=1, seed=3)" in F.counter_html(sampled, 1)
+    assert "sampled" not in F.counter_html(greedy, 1)
+    assert "sampled (T=0.8, top-p=1, seed=3)" in F.metrics_spec(sampled)["layout"]["title"]["text"]
+    strip = F.gap_strip_spec(sampled, 1)
+    said = " ".join(a.get("text", "") for a in strip["layout"].get("annotations", [])) + strip["layout"]["title"]["text"]
+    assert "this trace was sampled" in said and "regenerate it" not in said
+    other = replace(greedy, output_ids=[10, 11, 7, 7, 2])
+    title = F.compare_spec(sampled, other)["layout"]["title"]["text"]
+    assert "outputs differ from token 2" in title and "decoded sampled (T=0.8, top-p=1, seed=3) and greedy" in title
+    cut = replace(greedy, output_ids=[10, 11], stop="limit", method="goose")
+    assert "goose&#x27;s run stopped at a token limit of 2" in F.compare_spec(greedy, cut)["layout"]["title"]["text"]
+    assert "two models: tiny, big" in F.compare_spec(greedy, replace(other, model="big"))["layout"]["title"]["text"]
+    bare = F.compare_spec(greedy, other)["layout"]["title"]["text"]
+    assert "outputs differ from token 2</b>" in bare and "(" not in bare.split("token 2</b>")[1]

@@ -13,7 +13,7 @@ from oilbird.trace import RequestTrace
 from ..palette import BONUS, Style, primary_source, shown_sources, source_label
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, panel_layout,
                    style_or_default, vline)
-from .provenance import REPLAYED, token_cycles, token_sources
+from .provenance import REPLAYED, sampling_note, token_cycles, token_sources
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -26,6 +26,21 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
         if x != y:
             return k
     return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def outputs_differ_why(a: RequestTrace, b: RequestTrace, diff: int) -> str:
+    """Why two traces of one request may hold different outputs without either drafter being
+    wrong (a lossless drafter commits what plain decoding of the same model commits), read from
+    the traces; "" when nothing in them explains it (then it is worth a look: the audit's
+    ``lossless`` says whether each run matched its reference)."""
+    if a.model != b.model:
+        return f"two models: {a.model}, {b.model}"
+    if a.meta.get("sampling") != b.meta.get("sampling"):
+        return "decoded " + " and ".join(sampling_note(r) or "greedy" for r in (a, b))
+    short = a if len(a.output_ids) <= len(b.output_ids) else b
+    if diff == len(short.output_ids) and short.stop == "limit":
+        return f"{short.method}'s run stopped at a token limit of {diff}"
+    return ""
 
 
 def _compare_title(r: RequestTrace, s: Style) -> str:
@@ -95,7 +110,8 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     if diff is None:
         title += " · identical outputs"
     else:
-        title += f" · <b>outputs differ from token {diff}</b>"
+        why = outputs_differ_why(a, b, diff)
+        title += f" · <b>outputs differ from token {diff}</b>" + (f" ({html.escape(why)})" if why else "")
         shapes += [vline(diff - 0.5, *ref[(2, col)], {"width": 2, "color": "#111111"}) for col in (1, 2)]
     layout = panel_layout(s, title, height=max(s.height, 440), barmode="stack", bargap=0.15, shapes=shapes,
                      legend={"orientation": "h", "y": -0.1, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},

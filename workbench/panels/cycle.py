@@ -15,7 +15,7 @@ from oilbird.trace import CycleTrace, RequestTrace
 from ..palette import Style
 from . import gap, metrics, neighbours, text, tree
 from .base import figure, message_spec
-from .provenance import NO_CYCLES, committed_upto, drafted_sources, output_stops, replay_note
+from .provenance import NO_CYCLES, committed_upto, drafted_sources, output_stops, replay_note, sampling_note
 
 
 def first_cycle(request: RequestTrace | None) -> int:
@@ -48,6 +48,8 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
     live = " · live run" if request.meta.get("live") else ""
     if replay_note(request):
         live = f" · {html.escape(replay_note(request))}"
+    if sampling_note(request):
+        live += f" · {html.escape(sampling_note(request))}"
     if c is None:
         return (f"<b>no cycles</b> · {html.escape(request.request_id)} · {html.escape(request.method)}{live} · "
                 f"{len(request.output_ids)} tokens · {NO_CYCLES}")

@@ -38,6 +38,9 @@ def _no_labels_why(request: RequestTrace) -> str:
     if request.meta.get("live"):
         return ("no gap labels: they come from the command-line diagnosis of a trace file "
                 "and are not computed for live runs")
+    if request.meta.get("sampling"):
+        return ("no gap labels: the diagnosis labels greedy outputs, and this trace was sampled "
+                "(a greedy trace of the same requests, python -m oilbird trace ... --diagnose, has them)")
     return "no gap labels in this trace: regenerate it with python -m oilbird trace ... --diagnose"
 
 

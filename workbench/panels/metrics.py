@@ -13,7 +13,7 @@ from oilbird.trace import RequestTrace
 
 from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources, source_label
 from .base import CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, panel_layout, style_or_default, vline
-from .provenance import accepted_share, verdict_text
+from .provenance import accepted_share, sampling_note, verdict_text
 
 
 def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
@@ -62,7 +62,8 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
              f"tokens / {request.forwards} forwards" + (
-                 f"; a {mode} replay: the recording's tokens, the local model's drafts" if mode else "") + ")</span>")
+                 f"; a {mode} replay: the recording's tokens, the local model's drafts" if mode else "") + (
+                 f"; {sampling_note(request)}" if sampling_note(request) else "") + ")</span>")
     layout = panel_layout(s, title, height=max(s.height, 500), barmode="stack", shapes=shapes,
                      margin={"l": 40, "r": 10, "t": 80, "b": 40},
                      legend={"title": {"text": stage_key}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)

@@ -18,6 +18,24 @@ NO_CYCLES = "no cycle records in this trace: no draft trees to step through"
 REPLAYED = " · replayed (the recording decides)"
 
 
+def sampling_note(request: RequestTrace) -> str:
+    """A sampled trace's settings as its figures mark them ("sampled (T=0.8, top-p=1, seed=3)");
+    empty for greedy decoding and replays.
+
+    >>> sampling_note(RequestTrace("q", "goose", "m", [], "", meta={"sampling": {"temperature": 0.8,
+    ...     "top_p": 1.0, "seed": 3}}))
+    'sampled (T=0.8, top-p=1, seed=3)'
+    """
+    sp = request.meta.get("sampling")
+    if not isinstance(sp, dict):
+        return ""
+    try:
+        from oilbird.sampling import SamplingParams
+        return f"sampled ({SamplingParams(sp['temperature'], sp['top_p'], sp['seed']).describe()})"
+    except (KeyError, TypeError, ValueError):
+        return "sampled"
+
+
 def replay_note(request: RequestTrace) -> str:
     """For a replayed request (``python -m oilbird replay``), what its numbers are: the drafts
     are the local model's drafter's, the verdict is the recording's. Empty for a live trace.
