@@ -60,11 +60,15 @@ def traffic(request: RequestTrace) -> str:
     "gpt-4o's recorded turns, replayed"
     >>> traffic(RequestTrace("r1", "goose", "SmolLM2", [], ""))
     'SmolLM2 decoding live'
+
+    Sampled decoding is traffic of its own (its outputs and trees are not greedy's): "SmolLM2
+    decoding live, sampled (T=0.8, top-p=1, seed=3)".
     """
     rp = request.meta.get("replay")
     if isinstance(rp, dict):
         return f"{rp.get('recorded_by') or 'a recorded model'}'s recorded turns, replayed"
-    return f"{request.model or 'the local model'} decoding live"
+    sampled = sampling_note(request)
+    return f"{request.model or 'the local model'} decoding live" + (f", {sampled}" if sampled else "")
 
 
 def token_sources(request: RequestTrace) -> list[list[str]]:
