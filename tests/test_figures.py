@@ -496,6 +496,10 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     assert [c.get("data-drafter") for c in cells] == [None, None, "true", "false", None]
     assert "inset 0 5px" in cells[2]["style"] and "inset" not in cells[3]["style"]
     assert "drafter's own key reaches it" in cells[2]["title"] and "does not reach it" in cells[3]["title"]
+    # off the gaps, no mark and no count, but the hover still says whether the key reached it
+    assert [c.reach for c in g.cells] == [None, True, True, False, False]
+    assert "the drafter's own key (one token behind) reaches it too" in cells[1]["title"]
+    assert "does not reach it" in cells[4]["title"] and "inset" not in cells[1]["style"]
     assert "black band: the drafter's own key" in page and "1 of the 2 gap tokens" in page.split("gap-row")[1]
     first = request_oilbird(["gap_missed"] + LABELS[1:])            # a gap at token 0: the prefill's, not counted
     first.drafter_reach = [None, True, True, False, False]

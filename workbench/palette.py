@@ -99,7 +99,7 @@ GAP_DESCRIPTIONS = {
     "lexical_hit": "lexical hit",
     "gap_recovered": "gap: semantic key reaches",
     "gap_missed": "gap missed",
-    "absent": "absent from pool",
+    "absent": "absent from pool (as a pair)",
 }
 # What "the pool" of the diagnosis is (oilbird.evaluation.diagnose, pool="generated", the labels' pool):
 # said wherever a label is, so "absent from pool" is not read as "absent from the prompt".
@@ -110,7 +110,8 @@ GAP_EXPLANATIONS = {
                       "neighbour continues right when queried with this position's own state, which the drafter "
                       "does not have yet when it drafts: its own key is one token behind and reaches less)"),
     "gap_missed": "in the pool, missed by exact matching and by the hidden-state key",
-    "absent": "the next 2 tokens occur nowhere in the pool",
+    "absent": ("the next 2 tokens occur nowhere in the pool as a pair (either alone may: a source can still copy "
+               "this token)"),
 }
 # Beside the labels, at gap positions (trace ``drafter_reach``): whether the key the drafter can ask
 # when it drafts reaches the token too. The diagnosis' key reads the state whose head emits the
@@ -119,6 +120,7 @@ DRAFTER_MARK = "drafter's key reaches it"
 DRAFTER_EXPLANATION = ("the hidden-state key as the drafter must ask it, one token behind (the state of the token "
                        "before, among the records followed by the root token), has a top-8 record that continues right")
 DRAFTER_NOT = "the drafter's own key (one token behind) does not reach it"
+DRAFTER_TOO = "the drafter's own key (one token behind) reaches it too"
 DRAFTER_LEGEND = "the drafter's own key (the hidden-state key one token behind, as it must ask) reaches the token"
 DRAFTER_MISSING = "this trace does not say where the drafter's key reaches (made before it recorded drafter_reach)"
 

@@ -21,7 +21,7 @@ from oilbird.methods import lookup
 from oilbird.trace import RequestTrace
 
 from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
-                       GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS, GAP_PATTERNS, GAP_POOL,
+                       DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS, GAP_PATTERNS, GAP_POOL,
                        Style, source_label)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
 from .provenance import committed_upto, token_sources
@@ -64,6 +64,9 @@ class GapCell:
     # what this trace's method did at the token: the sources that proposed it where it was drafted
     # and accepted, ("bonus",) where the verifier gave it (no draft had it); () where not known
     delivered: tuple[str, ...] = ()
+    # at every other drafted position, the same question, for the hover alone (the marks and
+    # counts keep to gap positions: :func:`drafter_marks`); None where not known
+    reach: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -145,9 +148,11 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
         return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, _no_labels_why(request), "")
     marks = drafter_marks(request)
     got = token_sources(request)
+    reach = request.drafter_reach if marks is not None else None
     cells = [GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
                      span is not None and span[0] <= k < span[1], marks[k] if marks else None,
-                     marks is not None and k == 0 and lab in GAP_KINDS, tuple(got[k]) if k < len(got) else ())
+                     marks is not None and k == 0 and lab in GAP_KINDS, tuple(got[k]) if k < len(got) else (),
+                     None if reach is None or k == 0 or reach[k] is None else bool(reach[k]))
              for k, lab in enumerate(labels)]
     counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
     drafter = None
@@ -169,6 +174,8 @@ def cell_hover(c: GapCell, method: str = "") -> str:
     if c.drafter is not None:
         said = (f"{said}. The drafter's own key reaches it: {DRAFTER_EXPLANATION}" if c.drafter
                 else f"{said}; {DRAFTER_NOT}")
+    elif c.reach is not None:
+        said = f"{said}; {DRAFTER_TOO if c.reach else DRAFTER_NOT}"
     return f"{said}. {delivered_words(c.delivered, method)}" if c.delivered else said
 
 
