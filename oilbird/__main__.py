@@ -298,19 +298,38 @@ def _folded(folded: list[dict]) -> str:
     return f"{len(folded)} conversation{'s' if len(folded) > 1 else ''}"
 
 
+def _encoded(convs, lm, tool_calls: str, bad: list[dict] | None) -> tuple[list, list]:
+    """Every conversation's turns as the model's tokens, and the conversations encoded; one
+    that cannot be (its tokens change once a reply follows) is left out into ``bad`` with
+    ``--skip-bad`` (said, and listed in results.json), else it stops the run in one line."""
+    from .data.conversations import encode_conversation
+    from .data.requests import ConversationError
+    turns, kept = [], []
+    for c in convs:
+        try:
+            turns.append(encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids, tool_calls=tool_calls))
+            kept.append(c)
+        except ConversationError as exc:
+            if bad is None:
+                raise ConversationError(f"{exc.reason} (--skip-bad replays the other conversations)",
+                                        exc.path, exc.line) from None
+            bad.append({"file": c.source.rsplit(":", 1)[0], "line": c.line, "error": str(exc)})
+            print(f"--skip-bad: left out {c.id}: {exc}", file=sys.stderr)
+    if not kept:
+        raise ConversationError("no conversation could be encoded for this model; the first: " + bad[0]["error"])
+    return turns, kept
+
+
 def _replay(args) -> int:
     from tqdm import tqdm
-    from .data.conversations import encode_conversation, load_conversations
+    from .data.conversations import load_conversations
     from .data.requests import ConversationError
     from .data.template_form import check_template
-    from .methods import parse_methods
     from .model import load_model, load_tokenizer
-    from .evaluation.replay import check_method, replay, time_lines
+    from .evaluation.replay import replay, replay_methods, time_lines
     from .evaluation.results import format_table
     from .verifier import Verifier
-    methods = parse_methods(args.methods)
-    for m in methods:
-        check_method(m)                                  # hf-pld: refused before any work
+    methods = replay_methods(args.methods)               # hf-pld: refused before any work
     tree = _tree(args, methods)
     writes = ("results.json",) + (("traces.jsonl",) if args.traces else ()) + (
         ("diagnosis.json",) if args.diagnose else ())
@@ -340,7 +359,7 @@ def _replay(args) -> int:
     disk = TeacherCache(args.cache, max_bytes=int(args.cache_max_gb * 2 ** 30)) if args.cache else None
     lm = load_model(args.model, state_layer=args.state_layer)
     t0 = time.perf_counter()
-    turns = [encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids, tool_calls=args.tool_calls) for c in convs]
+    turns, convs = _encoded(convs, lm, args.tool_calls, bad)
     timing = {"encode_seconds": time.perf_counter() - t0, "matmul": matmul_gflops(lm)}
     recorded_by = ", ".join(sorted({c.model or "an unnamed model" for c in convs}))
     mode = "exact" if args.exact else "fast"
@@ -371,6 +390,9 @@ def _replay(args) -> int:
                          teacher=teacher, timing=timing, teacher_sink=keep)
         finally:
             bar.close()
+        left = set(res["replay"]["skipped_over_context"]["ids"])      # whose turns were replayed, not skipped
+        recorded_by = res["replay"]["recorded_by"] = ", ".join(sorted(
+            {c.model or "an unnamed model" for c in convs if c.id not in left})) or recorded_by
         save(res, complete=True)
     r = res["replay"]
     print(format_table(res))

@@ -763,3 +763,49 @@ def test_a_log_with_a_line_per_call_is_folded_into_its_conversations(tmp_path):
     # nothing held by another: all kept, in order
     kept, gone = fold_overlaps(convs)
     assert kept == convs and gone == []
+
+
+def test_an_assistant_turn_that_showed_nothing_is_no_turn():
+    """An assistant message with no text and no call ("", null, blank, an empty block list) is no
+    turn to replay (it would be a one-token request pulling tau toward 1); a conversation of only
+    such turns has nothing to replay."""
+    for empty in ("", None, "   \n", []):
+        c = conversation_from_obj({"id": "c", "messages": [
+            {"role": "user", "content": "Hi"}, {"role": "assistant", "content": empty},
+            {"role": "user", "content": "Hello?"}, {"role": "assistant", "content": "Yes."}]}, "f.jsonl:1", "c")
+        assert [m["content"] for m in c.messages if m["role"] == "assistant"] == ["Yes."], empty
+    with pytest.raises(ConversationError, match="no assistant turn with text or a tool call"):
+        conversation_from_obj({"id": "c", "messages": [{"role": "user", "content": "Hi"},
+                                                       {"role": "assistant", "content": ""}]}, "f.jsonl:1", "c")
+
+
+def test_a_turn_whose_tokens_change_once_it_follows_says_why_and_skip_bad_leaves_its_conversation_out(monkeypatch, capsys):
+    """A turn whose text starts with whitespace the tokenizer joins with the template's: the error
+    names that cause; replay --skip-bad leaves its conversation out (listed) and replays the others,
+    without it the run stops in one line saying --skip-bad would go on."""
+    import oilbird.data.conversations as C
+    from oilbird.__main__ import _encoded
+    conv = conversation_from_obj({"id": "w3", "messages": [{"role": "user", "content": "Hi"},
+                                                            {"role": "assistant", "content": "\n\nHello"}]},
+                                 "f.jsonl:2", "w3")
+    with pytest.raises(ConversationError, match="starts with whitespace, which the tokenizer joins with the template"):
+        C._turn(conv, 0, 1, [1, 2, 3], [1, 2, 9, 4], {4}, True, [], None)
+    good = conversation_from_obj({"id": "g1", "model": "gpt-4o", "messages": [
+        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}, "f.jsonl:1", "g1")
+
+    def encode(tokenizer, c, **_):
+        if c.id == "w3":
+            raise ConversationError("f.jsonl:2: conversation 'w3': the turn's text starts with whitespace")
+        return ["turns of " + c.id]
+    monkeypatch.setattr(C, "encode_conversation", encode)
+
+    class LM:
+        tokenizer, eos_token_ids = None, {0}
+    bad: list[dict] = []
+    turns, kept = _encoded([good, conv], LM(), "text", bad)
+    assert turns == [["turns of g1"]] and [c.id for c in kept] == ["g1"]
+    assert bad == [{"file": "f.jsonl", "line": None, "error": "f.jsonl:2: conversation 'w3': the turn's text starts "
+                                                            "with whitespace"}]
+    assert "--skip-bad: left out w3" in capsys.readouterr().err
+    with pytest.raises(ConversationError, match=r"starts with whitespace \(--skip-bad replays the other conversations\)"):
+        _encoded([good, conv], LM(), "text", None)

@@ -81,7 +81,7 @@ def test_replay_skips_no_conversation_and_says_which_turns_were_windowed(small_l
     res = replay(convs, ["pld", "oilbird"], Verifier(small_lm), trace=True,
                  on_request=lambda trs, _: seen.extend(trs))
     r = res["replay"]
-    assert r["skipped_over_context"] == {"conversations": 0, "turns": 0} and r["turns"] == 12
+    assert r["skipped_over_context"] == {"conversations": 0, "turns": 0, "ids": []} and r["turns"] == 12
     assert 0 < r["windowed_turns"] < 12 and r["teacher"]["window"] == 48
     assert sum(tr.meta["replay"]["windowed"] for tr in seen) == 2 * r["windowed_turns"]
     assert all(m["lossless"] for m in res["methods"].values())
@@ -95,8 +95,12 @@ def test_a_recording_longer_than_the_context_skips_its_conversation_counted(smal
     convs = [_conversation("short", 2, seed=2), _conversation("huge", 2, seed=4, rec_len=120)]
     res = replay(convs, ["pld"], Verifier(small_lm))
     r = res["replay"]
-    assert r["skipped_over_context"] == {"conversations": 1, "turns": 2} and r["conversations"] == 1
+    assert r["skipped_over_context"] == {"conversations": 1, "turns": 2, "ids": ["huge"]} and r["conversations"] == 1
     assert r["turns"] == 2 and res["methods"]["pld"]["lossless"]
+    # results.json says whose its numbers are, and times nothing it did not time
+    assert r["whose"].startswith("tau: what each drafter, run on the local model, would have committed") \
+        and "the recording is the verdict" in r["whose"] and "fast mode times nothing" in r["whose"]
+    assert all("seconds" not in row for row in res["methods"]["pld"]["per_request"])
 
 
 def test_a_shared_system_prompt_is_computed_once_and_the_states_are_unchanged(tiny_lm):

@@ -190,8 +190,11 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
             raise err(f"unknown role {raw.get('role')!r} (expected one of {', '.join(ROLES + tuple(ALIASES))})")
         for m in from_blocks(raw, err) if uses_blocks(raw) else (raw,):   # Anthropic's blocks: one or more
             out.append(read_message(m, err, out, calls_by_id))
+    # an assistant message that showed nothing (no text, no call: "" or null content, an empty block
+    # list) is no turn to replay, as a message of thinking alone is none
+    out = [m for m in out if not (m["role"] == "assistant" and not m["content"].strip() and not m.get("tool_calls"))]
     if not any(m["role"] == "assistant" for m in out):
-        raise ConversationError(f"{_where(source, cid)}: no assistant turn, nothing to replay")
+        raise ConversationError(f"{_where(source, cid)}: no assistant turn with text or a tool call, nothing to replay")
     tools = d.get("tools")
     if tools is not None:
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
@@ -514,10 +517,13 @@ def _turn(conv: Conversation, k: int, i: int, prompt: list[int], full: list[int]
     where = _turn_where(conv, k, i)
     if full[:len(prompt)] != prompt:
         at = next((j for j, (a, b) in enumerate(zip(prompt, full)) if a != b), min(len(prompt), len(full)))
+        text = conv.messages[i].get("content", "") if 0 <= i < len(conv.messages) else ""
+        why = ("the turn's text starts with whitespace, which the tokenizer joins with the template's own "
+               "before it" if text[:1].isspace() else
+               "this chat template or tokenizer renders earlier messages differently once a reply follows")
         raise ConversationError(
             f"{where}: the prompt's tokens are not a prefix of the tokens with the turn added "
-            f"(they differ at token {at} of {len(prompt)}); this chat template or tokenizer "
-            "renders earlier messages differently once a reply follows, so the turn cannot be replayed")
+            f"(they differ at token {at} of {len(prompt)}): {why}, so the turn cannot be replayed")
     added = full[len(prompt):]
     if templated:
         last = max((j for j, t in enumerate(added) if t in ends), default=None)

@@ -81,6 +81,21 @@ def check_method(m: Method) -> None:
                          f"be made to follow a recording; replay takes ar, suffix-arctic and the presets")
 
 
+def replay_methods(text: str) -> list[Method]:
+    """``--methods`` of a replay, parsed and each checked (:func:`check_method`); an unknown name
+    is refused with the methods replay takes, not every method (hf-pld would be refused next)."""
+    from ..methods import known_methods, parse_methods
+    for name in (x.strip() for x in text.split(",") if x.strip()):
+        if name.split(":")[0] not in known_methods():
+            takes = [m for m in known_methods() if m not in ("hf-greedy", "hf-pld")]
+            raise ValueError(f"unknown method '{name}'; replay takes {', '.join(takes)} (a tree method may add a "
+                             f"fill after a colon, e.g. oilbird:reserved)")
+    methods = parse_methods(text)
+    for m in methods:
+        check_method(m)
+    return methods
+
+
 def make_replay_decoder(m: Method, verifier: Verifier, tree: TreeConfig | None, trace: bool,
                         store_kwargs: dict | None = None) -> SpeculativeDecoder:
     """The decoder that replays method ``m`` (:func:`oilbird.presets.make_decoder`; ``ar`` is the
@@ -141,7 +156,7 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     decoders = {m.name: make_replay_decoder(m, verifier, tree, trace, store_kwargs) for m in methods}
     stats = {n: MethodStats() for n in names}
     drafting = {n: 0.0 for n in names}
-    skipped = {"conversations": 0, "turns": 0}
+    skipped = {"conversations": 0, "turns": 0, "ids": []}      # ids: which traffic tau leaves out
     run = {"conversations": 0, "turns": 0, "windowed_turns": 0}
 
     def results() -> dict:
@@ -154,6 +169,7 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
         if not replayable:
             skipped["conversations"] += 1
             skipped["turns"] += len(turns)
+            skipped["ids"].append(turns[0].conversation if turns else "")
             continue
         run["conversations"] += 1
         teachers: Iterator[tuple[NodeOutputs, bool]] = (teacher.conversation(turns) if mode == "fast"
@@ -189,6 +205,14 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     return results()
 
 
+# what a replay's numbers are, in results.json beside them (the printed table says the same)
+WHOSE = {m: ("tau: what each drafter, run on the local model, would have committed per forward on the recorded "
+             "outputs (the recording is the verdict, not the local model); lossless: the replay followed the "
+             "recording token for token" + ("; tokens/s and speedup: the local model's cost of these outputs"
+                                             if m == "exact" else "; fast mode times nothing"))
+         for m in ("fast", "exact")}
+
+
 def _results(stats, methods, lm, mode, tree, recorded_by, run, skipped, teacher, drafting, timing) -> dict:
     from dataclasses import asdict
     res = {m.name: stats[m.name].summary() for m in methods}
@@ -198,6 +222,9 @@ def _results(stats, methods, lm, mode, tree, recorded_by, run, skipped, teacher,
         if mode == "fast":          # no forward runs per method: time means nothing here
             for k in ("tokens_per_s", "decode_tokens_per_s", "seconds", "overhead_share", "stage_share"):
                 res[m.name].pop(k, None)
+            res[m.name]["per_request"] = [      # (nor per turn: not measured, not 0; copies: stats keeps its rows)
+                {k: v for k, v in row.items() if k not in ("seconds", "prefill_seconds")}
+                for row in res[m.name].get("per_request", [])]
     if mode == "exact":
         with_speedups(res)
     else:
@@ -210,7 +237,7 @@ def _results(stats, methods, lm, mode, tree, recorded_by, run, skipped, teacher,
                 "teacher": None if teacher is None else {**teacher.settings(), **t.as_dict()},
                 "skipped_over_context": skipped, "teacher_forcing_seconds": t.seconds if t else 0.0,
                 "time": time_split(teacher, drafting, lm, timing),
-                "note": LIMIT_NOTE},
+                "whose": WHOSE[mode], "note": LIMIT_NOTE},
             "n_requests": run["turns"], "tree": asdict(tree or TreeConfig())}
 
 
