@@ -98,10 +98,10 @@ def test_every_preset_lossless_on_real_model(real_lm):
 
 def test_expected_fill_lossless_on_real_model(real_lm):
     reqs = load_requests("builtin", limit=4)[2:]
-    res = run_bench(reqs, ["ar", "goose", "oilbird", "oilbird:expected"], Verifier(real_lm),
+    res = run_bench(reqs, ["ar", "goose", "oilbird:reserved", "oilbird"], Verifier(real_lm),
                     max_new_tokens=24, progress=False, tree=TreeConfig(budget=16))
     assert res["tree"]["budget"] == 16
-    assert res["methods"]["oilbird:expected"]["fill"] == "expected"
+    assert res["methods"]["oilbird"]["fill"] == "expected" and res["methods"]["oilbird:reserved"]["fill"] == "reserved"
     for m, r in res["methods"].items():
         assert r["lossless"], (m, r.get("first_failure"))
 

@@ -78,7 +78,7 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
     the audit is then against plain sampling with the same seed
     (:mod:`oilbird.evaluation.sampled_bench`).
     """
-    methods = as_methods(methods)
+    methods = as_methods(methods, (tree or TreeConfig()).fill)   # (a name without a fill takes the tree's)
     names = [m.name for m in methods]
     lm = verifier.lm
     keep_traces = trace_out is not None or trace_sink is not None

@@ -145,7 +145,7 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    methods = as_methods(methods)
+    methods = as_methods(methods, (tree or TreeConfig()).fill)   # (a name without a fill takes the tree's)
     names = [m.name for m in methods]
     for m in methods:
         check_method(m)
