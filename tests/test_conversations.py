@@ -809,3 +809,27 @@ def test_a_turn_whose_tokens_change_once_it_follows_says_why_and_skip_bad_leaves
     assert "--skip-bad: left out w3" in capsys.readouterr().err
     with pytest.raises(ConversationError, match=r"starts with whitespace \(--skip-bad replays the other conversations\)"):
         _encoded([good, conv], LM(), "text", None)
+
+
+def test_a_line_per_call_log_under_one_session_id_folds_too(tmp_path):
+    """A gateway that logs a line per call with the session's id on every line: the lines of one
+    id whose messages each start the next are one session (folded, replayed once), not repeated
+    ids; a line repeated whole, or another conversation under the same id, is still refused."""
+    talk = [{"role": "user", "content": "Find A1."}, {"role": "assistant", "content": "Looking."},
+            {"role": "user", "content": "And?"}, {"role": "assistant", "content": "A1 is fine."},
+            {"role": "user", "content": "Thanks."}, {"role": "assistant", "content": "Bye."}]
+    p = tmp_path / "gw.jsonl"
+    p.write_text("".join(json.dumps({"id": "sess1", "messages": talk[:n]}) + "\n" for n in (2, 4, 6)))
+    folded: list[dict] = []
+    convs = load_conversations(p, folded=folded)
+    assert [(c.id, len(c.messages)) for c in convs] == [("sess1", 6)]
+    assert [(f["id"], f["into"]) for f in folded] == [("sess1", "sess1"), ("sess1", "sess1")]
+    for second in (talk[:4], [talk[0], {"role": "assistant", "content": "Which A1?"}]):   # repeated; another talk
+        p.write_text("".join(json.dumps({"id": "sess1", "messages": m}) + "\n" for m in (talk[:4], second)))
+        with pytest.raises(ConversationError, match=":2: .*id already used on line 1"):
+            load_conversations(p)
+    folder = tmp_path / "days"                            # a session that runs past midnight: two files
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(json.dumps({"id": "sess1", "messages": talk[:2]}) + "\n")
+    (folder / "b.jsonl").write_text(json.dumps({"id": "sess1", "messages": talk}) + "\n")
+    assert [(c.id, len(c.messages)) for c in load_conversations(folder)] == [("sess1", 6)]
