@@ -158,7 +158,7 @@ def _gguf_config(gguf: Path):
     return AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
 
 
-def _damaged(gguf: Path, exc: Exception) -> str:
+def _damaged(exc: Exception) -> str:
     """What a GGUF file that transformers cannot read most likely is, and what it said."""
     return (f"the file is truncated or damaged, or not a GGUF model this transformers reads "
             f"({type(exc).__name__}: {str(exc)[:160]})")
@@ -351,13 +351,13 @@ def load_model(path: str | os.PathLike | None = None, device: str | None = None,
             try:
                 header = _gguf_config(gguf)
             except Exception as exc:  # noqa: BLE001 - report any header failure the same way
-                raise ModelError(f"Cannot read '{gguf}' as a GGUF model: {_damaged(gguf, exc)}") from exc
+                raise ModelError(f"Cannot read '{gguf}' as a GGUF model: {_damaged(exc)}") from exc
             check_tree_compatible(header)
             _state_layer(header, state_layer)
         try:
             src = _dequantized_copy(gguf, name)
         except Exception as exc:  # noqa: BLE001 - report any weight failure the same way
-            raise ModelError(f"Cannot load the weights of '{gguf}': {_damaged(gguf, exc)}") from exc
+            raise ModelError(f"Cannot load the weights of '{gguf}': {_damaged(exc)}") from exc
     try:
         from transformers import AutoConfig
         config = AutoConfig.from_pretrained(str(src), local_files_only=True)

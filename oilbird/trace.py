@@ -236,16 +236,23 @@ def _cycle_from_dict(d: dict) -> CycleTrace:
     return record_from(CycleTrace, d, "cycle")
 
 
+@functools.cache
+def _record_fields(cls) -> tuple[frozenset, frozenset]:
+    """A record class's field names, and those without a default: worked out once per class."""
+    fs = fields(cls)
+    return (frozenset(f.name for f in fs),
+            frozenset(f.name for f in fs if f.default is MISSING and f.default_factory is MISSING))
+
+
 def record_from(cls, d: dict, what: str, also_required: tuple = ()):
     """``cls(**d)`` for a record read from a file, its fields named when wrong: unknown ones,
     and missing ones (those without a default, and ``also_required``) as TraceError."""
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(d) - set(known))
+    known, required = _record_fields(cls)
+    unknown = sorted(set(d) - known)
     if unknown:
         raise TraceError(f"unknown {what} field{'s' if len(unknown) > 1 else ''} "
                          f"{', '.join(map(repr, unknown))[:200]}")
-    missing = [n for n, f in known.items() if n not in d and (
-        n in also_required or (f.default is MISSING and f.default_factory is MISSING))]
+    missing = [n for n in sorted(known) if n not in d and (n in also_required or n in required)]
     if missing:
         raise TraceError(f"the {what} has no {', '.join(map(repr, missing))} field{'s' if len(missing) > 1 else ''}")
     return cls(**d)

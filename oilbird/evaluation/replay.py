@@ -73,10 +73,14 @@ class RecordedTurn:
     recording_ids: list[int]
 
 
+# methods that decode inside transformers' generate, which cannot be made to follow a recording
+CANNOT_REPLAY = ("hf-greedy", "hf-pld")
+
+
 def check_method(m: Method) -> None:
     """Replay drafts with our tree decoders; ``hf-pld`` runs ``generate`` and cannot follow a
     recording, so it is refused (with the reason)."""
-    if m.base == "hf-pld" or m.base == "hf-greedy":
+    if m.base in CANNOT_REPLAY:
         raise ValueError(f"'{m.name}' cannot replay: it decodes inside transformers' generate, which cannot "
                          f"be made to follow a recording; replay takes ar, suffix-arctic and the presets")
 
@@ -87,7 +91,7 @@ def replay_methods(text: str) -> list[Method]:
     from ..methods import known_methods, parse_methods
     for name in (x.strip() for x in text.split(",") if x.strip()):
         if name.split(":")[0] not in known_methods():
-            takes = [m for m in known_methods() if m not in ("hf-greedy", "hf-pld")]
+            takes = [m for m in known_methods() if m not in CANNOT_REPLAY]
             raise ValueError(f"unknown method '{name}'; replay takes {', '.join(takes)} (a tree method may add a "
                              f"fill after a colon, e.g. oilbird:reserved)")
     methods = parse_methods(text)

@@ -72,7 +72,6 @@ class ArcticConfig:
 
 class ArcticSuffixSource(DraftSource):
     name = "suffix-arctic"
-    lexical = True
 
     def __init__(self, config: ArcticConfig | None = None):
         self.cfg = config or ArcticConfig()

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..trace import LEXICAL_SOURCES
 from ..trace import RETRIEVAL_OUTCOMES as TRACE_RETRIEVAL_OUTCOMES
 from ..tree import DraftTree
 
@@ -137,7 +138,11 @@ class DraftSource:
 
     name = "source"
     role = "spine"      # which pass of the tree asks it: "spine" | "chains" | "branches" (module doc)
-    lexical = False     # an exact-match key copying text (the names in oilbird.trace.LEXICAL_SOURCES)
+    @property
+    def lexical(self) -> bool:
+        """An exact-match key copying text? Named once, in :data:`oilbird.trace.LEXICAL_SOURCES`
+        (token recycling is not one: its table holds the verifier's own guesses)."""
+        return self.name in LEXICAL_SOURCES
     retrieves = False   # its chains carry store records: the trace's nearest neighbours (module doc)
 
     def start_request(self, tokens: list[int], request_id: str) -> None:

@@ -97,7 +97,6 @@ class LiveConfig:
 
 class LiveOutputsSource(DraftSource):
     name = "live"
-    lexical = True
 
     def __init__(self, outputs: LiveOutputs, config: LiveConfig | None = None):
         self.outputs = outputs

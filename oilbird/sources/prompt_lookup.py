@@ -21,7 +21,6 @@ class PromptLookupConfig:
 
 class PromptLookupSource(DraftSource):
     name = "pld"
-    lexical = True
 
     def __init__(self, config: PromptLookupConfig | None = None):
         self.cfg = config or PromptLookupConfig()

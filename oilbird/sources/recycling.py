@@ -36,7 +36,6 @@ class RecyclingConfig:
 class RecyclingSource(DraftSource):
     name = "recycling"
     role = "branches"
-    lexical = False     # the verifier's past guesses, not copied text (oilbird.trace.LEXICAL_SOURCES)
 
     def __init__(self, vocab_size: int, config: RecyclingConfig | None = None):
         self.cfg = config or RecyclingConfig()

@@ -99,7 +99,6 @@ def _leaf(root: _Node, tokens: list[int]) -> _Node:
 
 class SuffixSource(DraftSource):
     name = "suffix"
-    lexical = True
 
     def __init__(self, store: Store | None, config: SuffixConfig | None = None):
         self.cfg = config or SuffixConfig()

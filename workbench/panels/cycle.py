@@ -48,8 +48,9 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
     live = " · live run" if request.meta.get("live") else ""
     if replay_note(request):
         live = f" · {html.escape(replay_note(request))}"
-    if sampling_note(request):
-        live += f" · {html.escape(sampling_note(request))}"
+    sampled = sampling_note(request)
+    if sampled:
+        live += f" · {html.escape(sampled)}"
     if c is None:
         return (f"<b>no cycles</b> · {html.escape(request.request_id)} · {html.escape(request.method)}{live} · "
                 f"{len(request.output_ids)} tokens · {NO_CYCLES}")

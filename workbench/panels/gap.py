@@ -21,8 +21,8 @@ from oilbird.methods import lookup
 from oilbird.trace import RequestTrace
 
 from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
-                       DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS, GAP_PATTERNS, GAP_POOL,
-                       Style, source_label)
+                       DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
+                       GAP_PATTERNS, GAP_POOL, Style, source_label)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
 from .provenance import committed_upto, token_sources
 

@@ -63,7 +63,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
              f"tokens / {request.forwards} forwards" + (
                  f"; a {mode} replay: the recording's tokens, the local model's drafts" if mode else "") + (
-                 f"; {sampling_note(request)}" if sampling_note(request) else "") + ")</span>")
+                 f"; {sampled}" if (sampled := sampling_note(request)) else "") + ")</span>")
     layout = panel_layout(s, title, height=max(s.height, 500), barmode="stack", shapes=shapes,
                      margin={"l": 40, "r": 10, "t": 80, "b": 40},
                      legend={"title": {"text": stage_key}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
