@@ -131,15 +131,22 @@ def main(argv: list[str]) -> int:
         np.save(Path(args.out) / "map.npy", fit)
         print(json.dumps(out, indent=1))
         return 0
-    if argv[:1] != ["replay"] or "--exact" in argv or "--centre" not in argv[:-1]:
-        print("usage: centred_key_probe.py stats CACHE --out DIR | replay --centre DIR ... (a fast replay)",
-              file=sys.stderr)
+    return replay_with(argv, "centred_key_probe.py", "--centre",
+                       lambda folder: install(np.load(folder / "mean.npy"), np.load(folder / "map.npy")))
+
+
+def replay_with(argv: list[str], prog: str, flag: str, setup) -> int:
+    """``replay FLAG DIR ...``: ``setup(DIR)`` patches the replay, then ``python -m oilbird replay``
+    runs with the other arguments (fast mode only); anything else is the usage line, exit 2.
+    Shared by the key probes that replay with another key (this one, windowed_key_probe.py)."""
+    if argv[:1] != ["replay"] or "--exact" in argv or flag not in argv[:-1]:
+        print(f"usage: {prog} stats CACHE --out DIR | replay {flag} DIR ... (a fast replay)", file=sys.stderr)
         return 2
     argv = list(argv)
-    i = argv.index("--centre")
+    i = argv.index(flag)
     folder = Path(argv[i + 1])
     del argv[i:i + 2]
-    install(np.load(folder / "mean.npy"), np.load(folder / "map.npy"))
+    setup(folder)
     from oilbird.__main__ import main as oilbird_main
     return oilbird_main(argv)
 

@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from centred_key_probe import NEAREST, TOP, install, quantile_map, unit  # noqa: E402
+from centred_key_probe import NEAREST, TOP, install, quantile_map, replay_with, unit  # noqa: E402
 
 
 def windowed(states: np.ndarray, starts: list[int], window: int, decay: float) -> np.ndarray:
@@ -113,18 +113,10 @@ def main(argv: list[str]) -> int:
         (Path(args.out) / "window.json").write_text(json.dumps({"window": args.window, "decay": args.decay}))
         print(json.dumps(out, indent=1))
         return 0
-    if argv[:1] != ["replay"] or "--exact" in argv or "--windowed" not in argv[:-1]:
-        print("usage: windowed_key_probe.py stats CACHE --out DIR | replay --windowed DIR ... (a fast replay)",
-              file=sys.stderr)
-        return 2
-    argv = list(argv)
-    i = argv.index("--windowed")
-    folder = Path(argv[i + 1])
-    del argv[i:i + 2]
-    w = json.loads((folder / "window.json").read_text())
-    install_window(int(w["window"]), float(w["decay"]), np.load(folder / "map.npy"))
-    from oilbird.__main__ import main as oilbird_main
-    return oilbird_main(argv)
+    def setup(folder: Path) -> None:
+        w = json.loads((folder / "window.json").read_text())
+        install_window(int(w["window"]), float(w["decay"]), np.load(folder / "map.npy"))
+    return replay_with(argv, "windowed_key_probe.py", "--windowed", setup)
 
 
 if __name__ == "__main__":
