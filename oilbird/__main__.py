@@ -361,7 +361,6 @@ def _replay(args) -> int:
     t0 = time.perf_counter()
     turns, convs = _encoded(convs, lm, args.tool_calls, bad)
     timing = {"encode_seconds": time.perf_counter() - t0, "matmul": matmul_gflops(lm)}
-    recorded_by = ", ".join(sorted({c.model or "an unnamed model" for c in convs}))
     mode = "exact" if args.exact else "fast"
     teacher = TeacherForcer(Verifier(lm), window=args.window, cache=disk) if mode == "fast" else None
     planned = sum(len(t) for t in turns)
@@ -386,15 +385,13 @@ def _replay(args) -> int:
     with run.recording(planned):
         try:
             res = replay(turns, methods, Verifier(lm), mode=mode, tree=tree, trace=args.traces or args.diagnose,
-                         recorded_by=recorded_by, on_request=on_request, progress=bar.update,
+                         recorded_by={c.id: c.model for c in convs}, on_request=on_request, progress=bar.update,
                          teacher=teacher, timing=timing, teacher_sink=keep)
         finally:
             bar.close()
-        left = set(res["replay"]["skipped_over_context"]["ids"])      # whose turns were replayed, not skipped
-        recorded_by = res["replay"]["recorded_by"] = ", ".join(sorted(
-            {c.model or "an unnamed model" for c in convs if c.id not in left})) or recorded_by
         save(res, complete=True)
     r = res["replay"]
+    recorded_by = r["recorded_by"] or "no model (every conversation skipped)"
     print(format_table(res))
     skipped = r["skipped_over_context"]["conversations"]
     print(f"{r['turns']} turns of {r['conversations']} conversations recorded by {recorded_by}, replayed in "

@@ -101,6 +101,16 @@ def test_a_recording_longer_than_the_context_skips_its_conversation_counted(smal
     assert r["whose"].startswith("tau: what each drafter, run on the local model, would have committed") \
         and "the recording is the verdict" in r["whose"] and "fast mode times nothing" in r["whose"]
     assert all("seconds" not in row for row in res["methods"]["pld"]["per_request"])
+    # recorded by: only the replayed conversations' models, and each trace its own conversation's
+    seen = []
+    res = replay(convs, ["pld"], Verifier(small_lm), recorded_by={"short": "gpt-4o", "huge": "grok-3"},
+                 on_request=lambda trs, _: seen.extend(trs))
+    assert res["replay"]["recorded_by"] == "gpt-4o"
+    assert {tr.meta["replay"]["recorded_by"] for tr in seen} == {"gpt-4o"}
+    mixed = replay([_conversation("a", 1, seed=2), _conversation("b", 1, seed=3)], ["pld"], Verifier(small_lm),
+                   recorded_by={"a": "gpt-4o", "b": None}, on_request=lambda trs, _: seen.extend(trs))
+    assert mixed["replay"]["recorded_by"] == "an unnamed model, gpt-4o"
+    assert [tr.meta["replay"]["recorded_by"] for tr in seen[-2:]] == ["gpt-4o", "an unnamed model"]
 
 
 def test_a_shared_system_prompt_is_computed_once_and_the_states_are_unchanged(tiny_lm):

@@ -561,9 +561,9 @@ def replay_conversations(lm, conversations, methods: Sequence[str]) -> list[Requ
     context = int(getattr(lm.model.config, "max_position_embeddings", 0) or 0) or 10 ** 9
     turns = [t for t in (encode_conversation(lm.tokenizer, c, end_ids=lm.eos_token_ids) for c in conversations)
              if fits(t, context)]
-    recorded_by = ", ".join(sorted({c.model or "an unnamed model" for c in conversations}))
     traces: list[RequestTrace] = []
-    replay(turns, list(methods), Verifier(lm), mode="fast", trace=True, recorded_by=recorded_by,
+    replay(turns, list(methods), Verifier(lm), mode="fast", trace=True,
+           recorded_by={c.id: c.model for c in conversations},
            on_request=lambda trs, _res: traces.extend(trs))
     attach_report(traces, build_report(diagnose_turns(lm, turns, progress=False), {"data": "notebook", "model": lm.name}))
     return traces

@@ -35,7 +35,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -126,7 +126,7 @@ def teacher_forced(verifier: Verifier, turns: Sequence[Turn]) -> Iterator[NodeOu
 
 def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method], verifier: Verifier,
            mode: str = "fast", tree: TreeConfig | None = None, trace: bool = True,
-           recorded_by: str | None = None, on_request: Callable[[list[RequestTrace], dict], None] | None = None,
+           recorded_by: str | Mapping[str, str] | None = None, on_request: Callable[[list[RequestTrace], dict], None] | None = None,
            progress: Callable[[int], None] | None = None, store_kwargs: dict | None = None,
            teacher: TeacherForcer | None = None, timing: dict | None = None,
            teacher_sink: Callable[[Turn, NodeOutputs], None] | None = None) -> dict:
@@ -144,6 +144,9 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     Exact mode runs the model on the whole conversation, so a conversation longer than the
     context is skipped and counted there, never truncated. ``timing`` (optional) holds the
     run's ``encode_seconds`` and ``matmul`` measurement for the time split.
+    ``recorded_by`` names the model whose outputs were recorded: one name for every conversation,
+    or a mapping from conversation id to its model, so each trace names its own and the results
+    name only the conversations replayed (not those skipped).
     ``teacher_sink(turn, rows)`` (fast mode) gets each turn's teacher-forced rows, so a caller
     can reuse them (:func:`diagnose_turns`' ``rows``) instead of forcing the turn again.
     """
@@ -162,9 +165,11 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     drafting = {n: 0.0 for n in names}
     skipped = {"conversations": 0, "turns": 0, "ids": []}      # ids: which traffic tau leaves out
     run = {"conversations": 0, "turns": 0, "windowed_turns": 0}
+    whom: dict[str, str | None] = {}        # each replayed conversation's recording model
 
     def results() -> dict:
-        return _results(stats, methods, lm, mode, tree, recorded_by, run, skipped, teacher, drafting, timing)
+        who = (", ".join(sorted(set(whom.values()))) or None) if isinstance(recorded_by, Mapping) else recorded_by
+        return _results(stats, methods, lm, mode, tree, who, run, skipped, teacher, drafting, timing)
 
     for turns in conversations:
         turns = list(turns)
@@ -176,6 +181,8 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
             skipped["ids"].append(turns[0].conversation if turns else "")
             continue
         run["conversations"] += 1
+        for c in {t.conversation for t in turns}:
+            whom[c] = (recorded_by.get(c) or "an unnamed model") if isinstance(recorded_by, Mapping) else recorded_by
         teachers: Iterator[tuple[NodeOutputs, bool]] = (teacher.conversation(turns) if mode == "fast"
                                                         else iter([(None, False)] * len(turns)))
         for t in turns:
@@ -191,7 +198,7 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
                 secs = time.perf_counter() - t1
                 drafting[n] += secs
                 tr.lossless = tr.output_ids == rec          # replay's own check: it followed the recording
-                tr.meta["replay"] = {"mode": mode, "recorded_by": recorded_by, "conversation": t.conversation,
+                tr.meta["replay"] = {"mode": mode, "recorded_by": whom[t.conversation], "conversation": t.conversation,
                                      "turn": t.index, "windowed": windowed}
                 st = stats[n]
                 st.add_request(t.id, len(tr.output_ids), tr.forwards, secs if mode == "exact" else 0.0,
