@@ -219,7 +219,7 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
             raise
         text, cut = exc.partial, exc
     out: list[Conversation] = []
-    seen: dict[str, list[tuple[int, tuple]]] = {}   # id -> (line, messages) of each line holding it
+    seen = _SeenIds()
     bad: list[tuple[int, ConversationError]] = []   # every bad line is checked, the first one told
     stem = re.sub(r"\.jsonl(\.gz)?$", "", p.name)   # default ids: log.2024-01-01-3, not log-3
     for no, line in enumerate(text.split("\n"), start=1):
@@ -230,14 +230,11 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
             if undecodable(line):
                 raise ConversationError("not UTF-8 text", p, no)
             conv = conversation_from_obj(loads(line, ConversationError, p, no), source, default_id=f"{stem}-{no}")
-            if conv.id in seen and not _grows(seen[conv.id], conv):
-                raise ConversationError(f"{_where(source, conv.id)}: id already used on line "
-                                        f"{seen[conv.id][0][0]}; give every conversation its own id (lines of "
-                                        f"one id are one session only where each line's messages start the next's)")
+            seen.check(conv)
         except ConversationError as exc:
             bad.append((no, exc))
             continue
-        seen.setdefault(conv.id, []).append((no, conv.messages))
+        seen.add(conv, f"on line {no}")
         out.append(replace(conv, line=no))
     if cut is not None:
         bad.append((cut.line, cut))
@@ -260,14 +257,27 @@ def read_jsonl(path: str | Path, empty_ok: bool = False, skipped: list[dict] | N
     return out
 
 
-def _grows(earlier: list[tuple], conv: Conversation) -> bool:
-    """May ``conv`` share its id with the ``earlier`` lines holding it? Only as one session logged a
-    line per call: each line's messages a proper start of the other's, or the other way round (the
-    fold then replays the longest once, :func:`oilbird.data.overlaps.fold_overlaps`); a line
-    repeated whole, or another conversation under the same id, may not."""
-    def prefix(a, b):
-        return len(a) < len(b) and b[:len(a)] == a
-    return all(prefix(m, conv.messages) or prefix(conv.messages, m) for _, m in earlier)
+class _SeenIds:
+    """The conversation ids read so far (of a file, or of a folder's files), each with where and
+    what each line holding it said. A line may share its id with earlier ones only as one session
+    logged a line per call: each line's messages a proper start of the other's, or the other way
+    round (the fold then replays the longest once, :func:`oilbird.data.overlaps.fold_overlaps`); a
+    line repeated whole, or another conversation under the same id, is refused."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, list[tuple[str, tuple]]] = {}     # id -> (where, messages) per line
+
+    def check(self, conv: Conversation) -> None:
+        def prefix(a, b):
+            return len(a) < len(b) and b[:len(a)] == a
+        earlier = self._lines.get(conv.id, [])
+        if not all(prefix(m, conv.messages) or prefix(conv.messages, m) for _, m in earlier):
+            raise ConversationError(f"{_where(conv.source, conv.id)}: id already used {earlier[0][0]}; give "
+                                    "every conversation its own id (lines of one id are one session only where "
+                                    "each line's messages start the next's)")
+
+    def add(self, conv: Conversation, where: str) -> None:
+        self._lines.setdefault(conv.id, []).append((where, conv.messages))
 
 
 def _conversation_files(folder: Path) -> list[Path]:
@@ -300,16 +310,16 @@ def _read_folder(files: list[Path], skipped: list[dict] | None = None) -> list[C
     file is read before a bad line stops the load, so the refusal knows whether the others
     would load (``skippable``); with ``skipped``, as :func:`read_jsonl`'s, for repeated ids too."""
     out: list[Conversation] = []
-    seen: dict[str, list[tuple[str, tuple]]] = {}     # id -> (where, messages) of each line holding it
+    seen = _SeenIds()
     bad: list[dict] = []
     for f in files:
         for conv in read_jsonl(f, empty_ok=True, skipped=bad):     # an empty file in a folder is skipped
-            if conv.id in seen and not _grows(seen[conv.id], conv):
-                bad.append({"file": str(f), "line": conv.line, "error": str(ConversationError(
-                    f"{_where(conv.source, conv.id)}: id already used in {seen[conv.id][0][0]}; "
-                    "give every conversation its own id"))})
+            try:
+                seen.check(conv)
+            except ConversationError as exc:
+                bad.append({"file": str(f), "line": conv.line, "error": str(exc)})
                 continue
-            seen.setdefault(conv.id, []).append((conv.source, conv.messages))
+            seen.add(conv, f"in {conv.source}")
             out.append(conv)
     if bad and (skipped is None or not out):
         raise refusal([b["error"] for b in bad], bool(out), "line", "the folder",
