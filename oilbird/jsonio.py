@@ -9,7 +9,8 @@ a value or raise one error of the class the caller names (a subclass of
 * more than :data:`MAX_BYTES` of text (a gzip bomb included), bytes that are not UTF-8;
 * invalid JSON, ``NaN`` / ``Infinity``, an integer beyond 64 bits (Python would take 4,300
   digits and then refuse), a float that overflows to infinity, nesting deeper than Python's
-  parser can go.
+  parser can go;
+* in a whole document (:func:`read_json`), an object that gives one key twice.
 
 It knows nothing about what the values mean: each loader checks its own fields
 (:mod:`oilbird.data.requests`, :mod:`oilbird.trace`, :mod:`oilbird.evaluation.report`, :mod:`oilbird.store_files`).
@@ -58,8 +59,27 @@ def _finite(text: str) -> float:
     return v
 
 
+class _KeyTwice(ValueError):
+    """An object gives one key twice (the decoder cannot say where: the message names the key)."""
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict:
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if any(k == j for j, _ in pairs[:i]))
+        raise _KeyTwice(f"the key {twice!r} appears twice in one object (JSON readers keep the last one "
+                        f"silently; the object's keys: {', '.join(dict.fromkeys(k for k, _ in pairs))}): "
+                        "say which is meant")
+    return obj
+
+
 _FAST = json.JSONDecoder(parse_constant=_no_constant)
 _STRICT = json.JSONDecoder(parse_constant=_no_constant, parse_int=_int64, parse_float=_finite)
+# whole documents (a results.json, a data file) also refuse a key given twice; JSON lines, read
+# in bulk (traces), do not pay for the check
+_FAST_ONCE = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique)
+_STRICT_ONCE = json.JSONDecoder(parse_constant=_no_constant, parse_int=_int64, parse_float=_finite,
+                                object_pairs_hook=_unique)
 
 
 def _line_of(text: str, pos: int) -> int:
@@ -148,17 +168,22 @@ def undecodable(line: str) -> bool:
     return _ESCAPED.search(line) is not None
 
 
-def loads(text: str, error: type[InputError] = InputError, path=None, line: int | None = None):
+def loads(text: str, error: type[InputError] = InputError, path=None, line: int | None = None,
+          keys_once: bool = False):
     """One JSON value from ``text``; ``line`` is the line ``text`` starts on in ``path``
-    (a JSON-lines line), or None for a whole document (the line is then found in it)."""
+    (a JSON-lines line), or None for a whole document (the line is then found in it).
+    ``keys_once``: an object that gives one key twice is refused too."""
     first = line or 1
+    strict = _SUSPECT.search(text)
     try:
-        return (_STRICT if _SUSPECT.search(text) else _FAST).decode(text)
+        return ((_STRICT_ONCE if strict else _FAST_ONCE) if keys_once else (_STRICT if strict else _FAST)).decode(text)
     except json.JSONDecodeError as exc:
         raise error(f"not valid JSON ({exc.msg}, column {exc.colno})", path, first + exc.lineno - 1) from None
     except _BadNumber as exc:
         at = text.find(exc.literal)
         raise error(str(exc), path, first + _line_of(text, at) - 1 if at >= 0 else line) from None
+    except _KeyTwice as exc:
+        raise error(str(exc), path, line) from None
     except RecursionError:
         raise error("nested too deeply to read", path, line) from None
     except ValueError as exc:               # anything else the decoder refuses about a number
@@ -198,5 +223,5 @@ def read_json(path, error: type[InputError] = InputError):
     text = read_text(path, error)
     if not text.strip(" \t\r\n"):
         raise error("empty file", path)
-    return loads(text, error, path)
+    return loads(text, error, path, keys_once=True)
 

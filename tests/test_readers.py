@@ -434,6 +434,19 @@ def test_report_refuses_wrong_field_types_in_one_line(tmp_path, capsys, doc, mes
     assert err.count("\n") == 1 and err.startswith(f"error: {p}: ") and message in err, err
 
 
+def test_report_refuses_a_key_given_twice_instead_of_keeping_the_last(tmp_path, capsys):
+    """Two taus for one method (a hand-merged results.json): Python's reader would keep the
+    second without a word; the report names the key and refuses."""
+    row = json.dumps(_method_row(2.0))[1:-1]
+    p = tmp_path / "results.json"
+    p.write_text('{"methods": {"x": {' + row + ', "tau": 3.0}}, "n_requests": 1}')
+    assert report_main([str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the key 'tau' appears twice in one object" in err, err
+    p.write_text('{"methods": {"x": {' + row + '}}, "n_requests": 1}')
+    assert report_main([str(p)]) == 0
+
+
 def test_report_reads_a_valid_results_file_and_folder(tmp_path, capsys):
     (tmp_path / "results.json").write_bytes(RESULTS)
     assert report_main([str(tmp_path)]) == 0
