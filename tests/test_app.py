@@ -352,6 +352,8 @@ def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     out = app_fns[2]["load_traces"](session, str(save_traces([bare], tmp_path / "bare.jsonl")))
     assert out.state.request == "bare" and out.error == ""
     assert NO_CYCLES in out.text and "No trace of" not in out.text
+    # its prompt is not in --data: the message says it cannot be run live, not to press Run live
+    assert "holds no prompt for it, so it cannot be run live here" in out.text and "press" not in out.text
     assert "no cycles" in out.counter and "no trace" not in out.counter
     assert json.loads(out.tree.plot)["layout"]["annotations"][0]["text"] == "no cycle records"
     files, error = app_fns[2]["export_figures"](out.state, "html")
@@ -397,6 +399,7 @@ def test_a_typed_cycle_out_of_range_goes_to_the_nearest_end(app_fns, session):
 def test_a_request_without_a_trace_still_shows_its_prompt(app_fns, session):
     out = app_fns[2]["select"](session, "r1", "pld", "goose")
     assert "No trace of request &#x27;r1&#x27; with method &#x27;pld&#x27;" in out.text
+    assert "press &#x27;Run live&#x27; to decode it" in out.text       # r1's prompt is in --data
     assert out.prompt == "user: say hi"
 
 

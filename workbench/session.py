@@ -141,6 +141,16 @@ class Data:
             return cls(name, error=public(f"Could not read --data {Path(name).name}: {exc}", name))
 
 
+def cannot_run_live(request: str, method: str, data: Data | None) -> str | None:
+    """Why a live run of ``request`` with ``method`` cannot be made (its prompt not in ``--data``,
+    or the method not a preset), or None if it can (a missing trace's message advises one then)."""
+    if method not in PRESET_NAMES:
+        return f"'{method}' is not a preset"
+    if data is not None and request not in data.requests:
+        return f"--data {Path(data.name).name} holds no prompt for it"
+    return None
+
+
 @dataclass
 class Session:
     """What one browser session holds (the app keeps it in ``gr.State``, one copy per session).

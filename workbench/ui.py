@@ -32,7 +32,7 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .session import (LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
-                      Session, find, method_choices, method_menu, new_session, opening, opening_cycle,
+                      Session, cannot_run_live, find, method_choices, method_menu, new_session, opening, opening_cycle,
                       public, read_error, request_choices, request_menu)
 
 PLAY_INTERVAL_S = 0.8
@@ -84,13 +84,13 @@ def _plot(spec: dict) -> PlotData:
     return PlotData(type="plotly", plot=F.spec_json(spec))
 
 
-def render(st: Session, cat: Catalogue, error: str = "", full: bool = False) -> Step | Full:
+def render(st: Session, cat: Catalogue, error: str = "", full: bool = False, data: Data | None = None) -> Step | Full:
     """What a step redraws (:class:`Step`); with ``full``, also the request-level panels
     (:class:`Full`: metrics, comparison), which a step leaves alone so the browser redraws less.
     A trace that loads but cannot be drawn shows as a message and in the error banner, never as
-    a crash."""
+    a crash. ``data`` (the ``--data`` requests) says whether a missing trace can be run live."""
     try:
-        return _render(st, cat, error, full)
+        return _render(st, cat, error, full, data)
     except Exception as exc:   # noqa: BLE001 - any failure while drawing goes to the banner
         msg = f"Request '{st.request}' with method '{st.method}' cannot be drawn: {type(exc).__name__}: {exc}"
         return _no_trace(st, msg, " ".join(x for x in (error, _warn(msg)) if x), full, "cannot be drawn")
@@ -110,14 +110,17 @@ def _no_trace(st: Session, msg: str, error: str, full: bool, what: str = "no tra
     return Full(*step, empty, empty, tr.prompt_text if tr is not None else "") if full else step
 
 
-def _render(st: Session, cat: Catalogue, error: str, full: bool) -> Step | Full:
+def _render(st: Session, cat: Catalogue, error: str, full: bool, data: Data | None = None) -> Step | Full:
     tr = find(st, cat, st.request, st.method)
     if tr is None or not tr.cycles:
+        why_not = cannot_run_live(st.request, st.method, data)
         if tr is None:
-            return _no_trace(st, f"No trace of request '{st.request}' with method '{st.method}': "
-                                 "press 'Run live' to decode it, or pick another method.", error, full)
-        return _no_trace(st, f"Request '{st.request}' with method '{st.method}': {F.NO_CYCLES}; "
-                             "press 'Run live' to decode it with them.", error, full, "no cycle records", tr)
+            return _no_trace(st, f"No trace of request '{st.request}' with method '{st.method}': " + (
+                f"{why_not}, so it cannot be run live here; pick another method." if why_not else
+                "press 'Run live' to decode it, or pick another method."), error, full)
+        return _no_trace(st, f"Request '{st.request}' with method '{st.method}': {F.NO_CYCLES}; " + (
+            f"{why_not}, so it cannot be run live here." if why_not else "press 'Run live' to decode it with them."),
+            error, full, "no cycle records", tr)
     k = max(0, min(st.cycle, len(tr.cycles) - 1))
     st.cycle = k
     counter, tree, text, neighbours, gap = _cycle_panels(tr, k)
@@ -145,7 +148,7 @@ def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tu
 def render_full(st: Session, cat: Catalogue, error: str = "", data: Data | None = None) -> Full:
     """:func:`render` with the request-level panels. A request without a trace still shows its
     prompt when ``data`` (the ``--data`` requests) holds it, as its messages."""
-    out = render(st, cat, error, full=True)
+    out = render(st, cat, error, full=True, data=data)
     req = data.requests.get(st.request) if data is not None else None
     if not out.prompt and req is not None:
         out = out._replace(prompt="\n\n".join(f"{m['role']}: {m['content']}" for m in req.messages))
@@ -321,14 +324,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         def step(st, delta):
             st.cycle = max(0, int(st.cycle) + int(delta))
-            return render(st, cat)
+            return render(st, cat, data=data)
 
         def goto(st, k):
             try:                                  # the raw value (see the slider's events below)
                 st.cycle = max(0, int(float(k)))
             except (TypeError, ValueError, OverflowError):     # None, text, inf, 1e400: stay
                 pass
-            return render(st, cat)
+            return render(st, cat, data=data)
 
         def slide(st, k):
             """goto from the slider itself, whose value is already on screen: the slider is left as
@@ -343,7 +346,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         def played(st):
             """The redraw with the timer and the button following ``st.playing``."""
-            return Played(*render(st, cat), gr.Timer(active=st.playing),
+            return Played(*render(st, cat, data=data), gr.Timer(active=st.playing),
                           gr.Button(value="⏸ Pause" if st.playing else "▶ Play"))
 
         def play(st):
@@ -392,7 +395,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             try:
                 for t in traces:
                     draw_all(t)
-                out = _render(new, cat, "", full=True)
+                out = _render(new, cat, "", full=True, data=data)
             except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
                 return unchanged(st, _warn(f"Not a usable trace file: {name}: {exc}"))
             # every trace draws: the session takes them in place, so a live run that holds this
