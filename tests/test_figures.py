@@ -56,6 +56,14 @@ def test_primary_source_is_exact_match_first(sources, expected):
     assert primary_source(sources) == expected
 
 
+def test_every_exact_match_source_is_coloured_before_the_key():
+    """The views' one definition of lexical (oilbird.trace) and the palette's order agree: a
+    token another running request's output proposed beside the key is not the key's."""
+    from oilbird.trace import LEXICAL_SOURCES
+    assert all(PRECEDENCE.index(s) < PRECEDENCE.index("semantic") for s in LEXICAL_SOURCES)
+    assert all(primary_source([s, "semantic"]) == s for s in LEXICAL_SOURCES)
+
+
 def test_visible_whitespace():
     assert F.visible(' {"a":\t1}\n') == '·{"a":→1}⏎'
     assert F.visible("") == "∅"

@@ -10,7 +10,7 @@ label its own fill pattern.
 Nodes proposed by several sources (a chain that re-walks nodes another source paid for) are
 coloured by one of them, in the order of :data:`PRECEDENCE`, *exact match first*::
 
-    suffix > suffix-arctic > pld > semantic > rejected > recycling
+    suffix > suffix-arctic > pld > live > semantic > rejected > recycling
 
 i.e. the exact-match (lexical) sources from the most to the least specific match, then the
 hidden-state key, the rejected-branch pool, and token adjacency (recycling) last. So the
@@ -20,7 +20,8 @@ prompt lookup look like its own). Such nodes also get a grey ring ("several sour
 legend) and the hover lists every source with its score, so the overlap is never hidden.
 
 ``suffix-arctic`` is the source of the published SuffixDecoding peer (:mod:`oilbird.evaluation.peers`),
-a light cyan beside the suffix index's sky blue. A source this palette does not know is drawn
+a light cyan beside the suffix index's sky blue; ``live`` copies what the engine's other running
+requests have written so far (the vLLM proposer's exact-match source), in sand. A source this palette does not know is drawn
 in :data:`UNKNOWN_COLOUR` under its own name (:func:`shown_sources`), never dropped.
 """
 from __future__ import annotations
@@ -45,17 +46,20 @@ ROOT = "root"
 BONUS = "bonus"
 DRAFT_SOURCES = ("pld", "suffix", "recycling", "semantic", "rejected")
 ALL_SOURCES = DRAFT_SOURCES + (BONUS, ROOT)   # in every key, so the key never changes between views
-# sources of the peer decoders (oilbird.evaluation.peers): coloured, but keyed only in views that hold them
-PEER_SOURCES = ("suffix-arctic",)
+# sources outside the local presets: the peer decoders' (oilbird.evaluation.peers) and the vLLM
+# proposer's other running requests (oilbird.sources.live): coloured, keyed only in views that hold them
+PEER_SOURCES = ("suffix-arctic", "live")
 
-# exact match first, then the hidden-state key; see the module docstring
-PRECEDENCE = ("suffix", "suffix-arctic", "pld", "semantic", "rejected", "recycling")
+# exact match first (every name of oilbird.trace.LEXICAL_SOURCES), then the hidden-state key; see the
+# module docstring
+PRECEDENCE = ("suffix", "suffix-arctic", "pld", "live", "semantic", "rejected", "recycling")
 
 SOURCE_COLOURS = {
     "semantic": OKABE_ITO["vermillion"],
     "rejected": OKABE_ITO["reddish_purple"],
     "suffix": OKABE_ITO["sky_blue"],
     "suffix-arctic": "#88CCEE",   # Paul Tol's colour-blind-safe cyan: next to, but not, sky blue
+    "live": "#DDCC77",            # Paul Tol's sand
     "pld": OKABE_ITO["blue"],
     "recycling": OKABE_ITO["bluish_green"],
     BONUS: OKABE_ITO["orange"],
@@ -68,6 +72,7 @@ SOURCE_SYMBOLS = {
     "rejected": "pentagon",
     "suffix": "diamond",
     "suffix-arctic": "diamond-tall",
+    "live": "triangle-down",
     "pld": "square",
     "recycling": "triangle-up",
     BONUS: "hexagram",
@@ -79,6 +84,7 @@ SOURCE_LABELS = {
     "rejected": "rejected-branch pool",
     "suffix": "suffix index",
     "suffix-arctic": "arctic suffix (peer)",
+    "live": "other running requests",
     "pld": "prompt lookup",
     "recycling": "token recycling",
     BONUS: "bonus (verifier)",
