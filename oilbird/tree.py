@@ -137,7 +137,10 @@ class DraftTree:
             self.scores = [{} for _ in self.tokens]
         if not self.match:
             self.match = [0] * len(self.tokens)
-        self._kids = {(p, t): i for i, (p, t) in enumerate(zip(self.parents, self.tokens)) if i > 0}
+        self._kids = {}
+        for i, key in enumerate(zip(self.parents, self.tokens)):
+            if i > 0:
+                self._kids.setdefault(key, i)     # twins (a hand-made tree): the earlier, as greedy_accept
 
     @classmethod
     def root(cls, token: int) -> "DraftTree":
@@ -147,7 +150,12 @@ class DraftTree:
         return len(self.tokens)
 
     def child(self, node: int, token: int) -> int | None:
-        """Index of the child of ``node`` carrying ``token``, or None."""
+        """Index of the child of ``node`` carrying ``token``, or None; of two such children (which
+        :meth:`add` never makes) the earlier, the one :func:`greedy_accept` steps to.
+
+        >>> DraftTree([1, 5, 5], [-1, 0, 0]).child(0, 5)
+        1
+        """
         return self._kids.get((node, token))
 
     def add(self, parent: int, token: int, source: str, score: float, match: int = 0) -> int:

@@ -49,6 +49,15 @@ def test_greedy_accept_follows_second_branch():
     assert greedy_accept([7, 8, 9, 4], [-1, 0, 0, 2], [9, 1, 4, 6]) == ([0, 2, 3], 6)
 
 
+def test_twin_children_resolve_to_the_one_greedy_accept_takes():
+    """A hand-made tree may give a node two children of one token: the lookup a chain re-walks
+    and the greedy walk agree on the earlier."""
+    t = DraftTree([1, 5, 5], [-1, 0, 0])
+    path, _ = greedy_accept(t.tokens, t.parents, [5, 9, 9])
+    assert path == [0, 1] and t.child(0, 5) == 1
+    assert t.add(0, 5, "pld", 1.0) == 1 and len(t) == 3
+
+
 def test_add_rewalks_shared_prefix_for_free():
     t = DraftTree.root(1)
     a = t.add(0, 5, "suffix", 0.9)
