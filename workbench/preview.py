@@ -62,10 +62,10 @@ and replaces this page by itself in a few seconds.</p>
 
 
 class Preview:
-    """Serve ``page`` at ``/`` (and plotly.js beside it) on ``host:port`` until :meth:`close`.
+    """Serve ``page`` at ``/`` (and plotly.js beside it) on ``host:port`` until :meth:`close`::
 
-    >>> with Preview("127.0.0.1", 7860, page) as p:   # p.running: False if the port was busy
-    ...     build_the_app()
+        with Preview("127.0.0.1", 7860, page) as p:   # p.running: False if the port was busy
+            build_the_app()
     """
 
     def __init__(self, host: str, port: int, page: str):

@@ -31,11 +31,11 @@ HF_PLD_MAX_NGRAM = 3       # max_matching_ngram_size
 
 
 class ForwardCounter:
-    """Counts (and times the first of) a module's forward calls while active.
+    """Counts (and times the first of) a module's forward calls while active::
 
-    >>> with ForwardCounter(model) as fc:
-    ...     model.generate(...)
-    >>> fc.calls, fc.first_seconds
+        with ForwardCounter(model) as fc:
+            model.generate(...)
+        fc.calls, fc.first_seconds
     """
 
     def __init__(self, module: torch.nn.Module):
