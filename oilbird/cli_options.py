@@ -58,9 +58,10 @@ def non_negative(text: str) -> float:
 
 
 def common_options(p: argparse.ArgumentParser, default_max: int | None = 128, state_layer: bool = True,
-            max_help: str | None = None) -> None:
+            max_help: str | None = None, default_limit: int | None = None) -> None:
     p.add_argument("--data", default="builtin", help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
-    p.add_argument("--limit", type=at_least(1), default=None, help="serve only the first N requests")
+    p.add_argument("--limit", type=at_least(1), default=default_limit, help="serve only the first N requests"
+                   + (f" (default {default_limit})" if default_limit else ""))
     p.add_argument("--skip", type=at_least(0), default=0,
                    help="leave out the first N requests (then --limit), e.g. to check a setting on "
                         "requests it was not tuned on")

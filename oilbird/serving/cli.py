@@ -42,8 +42,7 @@ def _proposer_config(args) -> dict | None:
 def add_serving_commands(sub) -> None:
     p = sub.add_parser("serve-bench", help="the workload through vLLM: no speculation, ngram, suffix, oilbird "
                                            "(needs the vLLM environment: scripts/setup_vllm_env.sh)")
-    common_options(p, default_max=64, state_layer=False)
-    p.set_defaults(limit=16)
+    common_options(p, default_max=64, state_layer=False, default_limit=16)
     p.add_argument("--methods", default="nospec,ngram,suffix,oilbird",
                    help="comma-separated: nospec (always run: the reference), ngram, suffix, oilbird")
     p.add_argument("--batch-sizes", type=list_of(at_least(1)), default=[1, 8],
