@@ -266,6 +266,8 @@ def test_exact_match_cycle_copies_the_old_value():
     assert c.tokens[:4] == [7, 20, 9, 9] and c.sources[1] == ["pld"]
     assert c.accepted == [0] and c.bonus == 30 and c.committed == [30]
     assert L.discarded_behind(c, answer) == [2, 3]          # the [9, 9] frame, thrown away
+    c.sources[1].append("semantic")                         # each node's provenance its own
+    assert c.sources[2] == ["pld"] and c.scores[1] is not c.scores[2]
     with pytest.raises(ValueError, match="proposes nothing"):
         L.exact_match_cycle([1, 2, 3], [4, 5], 1, decode=str)
     # the chain runs to the answer's end: the drafts are committed, no bonus past the end

@@ -55,8 +55,9 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
     ``decode`` maps one token id to its text. Raises ValueError if the source proposes nothing.
     """
     from oilbird.sources.base import DraftContext
+    from oilbird.decoding import recorded_targets
     from oilbird.sources.prompt_lookup import PromptLookupConfig, PromptLookupSource
-    from oilbird.tree import greedy_accept
+    from oilbird.tree import DraftTree, greedy_accept
 
     if not 0 <= at < len(answer_ids):
         raise ValueError(f"at={at} is outside the answer: a cycle needs a next token to verify "
@@ -71,8 +72,8 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
     tokens = [context[-1]] + list(chain.tokens)
     n = len(tokens)
     parents = [-1] + list(range(n - 1))
-    # node d stands at answer position at - 1 + d, so its argmax is the answer's next token
-    argmax = [answer_ids[at + d] if at + d < len(answer_ids) else -1 for d in range(n)]
+    # node d stands at answer position at - 1 + d, so its argmax is the answer's next token (-1 past it)
+    argmax = recorded_targets(DraftTree(tokens, parents), list(answer_ids), at)
     accepted, bonus = greedy_accept(tokens, parents, argmax)
     # where the chain reached the answer's end there is no next token: nothing after the drafts
     bonus_kept = [bonus] if bonus >= 0 else []
@@ -81,12 +82,12 @@ def exact_match_cycle(prompt_ids: list[int], answer_ids: list[int], at: int,
         request_id=request_id, method="pld, gold call as verifier", cycle=1,
         prefix_len=len(context) - 1, generated_before=at,
         tokens=tokens, token_text=[decode(t) for t in tokens], parents=parents,
-        depths=list(range(n)), sources=[[]] + [["pld"]] * (n - 1),
-        scores=[{}] + [{"pld": round(float(chain.score), 3)}] * (n - 1),
+        depths=list(range(n)), sources=[[]] + [["pld"] for _ in range(n - 1)],
+        scores=[{}] + [{"pld": round(float(chain.score), 3)} for _ in range(n - 1)],
         argmax=argmax, argmax_text=[decode(t) if t >= 0 else "" for t in argmax],
         accepted=accepted, bonus=bonus, committed=committed,
         committed_text=[decode(t) for t in committed],
-        committed_sources=[["pld"]] * (len(accepted) - 1) + [[BONUS]] * len(bonus_kept),
+        committed_sources=[["pld"] for _ in accepted[1:]] + [[BONUS] for _ in bonus_kept],
         lexical_match_len=int(proposal.match_len))
 
 
