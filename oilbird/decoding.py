@@ -202,14 +202,17 @@ class SpeculativeDecoder:
     The decoder owns the cross-request ``store`` and fills it; the drafter's sources read it.
     ``reuse_prefix``: keep the KV cache of the last request, and prefill only the part of the
     next prompt after it when that prompt starts with it (a conversation's next turn).
+    ``method``: the name its traces carry (a preset's, :func:`oilbird.presets.make_decoder`);
+    without one, the sources' names in brackets, e.g. ``[pld+mine]``, which no view mistakes for a
+    preset (they read what a preset drafts from its name: the key, a tree).
     """
 
     def __init__(self, verifier: Verifier, drafter: Drafter, store: Store | None = None,
-                 method: str = "oilbird", trace: bool = True, reuse_prefix: bool = False):
+                 method: str | None = None, trace: bool = True, reuse_prefix: bool = False):
         self.verifier = verifier
         self.drafter = drafter
         self.store = store
-        self.method = method
+        self.method = method or "[" + "+".join(s.name for s in drafter.sources) + "]"
         self.trace = trace
         self.reuse_prefix = reuse_prefix
         self._kept: tuple[list[int], object] | None = None   # (tokens in the cache, the cache)

@@ -345,6 +345,9 @@ def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
         assert tr.output_ids == ref
         delivered = sum("oracle" in s for c in tr.cycles for s in c.committed_sources)
         assert (delivered > len(ref) // 2) if answer is ref else delivered == 0
+    # no method given: the trace is named by its sources, not passed off as the oilbird preset
+    from oilbird.methods import has_semantic
+    assert tr.method == "[pld+oracle]" and not has_semantic(tr.method)
 
 
 def test_make_decoder_variant_reaches_the_drafter(tiny_lm):
