@@ -3,23 +3,27 @@
 Two decoders share the verifier:
 
 * :func:`autoregressive` — the baseline: prefill, then one token per forward.
-* :class:`SpeculativeDecoder` — each cycle
+* :class:`SpeculativeDecoder` — after (1) the **prefill** of the prompt, which gives the first
+  token, each cycle (the numbers are those of the comments in :meth:`SpeculativeDecoder.cycles`)
 
-  1. **draft**: the drafter builds a tree under the node budget; its root is the newest
+  2. **draft**: the drafter builds a tree under the node budget; its root is the newest
      committed token (not yet in the KV cache);
-  2. **verify**: one forward over the whole tree (ancestor-only mask);
-  3. **commit**: greedy walk (longest path whose tokens equal their parent's argmax) plus
-     the bonus token; the KV cache keeps only the accepted nodes;
-  4. **record**: sources learn from the verdict; the store receives the accepted tokens with
-     the hidden states this same forward computed (no extra forward).
+  3. **verify**: one forward over the whole tree (ancestor-only mask), then the greedy walk
+     (:func:`~oilbird.tree.greedy_accept`: the longest path whose tokens equal their parent's
+     argmax) and the bonus token; the KV cache keeps only the accepted nodes
+     (:meth:`~oilbird.verifier.Verifier.commit`);
+  4. **commit**: the accepted tokens and the bonus join the output, cut at EOS or
+     ``max_new_tokens`` (so the output is exactly greedy decoding's);
+  5. **record**: sources learn from the verdict; the accepted tokens and the hidden states this
+     same forward computed (no extra forward) are queued for the store, which receives them
+     when the request ends (:mod:`oilbird.request_records`: a request never retrieves itself).
 
-  Stop conditions: an EOS token is committed, or ``max_new_tokens`` are reached (the commit
-  is truncated there, so the output is exactly greedy decoding's). Every cycle yields one
-  :class:`~oilbird.trace.CycleTrace`.
+  Stop conditions: an EOS token is committed, or ``max_new_tokens`` are reached. Every cycle
+  yields one :class:`~oilbird.trace.CycleTrace`.
 
   Step 3 asks one object, the **judge**, for the verdict on the tree (a
-  :class:`~oilbird.verdict.TreeVerdict`): :class:`Greedy` (live, the default) runs the forward
-  and walks the argmax; :class:`Replay` accepts the longest root path that a recorded output
+  :class:`~oilbird.verdict.TreeVerdict`): :class:`Greedy` (live, the default) runs the forward,
+  walks the argmax and commits the cache; :class:`Replay` accepts the longest root path that a recorded output
   holds, then the recorded next token as the bonus (exact mode still runs every verify forward;
   fast mode reads the outputs of one teacher-forced forward per turn, ``oilbird.evaluation.replay``).
 
@@ -275,15 +279,16 @@ class SpeculativeDecoder:
                 # 2) draft: a tree rooted at the newest committed token
                 tree, info = drafter.draft(list(ids) + generated, request_id, query_state)
                 t_b = time.perf_counter()
-                # 3) verify: the judge's verdict on the whole tree (live: one forward; the cache
-                #    keeps only the accepted nodes)
+                # 3) verify: the judge's verdict on the whole tree (live, Greedy.verdict: one
+                #    forward, greedy_accept, and Verifier.commit keeps only the accepted nodes' cache)
                 verdict = judge.verdict(v, cache, prefix_len, tree, before)
                 t_c = time.perf_counter()
                 # 4) commit: the accepted path and the bonus, cut at EOS or max_new_tokens
                 new = [tree.tokens[i] for i in verdict.accepted[1:]] + [verdict.bonus]
                 appended, done = _finish(generated, new, eos, max_new_tokens)
                 t_d = time.perf_counter()
-                # 5) record: the store gets the states this forward computed; the sources learn
+                # 5) record: the states this forward computed are queued for the store (it gets them
+                #    when the request ends); the sources learn
                 path_states = verdict.path_states()
                 records.record(generated, before - 1, path_states)   # the root is token before - 1
                 query_state = path_states[-1]

@@ -7,10 +7,10 @@ verified whole:
    subtree sized to the lexical budget (its first path is the spine); prompt-lookup chains
    then join by merge cost, paying only where they diverge. The lexical share of the budget
    follows an EMA of how much of the spine the verifier accepted (GOOSE's anisotropy).
-2. **semantic chains** (semantic key, rejected-branch pool; the semantic key proposes only
-   where the lexical match is non-empty, a suffix / prompt-lookup match or a token-adjacency
-   row for the root, its own gate: the rejected pool proposes wherever it matches): each
-   chain re-walks the tree from the root and pays only for the nodes after it diverges,
+2. **semantic chains** (the semantic key and the rejected-branch pool). The semantic key has
+   its own gate: it proposes only where the lexical match is non-empty (a suffix or
+   prompt-lookup match, or a token-adjacency row for the root). The rejected pool proposes
+   wherever it matches. Each chain re-walks the tree from the root and pays only for the nodes after it diverges,
    ``cost(chain, T) = |chain| - pi(chain, T)``, out of a reserved sub-budget. Unspent
    reserved nodes go to pass 3.
 3. **branches** (token adjacency): alternatives below the root and along the spine, until the
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .acceptance import AcceptanceRates
-from .methods import FILLS, TreeConfig  # noqa: F401  (importable here, where they are used)
+from .methods import TreeConfig
 from .sources.base import Chain, DraftContext, DraftSource, Proposal
 from .tree import DraftTree
 from .verdict import TreeVerdict

@@ -62,12 +62,6 @@ from .panels.provenance import (NO_CYCLES, accepted_share, bonus_committed, comm
 from .panels.text import TEXT_BORDERS, TokenCell, text_cells, text_figure, text_html, text_spec
 from .panels.tree import is_replay, tree_figure, tree_layout, tree_spec
 
-
-def chain_result(nb, cycle) -> NeighbourResult:
-    """:func:`neighbour_result` under its earlier name and argument order."""
-    return neighbour_result(cycle, nb)
-
-
 __all__ = [
     # plumbing (and the palette's style, which every figure takes)
     "DEFAULT_STYLE", "Style",
@@ -81,7 +75,7 @@ __all__ = [
     "is_replay", "tree_figure", "tree_layout", "tree_spec",
     "TEXT_BORDERS", "TokenCell", "text_cells", "text_figure", "text_html", "text_spec",
     "CELL_HEIGHT", "CELL_PAD", "NB_COLUMN_PCT", "NB_COLUMN_PX", "NB_HEADER", "NB_HEADER_HELP", "NOT_IN_TREE", "SIMILARITY_FLOOR",
-    "NeighbourResult", "NeighbourRow", "NeighbourTable", "SemanticOutcome", "chain_result", "neighbour_result",
+    "NeighbourResult", "NeighbourRow", "NeighbourTable", "SemanticOutcome", "neighbour_result",
     "neighbour_table", "neighbours_figure", "neighbours_html", "neighbours_spec", "semantic_outcome",
     "GAP_BORDERS", "GAP_SCOPE", "DrafterCount", "GapCell", "GapStrip", "drafter_marks", "gap_cells",
     "gap_strip_figure", "gap_strip_html", "gap_strip_spec", "keyless",
