@@ -120,8 +120,13 @@ class Greedy:
     Every judge answers the same three questions for the cycle (:meth:`SpeculativeDecoder.cycles`):
     ``limit`` (how many tokens the request may produce), ``start`` (the prefill: the cache, the
     first token and the query state for the first draft) and ``verdict`` (one tree's outcome,
-    with the KV cache left holding the prefix and the accepted nodes).
+    with the KV cache left holding the prefix and the accepted nodes); and ``meta``: what the
+    request's trace must say of how it was judged (the decoder writes it, so no view draws a
+    sampled trace as greedy because a caller forgot to say so).
     """
+
+    def meta(self) -> dict:
+        return {}
 
     def limit(self, max_new_tokens: int) -> int:
         return max_new_tokens
@@ -161,6 +166,9 @@ class Replay:
 
     def limit(self, max_new_tokens: int) -> int:
         return min(max_new_tokens, len(self.recording))
+
+    def meta(self) -> dict:          # what replay adds (mode, conversation, whose) only it knows
+        return {}
 
     def start(self, v: Verifier, ids: list[int], cache) -> tuple[object, int, np.ndarray]:
         if self.teacher is not None:
@@ -238,7 +246,8 @@ class SpeculativeDecoder:
         """Decode one request, yielding a trace per cycle; fills ``out`` when given.
 
         ``judge`` gives the verdict on each tree: :class:`Greedy` (the default: live, lossless)
-        or :class:`Replay` (a recording decides; fast mode runs no forward). A caller may stop
+        or :class:`Replay` (a recording decides; fast mode runs no forward), or
+        :class:`oilbird.sampled.Sampled`; its ``meta()`` goes into ``out.meta``. A caller may stop
         early (``break``, or closing the generator): the request then ends there, with what it
         committed so far stored, as if it had stopped at that length."""
         if self._open is not None:    # the sources follow one request at a time
@@ -248,6 +257,8 @@ class SpeculativeDecoder:
         try:
             judge = judge or Greedy()
             max_new_tokens = judge.limit(max_new_tokens)
+            if out is not None:
+                out.meta.update(judge.meta())
             # fast replay runs no forward: its teacher rows may come from a window past the context
             runs_model = getattr(judge, "teacher", None) is None
             check_prompt(self.verifier.lm, ids if runs_model else ids[:1], max_new_tokens)

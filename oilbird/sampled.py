@@ -60,6 +60,9 @@ class Sampled:
     def limit(self, max_new_tokens: int) -> int:
         return max_new_tokens
 
+    def meta(self) -> dict:
+        return {"sampling": asdict(self.params)}
+
     def start(self, v: Verifier, ids: list[int], cache):
         cache, pre = v.prefill(ids, cache, keep_logits=True)
         p = target_probs(pre.logits[-1], self.params.temperature, self.params.top_p)

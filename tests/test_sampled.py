@@ -102,6 +102,9 @@ def test_sampled_decoder_reproduces_its_seed_and_emits_valid_tokens(tiny_lm, met
     assert len(outs[0].cycles) == outs[0].forwards
     other = make_decoder(method, v).run("r", PROMPT, 32, judge=Sampled(SamplingParams(0.7, 0.95, 4), "r"))
     assert other.output_ids != outs[0].output_ids
+    # the trace says how it was judged, whoever ran it (the views mark sampled traces by it)
+    assert outs[0].meta["sampling"] == {"temperature": 0.7, "top_p": 0.95, "seed": 3}
+    assert "sampling" not in make_decoder(method, v).run("r", PROMPT, 8).meta
 
 
 def test_a_sampled_cycle_records_what_decided_each_tried_node(tiny_lm):

@@ -584,9 +584,7 @@ def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new
         if sampling is None:
             out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
         else:
-            from dataclasses import asdict
-            from oilbird.sampled import Sampled
+            from oilbird.sampled import Sampled      # (the trace says so: Sampled.meta)
             out = dec.run(req.id, ids, max_new_tokens, on_cycle=report, judge=Sampled(sampling, req.id))
-            out.meta["sampling"] = asdict(sampling)
         out.meta["live"] = True
     return out

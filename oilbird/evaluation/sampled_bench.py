@@ -56,7 +56,6 @@ def sampled_runner(m: Method, verifier: Verifier, max_new: int, keep_traces: boo
         t = time.perf_counter()
         tr = dec.run(req.id, ids, max_new, judge=Sampled(params, req.id))
         secs = time.perf_counter() - t
-        tr.meta["sampling"] = asdict(params)
         return DecodeResult(tr.output_ids, tr.forwards, secs, tr.cycles[0].timings.get("verify", 0.0), tr)
     return run
 
