@@ -375,6 +375,8 @@ class SpeculativeDecoder:
                 out.meta["seconds"] = time.perf_counter() - t0
 
     def _neighbours(self, info, tree: DraftTree, accepted: list[int]) -> list[Neighbour]:
+        """The trace's nearest neighbours, from what the drafter recorded of each retrieved record
+        (``info.neighbours``: :class:`~oilbird.sources.base.LookedUp`)."""
         acc = set(accepted)
         out = []
         lexical_first = {tree.tokens[i] for i in range(1, len(tree)) if tree.parents[i] == 0

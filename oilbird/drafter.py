@@ -38,7 +38,7 @@ import numpy as np
 
 from .acceptance import AcceptanceRates
 from .methods import TreeConfig
-from .sources.base import Chain, DraftContext, DraftSource, Proposal
+from .sources.base import Chain, DraftContext, DraftSource, LookedUp, Proposal
 from .tree import DraftTree
 from .verdict import TreeVerdict
 
@@ -55,7 +55,7 @@ class DraftInfo:
     semantic_muted: bool = False  # self-calibration had muted the retrieving source
     # each retrieved record: its chain's meta, the tree nodes it walked and paid for, and why it
     # got no node ("" when it got one; else a key of oilbird.trace.NO_NODE_REASONS)
-    neighbours: list[dict] = field(default_factory=list)
+    neighbours: list[LookedUp] = field(default_factory=list)
     spine: list[int] = field(default_factory=list)
 
 
@@ -286,7 +286,7 @@ class Drafter:
         for (source, c), (walked, paid) in zip(semantic, merged):
             if source.retrieves:
                 why = "" if walked else ("no-tokens" if not c.tokens else "budget")
-                info.neighbours.append({**c.meta, "walked": walked, "paid": paid, "why_no_node": why})
+                info.neighbours.append(LookedUp(**c.meta, walked=walked, paid=paid, why_no_node=why))
         return tree, info
 
     def _spine_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> list[tuple[str, Chain]]:
@@ -323,8 +323,7 @@ class Drafter:
             out += [(s, c) for c in sorted(p.chains, key=lambda c: -c.score)]
             if s.retrieves:
                 why = "below-floor" if p.retrieval == "below-floor" else "muted"     # looked up, not drafted
-                info.neighbours += [{**c.meta, "walked": [], "paid": [], "why_no_node": why}
-                                    for c in p.looked_up]
+                info.neighbours += [LookedUp(**c.meta, walked=[], paid=[], why_no_node=why) for c in p.looked_up]
         return out
 
     def _fill_reserved(self, ctx: DraftContext, semantic, reserved: int) -> list[tuple[list[int], list[int]]]:

@@ -31,9 +31,10 @@ sources were given:
   opens the semantic key's gate.
 
 A source that ``retrieves`` (the semantic key) carries, in each chain's ``meta``, the store
-record it came from (``record``, ``request_id``, ``position``, ``similarity``, ``proposed``) and
-says in ``Proposal.retrieval`` how the lookup went; the trace lists those records as the
-cycle's nearest neighbours. Names must be unique in one drafter.
+record it came from (a :class:`Retrieved`) and says in ``Proposal.retrieval`` how the lookup
+went; the drafter adds what the tree did with it (a :class:`LookedUp`, in ``DraftInfo.neighbours``)
+and the decoder makes the trace's :class:`~oilbird.trace.Neighbour` of it, the cycle's nearest
+neighbours. Names must be unique in one drafter.
 
 To decode with a source of your own, give it to a drafter beside the others::
 
@@ -46,12 +47,33 @@ To decode with a source of your own, give it to a drafter beside the others::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
 from ..trace import LEXICAL_SOURCES
 from ..trace import RETRIEVAL_OUTCOMES as TRACE_RETRIEVAL_OUTCOMES
 from ..tree import DraftTree
+
+
+class Retrieved(TypedDict, total=False):
+    """What a retrieving source puts in a chain's ``meta``: the store record it copies."""
+    record: int              # the store's record index (the state the query was nearest)
+    request_id: str          # the stored request it lies in, and its position among that request's tokens
+    position: int
+    similarity: float        # cosine of the query state and the record's
+    proposed: list[int]      # the continuation the chain drafts (its copy depth)
+    withheld: list[int]      # the continuation past it, up to REACH tokens: for the trace alone
+    agreement: int           # context agreement (= Chain.match)
+
+
+class LookedUp(Retrieved, total=False):
+    """A retrieved record as the drafter recorded it (``DraftInfo.neighbours``): with the tree
+    nodes its chain walked and paid for, and why it got none ("" if it did; else a key of
+    :data:`oilbird.trace.NO_NODE_REASONS`)."""
+    walked: list[int]
+    paid: list[int]
+    why_no_node: str
 
 
 @dataclass
@@ -61,7 +83,7 @@ class Chain:
     ``score`` is the source's confidence in (0, 1]; ``match``: a copying source's context
     agreement, how many tokens of the context (the root included) equal the tokens before the
     occurrence it copies (0: not known); ``meta`` carries source-specific details the trace
-    wants (e.g. the semantic neighbour a chain came from).
+    wants (a retrieving source's: :class:`Retrieved`, the neighbour a chain came from).
     """
     tokens: list[int]
     score: float
