@@ -233,7 +233,7 @@ class Drafter:
                              f"(see oilbird/sources/base.py)")
         # each pass asks its sources in the order given (the presets: suffix before pld)
         self.spine_sources = [s for s in sources if roles[s.name] == "spine"]
-        self.semantic_sources = [s for s in sources if roles[s.name] == "chains"]
+        self.chain_sources = [s for s in sources if roles[s.name] == "chains"]
         self.branch_sources = [s for s in sources if roles[s.name] == "branches"]
         self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
@@ -243,7 +243,7 @@ class Drafter:
         # room: docs/results.md, "The paper's own pairs"). It goes by the sources a tree has, not
         # by what they proposed in a cycle: where the key is gated or muted, the lexical tails
         # compete for the rest alone
-        self.shares_head = bool(self.branch_sources) or (self.cfg.valued and bool(self.semantic_sources))
+        self.shares_head = bool(self.branch_sources) or (self.cfg.valued and bool(self.chain_sources))
         # what a node is worth (fill "expected" or "open"), learned from every verdict
         if rates is None and self.cfg.valued:
             rates = value_rates(sources)
@@ -268,7 +268,7 @@ class Drafter:
         ctx = DraftContext(tokens=context, request_id=request_id, query_state=_unit(query_state), tree=tree)
         left = cfg.budget - 1
         valued = cfg.valued
-        reserved = min(cfg.semantic_budget, left) if self.semantic_sources and not valued else 0
+        reserved = min(cfg.semantic_budget, left) if self.chain_sources and not valued else 0
         lex_budget = round(self.spine_share * (left - reserved)) if self.shares_head else left - reserved
         lexical_rest = self._spine_pass(ctx, info, lex_budget)
         # the gate of pass 2: the host's lexical key is the suffix index *and* the token-adjacency
@@ -318,7 +318,7 @@ class Drafter:
         """2) the semantic key and the rejected pool: their chains, best first per source. A muted
         retrieving source's looked-up records go to the trace with no node."""
         out = []
-        for s in self.semantic_sources:
+        for s in self.chain_sources:
             p = self._ask(s, ctx, budget, info)
             out += [(s, c) for c in sorted(p.chains, key=lambda c: -c.score)]
             if s.retrieves:
