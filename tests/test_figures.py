@@ -78,6 +78,16 @@ def test_tree_one_marker_per_node_plus_bonus():
     assert len(by_meta(fig, "bonus").x) == 1
 
 
+def test_a_node_hover_gives_the_depth_the_layout_drew_even_where_the_trace_kept_none():
+    c = cycle1()
+    with_depths = F.tree_figure(c)
+    bare = F.tree_figure(replace(c, depths=[]))
+    for fig in (with_depths, bare):
+        hover = {i: h for t in fig.data if t.meta in ALL_SOURCES and t.meta != "bonus"
+                 for i, h in zip(t.customdata, t.hovertext)}
+        assert all(f"depth {d} ·" in hover[i] for i, d in enumerate(c.depths)), hover
+
+
 def test_tree_nodes_coloured_and_shaped_by_primary_source():
     fig = F.tree_figure(cycle1())
     # node 1 was proposed by pld + semantic -> pld (exact match first); node 2 pld; node 3 recycling;

@@ -50,13 +50,15 @@ def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
     return {i: (float(depth.get(i, 0)), -float(row.get(i, 0))) for i in range(len(parents))}
 
 
-def _node_hover(c: CycleTrace, i: int, status: str, replay: bool = False) -> str:
+def _node_hover(c: CycleTrace, i: int, status: str, replay: bool = False, depth: int | None = None) -> str:
     srcs = c.sources[i] if i < len(c.sources) else []
     scores = c.scores[i] if i < len(c.scores) else {}
     # named as the key names them (prompt lookup, not pld), with the score each gave
     src_txt = (", ".join(f"{source_label(s)} {scores[s]:.3g}" if s in scores else source_label(s) for s in srcs)
                or "— (root: newest committed token)")
-    lines = [f"<b>node {i}</b> · depth {c.depths[i] if i < len(c.depths) else '?'} · {status}",
+    # the depth as the layout drew it (a trace's own list is empty where it was not recorded)
+    depth = depth if depth is not None else c.depths[i] if i < len(c.depths) else "?"
+    lines = [f"<b>node {i}</b> · depth {depth} · {status}",
              f"token: {esc(c.token_text[i]) if i < len(c.token_text) else '?'} (id {c.tokens[i]})",
              f"sources: {html.escape(src_txt)}"]
     if i < len(c.argmax):
@@ -186,7 +188,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "text": [esc(cycle.token_text[i], s.max_label_chars) if i < len(cycle.token_text) else ""
                      for i in idx],
             "textposition": "top center", "textfont": {"size": s.font_size - 1},
-            "hovertext": [_node_hover(cycle, i, shown_status[status[i]], replay) for i in idx], "hoverinfo": "text",
+            "hovertext": [_node_hover(cycle, i, shown_status[status[i]], replay, int(pos[i][0])) for i in idx], "hoverinfo": "text",
             "name": source_label(src), "legendgroup": src, "showlegend": False, "customdata": idx,
             "marker": {"color": s.colour(src), "symbol": source_symbol(src), "size": s.node_size,
                        "opacity": [STATUS_STYLES[status[i]].opacity for i in idx],
