@@ -1,6 +1,7 @@
 """Requests: the built-in workload, API-Bank, generic JSONL, and their error messages."""
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,16 @@ def test_a_recorded_conversation_given_as_live_requests_points_to_replay(tmp_pat
     with pytest.raises(DataError) as exc:
         load_requests(image)
     assert "replay" not in str(exc.value)
+
+
+def test_the_shared_data_is_looked_for_beside_the_checkout_from_any_folder(tmp_path, monkeypatch):
+    """Run from notebooks/ (or anywhere else), the shared data sets are still ../shared/data of the
+    checkout, never a folder inside it (the messages would send a user to the wrong place)."""
+    from oilbird.data import requests
+    monkeypatch.delenv("OILBIRD_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)                       # no ../shared/data beside this folder
+    checkout = Path(requests.__file__).resolve().parents[2]           # .../oilbird/data/requests.py
+    assert (checkout / "oilbird" / "data" / "requests.py").is_file()
+    assert requests.data_root() == checkout.parent / "shared" / "data"
+    monkeypatch.setenv("OILBIRD_DATA", str(tmp_path / "mine"))
+    assert requests.data_root() == tmp_path / "mine"

@@ -68,16 +68,21 @@ class Request:
 NAMED_SETS = ("builtin", "api-bank", "humaneval", "gsm8k", "mt-bench")
 
 
+# the checkout this module lies in (oilbird/data/requests.py, two folders down)
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
 def data_root() -> Path:
     """Where the shared data sets live: ``$OILBIRD_DATA``, else ``../shared/data`` next to the
-    current directory, else next to this checkout (so notebooks/ finds it too)."""
+    current directory, else ``shared/data`` beside this checkout (never inside it), so a
+    notebook run in notebooks/ finds it too."""
     env = os.environ.get("OILBIRD_DATA")
     if env:
         return Path(env)
     here = Path.cwd().parent / "shared" / "data"
     if here.is_dir():
         return here
-    return Path(__file__).resolve().parents[2] / "shared" / "data"
+    return CHECKOUT.parent / "shared" / "data"
 
 
 def default_path(name: str) -> Path:
@@ -98,7 +103,8 @@ def load_api_bank(path: str | Path | None = None) -> list[Request]:
     root = Path(path) if path else default_path("api-bank")
     if not root.is_dir():
         raise DataError("API-Bank folder not found (give --data PATH to the folder that holds "
-                        "test-data/, or use --data builtin)", root)
+                        "test-data/, set $OILBIRD_DATA to the folder that holds api-bank/, or use "
+                        "--data builtin)", root)
     out: list[Request] = []
     for level in ("level-1-api", "level-2-api"):
         f = root / "test-data" / f"{level}.json"
