@@ -85,6 +85,9 @@ def test_a_json_list_of_requests_loads_and_a_folder_must_be_api_bank(tmp_path):
 def test_missing_paths_are_named(tmp_path):
     with pytest.raises(DataError, match="no such file or folder"):
         load_requests(str(tmp_path / "nope.jsonl"))
+    # a conversation set given where requests are wanted (bench, the app): told where it belongs
+    with pytest.raises(DataError, match=r"recorded conversations, which are replayed \(python -m oilbird replay"):
+        load_requests("agent-transcripts")
     with pytest.raises(DataError, match="test-data"):
         load_api_bank(tmp_path / "nothing")
     (tmp_path / "ab" / "test-data").mkdir(parents=True)

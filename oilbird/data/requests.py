@@ -264,6 +264,11 @@ def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, ski
         elif kind == "file":
             reqs = load_jsonl(p)
         else:
+            from .conversations import NAMED as CONVERSATION_SETS
+            if name in CONVERSATION_SETS:       # recorded conversations: replay's, not a request set
+                raise DataError(f"recorded conversations, which are replayed (python -m oilbird replay --data {name}; "
+                                f"the app shows a replay's traces with --traces); requests to decode are "
+                                f"{', '.join(NAMED_SETS)} or a file", name)
             raise DataError(f"not a known data set ({', '.join(NAMED_SETS)}) and no such file or folder", name)
     if skip:
         if skip < 0 or skip >= len(reqs):
