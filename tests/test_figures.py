@@ -755,6 +755,15 @@ def test_a_replayed_request_says_whose_verdict_it_is():
     assert want.replace("'", "&#x27;") in counter_html(rep, 1) and "replay" not in counter_html(live, 1)
     title = F.text_figure(rep, 1).layout.title.text
     assert "replay of gpt-4o" in title and "replay of" not in F.text_figure(live, 1).layout.title.text
+    # every key on the page names the bonus as the tree's does: the recording's in a replay
+    other = copy.deepcopy(rep)
+    for tr, whose in ((rep, "bonus (recording)"), (live, "bonus (verifier)")):
+        figs = (F.text_figure(tr, 1), F.compare_figure(tr, other if tr is rep else live, 1), F.metrics_figure(tr))
+        names = [{d.name for d in fig.data} | {t for k, ax in fig.layout.to_plotly_json().items()
+                                               if k.startswith("xaxis") for t in ax.get("ticktext") or ()}
+                 for fig in figs]
+        assert all(whose in n for n in names[:2]) and whose in names[2], (whose, names)
+        assert whose in F.text_html(tr, 1)
 
 
 def test_a_replays_bonus_is_the_recordings_token_and_its_hovers_say_whose_argmax():

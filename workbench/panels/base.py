@@ -86,10 +86,15 @@ def panel_layout(s: Style, title: str, height: int | None = None, **extra) -> di
 REPLAY_BONUS_LABEL = "bonus (recording)"
 
 
+def label_of(source: str, replay: bool = False) -> str:
+    """A source's name in a key; in a replay (``replay``) the bonus is the recording's."""
+    return REPLAY_BONUS_LABEL if replay and source == BONUS else source_label(source)
+
+
 def legend_marker(source: str, s: Style, replay: bool = False) -> dict:
     """A data-less trace that only carries a legend entry for ``source`` (``replay``: the bonus
     is the recording's)."""
-    name = REPLAY_BONUS_LABEL if replay and source == BONUS else source_label(source)
+    name = label_of(source, replay)
     return {"type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": name,
             "legendgroup": source, "showlegend": True, "hoverinfo": "skip",
             "marker": {"color": s.colour(source), "symbol": source_symbol(source), "size": 11,

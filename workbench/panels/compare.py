@@ -10,8 +10,8 @@ import plotly.graph_objects as go
 
 from oilbird.trace import RequestTrace
 
-from ..palette import BONUS, Style, primary_source, shown_sources, source_label
-from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, panel_layout,
+from ..palette import BONUS, Style, primary_source, shown_sources
+from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, label_of, panel_layout,
                    style_or_default, vline)
 from .provenance import REPLAYED, sampling_note, token_cycles, token_sources
 
@@ -79,7 +79,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         cyc = [c.cycle for c in r.cycles]
         for k in order:
             data.append({"type": "bar", "x": cyc, "y": counts[col].get(k, [0] * len(r.cycles)),
-                         "name": source_label(k), "legendgroup": k,
+                         "name": label_of(k, bool(r.meta.get("replay"))), "legendgroup": k,
                          "showlegend": col == 1, "marker": {"color": s.colour(k)}, "meta": f"{r.method}:{k}",
                          "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} coloured {k} (one source "
                                           f"per token, exact match first)<extra></extra>",
@@ -105,17 +105,19 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         axes[axis_key(ys)]["visible"] = False
     axes["yaxis"]["title"] = {"text": "tokens"}
     diff = first_difference(a.output_ids, b.output_ids)
-    title = f"{html.escape(a.method)} vs {html.escape(b.method)} · {html.escape(a.request_id)}" + (
-        REPLAYED if a.meta.get("replay") else "")
+    # the verdict on a second line: at half the page's width one line was cut off before it
+    title = (f"{html.escape(a.method)} vs {html.escape(b.method)} · {html.escape(a.request_id)}<br>"
+             f"<span style='font-size:{s.font_size}px'>")
     if diff is None:
-        title += " · identical outputs"
+        title += "identical outputs"
     else:
         why = outputs_differ_why(a, b, diff)
-        title += f" · <b>outputs differ from token {diff}</b>" + (f" ({html.escape(why)})" if why else "")
+        title += f"<b>outputs differ from token {diff}</b>" + (f" ({html.escape(why)})" if why else "")
         shapes += [vline(diff - 0.5, *ref[(2, col)], {"width": 2, "color": "#111111"}) for col in (1, 2)]
-    layout = panel_layout(s, title, height=max(s.height, 440), barmode="stack", bargap=0.15, shapes=shapes,
+    title += (REPLAYED if a.meta.get("replay") else "") + "</span>"
+    layout = panel_layout(s, title, height=max(s.height, 465), barmode="stack", bargap=0.15, shapes=shapes,
                      legend={"orientation": "h", "y": -0.1, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},
-                     margin={"l": 40, "r": 10, "t": 90, "b": 40}, **axes)
+                     margin={"l": 40, "r": 10, "t": 115, "b": 40}, **axes)
     return {"data": data, "layout": layout}
 
 

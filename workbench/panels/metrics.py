@@ -11,8 +11,9 @@ import plotly.graph_objects as go
 
 from oilbird.trace import RequestTrace
 
-from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources, source_label
-from .base import CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, panel_layout, style_or_default, vline
+from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources
+from .base import (CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, label_of, panel_layout, style_or_default,
+                   vline)
 from .provenance import accepted_share, sampling_note, verdict_text
 
 
@@ -62,10 +63,10 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
              f"tokens / {request.forwards} forwards" + (
-                 f"; a {mode} replay: the recording's tokens, the local model's drafts" if mode else "") + (
+                 f";<br>a {mode} replay: the recording's tokens, the local model's drafts" if mode else "") + (
                  f"; {sampled}" if (sampled := sampling_note(request)) else "") + ")</span>")
-    layout = panel_layout(s, title, height=max(s.height, 500), barmode="stack", shapes=shapes,
-                     margin={"l": 40, "r": 10, "t": 80, "b": 40},
+    layout = panel_layout(s, title, height=max(s.height, 470 + 30 * title.count("<br>")), barmode="stack", shapes=shapes,
+                     margin={"l": 40, "r": 10, "t": 60 + 30 * title.count("<br>"), "b": 40},
                      legend={"title": {"text": stage_key}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
     for rc in ((1, 1), (1, 2), (2, 2)):
         layout[axis_key(ref[rc][0])]["title"] = {"text": "cycle"}
@@ -73,7 +74,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
             layout[axis_key(ref[rc][0])]["dtick"] = 1
     layout[axis_key(ref[(2, 1)][1])]["tickformat"] = ".0%"
     layout[axis_key(ref[(2, 1)][0])].update({"tickangle": -35, "automargin": True,   # names, not cut off
-                                             "tickvals": order, "ticktext": [source_label(k) for k in order]})
+                                             "tickvals": order, "ticktext": [label_of(k, bool(mode)) for k in order]})
     return {"data": data, "layout": layout}
 
 

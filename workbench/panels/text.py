@@ -16,8 +16,9 @@ import plotly.graph_objects as go
 
 from oilbird.trace import RequestTrace
 
-from ..palette import BONUS, Style, primary_source, shown_sources, source_label
-from .base import BY_PRIMARY, centred_note, esc, figure, legend_marker, panel_layout, style_or_default, visible
+from ..palette import BONUS, Style, primary_source, shown_sources
+from .base import (BY_PRIMARY, centred_note, esc, figure, label_of, legend_marker, panel_layout, style_or_default,
+                   visible)
 from .provenance import committed_upto, replay_note, token_cycles, token_sources
 
 TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid",
@@ -95,7 +96,7 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
              "text": ["".join(span(t) for t in ts) for ts in lines], "textposition": "middle right",
              "textfont": {"size": s.font_size + 1}, "hovertext": ["<br>".join(hover(t) for t in ts) for ts in lines],
              "hoverinfo": "text", "showlegend": False, "name": "text", "meta": "text"}]
-    data.extend(legend_marker(src, s) for src in text_key(request))
+    data.extend(legend_marker(src, s, bool(request.meta.get("replay"))) for src in text_key(request))
     n_rows = max(1, len(lines))
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens "
@@ -122,8 +123,10 @@ def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | 
 
 
 def _underline(src: str, s: Style) -> str:
-    """A source's colour and underline style (the line style says the source without hue)."""
-    return f"color:{s.colour(src)};border-bottom:3px {TEXT_BORDERS.get(src, 'solid')} {s.colour(src)};"
+    """A source's colour and underline style (the line style says the source without hue), set
+    below the text (an underscore must stay visible above the line)."""
+    return (f"color:{s.colour(src)};border-bottom:3px {TEXT_BORDERS.get(src, 'solid')} {s.colour(src)};"
+            "padding-bottom:2px;")
 
 
 TEXT_LINES = 4          # the text panel shows this many whole lines; longer output scrolls
@@ -149,7 +152,8 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
                      f"{html.escape(visible(t.text))}</span>")
         if "\n" in t.text:
             parts.append("<br>")
-    legend = " ".join(f'<span style="{_underline(x, s).rstrip(";")}">{html.escape(source_label(x))}</span>'
+    replay = bool(request.meta.get("replay"))
+    legend = " ".join(f'<span style="{_underline(x, s).rstrip(";")}">{html.escape(label_of(x, replay))}</span>'
                       for x in text_key(request))
     body = "".join(parts) or '<span style="color:#777">(no tokens committed yet)</span>'
     legend = f'<span style="color:#777">{BY_PRIMARY}:</span> {legend}'

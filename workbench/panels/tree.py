@@ -230,9 +230,10 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
         flags = ([f"exact-match key: last {cycle.lexical_match_len} token{'s' if cycle.lexical_match_len > 1 else ''} "
                   "found before"] if cycle.lexical_match_len else []) + \
                 (["semantic muted"] if cycle.semantic_muted else [])
+        # below the head, each on a line of its own (at the app's width one line was cut off)
         if flags:
-            title += f" <span style='font-size:{s.font_size}px'>({', '.join(flags)})</span>"
-        if stop:      # a second line: the title is long already
+            title += f"<br><span style='font-size:{s.font_size}px'>({', '.join(flags)})</span>"
+        if stop:
             title += f"<br><span style='font-size:{s.font_size}px;color:#555'>{stop}</span>"
     else:
         title = head
@@ -241,7 +242,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             y=0.85))
     ys = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
     max_depth = max((p[0] for p in pos.values()), default=0) + 1
-    top = 70 if n and output_stops(cycle) else 50
+    top = 50 + 20 * title.count("<br>")
     # a row must hold a marker and the label above it: a tree of many leaves grows taller
     span = max(ys, default=0) - min(ys, default=0) + 1.4           # the y range below, in rows
     height = max(s.height, round(top + 40 + span * (s.node_size + s.font_size + 8)))
