@@ -766,6 +766,23 @@ def test_a_replayed_request_says_whose_verdict_it_is():
         assert whose in F.text_html(tr, 1)
 
 
+def test_a_live_run_that_found_the_store_empty_says_so_where_the_key_would_have_helped():
+    """A session's first live run: the key looked and found nothing every time. The counter says
+    why (a class would otherwise see the key do nothing), and the comparison says which side is live."""
+    import copy
+    from wb_traces import all_requests
+    live = copy.deepcopy(all_requests()[0])
+    live.meta["live"] = True
+    for k, c in enumerate(live.cycles[1:]):
+        c.retrieval = "gate-closed" if k % 2 else "empty-store"
+    assert "store was empty" in F.counter_html(live, 1)
+    live.cycles[-1].retrieval = "retrieved"
+    assert "store was empty" not in F.counter_html(live, 1) and "live run" in F.counter_html(live, 1)
+    shipped = copy.deepcopy(all_requests()[0])
+    titles = [a.text for a in F.compare_figure(live, shipped).layout.annotations[:2]]
+    assert "live run" in titles[0] and "live run" not in titles[1]
+
+
 def test_a_replays_bonus_is_the_recordings_token_and_its_hovers_say_whose_argmax():
     """In a replay the recording decides: the bonus marker shows the token the recording
     committed (not the local model's argmax at the last accepted node, which often differs),

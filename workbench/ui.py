@@ -12,8 +12,10 @@ functions of :mod:`workbench.figures`, the ones the notebooks use.
 """
 from __future__ import annotations
 
+import atexit
 import html
 import os
+import shutil
 import tempfile
 import time
 from collections import namedtuple
@@ -225,6 +227,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
     init = new_session(cat, data)
     first = render_full(replace(init), cat, " ".join(e for e in (cat.error, data.error) if e), data)
     export_dir = Path(tempfile.mkdtemp(prefix="oilbird-workbench-"))
+    atexit.register(shutil.rmtree, export_dir, True)   # (gradio serves copies of what it hands out)
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         state = gr.State(init)
@@ -244,7 +247,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             slider = gr.Slider(minimum=0, maximum=first.slider.maximum, value=first.slider.value, step=1,
                                label="cycle", elem_id="wb-slider", scale=3)
             live_btn = gr.Button("Run live", elem_id="wb-live", scale=0, min_width=100)
-            stop_btn = gr.Button("Stop", elem_id="wb-stop", scale=0, min_width=70, variant="stop")
+            stop_btn = gr.Button("Stop live run", elem_id="wb-stop", scale=0, min_width=110, variant="stop")
         moments = GapMomentsMenu(init, cat)
         counter = gr.HTML(first.counter, elem_id="cycle-counter")
         text = gr.HTML(first.text, label="generated text", elem_id="wb-text")
@@ -261,7 +264,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Accordion("Run live · load traces · export", open=False):
             gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
                         f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
-                        "new tokens; the model loads on first use; **Stop** ends the run after its current "
+                        "new tokens; the model loads on first use; **Stop live run** ends the run after its current "
                         "cycle and shows what it decoded. Each session keeps its own "
                         "cross-request store. A temperature above 0 samples (with top-p and the seed): "
                         "the tree is then decided by the lossless sampling rule (every method commits "
@@ -449,7 +452,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             st.live_pressed += 1
         selected.append(live_btn.click(pressed, state, None, queue=False, api_name=False).then(
             run_live, [state, request_dd, method_dd, live_t, live_p, live_seed], outputs(Selected),
-            api_name="run_live", concurrency_limit=1))
+            api_name="run_live", concurrency_limit=1, show_progress_on=[counter]))   # not over every panel
 
         def stop_live(st):
             """End this session's runs pressed so far after their current cycle (run_live reads the

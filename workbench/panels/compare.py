@@ -51,8 +51,9 @@ def _compare_title(r: RequestTrace, s: Style) -> str:
     tau = f": τ {r.tau:.2f}"
     limit = max(8, int(half) - len(tau))
     name = html.escape(r.method if len(r.method) <= limit else r.method[: limit - 1] + "…")
+    live = " · live run" if r.meta.get("live") else ""      # beside a shipped trace, say which is which
     return (f"{name}{tau}<br><span style='font-size:{s.font_size - 1}px;color:#555'>"
-            f"{len(r.output_ids)} tokens / {r.forwards} forwards</span>")
+            f"{len(r.output_ids)} tokens / {r.forwards} forwards{live}</span>")
 
 
 def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,

@@ -41,11 +41,22 @@ def cycle_at(request: RequestTrace, cycle: int) -> CycleTrace | None:
     return request.cycles[cycle]
 
 
+def empty_store(request: RequestTrace) -> bool:
+    """Did the semantic key find an empty store every time it looked (a session's first live
+    run: no request had finished before it)? Cycles where it did not look (its gate closed, no
+    query state, a method without it) say nothing either way."""
+    looked = [c.retrieval for c in request.cycles if c.retrieval not in (None, "no-source", "gate-closed", "no-query")]
+    return bool(looked) and all(r == "empty-store" for r in looked)
+
+
 def counter_html(request: RequestTrace, cycle: int) -> str:
     """The cycle counter above the tree: "cycle k / n · request · method · tokens so far"; on
     a cycle where the output ends inside the verdict it says so, as the tree's title does."""
     c = cycle_at(request, cycle)
     live = " · live run" if request.meta.get("live") else ""
+    if live and empty_store(request):
+        live += (" (the session's store was empty: the semantic key had nothing to retrieve yet; each "
+                 "live run adds its output to it)")
     if replay_note(request):
         live = f" · {html.escape(replay_note(request))}"
     sampled = sampling_note(request)
