@@ -396,6 +396,21 @@ def test_a_typed_cycle_out_of_range_goes_to_the_nearest_end(app_fns, session):
     assert goto(session, "abc").slider == last
 
 
+def test_switching_method_keeps_the_moment_and_switching_request_opens_as_the_app_does(app_fns, session):
+    """oilbird's cycle 2 commits tokens 4 on; goose commits token 4 in its cycle 4: a class
+    comparing the two trees at one moment stays there. Another request opens on its clearest
+    moment, as the app itself opens."""
+    from workbench.session import opening_cycle
+    select, goto = app_fns[2]["select"], app_fns[2]["goto"]
+    goto(session, 2)
+    out = select(session, "r1", "goose", "oilbird")
+    assert cycle_of(out.counter) == 4 and session.cycle == 4
+    out = select(session, "r1", "oilbird", "goose")
+    assert cycle_of(out.counter) == 2
+    out = select(session, "r2", "oilbird", "goose")
+    assert session.cycle == opening_cycle(app_fns[0].traces[("r2", "oilbird")])
+
+
 def test_a_request_without_a_trace_still_shows_its_prompt(app_fns, session):
     out = app_fns[2]["select"](session, "r1", "pld", "goose")
     assert "No trace of request &#x27;r1&#x27; with method &#x27;pld&#x27;" in out.text

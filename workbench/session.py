@@ -22,6 +22,7 @@ from oilbird.methods import PRESETS
 from oilbird.trace import RequestTrace, TraceError, load_traces
 
 from .panels.cycle import first_cycle
+from .panels.provenance import token_cycles
 from .panels.gap_moments import clarity, clearest_moment
 
 TITLE = "Oilbird workbench"
@@ -224,6 +225,20 @@ def opening_cycle(tr: RequestTrace | None) -> int:
     """The cycle a request opens on: its clearest gap moment's, else its first with a tree."""
     best = clearest_moment(tr) if tr is not None else None
     return best.cycle if best is not None and best.cycle is not None else first_cycle(tr)
+
+
+def same_place(old: RequestTrace | None, cycle: int, new: RequestTrace | None) -> int:
+    """The cycle of ``new`` (another method's trace of the same request) that commits the token
+    ``old``'s cycle index ``cycle`` commits first, so switching methods keeps the moment in view
+    (a class compares the two trees there); the first cycle with a tree when there is no such
+    token (cycle 0, a different output, no trace)."""
+    if old is None or new is None or not 0 < cycle < len(old.cycles):
+        return first_cycle(new)
+    at = old.cycles[cycle].generated_before
+    if old.output_ids[: at + 1] != new.output_ids[: at + 1]:
+        return first_cycle(new)
+    cycles = token_cycles(new)
+    return cycles[at] if at < len(cycles) else first_cycle(new)
 
 
 def find(st: Session, cat: Catalogue, rid: str, method: str) -> RequestTrace | None:

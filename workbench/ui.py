@@ -34,8 +34,8 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .session import (LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
-                      Session, cannot_run_live, find, method_choices, method_menu, new_session, opening, opening_cycle,
-                      public, read_error, request_choices, request_menu)
+                      Session, cannot_run_live, find, method_choices, method_menu, new_session, opening,
+                      opening_cycle, public, read_error, request_choices, request_menu, same_place)
 
 PLAY_INTERVAL_S = 0.8
 # the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
@@ -318,10 +318,12 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 bad = method if method not in method_choices(st, cat) else cmp
                 out = full_view(st, _warn(f"Unknown method {shown(bad)}."))
             else:
-                changed = (rid, method) != (st.request, st.method)
+                new = find(st, cat, rid, method)
+                if rid != st.request:          # another request opens as the app does, on its clearest moment
+                    st.cycle = opening_cycle(new)
+                elif method != st.method:      # another method: the same moment, where it has it
+                    st.cycle = same_place(find(st, cat, st.request, st.method), st.cycle, new)
                 st.request, st.method, st.compare = rid, method, cmp
-                if changed:
-                    st.cycle = F.first_cycle(find(st, cat, rid, method))
                 out = full_view(st)
             return Selected(*out, *menus_for(st))
 
