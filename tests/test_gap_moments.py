@@ -24,6 +24,18 @@ def test_runs_of_one_label_are_one_moment_with_the_cycle_that_committed_its_firs
     assert [m.label for m in F.gap_moments(request_oilbird(gap_labels=LABELS), ("gap_missed",))] == ["gap_missed"]
 
 
+def test_a_missed_run_that_exact_match_delivered_anyway_says_so():
+    """The labels' pool is earlier outputs only; prompt lookup copies the prompt too. A run
+    labelled missed (or absent) that this trace's exact-match source delivered says how, so the
+    menu does not contradict the tree; a run the key recovered needs no such note."""
+    labels = ["absent", "gap_missed", "gap_missed", "lexical_hit", "gap_missed"]
+    ms = F.gap_moments(request_oilbird(gap_labels=labels))      # tokens 1 and 2 came from pld
+    assert [m.lexical for m in ms] == [2, 0]
+    assert "2 by exact match from outside the pool" in ms[0].describe() and "exact match" not in ms[1].describe()
+    recovered = F.gap_moments(request_oilbird(gap_labels=LABELS))[0]
+    assert recovered.lexical == 2 and "exact match" not in recovered.describe()
+
+
 def test_a_gap_run_says_how_many_of_its_tokens_the_drafters_key_reaches():
     r = request_oilbird(gap_labels=LABELS)
     r.drafter_reach = [True, True, False, True, False]      # token 0 (absent) and 3 (lexical hit) count for nothing

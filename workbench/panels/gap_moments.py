@@ -46,6 +46,8 @@ class GapMoment:
                          # place: how ambiguous the exact-match key was where the state chose right
     drafter: int | None = None   # at a gap run: its tokens the drafter's key reaches (drafter_reach; None: unknown)
     drafted: int = 0             # ... of its tokens whose drafter_reach the trace records
+    lexical: int = 0     # tokens of the run an exact-match source delivered in this trace: the labels'
+                         # pool is earlier outputs only, and the drafters also copy the prompt and this output
 
     @property
     def key(self) -> str:
@@ -57,7 +59,10 @@ class GapMoment:
         text = self.text if len(self.text) <= 24 else self.text[:23] + "…"
         at = f"cycle {self.cycle}" if self.cycle is not None else "no cycle"
         reach = "" if self.drafter is None else f" · drafter's key {self.drafter}/{self.drafted}"
-        return f"{where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach} · {at}"
+        # a "missed" run this method got anyway: say how, so the menu does not contradict the tree
+        got = (f" · {self.lexical} by exact match from outside the pool (the prompt, this output)"
+               if self.lexical and self.label != "gap_recovered" else "")
+        return f"{where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach}{got} · {at}"
 
 
 def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_LABELS) -> list[GapMoment]:
@@ -87,9 +92,10 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
             won = [i for i in sem if rivals[i]]
             shown = (won or sem or [k])[0]
             drafted = [x for x in marks[k:j] if x is not None] if marks is not None else []
+            lexical = sum(1 for i in range(k, j) if i < len(sources) and LEXICAL & set(sources[i]))
             out.append(GapMoment(lab[k], k, j, text, where[shown] if shown < len(where) else None, len(sem),
                                  len(won), max(rivals.values(), default=0), sum(drafted) if drafted else None,
-                                 len(drafted)))
+                                 len(drafted), lexical))
         k = j
     return out
 
