@@ -562,7 +562,7 @@ def test_metrics_panels():
     fig = F.metrics_figure(r, cycle=1)
     assert list(by_meta(fig, "per-cycle").y) == [1, 3, 1]
     assert list(by_meta(fig, "cumulative").y) == pytest.approx([1, 2, 5 / 3])
-    share = dict(zip(by_meta(fig, "share").x, by_meta(fig, "share").y))
+    share = dict(zip(by_meta(fig, "share").x, by_meta(fig, "share").customdata))   # the whole of each bar
     assert share == pytest.approx({"semantic": 0.1, "rejected": 0, "suffix": 0, "pld": 0.3, "recycling": 0,
                                    "bonus": 0.6})
     assert sum(share.values()) == pytest.approx(1.0)
@@ -627,8 +627,13 @@ def test_panels_name_their_rule_for_a_token_several_sources_proposed():
     exact match first. Both are meant; each panel says which it uses."""
     r = request_oilbird()
     met = F.metrics_figure(r)
-    assert "split credit" in met.layout.annotations[2].text
+    assert "alone + shared" in met.layout.annotations[2].text
     assert "split evenly" in by_meta(met, "share").hovertemplate
+    # the solid part: tokens one source alone proposed (pld + semantic shared token 1; pld alone token 2)
+    alone, shared = by_meta(met, "alone"), by_meta(met, "share")
+    at = {k: i for i, k in enumerate(alone.x)}
+    assert alone.y[at["pld"]] == pytest.approx(1 / 5) and alone.y[at["semantic"]] == 0
+    assert shared.y[at["semantic"]] == pytest.approx(0.5 / 5) and shared.customdata[at["pld"]] == pytest.approx(1.5 / 5)
     rule = "exact match first"
     assert rule in F.text_figure(r, 1).layout.title.text
     assert rule in F.text_html(r, 1).split("wb-legend")[1]
@@ -646,7 +651,7 @@ def test_peer_and_unknown_sources_keep_their_tokens_colour_and_legend():
     r = relabel(request_oilbird(), {"pld": "mystery", "semantic": "suffix-arctic"})
     fig = F.metrics_figure(r)
     bars = by_meta(fig, "share")
-    share = dict(zip(bars.x, bars.y))
+    share = dict(zip(bars.x, bars.customdata))   # the whole of each bar
     assert share["suffix-arctic"] == pytest.approx(0.1) and share["mystery"] == pytest.approx(0.3)
     assert sum(share.values()) == pytest.approx(1.0)
     colour = dict(zip(bars.x, bars.marker.color))

@@ -26,9 +26,10 @@ CHAR_EM = 0.62
 
 # two rules of credit, both intended, named where they show so they are not read as a
 # contradiction: a token several sources proposed is coloured by one (exact match first) in the
-# text, the comparison and the strips, and split evenly among them in the metrics' share
+# text, the comparison and the strips, and split evenly among them in the metrics' share (its
+# hatched part; the solid part: tokens one source alone proposed, the same in every accounting)
 BY_PRIMARY = "colour: one source per token, exact match first (the semantic colour: what the key added), hover: all"
-SHARE_TITLE = "share by source (split credit)"
+SHARE_TITLE = "share: alone + shared (hatched)"
 BY_PRIMARY_KEY = "each token under one source, exact match first:"
 
 

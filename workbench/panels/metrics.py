@@ -1,5 +1,6 @@
 """The metrics panel: four small plots of one request (tokens per cycle, running tokens per
-forward, share by source with split credit, time per stage), a dotted line at the selected
+forward, share by source: the tokens it alone proposed, then its split credit of shared ones,
+time per stage), a dotted line at the selected
 cycle. Reads the request's cycle records (``committed``, ``committed_sources``, ``timings``).
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from oilbird.trace import RequestTrace
 from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources
 from .base import (CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, label_of, panel_layout, style_or_default,
                    vline)
-from .provenance import accepted_share, sampling_note, verdict_text
+from .provenance import accepted_share, sampling_note, sole_share, verdict_text
 
 
 def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
@@ -31,6 +32,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     per = [len(c.committed) for c in request.cycles]
     cum = list(accumulate(per))
     share = accepted_share(request)
+    alone = sole_share(request)           # the solid part: tokens no other source proposed
     order = shown_sources(share)
 
     def at(rc):
@@ -44,10 +46,16 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
         {"type": "scatter", "x": cyc, "y": [t / (k + 1) for k, t in enumerate(cum)], "mode": "lines+markers",
          "name": "tokens / forward", "line": {"color": "#222222"}, "showlegend": False, "meta": "cumulative",
          "hovertemplate": "after cycle %{x}: %{y:.2f} tokens per forward<extra></extra>", **at((1, 2))},
-        {"type": "bar", "x": order, "y": [share.get(k, 0.0) for k in order],
-         "marker": {"color": [s.colour(k) for k in order]}, "showlegend": False, "name": "share",
-         "meta": "share", "hovertemplate": "%{x}: %{y:.1%} of output tokens<br>a token several sources "
-         "proposed is split evenly among them<br>(the text and comparison colour it by one, exact "
+        {"type": "bar", "x": order, "y": [alone.get(k, 0.0) for k in order],
+         "marker": {"color": [s.colour(k) for k in order]}, "showlegend": False, "name": "alone",
+         "meta": "alone", "hovertemplate": "%{x}: %{y:.1%} of output tokens proposed by it alone"
+         "<extra></extra>", **at((2, 1))},
+        {"type": "bar", "x": order, "y": [max(0.0, share.get(k, 0.0) - alone.get(k, 0.0)) for k in order],
+         "customdata": [share.get(k, 0.0) for k in order],
+         "marker": {"color": [s.colour(k) for k in order], "opacity": 0.45,
+                    "pattern": {"shape": "/", **PATTERN}}, "showlegend": False, "name": "share",
+         "meta": "share", "hovertemplate": "%{x}: %{customdata:.1%} of output tokens in all: a token several "
+         "sources proposed is split evenly among them<br>(the text and comparison colour it by one, exact "
          "match first)<extra></extra>", **at((2, 1))},
     ]
     for st in STAGES:

@@ -119,6 +119,18 @@ def accepted_share(request: RequestTrace) -> dict[str, float]:
     return {k: v / n for k, v in credit.items()} if n else credit
 
 
+def sole_share(request: RequestTrace) -> dict[str, float]:
+    """Share of output tokens that one source alone proposed (the bonus: the verifier's, or the
+    recording's): the part of :func:`accepted_share` no other source would have delivered."""
+    srcs = token_sources(request)
+    alone: dict[str, float] = {}
+    for x in srcs:
+        if len(x) <= 1:
+            k = x[0] if x else BONUS
+            alone[k] = alone.get(k, 0.0) + 1
+    return {k: v / len(srcs) for k, v in alone.items()} if srcs else {}
+
+
 def committed_drafts(cycle: CycleTrace) -> int:
     """How many of the cycle's accepted drafts were committed: all of them, unless the output
     ended inside the accepted path. ``accepted`` is the verifier's whole path, but ``committed``
