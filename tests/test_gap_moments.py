@@ -41,7 +41,7 @@ def test_a_gap_run_says_how_many_of_its_tokens_the_drafters_key_reaches():
     r.drafter_reach = [True, True, False, True, False]      # token 0 (absent) and 3 (lexical hit) count for nothing
     ms = F.gap_moments(r)
     assert [m.drafter for m in ms] == [1, 0]
-    assert "drafter's key 1/2" in ms[0].describe() and "drafter's key 0/1" in ms[1].describe()
+    assert "drafter's key reaches 1 of 2" in ms[0].describe() and "drafter's key reaches 0 of 1" in ms[1].describe()
     assert all("drafter's key" not in m.describe() for m in F.gap_moments(request_oilbird(gap_labels=LABELS)))
 
 

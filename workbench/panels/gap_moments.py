@@ -58,7 +58,7 @@ class GapMoment:
         where = f"token {self.start}" if self.end - self.start == 1 else f"tokens {self.start}-{self.end - 1}"
         text = self.text if len(self.text) <= 24 else self.text[:23] + "…"
         at = f"cycle {self.cycle}" if self.cycle is not None else "no cycle"
-        reach = "" if self.drafter is None else f" · drafter's key {self.drafter}/{self.drafted}"
+        reach = "" if self.drafter is None else f" · drafter's key reaches {self.drafter} of {self.drafted}"
         # a "missed" run this method got anyway: say how, so the menu does not contradict the tree
         got = (f" · {self.lexical} by exact match from outside the pool (the prompt, this output)"
                if self.lexical and self.label != "gap_recovered" else "")
