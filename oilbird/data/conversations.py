@@ -89,9 +89,10 @@ from .openai_messages import (ALIASES, ITEMS, ROLES, ToolCall, is_item, message_
 from .overlaps import fold_overlaps
 from .piece_tokenizer import PieceTokenizer, ids_of
 from .template_form import FORMS, check_rendered, check_template, template_form
-from .requests import ConversationError, DataError, Request, data_root, encode, has_text, none_loads, refusal
+from .requests import (CONVERSATION_SETS, ConversationError, DataError, Request, data_root, encode, has_text,
+                       none_loads, refusal)
 
-NAMED = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
+NAMED = CONVERSATION_SETS
 TRANSCRIPTS_FILE = Path("agent-transcripts") / "tau-airline.jsonl"
 BUILTIN_DEFAULT_N = 24
 # end-of-turn tokens of common chat templates, looked up besides the tokenizer's EOS

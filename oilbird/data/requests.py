@@ -66,6 +66,8 @@ class Request:
 
 
 NAMED_SETS = ("builtin", "api-bank", "humaneval", "gsm8k", "mt-bench")
+# the named sets of recorded conversations (oilbird.data.conversations), which are replayed, not decoded
+CONVERSATION_SETS = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
 
 
 # the checkout this module lies in (oilbird/data/requests.py, two folders down)
@@ -264,7 +266,6 @@ def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, ski
         elif kind == "file":
             reqs = load_jsonl(p)
         else:
-            from .conversations import NAMED as CONVERSATION_SETS
             if name in CONVERSATION_SETS:       # recorded conversations: replay's, not a request set
                 raise DataError(f"recorded conversations, which are replayed (python -m oilbird replay --data {name}; "
                                 f"the app shows a replay's traces with --traces); requests to decode are "
