@@ -117,7 +117,7 @@ def autoregressive(verifier: Verifier, ids: list[int], max_new_tokens: int) -> D
 class Greedy:
     """The live judge: the verifier's argmax decides (greedy decoding, lossless).
 
-    Every judge answers the same three questions for the cycle (:meth:`SpeculativeDecoder.cycles`):
+    Every judge answers the same questions for the cycle (:meth:`SpeculativeDecoder.cycles`):
     ``limit`` (how many tokens the request may produce), ``start`` (the prefill: the cache, the
     first token and the query state for the first draft) and ``verdict`` (one tree's outcome,
     with the KV cache left holding the prefix and the accepted nodes); and ``meta``: what the
@@ -167,8 +167,8 @@ class Replay:
     def limit(self, max_new_tokens: int) -> int:
         return min(max_new_tokens, len(self.recording))
 
-    def meta(self) -> dict:          # what replay adds (mode, conversation, whose) only it knows
-        return {}
+    def meta(self) -> dict:          # replay() adds what only it knows (conversation, whose recording)
+        return {"replay": {"mode": "exact" if self.teacher is None else "fast"}}
 
     def start(self, v: Verifier, ids: list[int], cache) -> tuple[object, int, np.ndarray]:
         if self.teacher is not None:
@@ -257,8 +257,8 @@ class SpeculativeDecoder:
         try:
             judge = judge or Greedy()
             max_new_tokens = judge.limit(max_new_tokens)
-            if out is not None:
-                out.meta.update(judge.meta())
+            if out is not None:          # (a judge of one's own may leave meta out)
+                out.meta.update(getattr(judge, "meta", dict)())
             # fast replay runs no forward: its teacher rows may come from a window past the context
             runs_model = getattr(judge, "teacher", None) is None
             check_prompt(self.verifier.lm, ids if runs_model else ids[:1], max_new_tokens)

@@ -67,8 +67,9 @@ def _unique(pairs: list[tuple[str, object]]) -> dict:
     obj = dict(pairs)
     if len(obj) < len(pairs):
         twice = next(k for i, (k, _) in enumerate(pairs) if any(k == j for j, _ in pairs[:i]))
+        keys = list(dict.fromkeys(k for k, _ in pairs))
         raise _KeyTwice(f"the key {twice!r} appears twice in one object (JSON readers keep the last one "
-                        f"silently; the object's keys: {', '.join(dict.fromkeys(k for k, _ in pairs))}): "
+                        f"silently; the object's keys: {', '.join(keys[:8])}{', ...' if len(keys) > 8 else ''}): "
                         "say which is meant")
     return obj
 

@@ -354,6 +354,8 @@ def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     assert NO_CYCLES in out.text and "No trace of" not in out.text
     # its prompt is not in --data: the message says it cannot be run live, not to press Run live
     assert "holds no prompt for it, so it cannot be run live here" in out.text and "press" not in out.text
+    from workbench.session import Data, cannot_run_live
+    assert "could not be read" in cannot_run_live("r1", "oilbird", Data("mine.jsonl", error="no such file"))
     assert "no cycles" in out.counter and "no trace" not in out.counter
     assert json.loads(out.tree.plot)["layout"]["annotations"][0]["text"] == "no cycle records"
     files, error = app_fns[2]["export_figures"](out.state, "html")

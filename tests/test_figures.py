@@ -780,9 +780,9 @@ def test_a_live_run_that_found_the_store_empty_says_so_where_the_key_would_have_
     live.meta["live"] = True
     for k, c in enumerate(live.cycles[1:]):
         c.retrieval = "gate-closed" if k % 2 else "empty-store"
-    assert "store was empty" in F.counter_html(live, 1)
+    assert "oilbird's store in this session was empty" in F.counter_html(live, 1)
     live.cycles[-1].retrieval = "retrieved"
-    assert "store was empty" not in F.counter_html(live, 1) and "live run" in F.counter_html(live, 1)
+    assert "store in this session was empty" not in F.counter_html(live, 1) and "live run" in F.counter_html(live, 1)
     shipped = copy.deepcopy(all_requests()[0])
     titles = [a.text for a in F.compare_figure(live, shipped).layout.annotations[:2]]
     assert "live run" in titles[0] and "live run" not in titles[1]

@@ -64,6 +64,17 @@ def test_a_recording_the_model_would_not_write_is_followed_exactly(tiny_lm):
     dec = make_replay_decoder(parse_method("pld"), v, None, trace=True)
     tr = dec.run("r", ids, 64, judge=Replay(rec))
     assert tr.output_ids == rec and tr.forwards < len(rec)
+    assert tr.meta["replay"] == {"mode": "exact"}           # the trace says whose verdict it is, whoever ran it
+
+    class Mine:                                            # a judge of one's own, without meta()
+        def __init__(self):
+            self.inner = Replay(rec)
+
+        def __getattr__(self, name):
+            if name == "meta":
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+    assert dec.run("r2", ids, 64, judge=Mine()).output_ids == rec
 
 
 def test_fast_replay_follows_the_recording_and_matches_exact_for_copying_sources(tiny_lm):

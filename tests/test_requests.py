@@ -141,3 +141,8 @@ def test_the_shared_data_is_looked_for_beside_the_checkout_from_any_folder(tmp_p
     assert requests.data_root() == checkout.parent / "shared" / "data"
     monkeypatch.setenv("OILBIRD_DATA", str(tmp_path / "mine"))
     assert requests.data_root() == tmp_path / "mine"
+    monkeypatch.delenv("OILBIRD_DATA")
+    (tmp_path / "shared" / "data").mkdir(parents=True)          # ../shared/data of the current folder wins
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    assert requests.data_root() == tmp_path / "shared" / "data"

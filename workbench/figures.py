@@ -1,8 +1,8 @@
 """Figures of the workbench: pure functions of trace records, shared by the app and notebooks.
 
 Every figure comes in two forms with the same arguments, mostly ``(trace, selection, style)``
-(the exceptions take what they compare or count: ``compare_figure(a, b, selection, style)``,
-``funnel_figure(source, methods, style, scope)``, and ``metrics_figure(request, cycle, style)``):
+(the exceptions take what they compare or count: ``compare_figure(a, b, selection, style)`` and
+``funnel_figure(source, methods, style, scope)``):
 
 * ``X_figure(...) -> plotly.graph_objects.Figure``: validated, for notebooks and exports;
 * ``X_spec(...) -> dict``: the same figure as a plain plotly JSON dict (``{"data", "layout"}``),

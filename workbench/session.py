@@ -147,6 +147,8 @@ def cannot_run_live(request: str, method: str, data: Data | None) -> str | None:
     or the method not a preset), or None if it can (a missing trace's message advises one then)."""
     if method not in PRESET_NAMES:
         return f"'{method}' is not a preset"
+    if data is not None and data.error:
+        return f"--data {Path(data.name).name} could not be read (see the banner)"
     if data is not None and request not in data.requests:
         return f"--data {Path(data.name).name} holds no prompt for it"
     return None

@@ -70,7 +70,8 @@ NAMED_SETS = ("builtin", "api-bank", "humaneval", "gsm8k", "mt-bench")
 CONVERSATION_SETS = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")
 
 
-# the checkout this module lies in (oilbird/data/requests.py, two folders down)
+# the checkout this module lies in (oilbird/data/requests.py, two folders down; when the package is
+# installed into site-packages instead, a folder without pyproject.toml, which data_root ignores)
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
@@ -82,7 +83,7 @@ def data_root() -> Path:
     if env:
         return Path(env)
     here = Path.cwd().parent / "shared" / "data"
-    if here.is_dir():
+    if here.is_dir() or not (CHECKOUT / "pyproject.toml").is_file():    # installed, not a checkout
         return here
     return CHECKOUT.parent / "shared" / "data"
 

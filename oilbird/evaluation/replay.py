@@ -146,7 +146,8 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     run's ``encode_seconds`` and ``matmul`` measurement for the time split.
     ``recorded_by`` names the model whose outputs were recorded: one name for every conversation,
     or a mapping from conversation id to its model, so each trace names its own and the results
-    name only the conversations replayed (not those skipped).
+    name only the conversations replayed (not those skipped); an id the mapping lacks, or maps to
+    None, was recorded by "an unnamed model".
     ``teacher_sink(turn, rows)`` (fast mode) gets each turn's teacher-forced rows, so a caller
     can reuse them (:func:`diagnose_turns`' ``rows``) instead of forcing the turn again.
     """

@@ -55,8 +55,8 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
     c = cycle_at(request, cycle)
     live = " · live run" if request.meta.get("live") else ""
     if live and empty_store(request):
-        live += (" (the session's store was empty: the semantic key had nothing to retrieve yet; each "
-                 "live run adds its output to it)")
+        live += (f" ({html.escape(request.method)}'s store in this session was empty: the semantic key had "
+                 f"nothing to retrieve yet; each live run of {html.escape(request.method)} adds its output to it)")
     if replay_note(request):
         live = f" · {html.escape(replay_note(request))}"
     sampled = sampling_note(request)

@@ -60,7 +60,7 @@ class GapMoment:
         at = f"cycle {self.cycle}" if self.cycle is not None else "no cycle"
         reach = "" if self.drafter is None else f" · drafter's key reaches {self.drafter} of {self.drafted}"
         # a "missed" run this method got anyway: say how, so the menu does not contradict the tree
-        got = (f" · {self.lexical} by exact match from outside the pool (the prompt, this output)"
+        got = (f" · {self.lexical} delivered anyway by exact match (it also copies the prompt and this output)"
                if self.lexical and self.label != "gap_recovered" else "")
         return f"{where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach}{got} · {at}"
 

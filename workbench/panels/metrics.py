@@ -82,15 +82,16 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
             layout[axis_key(ref[rc][0])]["dtick"] = 1
     layout[axis_key(ref[(2, 1)][1])]["tickformat"] = ".0%"
     layout[axis_key(ref[(2, 1)][0])].update({"tickangle": -35, "automargin": True,   # names, not cut off
-                                             "tickvals": order, "ticktext": [label_of(k, bool(mode)) for k in order]})
+                                             "tickvals": order, "ticktext": [label_of(k, bool(request.meta.get("replay"))) for k in order]})
     return {"data": data, "layout": layout}
 
 
 def metrics_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
     """Four panels for one request: tokens committed per cycle (their mean is tau), the running
-    tokens per forward, the share of output tokens each source delivered (split credit, see
-    :func:`accepted_share`; its title and hover say so, since the text and the comparison
-    colour a token by one source, exact match first, instead), and the time per stage of every cycle (from
+    tokens per forward, the share of output tokens each source delivered (solid: the tokens it
+    alone proposed, :func:`sole_share`; hatched above: its split credit of tokens several proposed,
+    the bar's whole being :func:`accepted_share`; the text and the comparison colour a token by one
+    source, exact match first, instead), and the time per stage of every cycle (from
     ``CycleTrace.timings``). A dotted line marks cycle index ``cycle``."""
     return figure(metrics_spec(request, cycle, style), style)
 
