@@ -253,6 +253,9 @@ def test_neighbours_table_and_empty_state():
     cells = [list(col) for col in fig.data[0].cells.values]
     assert cells[1] == ["0.910"] and cells[2] == ["r0 @ 5"]
     assert "⟦·there⟧" in cells[3][0] and cells[6] == ["yes"]          # pld proposed " there" too
+    # an exported table says what it marks as its cells mark it, and keeps the app's caption
+    head = " ".join(fig.data[0].header.values).replace("<br>", " ")
+    assert "⟦ ⟧" in head and "[ ]" not in head and "⟦ ⟧ = the record the key found" in fig.layout.title.text
     # a trace that recorded the neighbour's context agreement shows it beside the similarity
     agreeing = copy.deepcopy(cycle1())
     agreeing.neighbours[0].agreement = 9

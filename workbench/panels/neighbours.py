@@ -228,6 +228,11 @@ def _table_cells(columns: list[list[str]], s: Style, font: int) -> tuple[list[li
     return out, rows
 
 
+def _brackets(text: str) -> str:
+    """The HTML table's "[ ]" as the figure's cells write the matched token, "⟦ ⟧"."""
+    return text.replace("[ ]", "⟦ ⟧")
+
+
 def _plain_context(row: NeighbourRow) -> str:
     """The context as plain text, the matched token in white square brackets ⟦ ⟧, which no
     tool call's JSON holds (no markup: a plotly table cell shows a styled span as its raw HTML)."""
@@ -248,7 +253,8 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
         plain = [[""], [""], [""], ["no neighbours this cycle"], [""], [""], [""]]
         fill = [["white"]]
     cols, lines = _table_cells(plain, s, font)
-    head, head_lines = _table_cells([[h] for h in NB_HEADER], s, s.font_size)
+    # the figure marks the matched token ⟦ ⟧ (its cells are plain text): its header and caption say so
+    head, head_lines = _table_cells([[_brackets(h)] for h in NB_HEADER], s, s.font_size)
     line_px = round(1.35 * font) + 1
     table = {"type": "table", "columnwidth": list(NB_COLUMN_PX), "meta": "neighbours",
              "header": {"values": [f"<b>{h[0]}</b>" for h in head], "align": "left", "fill": {"color": "#E8E8E8"},
@@ -257,7 +263,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
                        "font": {"size": font}}}
     title = (f"nearest neighbours · {html.escape(cycle.request_id)} · {html.escape(cycle.method)} · "
              f"cycle {t.cycle}: {len(t.rows)} retrieved{t.store}")
-    notes = t.footnotes if t.rows else [f"({t.empty_why})"]
+    notes = t.footnotes + [_brackets(NB_CAPTION)] if t.rows else [f"({t.empty_why})"]
     chars = int(((s.width or TABLE_WIDTH) - 20) / (CHAR_EM * font))
     notes = [line for n in notes for line in _wrap(n, chars)]
     for line in notes:
