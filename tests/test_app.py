@@ -513,6 +513,27 @@ def test_exports_of_a_long_request_id_get_short_names(app_fns, session, tmp_path
         assert len(name) <= NAME_CHARS + len(".jsonl") and re.fullmatch(r"[A-Za-z0-9_.+-]+", name), name
 
 
+def test_an_app_makes_its_export_folder_on_the_first_export_only(monkeypatch, tmp_path):
+    """Most runs export nothing: building the app leaves no folder behind (a killed app never
+    removes one); the first export makes it, once."""
+    import tempfile
+    from workbench.session import Catalogue, Data, ModelHolder
+    from workbench.ui import build_app
+    made = []
+    real = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(k.get("prefix")) or real(dir=tmp_path))
+    cat = Catalogue.load(save_traces(all_requests(), tmp_path / "traces.jsonl"))
+    demo = build_app(cat, Data("builtin"), ModelHolder(None))
+    assert "oilbird-workbench-" not in made
+    fns = {f.api_name: f.fn for f in demo.fns.values()}
+    from workbench.session import new_session
+    st = new_session(cat, Data("builtin"))
+    for _ in range(2):
+        files, error = fns["export_trace"](st)
+        assert error == "" and Path(files[0]).is_file()
+    assert made.count("oilbird-workbench-") == 1
+
+
 def test_safe_names_are_short_distinct_and_portable():
     from workbench.export import NAME_CHARS, safe_name
     a, b = safe_name("x" * 200 + "a", "oilbird"), safe_name("x" * 200 + "b", "oilbird")

@@ -226,8 +226,13 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
     """The Blocks app over a catalogue of traces, a request set and a (lazy) model."""
     init = new_session(cat, data)
     first = render_full(replace(init), cat, " ".join(e for e in (cat.error, data.error) if e), data)
-    export_dir = Path(tempfile.mkdtemp(prefix="oilbird-workbench-"))
-    atexit.register(shutil.rmtree, export_dir, True)   # (gradio serves copies of what it hands out)
+    made: list[Path] = []
+
+    def export_dir() -> Path:     # made on the first export, removed at exit (gradio serves copies)
+        if not made:
+            made.append(Path(tempfile.mkdtemp(prefix="oilbird-workbench-")))
+            atexit.register(shutil.rmtree, made[0], True)
+        return made[0]
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         state = gr.State(init)
@@ -488,7 +493,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             except Exception as exc:   # noqa: BLE001 - the cycle's figures go out without it, said
                 left_out = f"The funnel was left out: {type(exc).__name__}: {exc}"
             stem = safe_name(tr.request_id, tr.method, f"cycle{tr.cycles[k].cycle}")
-            out_dir = export_dir / safe_name(f"{time.time_ns()}")
+            out_dir = export_dir() / safe_name(f"{time.time_ns()}")
             try:
                 try:
                     paths = export_figures(figs, out_dir, fmt_name, stem=stem)
@@ -505,7 +510,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             tr = find(st, cat, st.request, st.method)
             if tr is None:
                 return [], _warn("Nothing to export: no trace selected.")
-            path = export_dir / safe_name(f"{time.time_ns()}") / f"{safe_name(tr.request_id, tr.method)}.jsonl"
+            path = export_dir() / safe_name(f"{time.time_ns()}") / f"{safe_name(tr.request_id, tr.method)}.jsonl"
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 export_traces([tr], path)
