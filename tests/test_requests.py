@@ -85,6 +85,11 @@ def test_a_json_list_of_requests_loads_and_a_folder_must_be_api_bank(tmp_path):
 def test_missing_paths_are_named(tmp_path):
     with pytest.raises(DataError, match="no such file or folder"):
         load_requests(str(tmp_path / "nope.jsonl"))
+    # a pretty-printed request that gives one key twice: refused by name, not the last one kept
+    twice = tmp_path / "twice.json"
+    twice.write_text('[\n  {"prompt": "a",\n   "prompt": "b"}\n]\n')
+    with pytest.raises(DataError, match="the key 'prompt' appears twice"):
+        load_requests(str(twice))
     # a conversation set given where requests are wanted (bench, the app): told where it belongs
     with pytest.raises(DataError, match=r"recorded conversations, which are replayed \(python -m oilbird replay"):
         load_requests("agent-transcripts")
