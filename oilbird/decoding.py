@@ -43,7 +43,7 @@ from .model import LoadedModel
 from .sampling import decisions_per_node
 from .request_records import RequestRecords
 from .store import Store
-from .trace import BONUS, CycleTrace, Neighbour, RequestTrace
+from .trace import BONUS, CycleTrace, Neighbour, RequestTrace, lexical_first_tokens
 from .tree import DraftTree, greedy_accept
 from .verdict import TreeVerdict
 from .verifier import NodeOutputs, Verifier
@@ -379,8 +379,7 @@ class SpeculativeDecoder:
         (``info.neighbours``: :class:`~oilbird.sources.base.LookedUp`)."""
         acc = set(accepted)
         out = []
-        lexical_first = {tree.tokens[i] for i in range(1, len(tree)) if tree.parents[i] == 0
-                         and tree.sources[i] & self.drafter.lexical_names}
+        lexical_first = lexical_first_tokens(tree.tokens, tree.parents, tree.sources)
         for nb in info.neighbours:
             ctx, at = (self.store.context(nb["record"]) if self.store is not None else ([], 0))
             walked = nb.get("walked", [])

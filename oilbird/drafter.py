@@ -235,7 +235,6 @@ class Drafter:
         self.spine_sources = [s for s in sources if roles[s.name] == "spine"]
         self.chain_sources = [s for s in sources if roles[s.name] == "chains"]
         self.branch_sources = [s for s in sources if roles[s.name] == "branches"]
-        self.lexical_names = {s.name for s in sources if s.lexical}
         self.spine_share = self.cfg.spine_share
         # GOOSE's share of the lexical head applies where something else competes for the rest:
         # branches, or under ``expected`` / ``open`` the chain sources (without it a tree with no

@@ -202,15 +202,17 @@ class RequestTrace:
 LEXICAL_SOURCES = frozenset({"pld", "suffix", "suffix-arctic", "live"})
 
 
+def lexical_first_tokens(tokens, parents, sources) -> set[int]:
+    """The tokens a lexical source (:data:`LEXICAL_SOURCES`) proposed as children of the root of a
+    tree (its tokens, parent indices and per-node sources: a DraftTree's or a CycleTrace's)."""
+    return {tokens[i] for i in range(1, len(tokens)) if parents[i] == 0 and LEXICAL_SOURCES & set(sources[i])}
+
+
 def lexically_reachable(cycle: "CycleTrace", nb: Neighbour) -> bool:
-    """Did a lexical source (:data:`LEXICAL_SOURCES`) propose the neighbour's first token as a
-    child of the root in ``cycle``'s tree? Read from the tree, so every trace, whatever its
-    version recorded in ``Neighbour.lexical_reachable``, answers alike."""
-    if not nb.proposed:
-        return False
-    first = nb.proposed[0]
-    return any(cycle.parents[i] == 0 and cycle.tokens[i] == first and LEXICAL_SOURCES & set(cycle.sources[i])
-               for i in range(1, len(cycle.tokens)))
+    """Did a lexical source propose the neighbour's first token as a child of the root in
+    ``cycle``'s tree (:func:`lexical_first_tokens`)? Read from the tree, so every trace, whatever
+    its version recorded in ``Neighbour.lexical_reachable``, answers alike."""
+    return bool(nb.proposed) and nb.proposed[0] in lexical_first_tokens(cycle.tokens, cycle.parents, cycle.sources)
 
 
 # fields earlier traces carry that this version no longer records: dropped on load, so old files

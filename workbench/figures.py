@@ -60,9 +60,9 @@ from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_
                                 SemanticOutcome, neighbour_result, neighbour_table, neighbours_figure,
                                 neighbours_html, neighbours_spec, semantic_outcome)
 from .panels.provenance import (NO_CYCLES, accepted_share, bonus_committed, committed_drafts, committed_upto,
-                                drafted_sources, output_stops, token_cycles, token_sources, verdict_text)
+                                drafted_sources, is_replay, output_stops, token_cycles, token_sources, verdict_text)
 from .panels.text import TEXT_BORDERS, TokenCell, text_cells, text_figure, text_html, text_spec
-from .panels.tree import is_replay, tree_figure, tree_layout, tree_spec
+from .panels.tree import tree_figure, tree_layout, tree_spec
 
 __all__ = [
     # plumbing (and the palette's style, which every figure takes)

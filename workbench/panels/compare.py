@@ -13,7 +13,7 @@ from oilbird.trace import RequestTrace
 from ..palette import BONUS, Style, primary_source, shown_sources
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, label_of, panel_layout,
                    style_or_default, vline)
-from .provenance import REPLAYED, sampling_note, token_cycles, token_sources
+from .provenance import REPLAYED, is_replay, sampling_note, token_cycles, token_sources
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -80,7 +80,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         cyc = [c.cycle for c in r.cycles]
         for k in order:
             data.append({"type": "bar", "x": cyc, "y": counts[col].get(k, [0] * len(r.cycles)),
-                         "name": label_of(k, bool(r.meta.get("replay"))), "legendgroup": k,
+                         "name": label_of(k, is_replay(r)), "legendgroup": k,
                          "showlegend": col == 1, "marker": {"color": s.colour(k)}, "meta": f"{r.method}:{k}",
                          "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} coloured {k} (one source "
                                           f"per token, exact match first)<extra></extra>",
@@ -115,7 +115,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         why = outputs_differ_why(a, b, diff)
         title += f"<b>outputs differ from token {diff}</b>" + (f" ({html.escape(why)})" if why else "")
         shapes += [vline(diff - 0.5, *ref[(2, col)], {"width": 2, "color": "#111111"}) for col in (1, 2)]
-    title += (REPLAYED if a.meta.get("replay") else "") + "</span>"
+    title += (REPLAYED if is_replay(a) else "") + "</span>"
     layout = panel_layout(s, title, height=max(s.height, 465), barmode="stack", bargap=0.15, shapes=shapes,
                      legend={"orientation": "h", "y": -0.1, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},
                      margin={"l": 40, "r": 10, "t": 115, "b": 40}, **axes)

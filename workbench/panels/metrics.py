@@ -15,7 +15,7 @@ from oilbird.trace import RequestTrace
 from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources
 from .base import (CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, label_of, panel_layout, style_or_default,
                    vline)
-from .provenance import accepted_share, sampling_note, sole_share, verdict_text
+from .provenance import accepted_share, is_replay, sampling_note, sole_share, verdict_text
 
 
 def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
@@ -82,7 +82,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
             layout[axis_key(ref[rc][0])]["dtick"] = 1
     layout[axis_key(ref[(2, 1)][1])]["tickformat"] = ".0%"
     layout[axis_key(ref[(2, 1)][0])].update({"tickangle": -35, "automargin": True,   # names, not cut off
-                                             "tickvals": order, "ticktext": [label_of(k, bool(request.meta.get("replay"))) for k in order]})
+                                             "tickvals": order, "ticktext": [label_of(k, is_replay(request)) for k in order]})
     return {"data": data, "layout": layout}
 
 

@@ -36,6 +36,11 @@ def sampling_note(request: RequestTrace) -> str:
         return "sampled"
 
 
+def is_replay(request) -> bool:
+    """Is ``request`` (a RequestTrace) a replay of recorded outputs (its verdicts the recording's)?"""
+    return bool(request is not None and request.meta.get("replay"))
+
+
 def replay_note(request: RequestTrace) -> str:
     """For a replayed request (``python -m oilbird replay``), what its numbers are: the drafts
     are the local model's drafter's, the verdict is the recording's. Empty for a live trace.

@@ -19,7 +19,7 @@ from oilbird.trace import RequestTrace
 from ..palette import BONUS, Style, primary_source, shown_sources
 from .base import (BY_PRIMARY, centred_note, esc, figure, label_of, legend_marker, panel_layout, style_or_default,
                    visible)
-from .provenance import committed_upto, replay_note, token_cycles, token_sources
+from .provenance import committed_upto, is_replay, replay_note, token_cycles, token_sources
 
 TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid",
                 "pld": "solid", "recycling": "dashed", BONUS: "dotted"}
@@ -96,7 +96,7 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
              "text": ["".join(span(t) for t in ts) for ts in lines], "textposition": "middle right",
              "textfont": {"size": s.font_size + 1}, "hovertext": ["<br>".join(hover(t) for t in ts) for ts in lines],
              "hoverinfo": "text", "showlegend": False, "name": "text", "meta": "text"}]
-    data.extend(legend_marker(src, s, bool(request.meta.get("replay"))) for src in text_key(request))
+    data.extend(legend_marker(src, s, is_replay(request)) for src in text_key(request))
     n_rows = max(1, len(lines))
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens "
@@ -152,7 +152,7 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
                      f"{html.escape(visible(t.text))}</span>")
         if "\n" in t.text:
             parts.append("<br>")
-    replay = bool(request.meta.get("replay"))
+    replay = is_replay(request)
     legend = " ".join(f'<span style="{_underline(x, s).rstrip(";")}">{html.escape(label_of(x, replay))}</span>'
                       for x in text_key(request))
     body = "".join(parts) or '<span style="color:#777">(no tokens committed yet)</span>'

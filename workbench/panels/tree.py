@@ -18,7 +18,7 @@ from oilbird.trace import CycleTrace
 
 from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, SELECTION_RING, STATUS_STYLES, Style,
                        primary_source, shown_sources, source_label, source_symbol)
-from .base import REPLAY_BONUS_LABEL, centred_note, esc, figure, legend_marker, panel_layout, style_or_default
+from .base import centred_note, esc, figure, label_of, legend_marker, panel_layout, style_or_default
 from .provenance import REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
 
 
@@ -50,14 +50,13 @@ def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
     return {i: (float(depth.get(i, 0)), -float(row.get(i, 0))) for i in range(len(parents))}
 
 
-def _node_hover(c: CycleTrace, i: int, status: str, replay: bool = False, depth: int | None = None) -> str:
+def _node_hover(c: CycleTrace, i: int, status: str, replay: bool, depth: int) -> str:
     srcs = c.sources[i] if i < len(c.sources) else []
     scores = c.scores[i] if i < len(c.scores) else {}
     # named as the key names them (prompt lookup, not pld), with the score each gave
     src_txt = (", ".join(f"{source_label(s)} {scores[s]:.3g}" if s in scores else source_label(s) for s in srcs)
                or "— (root: newest committed token)")
-    # the depth as the layout drew it (a trace's own list is empty where it was not recorded)
-    depth = depth if depth is not None else c.depths[i] if i < len(c.depths) else "?"
+    # ``depth``: as the layout drew it (a trace's own list is empty where it was not recorded)
     lines = [f"<b>node {i}</b> · depth {depth} · {status}",
              f"token: {esc(c.token_text[i]) if i < len(c.token_text) else '?'} (id {c.tokens[i]})",
              f"sources: {html.escape(src_txt)}"]
@@ -211,7 +210,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                 _sampled_bonus(cycle) if cycle.decided_prob else
                 "the recording's next token after the last accepted node (replay)" if replay else
                 "the verifier's own next token after the last accepted node")],
-            "hoverinfo": "text", "name": REPLAY_BONUS_LABEL if replay else source_label(BONUS), "legendgroup": BONUS,
+            "hoverinfo": "text", "name": label_of(BONUS, replay), "legendgroup": BONUS,
             "showlegend": False,
             "marker": {"color": s.colour(BONUS), "symbol": source_symbol(BONUS), "size": s.node_size + 4,
                        "line": {"width": ls.marker_line, "color": "#111111"}},
@@ -272,7 +271,7 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     to list in the key even where this cycle drew none of their nodes; pass
     :func:`drafted_sources` of the request so that a peer's source (``suffix-arctic``) or an
     unknown one keeps its key entry on every cycle. ``replay``: the cycle is a replay's
-    (:func:`is_replay` of its request): the hovers call the argmax the local model's and the
+    (:func:`~workbench.panels.provenance.is_replay` of its request): the hovers call the argmax the local model's and the
     bonus the recording's, which decided the verdict.
 
     Traces, in order: one edge trace per status (``meta`` "edges-accepted" / "edges-uncommitted"
@@ -282,9 +281,3 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree or in ``keyed``.
     """
     return figure(tree_spec(cycle, selection, style, keyed, replay), style)
-
-
-def is_replay(request) -> bool:
-    """Is ``request`` (a RequestTrace) a replay of recorded outputs (its verdicts the recording's)?"""
-    return bool(request is not None and request.meta.get("replay"))
-
