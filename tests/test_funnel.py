@@ -1,5 +1,6 @@
 """The conversion funnel (oilbird.evaluation.funnel): hand-built cycles with every stage chosen
 by hand, then the funnel of real (mock-model) replays and the commands that count it."""
+import html
 import json
 from dataclasses import replace
 
@@ -205,6 +206,24 @@ def test_funnel_figure_one_funnel_and_one_loss_bar_per_method():
     assert [t.name for t in F.funnel_figure(trs, methods=["goose"]).data] == ["goose", "goose"]
     empty = F.funnel_figure([])
     assert not empty.data and any("no drafting cycles" in a.text for a in empty.layout.annotations)
+
+
+def test_every_stage_and_loss_of_the_funnel_is_explained_in_plain_words():
+    """A teacher's words for each stage: the glossary has a row for every stage and every loss
+    the figure draws, and the hover of each carries the same sentence."""
+    from wb_traces import request_oilbird
+    from oilbird.evaluation.funnel import LOST_HELP, SHORT, SHORT_HELP, STAGE_HELP
+    from workbench import figures as F
+    assert set(STAGE_HELP) == {k for k, _ in STAGES}
+    assert set(LOST_HELP) == set(REACHED[:-1]) and set(SHORT_HELP) == set(SHORT)
+    rows = F.funnel_glossary().splitlines()[2:]
+    assert [r.split(" | ")[0].lstrip("| ") for r in rows] == [name for _, name in STAGES] + list(F.LOSSES)
+    fig = F.funnel_figure([request_oilbird()])
+    stages, losses = fig.data
+    for (key, _), hover in zip(STAGES, stages.hovertext):
+        assert STAGE_HELP[key] in html.unescape(hover)
+    whys = [LOST_HELP[k] for k in REACHED[:-1]] + [SHORT_HELP[k] for k in SHORT]
+    assert all(why in html.unescape(hover) for why, hover in zip(whys, losses.hovertext))
 
 
 def test_diagnose_counts_the_funnel_of_a_trace_file_by_its_labels(tmp_path, capsys, monkeypatch):

@@ -73,6 +73,32 @@ STAGES = (
     ("right_accepted", "... and the token was accepted"),
     ("semantic_own", "... and no lexical source had it"),
 )
+# each stage in plain words, for a class (the glossary under the app's and notebook 01's funnel,
+# and its hover); LOST_HELP and SHORT_HELP say the same of the losses
+STAGE_HELP = {
+    "cycles": "cycles that drafted a tree (cycle 0, the prompt's prefill, drafts nothing)",
+    "gate_open": "the key only asks where a lexical source matched the text just written "
+                 "(paper Fig. 2 (ii)); elsewhere its gate stays shut",
+    "looked_up": "it had a state to ask with and a store with something in it",
+    "right_any": "one of the past positions it found was followed by the token that came next here",
+    "right_floor": "the best match was similar enough for the key to use its lookup at all (the entry floor)",
+    "right_drafted": "the key was not muted (it mutes itself while its first guesses keep missing)",
+    "right_depth": "the record was similar enough to be allowed to copy this far (its copy depth)",
+    "right_node": "the tree had room for it (every source competes for the tree's few nodes)",
+    "right_accepted": "the verifier accepted it (a right first node always is)",
+    "semantic_own": "no exact-match source had proposed it too: a token only the key delivered",
+}
+LOST_HELP = {
+    "below-floor": "found, but the best match was under the entry floor, so the lookup was dropped",
+    "muted": "found while the key was muted",
+    "copy-depth": "its similarity allowed too short a copy to reach the token",
+    "budget": "the tree's nodes went to other proposals",
+}
+SHORT_HELP = {
+    "no_node": "the record with the longest right run got no node at all",
+    "copy_depth": "its copy depth stopped it before its right run ended",
+    "budget": "its chain got nodes, fewer than its right run",
+}
 SIDE = (
     ("top1_right", "the most similar record continues right"),
     ("tree_had", "the tree held the next token (any source)"),

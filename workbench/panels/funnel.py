@@ -15,7 +15,7 @@ from typing import Iterable
 
 import plotly.graph_objects as go
 
-from oilbird.evaluation.funnel import REACHED, SHORT, STAGES, funnel
+from oilbird.evaluation.funnel import LOST_HELP, REACHED, SHORT, SHORT_HELP, STAGE_HELP, STAGES, funnel
 from oilbird.trace import RequestTrace
 
 from ..palette import OKABE_ITO, Style
@@ -27,6 +27,7 @@ from .provenance import traffic
 METHOD_COLOURS = (OKABE_ITO["vermillion"], OKABE_ITO["blue"], OKABE_ITO["bluish_green"], OKABE_ITO["orange"],
                   OKABE_ITO["reddish_purple"], OKABE_ITO["sky_blue"], OKABE_ITO["yellow"])
 LOSSES = tuple(f"lost: {k}" for k in REACHED[:-1]) + tuple(f"short: {k.replace('_', ' ')}" for k in SHORT)
+LOSS_WHY = tuple(LOST_HELP[k] for k in REACHED[:-1]) + tuple(SHORT_HELP[k] for k in SHORT)
 FUNNEL_TITLE = "conversion funnel: drafting cycles at each stage of the semantic key"
 
 
@@ -70,7 +71,8 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
         tot = counts[0]
         hover = [f"{html.escape(m)} · {html.escape(name)}: {n} cycles<br>"
                  f"{_pct(n, tot)} of the drafting cycles, {_pct(n, counts[i - 1] if i else tot)} of the stage above"
-                 for i, (name, n) in enumerate(zip(stage_names, counts))]
+                 f"<br><i>{html.escape(STAGE_HELP[key])}</i>"
+                 for i, ((key, name), n) in enumerate(zip(STAGES, counts))]
         colour = METHOD_COLOURS[k % len(METHOD_COLOURS)]
         data.append({"type": "funnel", "name": m, "y": stage_names, "x": counts, "meta": f"funnel-{m}",
                      "legendgroup": m, "marker": {"color": colour}, "textinfo": "value+percent initial",
@@ -83,7 +85,8 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                      "meta": f"lost-{m}", "legendgroup": m, "showlegend": False, "marker": {"color": colour},
                      "hoverinfo": "text",
                      "hovertext": [f"{html.escape(m)} · {label}: {v} cycles ({_pct(v, right)} of the {right} "
-                                   f"with a right record)" for label, v in zip(LOSSES, values)],
+                                   f"with a right record)<br><i>{html.escape(why)}</i>"
+                                   for label, v, why in zip(LOSSES, values, LOSS_WHY)],
                      "xaxis": ref[(1, 2)][0], "yaxis": ref[(1, 2)][1]})
     title = FUNNEL_TITLE + (f"<br><span style='font-size:{s.font_size}px;color:#555'>{html.escape(scope)}</span>"
                             if scope else "")
@@ -98,6 +101,16 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     if not names:
         layout["annotations"].append(centred_note("no drafting cycles: no trace with a tree"))
     return {"data": data, "layout": layout}
+
+
+def funnel_glossary() -> str:
+    """The funnel's words for a class, as Markdown: each stage, then each loss, in one line of
+    plain words (:data:`oilbird.evaluation.funnel.STAGE_HELP`); the app shows it under the
+    funnel, notebook 01 beside it."""
+    rows = ["| stage | what it counts |", "| --- | --- |"]
+    rows += [f"| {name} | {STAGE_HELP[key]} |" for key, name in STAGES]
+    rows += [f"| {label} | {why} |" for label, why in zip(LOSSES, LOSS_WHY)]
+    return "\n".join(rows)
 
 
 def _pct(n: int, d: int) -> str:
