@@ -171,7 +171,7 @@ def test_tree_bonus_only_when_committed_and_labelled_with_its_own_text():
     full = request_truncated(committed=4)
     fig = F.tree_figure(full.cycles[1])
     assert list(by_meta(fig, "bonus").text) == ["E"]
-    assert fig.layout.title.text.split(": ", 1)[1].startswith("3 of 4 drafts accepted + bonus")
+    assert fig.layout.title.text.split("<br>")[1].startswith("3 of 4 drafts accepted + bonus")
     assert "replayed" not in fig.layout.title.text
     # a replay's tree says in its title whose verdict the counts are (a figure shown on its own)
     replayed = F.tree_figure(full.cycles[1], replay=True).layout.title.text
@@ -512,6 +512,11 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     marks = by_meta(fig, "drafter")
     assert list(marks.x) == [2] and "1 of 2 gap tokens" in marks.name
     assert "1 of the 2 gap tokens" in fig.layout.title.text
+    # drawn as the app draws it (an exported strip matched the screen): a black band over the
+    # top of the cell, not a marker above it
+    assert marks.type == "bar" and marks.marker.color == "#111111"
+    cell = next(d for d in fig.data if d.meta == "gap_recovered")
+    assert 0 < marks.base < marks.base + marks.y[0] == cell.y[0] and "black band: " in fig.layout.title.text
     page = F.gap_strip_html(r, 1)
     cells = [t for t in _tags(page, "span") if t.get("class") == "gap-cell"]
     assert [c.get("data-drafter") for c in cells] == [None, None, "true", "false", None]
@@ -534,11 +539,11 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     old = request_oilbird(LABELS)                       # a trace from before the field
     assert F.gap_cells(old).drafter is None and "made before it recorded drafter_reach" in F.gap_strip_html(old)
     assert not any(d.meta == "drafter" for d in F.gap_strip_figure(old).data)
-    assert "▼" not in F.gap_strip_figure(old).layout.title.text              # no mark to point at
+    assert "black band" not in F.gap_strip_figure(old).layout.title.text      # no mark to point at
     quiet = request_oilbird(["lexical_hit", "absent", "lexical_hit", "absent", "absent"])
     quiet.drafter_reach = [False] * 5
     assert "no gap tokens a drafter drafts in this request" in F.gap_cells(quiet).drafter_line
-    assert "black band" not in F.gap_strip_html(quiet) and "▼" not in F.gap_strip_figure(quiet).layout.title.text
+    assert "black band" not in F.gap_strip_html(quiet) and "black band" not in F.gap_strip_figure(quiet).layout.title.text
     assert not any(d.meta == "drafter" for d in F.gap_strip_figure(quiet).data)     # no "0 of 0" legend entry
     first = request_oilbird(["gap_missed", "lexical_hit", "gap_recovered", "absent", "absent"])
     first.drafter_reach = [None, True, True, False, False]       # the prefill gives token 0: not drafted
@@ -706,6 +711,15 @@ def test_a_request_without_cycles_draws_messages():
         F.cycle_figures(request_oilbird(), 3)
     with pytest.raises(ValueError, match="outside"):
         F.counter_html(request_oilbird(), -1)
+
+
+def test_the_counter_says_that_cycles_count_from_the_prefill():
+    """"cycle 1 / 2" read as "the first of two" hides that there are three cycles: the counter
+    says where the count starts, and on cycle 0 that it is the prefill."""
+    r = request_oilbird()
+    assert "cycle 0 / 2</b> (the prefill: the prompt is read, nothing is drafted) · r1" in F.counter_html(r, 0)
+    assert "cycle 2 / 2</b> (0: the prefill) · r1" in F.counter_html(r, 2)
+    assert F.cycle_count(r, 1) == "cycle 1 / 2 (0: the prefill)"
 
 
 def test_every_cycle_of_every_request_renders():

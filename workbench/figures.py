@@ -47,8 +47,8 @@ from .palette import DEFAULT_STYLE, Style
 from .panels.base import (BY_PRIMARY, BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, SHARE_TITLE, TABLE_WIDTH,
                           WHITESPACE, figure, message_spec, spec_json, visible)
 from .panels.compare import compare_figure, compare_spec, first_difference
-from .panels.cycle import counter_html, cycle_at, cycle_figures, cycle_specs, first_cycle, last_cycle
-from .panels.funnel import FUNNEL_TITLE, LOSSES, as_funnel, funnel_figure, funnel_scope, funnel_spec
+from .panels.cycle import counter_html, cycle_at, cycle_count, cycle_figures, cycle_specs, first_cycle, last_cycle
+from .panels.funnel import FUNNEL_TITLE, LOSSES, as_funnel, funnel_figure, funnel_glossary, funnel_scope, funnel_spec
 from .panels.gap import (GAP_BORDERS, GAP_SCOPE, DrafterCount, GapCell, GapStrip, drafter_marks, gap_cells,
                          gap_strip_figure, gap_strip_html, gap_strip_spec, keyless)
 from .panels.gap_moments import (MOMENT_LABELS, GapMoment, clarity, clearest_moment, gap_moments, lexical_rivals,
@@ -72,7 +72,7 @@ __all__ = [
     # provenance and the cycle
     "NO_CYCLES", "accepted_share", "bonus_committed", "committed_drafts", "committed_upto", "drafted_sources",
     "output_stops", "token_cycles", "token_sources", "verdict_text",
-    "counter_html", "cycle_at", "cycle_figures", "cycle_specs", "first_cycle", "last_cycle",
+    "counter_html", "cycle_at", "cycle_count", "cycle_figures", "cycle_specs", "first_cycle", "last_cycle",
     # the panels
     "is_replay", "tree_figure", "tree_layout", "tree_spec",
     "TEXT_BORDERS", "TokenCell", "text_cells", "text_figure", "text_html", "text_spec",
@@ -86,5 +86,5 @@ __all__ = [
     "moment_summary",
     "metrics_figure", "metrics_spec",
     "compare_figure", "compare_spec", "first_difference",
-    "FUNNEL_TITLE", "LOSSES", "as_funnel", "funnel_figure", "funnel_scope", "funnel_spec",
+    "FUNNEL_TITLE", "LOSSES", "as_funnel", "funnel_figure", "funnel_glossary", "funnel_scope", "funnel_spec",
 ]

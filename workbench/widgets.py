@@ -158,7 +158,7 @@ class Stepper:
             return f"{self.request} · {self.method} · {F.NO_CYCLES} · {len(tr.output_ids)} tokens"
         c = tr.cycles[self.cycle]
         upto = F.committed_upto(tr, self.cycle)
-        return (f"{self.request} · {self.method} · cycle {self.cycle} / {len(tr.cycles) - 1} · "
+        return (f"{self.request} · {self.method} · {F.cycle_count(tr, self.cycle)} · "
                 f"{len(c.committed)} committed this cycle · {upto} of {len(tr.output_ids)} tokens · "
                 f"τ {tr.tau:.2f}")
 

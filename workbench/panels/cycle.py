@@ -50,9 +50,18 @@ def empty_store(request: RequestTrace) -> bool:
     return bool(looked) and all(r == "empty-store" for r in looked)
 
 
+def cycle_count(request: RequestTrace, cycle: int) -> str:
+    """"cycle k / n" and where the count starts, in words: cycles count from 0, the prompt's
+    prefill, which drafts nothing, so "cycle 26 / 55" is the 26th of 55 draft trees (the app's
+    counter and the notebooks' stepper both say it)."""
+    where = "the prefill: the prompt is read, nothing is drafted" if cycle == 0 else "0: the prefill"
+    return f"cycle {cycle} / {len(request.cycles) - 1} ({where})"
+
+
 def counter_html(request: RequestTrace, cycle: int) -> str:
-    """The cycle counter above the tree: "cycle k / n · request · method · tokens so far"; on
-    a cycle where the output ends inside the verdict it says so, as the tree's title does."""
+    """The cycle counter above the tree: "cycle k / n (0: the prefill) · request · method ·
+    tokens so far" (cycles count from the prefill, which drafts nothing); on a cycle where the
+    output ends inside the verdict it says so, as the tree's title does."""
     c = cycle_at(request, cycle)
     live = " · live run" if request.meta.get("live") else ""
     if live and empty_store(request):
@@ -67,7 +76,8 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
         return (f"<b>no cycles</b> · {html.escape(request.request_id)} · {html.escape(request.method)}{live} · "
                 f"{len(request.output_ids)} tokens · {NO_CYCLES}")
     stop = " (the output stops here)" if output_stops(c) else ""
-    return (f"<b>cycle {cycle} / {len(request.cycles) - 1}</b> · {html.escape(request.request_id)} · "
+    count, where = cycle_count(request, cycle).split(" (", 1)
+    return (f"<b>{count}</b> ({where} · {html.escape(request.request_id)} · "
             f"{html.escape(request.method)}{live} · {committed_upto(request, cycle)} of "
             f"{len(request.output_ids)} tokens · {len(c.committed)} committed this cycle{stop}")
 

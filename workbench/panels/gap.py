@@ -198,6 +198,11 @@ def _count(c: int | None) -> str:
     return "–" if c is None else str(c)
 
 
+# the figure's drafter mark: a bar from this base, this tall, over a cell of height 1 (the top
+# fifth of the cell, as the HTML strip's 5 of 22 pixels)
+BAND = (0.78, 0.22)
+
+
 def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
     """The per-token gap labels of one request (see :func:`gap_strip_figure`)."""
     s = style_or_default(style)
@@ -217,11 +222,12 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
             "hoverinfo": "text", "meta": lab})
     if g.marked:
         marked = [c for c in g.cells if c.drafter]
+        # the app's mark (gap_strip_html's _MARK): a black band across the top of the cell
         data.append({
-            "type": "scatter", "mode": "markers", "x": [c.index for c in marked] or [None],
-            "y": [1.04] * len(marked) if marked else [None],
+            "type": "bar", "x": [c.index for c in marked] or [None], "base": BAND[0], "y": [BAND[1]] * len(marked)
+            if marked else [None], "width": 1,
             "name": f"{DRAFTER_MARK} ({g.drafter.marked} of {g.drafter.gaps} gap tokens)",
-            "marker": {"symbol": "triangle-down", "size": 7, "color": "#111111"}, "showlegend": True,
+            "marker": {"color": "#111111", "line": {"width": 0.5, "color": "white"}}, "showlegend": True,
             "hovertext": [f"token {c.index}: {esc(c.text)}<br>"
                           f"{html.escape(DRAFTER_MARK + ': ' + DRAFTER_EXPLANATION, quote=False)}"
                           for c in marked] or None,
@@ -235,14 +241,17 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
         shapes.append({"type": "rect", "x0": g.span[0] - 0.5, "x1": g.span[1] - 0.5, "y0": -0.05, "y1": 1.1,
                        "xref": "x", "yref": "y", "line": {"width": 2.5, "color": "#111111"},
                        "fillcolor": "rgba(0,0,0,0)"})
-    drafter = (f"<br>▼ {html.escape(DRAFTER_LEGEND, quote=False)}:<br>{g.drafter.words()}" if g.marked
+    # the count and the prefill's note on lines of their own: one line was cut at an export's width
+    drafter = (f"<br>black band: {html.escape(DRAFTER_LEGEND, quote=False)}:<br>{g.drafter.words().replace('; ', ';<br>')}"
+               if g.marked
                else f"<br>{html.escape(g.drafter_line, quote=False)}" if g.drafter_line else "")
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#777'>"
              f"{GAP_SCOPE.format(method=html.escape(request.method))}<br>{pool}{drafter}</span>")
-    lay = panel_layout(s, title, height=(300 if g.marked else 270) if drafter else 240, annotations=notes,
+    more = title.count("<br>") - 2          # lines below the head, scope and pool: the title grows downwards
+    lay = panel_layout(s, title, height=240 + 30 * more, annotations=notes,
                        shapes=shapes, barmode="overlay", bargap=0, legend={"orientation": "h", "y": -0.3},
-                       margin={"l": 20, "r": 10, "t": (135 if g.marked else 110) if drafter else 85, "b": 20},
+                       margin={"l": 20, "r": 10, "t": 85 + 25 * more, "b": 20},
                        xaxis={"range": [-0.5, max(g.n_tokens, 1) - 0.5], "showgrid": False},
                        yaxis={"visible": False, "range": [0, 1.15]})
     lay["title"].update(y=1 - 22 / lay["height"], yanchor="top")   # its lines run downwards from the top

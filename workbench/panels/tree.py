@@ -225,7 +225,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     notes = []
     if n:
         counts, stop = verdict_parts(cycle, replay)
-        title = f"{head}: {counts}"
+        title = f"{head}<br>{counts}"          # the verdict on a line of its own: a projector's width cut it
         flags = ([f"exact-match key: last {cycle.lexical_match_len} token{'s' if cycle.lexical_match_len > 1 else ''} "
                   "found before"] if cycle.lexical_match_len else []) + \
                 (["semantic muted"] if cycle.semantic_muted else [])
