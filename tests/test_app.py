@@ -71,9 +71,13 @@ def plot_json(out) -> dict:
 def named(kind: str, out):
     """A client's answer (every output but the session state, which stays on the server) as
     the app's named outputs: ``kind`` is ``Step`` (/next, /prev, /goto), ``Selected``
-    (/select, /load_traces, /run_live) or ``Played`` (/play, /tick) of :mod:`workbench.ui`."""
+    (/select, /load_traces, /run_live) or ``Played`` (/play, /tick) of :mod:`workbench.ui`. The
+    API leaves out the Run live button's update (a button is no data), so it reads as None."""
     from workbench import ui
-    return getattr(ui, kind)(None, *out)
+    shape = getattr(ui, kind)
+    missing = len(shape._fields) - 1 - len(out)
+    assert missing == (kind == "Selected"), (kind, len(out))
+    return shape(None, *out, *[None] * missing)
 
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
@@ -289,7 +293,7 @@ def test_a_file_uploaded_during_a_live_run_is_kept_when_the_run_ends(app_fns, se
     def decode_while_uploading(st, *a, **k):
         uploaded["out"] = app_fns[2]["load_traces"](st, str(path))        # the upload lands mid-run
         return replace(request_other("r1"), method="goose")
-    monkeypatch.setattr(ui, "_decode_live", decode_while_uploading)
+    monkeypatch.setattr(ui, "decode_live", decode_while_uploading)
     out = app_fns[2]["run_live"](session, "r1", "goose", 0, 1, "0")
     assert out.error == "" and uploaded["out"].error == ""
     assert ("uploaded", "oilbird") in out.state.extra and ("r1", "goose") in out.state.extra
@@ -420,6 +424,25 @@ def test_a_request_without_a_trace_still_shows_its_prompt(app_fns, session):
     assert out.prompt == "user: say hi"
 
 
+def test_run_live_is_greyed_out_where_the_selection_cannot_be_decoded(app_fns, session):
+    """A teacher pressed Run live on a request whose prompt the app does not hold and got a
+    one-line refusal: the button now says so before it is pressed, and comes back with a
+    request it can decode."""
+    select = app_fns[2]["select"]
+    can = select(session, "r1", "oilbird", "goose").live_button          # r1's prompt is in --data
+    assert can.interactive is True and can.value == "Run live"
+    for rid, method in (("r2", "oilbird"), ("r1", "not-a-preset")):     # no prompt; not a preset
+        if method != "oilbird":
+            session.extra[(rid, method)] = replace(app_fns[0].traces[("r1", "oilbird")], method=method)
+        out = select(session, rid, method, "goose")
+        assert out.error == "" and (out.live_button.interactive, out.live_button.value) == (False, "Run live (n/a)")
+    assert select(session, "r1", "goose", "goose").live_button.interactive is True
+    # a refused selection keeps the selection, and the button with it
+    select(session, "r2", "oilbird", "goose")
+    assert select(session, "nope", "goose", "goose").live_button.interactive is False
+    assert app_fns[2]["load_traces"](session, None).live_button.interactive is False   # a refused upload too
+
+
 def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monkeypatch):
     from workbench.panels import tree
 
@@ -443,7 +466,7 @@ def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
 
     def too_long(*a, **k):
         raise PromptError("The prompt has 9031 tokens; it exceeds the model's context of 8192 tokens.")
-    monkeypatch.setattr(ui, "_decode_live", too_long)
+    monkeypatch.setattr(ui, "decode_live", too_long)
     with pytest.warns(UserWarning, match="cannot be decoded"):
         out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
     assert "9031 tokens" in out.error and out.state.extra == {} and "r1 · oilbird" in out.counter
@@ -457,7 +480,7 @@ def test_a_live_run_that_fails_otherwise_is_one_line_and_changes_nothing(app_fns
     def oom(st, models, lm, req, method, *a, **k):
         st.decoders[method] = "made for this run"
         raise RuntimeError("CUDA out of memory")
-    monkeypatch.setattr(ui, "_decode_live", oom)
+    monkeypatch.setattr(ui, "decode_live", oom)
     before = dict(session.decoders)
     with pytest.warns(UserWarning, match="The live run of 'r1' failed: RuntimeError: CUDA out of memory"):
         out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
@@ -1004,7 +1027,7 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
 def test_live_run_refuses_bad_sampling_settings_before_the_model_loads(app_fns, session, monkeypatch, t, p, seed,
                                                                        message):
     from workbench import ui
-    monkeypatch.setattr(ui, "_decode_live", lambda *a, **k: pytest.fail("decoded"))
+    monkeypatch.setattr(ui, "decode_live", lambda *a, **k: pytest.fail("decoded"))
     with pytest.warns(UserWarning, match="Not run"):
         out = app_fns[2]["run_live"](session, "r1", "oilbird", t, p, seed, progress=lambda *a, **k: None)
     assert message in out.error and "\n" not in out.error.strip() and out.state.extra == {}
@@ -1017,7 +1040,7 @@ def test_live_run_passes_sampling_settings(app_fns, session, monkeypatch):
     def decode(st, models, lm, req, method, max_new, progress, sampling=None, stopped=None):
         seen["sampling"] = sampling
         raise ui.PromptError("stop here")
-    monkeypatch.setattr(ui, "_decode_live", decode)
+    monkeypatch.setattr(ui, "decode_live", decode)
     with pytest.warns(UserWarning):
         app_fns[2]["run_live"](session, "r1", "oilbird", 0.7, 0.9, "11", progress=lambda *a, **k: None)
     assert (seen["sampling"].temperature, seen["sampling"].top_p, seen["sampling"].seed) == (0.7, 0.9, 11)

@@ -6,10 +6,12 @@
 * :class:`Session` (:func:`new_session`): what one browser session holds: the selection
   (request, method, compare-with, cycle), whether it plays, the traces it uploaded or decoded
   live, and its live decoders. The app keeps it in ``gr.State``; nothing per-session lives in
-  module globals.
+  module globals;
+* :func:`decode_live`: one live run of a session's decoder for a method (:func:`live_sampling`
+  reads its sampling settings from the UI; :func:`cannot_run_live` says when none can be made).
 
-Nothing here imports gradio or torch, so ``python -m workbench.app`` can show its first figure
-(:mod:`workbench.preview`) while those load.
+Nothing here imports gradio or torch when it is imported (a live run loads torch), so
+``python -m workbench.app`` can show its first figure (:mod:`workbench.preview`) while those load.
 """
 from __future__ import annotations
 
@@ -272,3 +274,45 @@ def method_menu(st: Session, cat: Catalogue) -> list[tuple[str, str]]:
     request says so (it needs a live run)."""
     return [(m if find(st, cat, st.request, m) is not None else f"{m} · no trace", m)
             for m in method_choices(st, cat)]
+
+
+# ------------------------------------------------------------------------- a live run
+def live_sampling(temperature, top_p, seed):
+    """The live run's sampling settings from the UI (None: greedy); ValueError, one line, when bad."""
+    from oilbird.sampling import SamplingParams, parse_seed
+    try:
+        t, p = float(0 if temperature is None else temperature), float(1 if top_p is None else top_p)
+    except (TypeError, ValueError):
+        raise ValueError("temperature and top-p must be numbers") from None
+    params = SamplingParams(t, p, parse_seed("0" if seed is None or str(seed).strip() == "" else seed))
+    return None if params.greedy else params
+
+
+def decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress,
+                 sampling=None, stopped=lambda: False) -> RequestTrace:
+    """Decode one request with this session's decoder for ``method`` (made on first use, so
+    the session's store grows over its live runs), reporting progress per cycle; ``sampling``
+    (a :class:`~oilbird.sampling.SamplingParams`, None = greedy) samples instead; ``stopped()``
+    True ends the request after the cycle just decoded."""
+    from oilbird.presets import make_decoder
+    from oilbird.data.requests import encode
+    from oilbird.verifier import Verifier
+    with models.lock:
+        dec = st.decoders.get(method)
+        if dec is None:
+            dec = st.decoders[method] = make_decoder(method, Verifier(lm))
+        ids = encode(lm.tokenizer, req)
+        progress(0.1, desc="decoding")
+        done = [0]
+
+        def report(c) -> bool:
+            done[0] += len(c.committed)
+            progress(min(1.0, done[0] / max_new_tokens), desc=f"cycle {c.cycle}: {done[0]} tokens")
+            return stopped()                     # Stop pressed: the decoder ends the request here
+        if sampling is None:
+            out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
+        else:
+            from oilbird.sampled import Sampled      # (the trace says so: Sampled.meta)
+            out = dec.run(req.id, ids, max_new_tokens, on_cycle=report, judge=Sampled(sampling, req.id))
+        out.meta["live"] = True
+    return out

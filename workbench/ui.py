@@ -34,8 +34,9 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .session import (LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
-                      Session, cannot_run_live, find, method_choices, method_menu, new_session, opening,
-                      opening_cycle, public, read_error, request_choices, request_menu, same_place)
+                      Session, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
+                      new_session, opening, opening_cycle, public, read_error, request_choices, request_menu,
+                      same_place)
 
 PLAY_INTERVAL_S = 0.8
 # the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
@@ -72,8 +73,9 @@ class Full(namedtuple("Full", STEP + ("metrics", "compare", "prompt"))):
     __slots__ = ()
 
 
-class Selected(namedtuple("Selected", Full._fields + ("request_menu", "method_menu", "compare_menu"))):
-    """A :class:`Full` redraw and the three menus (their choices' labels follow the selection)."""
+class Selected(namedtuple("Selected", Full._fields + ("request_menu", "method_menu", "compare_menu", "live_button"))):
+    """A :class:`Full` redraw, the three menus (their choices' labels follow the selection) and
+    the Run live button (greyed out where the selection cannot be decoded: :func:`live_button`)."""
     __slots__ = ()
 
 
@@ -181,6 +183,15 @@ def draw_all(tr: RequestTrace) -> None:
 
 # --------------------------------------------------------------------------- the app
 
+def live_button(st: Session, data: Data | None, **kw) -> gr.Button:
+    """The Run live button for the selection in ``st`` (built with ``kw``, or an event's update):
+    greyed out where it cannot be decoded (:func:`~workbench.session.cannot_run_live`: no prompt
+    in ``--data``, as for a replay's recorded turns, or a method that is not a preset), its label
+    saying so."""
+    can = cannot_run_live(st.request, st.method, data) is None
+    return gr.Button("Run live" if can else "Run live (n/a)", interactive=can, **kw)
+
+
 def funnel_traces(st: Session, cat: Catalogue) -> tuple[list, str]:
     """What the funnel counts (:func:`workbench.figures.funnel_scope`): of every trace this
     session shows (the catalogue's, and its own, uploaded or live, in their place), those of
@@ -210,13 +221,12 @@ def funnel_component(state: gr.State, cat: Catalogue) -> gr.Plot:
     reads every trace of the session."""
     with gr.Accordion("conversion funnel · where the semantic key's reach is lost", open=False):
         gr.Markdown("Every drafting cycle of the traces here over the selected request's traffic (one model's "
-                    "recorded turns, or live decoding), of the methods with the hidden-state key, stage by stage: "
-                    "was the key's gate open, did a "
-                    "record it found continue with the next token, did that record clear the floor, escape "
-                    "muting and the copy-depth cut, get a node, and get accepted "
-                    "(`oilbird/evaluation/funnel.py`).")
+                    "recorded turns, or live decoding), of the methods with the hidden-state key, followed stage by "
+                    "stage from the key's gate to an accepted token (`oilbird/evaluation/funnel.py`).")
         button = gr.Button("Count the funnel", elem_id="wb-funnel-count")
         plot = gr.Plot(label="conversion funnel", show_label=False, elem_id="wb-funnel")
+        with gr.Accordion("what each stage counts", open=False):
+            gr.Markdown(F.funnel_glossary(), elem_id="wb-funnel-glossary")
     button.click(lambda st: funnel_plot(st, cat), state, plot, api_name="funnel",
                  show_progress="minimal", queue=False)
     return plot
@@ -236,24 +246,24 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
     with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
         state = gr.State(init)
-        gr.Markdown(f"## {TITLE} · every decoding cycle: draft tree → verify → commit")
+        gr.Markdown(f"### {TITLE} · every decoding cycle: draft tree → verify → commit", elem_id="wb-title")
         error = gr.Markdown(first.error, elem_id="wb-error")
         with gr.Row():
             request_dd = gr.Dropdown(request_menu(init, cat, data), value=init.request, label="request",
-                                     allow_custom_value=True, elem_id="wb-request")
+                                     allow_custom_value=True, elem_id="wb-request", scale=2)
             method_dd = gr.Dropdown(method_menu(init, cat), value=init.method, label="method",
                                     allow_custom_value=True, elem_id="wb-method")
             compare_dd = gr.Dropdown(method_menu(init, cat), value=init.compare, label="compare with",
                                      allow_custom_value=True, elem_id="wb-compare")
+            moments = GapMomentsMenu(init, cat)     # beside the menus: the tree starts higher on a projector
         with gr.Row(equal_height=True, elem_id="wb-controls"):     # sticky: in view beside the tree
             prev_btn = gr.Button("◀ Prev", elem_id="wb-prev", scale=0, min_width=90)
             next_btn = gr.Button("Next ▶", elem_id="wb-next", scale=0, min_width=90, variant="primary")
             play_btn = gr.Button("▶ Play", elem_id="wb-play", scale=0, min_width=90)
             slider = gr.Slider(minimum=0, maximum=first.slider.maximum, value=first.slider.value, step=1,
                                label="cycle", elem_id="wb-slider", scale=3)
-            live_btn = gr.Button("Run live", elem_id="wb-live", scale=0, min_width=100)
+            live_btn = live_button(init, data, elem_id="wb-live", scale=0, min_width=110)
             stop_btn = gr.Button("Stop live run", elem_id="wb-stop", scale=0, min_width=110, variant="stop")
-        moments = GapMomentsMenu(init, cat)
         counter = gr.HTML(first.counter, elem_id="cycle-counter")
         text = gr.HTML(first.text, label="generated text", elem_id="wb-text")
         tree = gr.Plot(first.tree, label="draft tree", show_label=False, elem_id="wb-tree")
@@ -269,7 +279,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Accordion("Run live · load traces · export", open=False):
             gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
                         f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
-                        "new tokens; the model loads on first use; **Stop live run** ends the run after its current "
+                        "new tokens (it reads *Run live (n/a)*, greyed out, where it cannot: a request whose prompt "
+                        "is not in `--data`, such as a replay's recorded turns, or a method that is not a preset); "
+                        "the model loads on first use; **Stop live run** ends the run after its current "
                         "cycle and shows what it decoded. Each session keeps a cross-request store per method, "
                         "which that method's live runs fill. A temperature above 0 samples (with top-p and the seed): "
                         "the tree is then decided by the lossless sampling rule (every method commits "
@@ -292,7 +304,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         parts = {"state": state, "counter": counter, "slider": slider, "tree": tree, "text": text,
                  "neighbours": neighbours, "gap": gap, "error": error, "metrics": metrics, "compare": compare,
                  "prompt": prompt, "request_menu": request_dd, "method_menu": method_dd,
-                 "compare_menu": compare_dd, "timer": timer, "play_button": play_btn}
+                 "compare_menu": compare_dd, "live_button": live_btn, "timer": timer, "play_button": play_btn}
 
         def outputs(kind) -> list:
             """The components an event of output type ``kind`` updates, in its fields' order."""
@@ -306,11 +318,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             methods = method_menu(st, cat)
             return [gr.Dropdown(choices=request_menu(st, cat, data), value=st.request),
                     gr.Dropdown(choices=methods, value=st.method),
-                    gr.Dropdown(choices=methods, value=st.compare)]
+                    gr.Dropdown(choices=methods, value=st.compare), live_button(st, data)]
 
         def unchanged(st, error):
             """A :class:`Selected` that redraws ``st`` as it was, with ``error`` in the banner."""
-            return Selected(*full_view(st, error), gr.Dropdown(), gr.Dropdown(), gr.Dropdown())
+            return Selected(*full_view(st, error), gr.Dropdown(), gr.Dropdown(), gr.Dropdown(), live_button(st, data))
 
         # ---- navigation
         def select(st, rid, method, cmp):
@@ -438,7 +450,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn(f"The model failed to load: {exc}"))
             had = method in st.decoders
             try:
-                tr = _decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling,
+                tr = decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling,
                                   stopped=lambda: ticket <= st.stop_upto)
             except PromptError as exc:   # empty, or too long for the model
                 return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc}"))
@@ -524,15 +536,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
 class GapMomentsMenu:
     """The gap moments of the selected request (:mod:`workbench.panels.gap_moments`) as a menu
-    above the cycle counter: picking one jumps to the cycle that shows it (``GapMoment.cycle``; endpoint
+    beside the request and method menus: picking one jumps to the cycle that shows it (``GapMoment.cycle``; endpoint
     ``/gap_moment``); the menu follows every new selection (a ``.then`` after it)."""
 
     def __init__(self, st: Session, cat: Catalogue):
         self.cat = cat
         tr = find(st, cat, st.request, st.method)
-        with gr.Row(equal_height=True):
-            self.menu = gr.Dropdown(F.moment_choices(tr), value=F.moment_at(tr, st.cycle), label="gap moments",
-                                    info=F.moment_summary(tr), elem_id="wb-moments", scale=3)
+        self.menu = gr.Dropdown(F.moment_choices(tr), value=F.moment_at(tr, st.cycle), label="gap moments",
+                                info=F.moment_summary(tr), elem_id="wb-moments", scale=3)
 
     def update(self, st: Session):
         tr = find(st, self.cat, st.request, st.method)
@@ -557,44 +568,3 @@ class GapMomentsMenu:
 def _not_written(exc: OSError) -> str:
     """An export that the server could not write, said without the server's path."""
     return f"Nothing exported: the file could not be written on the server ({exc.strerror or type(exc).__name__})."
-
-
-def live_sampling(temperature, top_p, seed):
-    """The live run's sampling settings from the UI (None: greedy); ValueError, one line, when bad."""
-    from oilbird.sampling import SamplingParams, parse_seed
-    try:
-        t, p = float(0 if temperature is None else temperature), float(1 if top_p is None else top_p)
-    except (TypeError, ValueError):
-        raise ValueError("temperature and top-p must be numbers") from None
-    params = SamplingParams(t, p, parse_seed("0" if seed is None or str(seed).strip() == "" else seed))
-    return None if params.greedy else params
-
-
-def _decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress,
-                 sampling=None, stopped=lambda: False) -> RequestTrace:
-    """Decode one request with this session's decoder for ``method`` (made on first use, so
-    the session's store grows over its live runs), reporting progress per cycle; ``sampling``
-    (a :class:`~oilbird.sampling.SamplingParams`, None = greedy) samples instead; ``stopped()``
-    True ends the request after the cycle just decoded."""
-    from oilbird.presets import make_decoder
-    from oilbird.data.requests import encode
-    from oilbird.verifier import Verifier
-    with models.lock:
-        dec = st.decoders.get(method)
-        if dec is None:
-            dec = st.decoders[method] = make_decoder(method, Verifier(lm))
-        ids = encode(lm.tokenizer, req)
-        progress(0.1, desc="decoding")
-        done = [0]
-
-        def report(c) -> bool:
-            done[0] += len(c.committed)
-            progress(min(1.0, done[0] / max_new_tokens), desc=f"cycle {c.cycle}: {done[0]} tokens")
-            return stopped()                     # Stop pressed: the decoder ends the request here
-        if sampling is None:
-            out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
-        else:
-            from oilbird.sampled import Sampled      # (the trace says so: Sampled.meta)
-            out = dec.run(req.id, ids, max_new_tokens, on_cycle=report, judge=Sampled(sampling, req.id))
-        out.meta["live"] = True
-    return out
