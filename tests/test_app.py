@@ -72,12 +72,15 @@ def named(kind: str, out):
     """A client's answer (every output but the session state, which stays on the server) as
     the app's named outputs: ``kind`` is ``Step`` (/next, /prev, /goto), ``Selected``
     (/select, /load_traces, /run_live) or ``Played`` (/play, /tick) of :mod:`workbench.ui`. The
-    API leaves out the Run live button's update (a button is no data), so it reads as None."""
+    API leaves out a button's update (a button is no data: Run live's, Play's), read as None."""
     from workbench import ui
     shape = getattr(ui, kind)
-    missing = len(shape._fields) - 1 - len(out)
-    assert missing == (kind == "Selected"), (kind, len(out))
-    return shape(None, *out, *[None] * missing)
+    given = [f for f in shape._fields[1:] if f not in BUTTONS]
+    assert len(out) == len(given), (kind, len(out))
+    return shape(None, **dict(zip(given, out)), **{f: None for f in shape._fields if f in BUTTONS})
+
+
+BUTTONS = ("live_button", "play_button")     # outputs that are buttons: the API leaves them out
 
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
@@ -437,10 +440,29 @@ def test_run_live_is_greyed_out_where_the_selection_cannot_be_decoded(app_fns, s
         out = select(session, rid, method, "goose")
         assert out.error == "" and (out.live_button.interactive, out.live_button.value) == (False, "Run live (n/a)")
     assert select(session, "r1", "goose", "goose").live_button.interactive is True
+    # pressed anyway (the API has no button): the refusal says the rule that greyed it out
+    with pytest.warns(UserWarning, match="Not run"):
+        out = app_fns[2]["run_live"](session, "r1", "not-a-preset", progress=lambda *a, **k: None)
+    assert "'not-a-preset' is not a preset (live runs need one of oilbird, goose" in out.error
     # a refused selection keeps the selection, and the button with it
     select(session, "r2", "oilbird", "goose")
     assert select(session, "nope", "goose", "goose").live_button.interactive is False
     assert app_fns[2]["load_traces"](session, None).live_button.interactive is False   # a refused upload too
+
+
+def test_run_live_starts_greyed_out_when_the_app_opens_on_a_request_it_cannot_decode(tmp_path):
+    """The shipped app opens on a replayed recording, whose prompt is not in --data: the button
+    is built greyed out, not only after the first selection."""
+    from workbench.session import Catalogue, Data, ModelHolder
+    from workbench.ui import build_app
+    data = tmp_path / "requests.jsonl"
+    data.write_text(json.dumps({"id": "elsewhere", "prompt": "say hi"}) + "\n")
+    for held, want in ((data, (False, "Run live (n/a)")), (None, (True, "Run live"))):
+        cat = Catalogue.load(save_traces(all_requests(), tmp_path / "traces.jsonl"))
+        demo = build_app(cat, Data.load(str(held)) if held else Data("builtin", {r: None for r in ("r1", "r2")}),
+                         ModelHolder(None))
+        live = next(c["props"] for c in demo.config["components"] if c["props"].get("elem_id") == "wb-live")
+        assert (live["interactive"], live["value"]) == want
 
 
 def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monkeypatch):

@@ -148,7 +148,7 @@ def cannot_run_live(request: str, method: str, data: Data | None) -> str | None:
     """Why a live run of ``request`` with ``method`` cannot be made (its prompt not in ``--data``,
     or the method not a preset), or None if it can (a missing trace's message advises one then)."""
     if method not in PRESET_NAMES:
-        return f"'{method}' is not a preset"
+        return f"'{method}' is not a preset (live runs need one of {', '.join(PRESET_NAMES)})"
     if data is not None and data.error:
         return f"--data {Path(data.name).name} could not be read (see the banner)"
     if data is not None and request not in data.requests:
@@ -289,7 +289,7 @@ def live_sampling(temperature, top_p, seed):
 
 
 def decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress,
-                 sampling=None, stopped=lambda: False) -> RequestTrace:
+                sampling=None, stopped=lambda: False) -> RequestTrace:
     """Decode one request with this session's decoder for ``method`` (made on first use, so
     the session's store grows over its live runs), reporting progress per cycle; ``sampling``
     (a :class:`~oilbird.sampling.SamplingParams`, None = greedy) samples instead; ``stopped()``

@@ -280,7 +280,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
                         f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
                         "new tokens (it reads *Run live (n/a)*, greyed out, where it cannot: a request whose prompt "
-                        "is not in `--data`, such as a replay's recorded turns, or a method that is not a preset); "
+                        "is not in `--data`, such as a replay's recorded turns, a `--data` that could not be read, "
+                        "or a method that is not a preset); "
                         "the model loads on first use; **Stop live run** ends the run after its current "
                         "cycle and shows what it decoded. Each session keeps a cross-request store per method, "
                         "which that method's live runs fill. A temperature above 0 samples (with top-p and the seed): "
@@ -437,13 +438,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 sampling = live_sampling(temperature, top_p, seed)     # checked before the model loads
             except ValueError as exc:
                 return unchanged(st, _warn(f"Not run: {exc}."))
-            req = data.requests.get(rid)
-            if req is None:
-                return unchanged(st, _warn(data.error or f"Request {shown(rid)} has no prompt in --data {data.name}; "
-                                                         "a live run needs one."))
-            if method not in PRESET_NAMES:
-                return unchanged(st, _warn(f"Method '{method}' is not a preset; live runs need one of "
-                                           f"{', '.join(PRESET_NAMES)}."))
+            why_not = cannot_run_live(rid, method, data)     # the rule that greys the button out
+            if why_not:
+                return unchanged(st, _warn(data.error or f"Not run: request {shown(rid)} with {shown(method)}: {why_not}."))
+            req = data.requests[rid]
             try:
                 lm = models.get(progress)
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
@@ -451,7 +449,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             had = method in st.decoders
             try:
                 tr = decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling,
-                                  stopped=lambda: ticket <= st.stop_upto)
+                                 stopped=lambda: ticket <= st.stop_upto)
             except PromptError as exc:   # empty, or too long for the model
                 return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc}"))
             except Exception as exc:     # noqa: BLE001 - out of memory, a tokenizer's own error...: one line, no change

@@ -76,9 +76,11 @@ STAGES = (
 # each stage in plain words, for a class (the glossary under the app's and notebook 01's funnel,
 # and its hover); LOST_HELP and SHORT_HELP say the same of the losses
 STAGE_HELP = {
-    "cycles": "cycles that drafted a tree (cycle 0, the prompt's prefill, drafts nothing)",
-    "gate_open": "the key only asks where a lexical source matched the text just written "
-                 "(paper Fig. 2 (ii)); elsewhere its gate stays shut",
+    "cycles": "the cycles after the prefill (cycle 0 reads the prompt and drafts nothing); some "
+              "drafted no more than the root",
+    "gate_open": "the key only asks where a lexical source matched the text just written, or the "
+                 "adjacency table knows the token just written (paper Fig. 2 (ii)); elsewhere its gate "
+                 "stays shut",
     "looked_up": "it had a state to ask with and a store with something in it",
     "right_any": "one of the past positions it found was followed by the token that came next here",
     "right_floor": "the best match was similar enough for the key to use its lookup at all (the entry floor)",

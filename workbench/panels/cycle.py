@@ -52,8 +52,8 @@ def empty_store(request: RequestTrace) -> bool:
 
 def cycle_count(request: RequestTrace, cycle: int) -> str:
     """"cycle k / n" and where the count starts, in words: cycles count from 0, the prompt's
-    prefill, which drafts nothing, so "cycle 26 / 55" is the 26th of 55 draft trees (the app's
-    counter and the notebooks' stepper both say it)."""
+    prefill, which drafts nothing, so "cycle 26 / 55" is the 26th of 55 drafting cycles (the
+    app's counter and the notebooks' stepper both say it)."""
     where = "the prefill: the prompt is read, nothing is drafted" if cycle == 0 else "0: the prefill"
     return f"cycle {cycle} / {len(request.cycles) - 1} ({where})"
 

@@ -198,8 +198,8 @@ def _count(c: int | None) -> str:
     return "–" if c is None else str(c)
 
 
-# the figure's drafter mark: a bar from this base, this tall, over a cell of height 1 (the top
-# fifth of the cell, as the HTML strip's 5 of 22 pixels)
+# the figure's drafter mark: a bar from this base, this tall, over a cell of height 1 (its top
+# 22%, as the HTML strip's band is 5 of a cell's 22 pixels)
 BAND = (0.78, 0.22)
 
 
