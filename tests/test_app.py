@@ -298,7 +298,7 @@ def test_a_file_uploaded_during_a_live_run_is_kept_when_the_run_ends(app_fns, se
         return replace(request_other("r1"), method="goose")
     monkeypatch.setattr(ui, "decode_live", decode_while_uploading)
     out = app_fns[2]["run_live"](session, "r1", "goose", 0, 1, "0")
-    assert out.error == "" and uploaded["out"].error == ""
+    assert "Stopped" not in out.error and uploaded["out"].error == ""
     assert ("uploaded", "oilbird") in out.state.extra and ("r1", "goose") in out.state.extra
     assert uploaded["out"].state is session and out.state is session
 
@@ -327,9 +327,14 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     assert tr.stop == "stopped" and 0 < len(tr.output_ids) < 40 and len(tr.cycles) == 3
     assert "Stopped after" in out.error and "of 40 tokens" in out.error
     assert st.decoders["goose"].store.n_requests == 1
+    # its trees are the shipped traces' size (a class compares the two), not the library's CPU default
+    from workbench.session import LIVE_BUDGET
+    assert st.decoders["goose"].drafter.cfg.budget == LIVE_BUDGET == 24
     quiet = lambda *a, **k: None                   # noqa: E731
     again = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet)   # a Stop applies to earlier runs
-    assert again.error == "" and again.state.extra[("r1", "goose")].stop != "stopped"
+    assert "Stopped" not in again.error and again.state.extra[("r1", "goose")].stop != "stopped"
+    # r1 with goose has a precomputed trace: the banner says where it went (until the page reloads)
+    assert "stands in for the precomputed trace of r1 with goose in this session" in again.error
     assert st.decoders["goose"].store.n_requests == 2
     # Run pressed, then Stop while that run still waits (in the queue, or for the model): it stops at
     # its first cycle; a Run pressed after the Stop is not stopped by it
@@ -794,6 +799,25 @@ def test_a_model_or_token_limit_the_live_runs_could_not_use_stops_the_start(caps
     assert exc.value.code == 2 and "must be at least 1, not -5" in capsys.readouterr().err
 
 
+def test_the_live_tree_size_is_an_option_of_the_app(monkeypatch):
+    """--budget reaches the app (default: the shipped traces' 24 nodes, not the library's 12)."""
+    from workbench import app, ui
+    from workbench.measure import free_port
+    seen = []
+
+    class Built(Exception):
+        pass
+
+    def build(cat, data, models, max_new_tokens, budget):
+        seen.append(budget)
+        raise Built
+    monkeypatch.setattr(ui, "build_app", build)
+    for given, want in (([], 24), (["--budget", "12"], 12)):
+        with pytest.raises(Built):
+            app.main([*given, "--no-preview", "--port", str(free_port())])
+        assert seen[-1] == want
+
+
 def test_a_network_host_says_the_app_has_no_login_and_auth_turns_it_on(monkeypatch, capsys):
     from workbench import app, ui
     monkeypatch.delenv("OILBIRD_AUTH", raising=False)
@@ -1059,7 +1083,7 @@ def test_live_run_passes_sampling_settings(app_fns, session, monkeypatch):
     from workbench import ui
     seen = {}
 
-    def decode(st, models, lm, req, method, max_new, progress, sampling=None, stopped=None):
+    def decode(st, models, lm, req, method, max_new, progress, sampling=None, stopped=None, budget=None):
         seen["sampling"] = sampling
         raise ui.PromptError("stop here")
     monkeypatch.setattr(ui, "decode_live", decode)

@@ -38,7 +38,7 @@ from pathlib import Path
 from oilbird.cli_options import at_least
 
 from .preview import Preview, preview_html
-from .session import LIVE_MAX_NEW_TOKENS, TITLE, Catalogue, Data, ModelHolder, find, new_session
+from .session import LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, TITLE, Catalogue, Data, ModelHolder, find, new_session
 
 AUTH_ENV = "OILBIRD_AUTH"      # USER:PASSWORD, read where --auth is not given (kept out of `ps`)
 
@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                          "--traces (default: the shipped ones in assets/traces); a file that cannot be read "
                          "stops the start")
     ap.add_argument("--max-new-tokens", type=at_least(1), default=LIVE_MAX_NEW_TOKENS, help="for live runs")
+    ap.add_argument("--budget", type=at_least(1), default=LIVE_BUDGET,
+                    help=f"draft-tree nodes for live runs (default {LIVE_BUDGET}: the shipped built-in traces' size, "
+                         "so a live run compares with them)")
     ap.add_argument("--no-preview", action="store_true",
                     help="do not serve the static first-cycle preview while gradio loads")
     args = ap.parse_args(argv)
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({time.perf_counter() - t0:.2f} s); the app replaces it when ready", flush=True)
     try:
         from .ui import CSS, UPLOAD_MAX_BYTES, build_app   # imports gradio: the slow part of the start (~7 s on 2 cores)
-        demo = build_app(cat, data, ModelHolder(args.model), args.max_new_tokens)
+        demo = build_app(cat, data, ModelHolder(args.model), args.max_new_tokens, args.budget)
         demo.queue(default_concurrency_limit=4)
     finally:
         if preview is not None:

@@ -29,6 +29,9 @@ from .panels.gap_moments import clarity, clearest_moment
 
 TITLE = "Oilbird workbench"
 LIVE_MAX_NEW_TOKENS = 48   # new tokens per live run (the app's --max-new-tokens default)
+# nodes per live draft tree (the app's --budget default): the shipped built-in traces' size (the
+# README's `trace ... --budget 24`), so a live run draws trees a class can compare with them
+LIVE_BUDGET = 24
 
 # the preset names from oilbird.methods (no torch), the method and its host first in menus
 PRESET_NAMES = ("oilbird", "goose") + tuple(m for m in PRESETS if m not in ("oilbird", "goose"))
@@ -289,18 +292,19 @@ def live_sampling(temperature, top_p, seed):
 
 
 def decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress,
-                sampling=None, stopped=lambda: False) -> RequestTrace:
-    """Decode one request with this session's decoder for ``method`` (made on first use, so
-    the session's store grows over its live runs), reporting progress per cycle; ``sampling``
-    (a :class:`~oilbird.sampling.SamplingParams`, None = greedy) samples instead; ``stopped()``
-    True ends the request after the cycle just decoded."""
-    from oilbird.presets import make_decoder
+                sampling=None, stopped=lambda: False, budget: int = LIVE_BUDGET) -> RequestTrace:
+    """Decode one request with this session's decoder for ``method`` (made on first use, with a
+    tree of ``budget`` nodes, so the session's store grows over its live runs), reporting
+    progress per cycle; ``sampling`` (a :class:`~oilbird.sampling.SamplingParams`, None =
+    greedy) samples instead; ``stopped()`` True ends the request after the cycle just decoded."""
     from oilbird.data.requests import encode
+    from oilbird.methods import TreeConfig
+    from oilbird.presets import make_decoder
     from oilbird.verifier import Verifier
     with models.lock:
         dec = st.decoders.get(method)
         if dec is None:
-            dec = st.decoders[method] = make_decoder(method, Verifier(lm))
+            dec = st.decoders[method] = make_decoder(method, Verifier(lm), tree=TreeConfig.sized(budget))
         ids = encode(lm.tokenizer, req)
         progress(0.1, desc="decoding")
         done = [0]

@@ -33,7 +33,7 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
-from .session import (LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
+from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
                       Session, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
                       new_session, opening, opening_cycle, public, read_error, request_choices, request_menu,
                       same_place)
@@ -232,7 +232,8 @@ def funnel_component(state: gr.State, cat: Catalogue) -> gr.Plot:
     return plot
 
 
-def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: int = LIVE_MAX_NEW_TOKENS) -> gr.Blocks:
+def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: int = LIVE_MAX_NEW_TOKENS,
+              budget: int = LIVE_BUDGET) -> gr.Blocks:
     """The Blocks app over a catalogue of traces, a request set and a (lazy) model."""
     init = new_session(cat, data)
     first = render_full(replace(init), cat, " ".join(e for e in (cat.error, data.error) if e), data)
@@ -279,7 +280,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Accordion("Run live · load traces · export", open=False):
             gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
                         f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
-                        "new tokens (it reads *Run live (n/a)*, greyed out, where it cannot: a request whose prompt "
+                        f"new tokens, trees of {budget} nodes (`--budget`; the shipped built-in traces' size) (it reads *Run live (n/a)*, greyed out, where it cannot: a request whose prompt "
                         "is not in `--data`, such as a replay's recorded turns, a `--data` that could not be read, "
                         "or a method that is not a preset); "
                         "the model loads on first use; **Stop live run** ends the run after its current "
@@ -449,7 +450,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             had = method in st.decoders
             try:
                 tr = decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling,
-                                 stopped=lambda: ticket <= st.stop_upto)
+                                 stopped=lambda: ticket <= st.stop_upto, budget=budget)
             except PromptError as exc:   # empty, or too long for the model
                 return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc}"))
             except Exception as exc:     # noqa: BLE001 - out of memory, a tokenizer's own error...: one line, no change
@@ -458,10 +459,13 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
             st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
-            stopped = "" if tr.stop != "stopped" else _warn(
+            said = [] if tr.stop != "stopped" else [_warn(
                 f"Stopped after {len(tr.output_ids)} of {max_new_tokens} tokens: the partial trace is shown, "
-                f"and the session's store keeps what was decoded (a request that ended there).")
-            return Selected(*full_view(st, stopped), *menus_for(st))
+                f"and the session's store keeps what was decoded (a request that ended there).")]
+            if (rid, method) in cat.traces:     # a class would look for the shipped one: say where it went
+                said.append(f"This live run stands in for the precomputed trace of {html.escape(rid)} with "
+                            f"{html.escape(method)} in this session (reload the page to see that one again).")
+            return Selected(*full_view(st, " ".join(said)), *menus_for(st))
 
         def pressed(st):
             """Run pressed (outside the queue): counted, so that a Stop pressed while this run still
