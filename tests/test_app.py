@@ -392,8 +392,16 @@ def test_menus_say_what_has_a_trace(app_fns, session):
     cat, data = app_fns[:2]
     labels = dict((v, k) for k, v in request_menu(session, cat, data))
     assert labels["r1"] == "r1 · oilbird, goose" and labels["r2"] == "r2 · oilbird"
-    methods = dict((v, k) for k, v in method_menu(session, cat))      # for the selected request, r1
+    methods = dict((v, k) for k, v in method_menu(session, cat, data))      # for the selected request, r1
     assert methods["oilbird"] == "oilbird" and methods["pld"] == "pld · no trace"
+    # r2's prompt is not in --data: a method without a trace of it is no choice at all there
+    app_fns[2]["select"](session, "r2", "oilbird", "oilbird")
+    assert [m for _, m in method_menu(session, cat, data)] == ["oilbird"]
+    session.compare = "goose"                                    # ... but what is selected stays listed
+    assert method_menu(session, cat, data) == [("oilbird", "oilbird"), ("goose · no trace", "goose")]
+    session.compare = "oilbird"
+    assert [m for _, m in method_menu(session, cat, data)] == [m for _, m in app_fns[2]["select"](
+        session, "r2", "oilbird", "oilbird").method_menu.choices]
 
 
 def test_a_typed_cycle_out_of_range_goes_to_the_nearest_end(app_fns, session):

@@ -272,11 +272,17 @@ def request_menu(st: Session, cat: Catalogue, data: Data) -> list[tuple[str, str
             for rid in request_choices(st, cat, data)]
 
 
-def method_menu(st: Session, cat: Catalogue) -> list[tuple[str, str]]:
-    """:func:`method_choices` as (label, name) pairs: a method without a trace of the selected
-    request says so (it needs a live run)."""
-    return [(m if find(st, cat, st.request, m) is not None else f"{m} · no trace", m)
-            for m in method_choices(st, cat)]
+def method_menu(st: Session, cat: Catalogue, data: Data | None = None) -> list[tuple[str, str]]:
+    """:func:`method_choices` as (label, name) pairs for the selected request: a method without a
+    trace of it says so (it needs a live run), and one that could not be run live either is left
+    out (on a replayed recording, eleven presets led to eleven pages saying so)."""
+    menu = []
+    for m in method_choices(st, cat):
+        if find(st, cat, st.request, m) is not None:
+            menu.append((m, m))
+        elif cannot_run_live(st.request, m, data) is None or m in (st.method, st.compare):   # (the selected stay)
+            menu.append((f"{m} · no trace", m))
+    return menu
 
 
 # ------------------------------------------------------------------------- a live run

@@ -252,9 +252,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Row():
             request_dd = gr.Dropdown(request_menu(init, cat, data), value=init.request, label="request",
                                      allow_custom_value=True, elem_id="wb-request", scale=2)
-            method_dd = gr.Dropdown(method_menu(init, cat), value=init.method, label="method",
+            method_dd = gr.Dropdown(method_menu(init, cat, data), value=init.method, label="method",
                                     allow_custom_value=True, elem_id="wb-method")
-            compare_dd = gr.Dropdown(method_menu(init, cat), value=init.compare, label="compare with",
+            compare_dd = gr.Dropdown(method_menu(init, cat, data), value=init.compare, label="compare with",
                                      allow_custom_value=True, elem_id="wb-compare")
             moments = GapMomentsMenu(init, cat)     # beside the menus: the tree starts higher on a projector
         with gr.Row(equal_height=True, elem_id="wb-controls"):     # sticky: in view beside the tree
@@ -317,7 +317,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         def menus_for(st):
             """The three menus with their labels for the selection in ``st``."""
-            methods = method_menu(st, cat)
+            methods = method_menu(st, cat, data)
             return [gr.Dropdown(choices=request_menu(st, cat, data), value=st.request),
                     gr.Dropdown(choices=methods, value=st.method),
                     gr.Dropdown(choices=methods, value=st.compare), live_button(st, data)]
