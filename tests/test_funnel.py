@@ -216,12 +216,15 @@ def test_every_stage_and_loss_of_the_funnel_is_explained_in_plain_words():
     from workbench import figures as F
     assert set(STAGE_HELP) == {k for k, _ in STAGES}
     assert set(LOST_HELP) == set(REACHED[:-1]) and set(SHORT_HELP) == set(SHORT)
-    rows = F.funnel_glossary().splitlines()[2:]
+    words, blank, *table = F.funnel_glossary().splitlines()
+    assert "*Right* means the token that actually came next" in words and blank == ""
+    rows = table[2:]
     assert [r.split(" | ")[0].lstrip("| ") for r in rows] == [name for _, name in STAGES] + list(F.LOSSES)
     fig = F.funnel_figure([request_oilbird()])
     stages, losses = fig.data
     for (key, _), hover in zip(STAGES, stages.hovertext):
         assert STAGE_HELP[key] in html.unescape(hover)
+    assert any(": 1 cycle<br>" in h for h in stages.hovertext) and not any("1 cycles" in h for h in stages.hovertext)
     whys = [LOST_HELP[k] for k in REACHED[:-1]] + [SHORT_HELP[k] for k in SHORT]
     assert all(why in html.unescape(hover) for why, hover in zip(whys, losses.hovertext))
 

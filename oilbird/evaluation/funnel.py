@@ -78,16 +78,16 @@ STAGES = (
 STAGE_HELP = {
     "cycles": "the cycles after the prefill (cycle 0 reads the prompt and drafts nothing); some "
               "drafted no more than the root",
-    "gate_open": "the key only asks where a lexical source matched the text just written, or the "
-                 "adjacency table knows the token just written (paper Fig. 2 (ii)); elsewhere its gate "
-                 "stays shut",
+    "gate_open": "the key only asks where a lexical source matched the text just written, or where the "
+                 "adjacency table (the verifier's own top guesses after each token, learned while decoding) "
+                 "knows the token just written (the paper's Fig. 2 (ii)); elsewhere its gate stays shut",
     "looked_up": "it had a state to ask with and a store with something in it",
     "right_any": "one of the past positions it found was followed by the token that came next here",
     "right_floor": "the best match was similar enough for the key to use its lookup at all (the entry floor)",
     "right_drafted": "the key was not muted (it mutes itself while its first guesses keep missing)",
     "right_depth": "the record was similar enough to be allowed to copy this far (its copy depth)",
     "right_node": "the tree had room for it (every source competes for the tree's few nodes)",
-    "right_accepted": "the verifier accepted it (a right first node always is)",
+    "right_accepted": "the verifier accepted it (a first node with the right token always is)",
     "semantic_own": "no exact-match source had proposed it too: a token only the key delivered",
 }
 LOST_HELP = {

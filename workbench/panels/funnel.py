@@ -69,7 +69,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
         st = fun[m]["stages"]
         counts = [st[key] for key, _ in STAGES]
         tot = counts[0]
-        hover = [f"{html.escape(m)} · {html.escape(name)}: {n} cycles<br>"
+        hover = [f"{html.escape(m)} · {html.escape(name)}: {_cycles(n)}<br>"
                  f"{_pct(n, tot)} of the drafting cycles, {_pct(n, counts[i - 1] if i else tot)} of the stage above"
                  f"<br><i>{html.escape(STAGE_HELP[key])}</i>"
                  for i, ((key, name), n) in enumerate(zip(STAGES, counts))]
@@ -84,7 +84,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
         data.append({"type": "bar", "orientation": "h", "name": m, "y": list(LOSSES), "x": values,
                      "meta": f"lost-{m}", "legendgroup": m, "showlegend": False, "marker": {"color": colour},
                      "hoverinfo": "text",
-                     "hovertext": [f"{html.escape(m)} · {label}: {v} cycles ({_pct(v, right)} of the {right} "
+                     "hovertext": [f"{html.escape(m)} · {label}: {_cycles(v)} ({_pct(v, right)} of the {right} "
                                    f"with a right record)<br><i>{html.escape(why)}</i>"
                                    for label, v, why in zip(LOSSES, values, LOSS_WHY)],
                      "xaxis": ref[(1, 2)][0], "yaxis": ref[(1, 2)][1]})
@@ -103,14 +103,27 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     return {"data": data, "layout": layout}
 
 
+GLOSSARY_WORDS = ("A *record* is one past position in the store (an earlier request's output token); the key "
+                  "keeps the *top-k* (8) records whose state is nearest this one's, among those followed by the token just "
+                  "written. *Right* means the token that "
+                  "actually came next here (the verifier's own; in a replay, the recording's). *lost:* rows count "
+                  "cycles whose right record got no node; *short:* rows, cycles that accepted fewer tokens than "
+                  "the right record held.")
+
+
 def funnel_glossary() -> str:
-    """The funnel's words for a class, as Markdown: each stage, then each loss, in one line of
-    plain words (:data:`oilbird.evaluation.funnel.STAGE_HELP`); the app shows it under the
-    funnel, notebook 01 beside it."""
-    rows = ["| stage | what it counts |", "| --- | --- |"]
+    """The funnel's words for a class, as Markdown: what its words mean (:data:`GLOSSARY_WORDS`),
+    then each stage and each loss in one line of plain words
+    (:data:`oilbird.evaluation.funnel.STAGE_HELP`); the app shows it under the funnel, notebook
+    01 beside it."""
+    rows = [GLOSSARY_WORDS, "", "| stage | what it counts |", "| --- | --- |"]
     rows += [f"| {name} | {STAGE_HELP[key]} |" for key, name in STAGES]
     rows += [f"| {label} | {why} |" for label, why in zip(LOSSES, LOSS_WHY)]
     return "\n".join(rows)
+
+
+def _cycles(n: int) -> str:
+    return f"{n} cycle{'' if n == 1 else 's'}"
 
 
 def _pct(n: int, d: int) -> str:

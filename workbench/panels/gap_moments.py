@@ -62,7 +62,8 @@ class GapMoment:
         # a "missed" run this method got anyway: say how, so the menu does not contradict the tree
         got = (f" · {self.lexical} delivered anyway by exact match (it also copies the prompt and this output)"
                if self.lexical and self.label != "gap_recovered" else "")
-        return f"{where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach}{got} · {at}"
+        # the cycle it jumps to first: a narrow menu (a projector's) cuts the end of the line
+        return f"{at} · {where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach}{got}"
 
 
 def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_LABELS) -> list[GapMoment]:
