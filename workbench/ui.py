@@ -271,8 +271,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         gap = gr.HTML(first.gap, label="gap strip", elem_id="wb-gap")
         neighbours = gr.HTML(first.neighbours, label="nearest neighbours", elem_id="wb-neighbours")
         with gr.Row():
-            metrics = gr.Plot(first.metrics, label="metrics", show_label=False, elem_id="wb-metrics")
-            compare = gr.Plot(first.compare, label="comparison", show_label=False, elem_id="wb-compare-plot")
+            # side by side only where both get 640 px (on a projector's 1024 each takes the width)
+            metrics = gr.Plot(first.metrics, label="metrics", show_label=False, elem_id="wb-metrics", min_width=640)
+            compare = gr.Plot(first.compare, label="comparison", show_label=False, elem_id="wb-compare-plot",
+                              min_width=640)
         funnel = funnel_component(state, cat)
         with gr.Accordion("prompt", open=False):
             prompt = gr.Textbox(first.prompt, show_label=False, lines=6, max_lines=20, interactive=False,

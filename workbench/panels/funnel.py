@@ -60,7 +60,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     s = style_or_default(style)
     fun = as_funnel(source)
     names = [m for m in (methods or list(fun)) if m in fun]
-    axes, ref = grid(1, 2, ("cycles reaching each stage", "where right records were lost (cycles)"),
+    axes, ref = grid(1, 2, ("cycles reaching each stage", "where right records<br>were lost"),
                      hspace=0.28)
     axes["annotations"] = list(axes["annotations"])
     stage_names = [name for _, name in STAGES]
@@ -96,8 +96,9 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                           uniformtext={"minsize": max(9, s.font_size - 2), "mode": "show"}, **axes)
     layout[axis_key(ref[(1, 1)][1])].update({"autorange": "reversed", "automargin": True})
     layout[axis_key(ref[(1, 2)][1])].update({"autorange": "reversed", "automargin": True})
-    layout[axis_key(ref[(1, 2)][0])]["title"] = {"text": "cycles<br><span style='font-size:0.85em;color:#555'>lost: "
-                                                       "no node for its token<br>short: fewer nodes than it held</span>"}
+    # (what lost: and short: mean is in each bar's hover and in funnel_glossary; a note under the
+    # axis was cut at the right edge of a projector-wide app)
+    layout[axis_key(ref[(1, 2)][0])]["title"] = {"text": "cycles"}
     if not names:
         layout["annotations"].append(centred_note("no drafting cycles: no trace with a tree"))
     return {"data": data, "layout": layout}
