@@ -123,6 +123,21 @@ def test_a_gap_moment_jumps_to_its_cycle(client):
     assert cycle_of(out.counter) == 1 and out.error == ""
 
 
+def test_the_moments_menu_resending_its_own_value_is_no_pick(app_fns, session):
+    """Gradio's dropdown sends its value on every blur: the value the menu already shows must
+    not jump (it undid the step or typed cycle that took the focus away)."""
+    jump = app_fns[2]["gap_moment"]
+    assert cycle_of(jump(session, "4").counter) == 2 and session.moment_shown == "4"
+    resent = jump(session, "4")                        # the menu loses the focus: "4" again, no pick
+    assert session.cycle == 2 and all(isinstance(v, type(gr_skip())) for v in resent)
+    assert cycle_of(jump(session, "2").counter) == 1    # a new pick jumps
+
+
+def gr_skip():
+    import gradio as gr
+    return gr.skip()
+
+
 def test_unknown_request_shows_error_and_keeps_session(client):
     out = named("Selected", client.predict("no-such-request", "oilbird", "goose", api_name="/select"))
     counter, error = out.counter, out.error
@@ -1054,7 +1069,18 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
             page.locator("#wb-moments input").click()
             page.get_by_role("option", name=other.describe(), exact=True).click()
             _until(lambda: measure.current_cycle(page) == other.cycle, f"cycle {other.cycle} after picking a moment")
-            ms = measure.step_ms(page, forward=other.cycle == 0 or other.cycle < measure.last_cycle(page))
+            # the menu opened and left without a pick, then a cycle typed: the menu's blur re-sent its
+            # value, which jumped back and left the slider and the counter on different cycles
+            typed = 0 if other.cycle else 1
+            page.locator("#wb-moments input").click()
+            page.keyboard.press("Escape")
+            box = page.locator("#wb-slider input[type=number]")
+            box.fill(str(typed))
+            box.press("Enter")
+            _until(lambda: measure.current_cycle(page) == typed, f"cycle {typed} typed")
+            page.wait_for_timeout(1500)                  # what the blur sent has landed by now
+            assert measure.current_cycle(page) == typed and box.input_value() == str(typed)
+            ms = measure.step_ms(page, forward=typed < measure.last_cycle(page))
             page.wait_for_timeout(300)
             page.screenshot(path=str(ARTIFACTS / "real-traffic.png"), full_page=True)
             for name in PANELS:

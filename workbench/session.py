@@ -25,7 +25,7 @@ from oilbird.trace import RequestTrace, TraceError, load_traces
 
 from .panels.cycle import first_cycle
 from .panels.provenance import token_cycles
-from .panels.gap_moments import clarity, clearest_moment
+from .panels.gap_moments import clarity, clearest_moment, moment_at
 
 TITLE = "Oilbird workbench"
 LIVE_MAX_NEW_TOKENS = 48   # new tokens per live run (the app's --max-new-tokens default)
@@ -175,6 +175,7 @@ class Session:
     extra: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
     decoders: dict[str, object] = field(default_factory=dict)
     funnel_shown: bool = False       # counted once: the funnel then follows every new selection
+    moment_shown: str | None = None  # the gap-moments menu's value as last set (a pick, or the cycle's moment)
     # live runs by number, in the order Run was pressed: a run stops after its current cycle once
     # Stop was pressed at or after its press (stop_upto >= its number); a later run never is
     live_pressed: int = 0
@@ -196,6 +197,7 @@ def new_session(cat: Catalogue, data: Data) -> Session:
     other = [m for m in methods if m != method]
     st = Session(rid, method, other[0] if other else method)
     st.cycle = opening_cycle(find(st, cat, rid, method))
+    st.moment_shown = moment_at(find(st, cat, rid, method), st.cycle)
     return st
 
 

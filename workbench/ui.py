@@ -551,14 +551,21 @@ class GapMomentsMenu:
 
     def update(self, st: Session):
         tr = find(st, self.cat, st.request, st.method)
-        return gr.Dropdown(choices=F.moment_choices(tr), value=F.moment_at(tr, st.cycle), info=F.moment_summary(tr))
+        st.moment_shown = F.moment_at(tr, st.cycle)
+        return gr.Dropdown(choices=F.moment_choices(tr), value=st.moment_shown, info=F.moment_summary(tr))
 
     def follow(self, st: Session):
         """After a step: the menu shows the moment of the cycle on screen, or nothing."""
-        return gr.Dropdown(value=F.moment_at(find(st, self.cat, st.request, st.method), st.cycle))
+        st.moment_shown = F.moment_at(find(st, self.cat, st.request, st.method), st.cycle)
+        return gr.Dropdown(value=st.moment_shown)
 
     def wire(self, state, selections, steps, step_outputs, goto, fast: dict) -> None:
         def jump(st, key):
+            # gradio's dropdown sends its value as an input on every blur, picked or not: the
+            # menu's own value again is no pick (jumping then undid a step or a typed cycle)
+            if key == st.moment_shown:
+                return Step(*[gr.skip()] * len(Step._fields))
+            st.moment_shown = key
             k = F.moment_cycle(find(st, self.cat, st.request, st.method), key)
             return goto(st, st.cycle if k is None else k)
         # unchecked (preprocess=False): a value the menu no longer lists leaves the cycle as it is
