@@ -448,6 +448,31 @@ def test_switching_method_keeps_the_moment_and_switching_request_opens_as_the_ap
     assert session.cycle == opening_cycle(app_fns[0].traces[("r2", "oilbird")])
 
 
+def test_a_live_run_of_the_request_on_screen_stays_at_its_moment(app_fns, session, monkeypatch):
+    """The teacher showed cycle 2, pressed Run live and was moved to cycle 1: a live run of the
+    request on screen opens on the cycle that commits the same token; of another, on its first."""
+    from workbench import ui
+    shipped = app_fns[0].traces[("r1", "oilbird")]
+    monkeypatch.setattr(ui, "decode_live", lambda *a, **k: replace(shipped, meta={"live": True}))
+    app_fns[2]["goto"](session, 2)
+    out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
+    assert session.cycle == 2 and cycle_of(out.counter) == 2 and "live run" in out.counter
+    app_fns[2]["select"](session, "r2", "oilbird", "goose")
+    app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
+    assert session.cycle == 1
+
+
+def test_picking_the_compared_method_swaps_the_two(app_fns, session):
+    """A teacher switched the method to goose, the method compared with, and got "goose vs
+    goose"; the two swap instead. A compare-with chosen on purpose stays."""
+    select = app_fns[2]["select"]
+    select(session, "r1", "oilbird", "goose")
+    out = select(session, "r1", "goose", "goose")          # only the method menu changed
+    assert (session.method, session.compare) == ("goose", "oilbird") and out.compare_menu.value == "oilbird"
+    select(session, "r1", "goose", "goose")                # compare-with set to the method itself: kept
+    assert (session.method, session.compare) == ("goose", "goose")
+
+
 def test_a_request_without_a_trace_still_shows_its_prompt(app_fns, session):
     out = app_fns[2]["select"](session, "r1", "pld", "goose")
     assert "No trace of request &#x27;r1&#x27; with method &#x27;pld&#x27;" in out.text

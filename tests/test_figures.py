@@ -577,6 +577,10 @@ def test_metrics_panels():
     assert sum(share.values()) == pytest.approx(1.0)
     assert list(by_meta(fig, "stage-verify").y) == pytest.approx([50, 20, 20])
     assert len(fig.layout.shapes) == 3 and fig.layout.shapes[0].x0 == 1
+    # one "cycle" axis title, the bottom row's: the top row's ran into the titles of the row below
+    titles = [fig.layout[a].title.text for a in fig.layout if a.startswith("xaxis")]
+    bottom = by_meta(fig, "stage-verify").xaxis.replace("x", "xaxis")
+    assert titles.count("cycle") == 1 and fig.layout[bottom].title.text == "cycle"
     # the share's ticks name sources as every view does; the stages (the figure's only key) take
     # no source's colour, so a share bar is never read as a stage
     axis = fig.layout[by_meta(fig, "share").xaxis.replace("x", "xaxis")]
@@ -804,6 +808,9 @@ def test_a_live_run_that_found_the_store_empty_says_so_where_the_key_would_have_
     shipped = copy.deepcopy(all_requests()[0])
     titles = [a.text for a in F.compare_figure(live, shipped).layout.annotations[:2]]
     assert "live run" in titles[0] and "live run" not in titles[1]
+    # an exported tree (cycle_figures) says it too: as a handout it was not told from the shipped one
+    assert "· live run" in F.cycle_figures(live, 1)["tree"].layout.title.text
+    assert "live run" not in F.cycle_figures(shipped, 1)["tree"].layout.title.text
 
 
 def test_a_replays_bonus_is_the_recordings_token_and_its_hovers_say_whose_argmax():

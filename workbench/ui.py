@@ -145,7 +145,7 @@ def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tu
     the request's :func:`~workbench.figures.drafted_sources`, if already known."""
     c = tr.cycles[k]
     keyed = F.drafted_sources(tr) if keyed is None else keyed
-    return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed, replay=F.is_replay(tr)), F.text_html(tr, k),
+    return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed, replay=F.is_replay(tr), live=bool(F.live_mark(tr))), F.text_html(tr, k),
             F.neighbours_html(c), F.gap_strip_html(tr, k))
 
 
@@ -344,6 +344,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                     st.cycle = opening_cycle(new)
                 elif method != st.method:      # another method: the same moment, where it has it
                     st.cycle = same_place(find(st, cat, st.request, st.method), st.cycle, new)
+                if method != st.method and cmp == method == st.compare:   # picking the compared method:
+                    cmp = st.method                                        # the two swap, not "goose vs goose"
                 st.request, st.method, st.compare = rid, method, cmp
                 out = full_view(st)
             return Selected(*out, *menus_for(st))
@@ -459,8 +461,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 if not had:
                     st.decoders.pop(method, None)      # a decoder made for this run only
                 return unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
+            # the request on screen stays at its moment (the cycle committing the same token), as
+            # a method switch does: a class compares the live tree with the one it was shown
+            shown = find(st, cat, st.request, st.method) if st.request == rid else None
             st.extra[(rid, method)] = tr
-            st.request, st.method, st.cycle = rid, method, F.first_cycle(tr)
+            st.request, st.method, st.cycle = rid, method, same_place(shown, st.cycle, tr)
             said = [] if tr.stop != "stopped" else [_warn(
                 f"Stopped after {len(tr.output_ids)} of {max_new_tokens} tokens: the partial trace is shown, "
                 f"and the session's store keeps what was decoded (a request that ended there).")]

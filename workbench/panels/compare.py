@@ -13,7 +13,7 @@ from oilbird.trace import RequestTrace
 from ..palette import BONUS, Style, primary_source, shown_sources
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, label_of, panel_layout,
                    style_or_default, vline)
-from .provenance import REPLAYED, is_replay, sampling_note, token_cycles, token_sources
+from .provenance import REPLAYED, is_replay, live_mark, sampling_note, token_cycles, token_sources
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -51,7 +51,7 @@ def _compare_title(r: RequestTrace, s: Style) -> str:
     tau = f": τ {r.tau:.2f}"
     limit = max(8, int(half) - len(tau))
     name = html.escape(r.method if len(r.method) <= limit else r.method[: limit - 1] + "…")
-    live = " · live run" if r.meta.get("live") else ""      # beside a shipped trace, say which is which
+    live = live_mark(r)      # beside a shipped trace, say which is which
     return (f"{name}{tau}<br><span style='font-size:{s.font_size - 1}px;color:#555'>"
             f"{len(r.output_ids)} tokens / {r.forwards} forwards{live}</span>")
 

@@ -15,8 +15,8 @@ from oilbird.trace import CycleTrace, RequestTrace
 from ..palette import Style
 from . import gap, metrics, neighbours, text, tree
 from .base import figure, message_spec
-from .provenance import (NO_CYCLES, committed_upto, drafted_sources, is_replay, output_stops, replay_note,
-                         sampling_note)
+from .provenance import (NO_CYCLES, committed_upto, drafted_sources, is_replay, live_mark, output_stops,
+                         replay_note, sampling_note)
 
 
 def first_cycle(request: RequestTrace | None) -> int:
@@ -63,7 +63,7 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
     tokens so far" (cycles count from the prefill, which drafts nothing); on a cycle where the
     output ends inside the verdict it says so, as the tree's title does."""
     c = cycle_at(request, cycle)
-    live = " · live run" if request.meta.get("live") else ""
+    live = live_mark(request)
     if live and empty_store(request):
         live += (f" ({html.escape(request.method)}'s store in this session was empty: the semantic key had "
                  f"nothing to retrieve yet; each live run of {html.escape(request.method)} adds its output to it)")
@@ -91,7 +91,8 @@ def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None) -
                 "text": message_spec(f"{head} · text", NO_CYCLES, style),
                 "neighbours": message_spec(f"{head} · nearest neighbours", NO_CYCLES, style),
                 "gap": gap.gap_strip_spec(request, None, style), "metrics": metrics.metrics_spec(request, None, style)}
-    return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request), replay=is_replay(request)),
+    return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request), replay=is_replay(request),
+                                   live=bool(live_mark(request))),
             "text": text.text_spec(request, cycle, style),
             "neighbours": neighbours.neighbours_spec(c, style=style),
             "gap": gap.gap_strip_spec(request, cycle, style),

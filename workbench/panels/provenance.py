@@ -16,6 +16,8 @@ NO_CYCLES = "no cycle records in this trace: no draft trees to step through"
 
 # a title's mark on a replayed request's figure (its numbers are the recording's verdicts)
 REPLAYED = " · replayed (the recording decides)"
+# ... and on a request decoded live in the app, beside the precomputed traces
+LIVE_RUN = " · live run"
 
 
 def sampling_note(request: RequestTrace) -> str:
@@ -34,6 +36,13 @@ def sampling_note(request: RequestTrace) -> str:
         return f"sampled ({SamplingParams(sp['temperature'], sp['top_p'], sp['seed']).describe()})"
     except (KeyError, TypeError, ValueError):
         return "sampled"
+
+
+def live_mark(request) -> str:
+    """" · live run" for a request decoded live in the app (``meta["live"]``), else "": how the
+    counter, the tree's title, the comparison and the notebooks' stepper tell it from a
+    precomputed trace of the same request (an exported figure too)."""
+    return LIVE_RUN if request is not None and request.meta.get("live") else ""
 
 
 def is_replay(request) -> bool:

@@ -19,7 +19,7 @@ from oilbird.trace import CycleTrace
 from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, SELECTION_RING, STATUS_STYLES, Style,
                        primary_source, shown_sources, source_label, source_symbol)
 from .base import centred_note, esc, figure, label_of, legend_marker, panel_layout, style_or_default
-from .provenance import REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
+from .provenance import LIVE_RUN, REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
 
 
 def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
@@ -124,7 +124,7 @@ def _free_spot(pos: dict[int, tuple[float, float]], x: float, y: float) -> float
 
 
 def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-              keyed: Iterable[str] = (), replay: bool = False) -> dict:
+              keyed: Iterable[str] = (), replay: bool = False, live: bool = False) -> dict:
     """The draft tree of one cycle (see :func:`tree_figure`)."""
     s = style_or_default(style)
     n = len(cycle.tokens)
@@ -221,7 +221,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     data.extend(legend_marker(src, s, replay) for src in list(ALL_SOURCES) + extra)
 
     head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}" + (
-        REPLAYED if replay else "")
+        REPLAYED if replay else "") + (LIVE_RUN if live else "")
     notes = []
     if n:
         counts, stop = verdict_parts(cycle, replay)
@@ -255,7 +255,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
 
 
 def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-                keyed: Iterable[str] = (), replay: bool = False) -> go.Figure:
+                keyed: Iterable[str] = (), replay: bool = False, live: bool = False) -> go.Figure:
     """The draft tree of one cycle.
 
     One marker per draft node at (depth, row) (:func:`tree_layout`), coloured and shaped by its
@@ -280,4 +280,4 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     bonus node ("bonus"; only when it was committed), then one legend-only trace per
     source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree or in ``keyed``.
     """
-    return figure(tree_spec(cycle, selection, style, keyed, replay), style)
+    return figure(tree_spec(cycle, selection, style, keyed, replay, live), style)
