@@ -463,9 +463,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 return unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
             # the request on screen stays at its moment (the cycle committing the same token), as
             # a method switch does: a class compares the live tree with the one it was shown
-            shown = find(st, cat, st.request, st.method) if st.request == rid else None
+            on_screen = find(st, cat, st.request, st.method) if st.request == rid else None
             st.extra[(rid, method)] = tr
-            st.request, st.method, st.cycle = rid, method, same_place(shown, st.cycle, tr)
+            st.request, st.method, st.cycle = rid, method, same_place(on_screen, st.cycle, tr)
             said = [] if tr.stop != "stopped" else [_warn(
                 f"Stopped after {len(tr.output_ids)} of {max_new_tokens} tokens: the partial trace is shown, "
                 f"and the session's store keeps what was decoded (a request that ended there).")]
