@@ -129,7 +129,7 @@ def test_the_moments_menu_resending_its_own_value_is_no_pick(app_fns, session):
     jump = app_fns[2]["gap_moment"]
     assert cycle_of(jump(session, "4").counter) == 2 and session.moment_shown == "4"
     resent = jump(session, "4")                        # the menu loses the focus: "4" again, no pick
-    assert session.cycle == 2 and all(isinstance(v, type(gr_skip())) for v in resent)
+    assert session.cycle == 2 and resent == [gr_skip()] * len(resent) and len(resent) > 0
     assert cycle_of(jump(session, "2").counter) == 1    # a new pick jumps
 
 
@@ -446,6 +446,30 @@ def test_switching_method_keeps_the_moment_and_switching_request_opens_as_the_ap
     assert cycle_of(out.counter) == 2
     out = select(session, "r2", "oilbird", "goose")
     assert session.cycle == opening_cycle(app_fns[0].traces[("r2", "oilbird")])
+
+
+def test_a_menu_counts_only_its_own_value_and_not_its_resend_on_blur(tmp_path):
+    """Gradio's dropdown sends its value on the pick and again on the blur after it, the blur with
+    the other menus' values as they were: picking the compared method swapped the two, then the
+    second send set compare-with back ("goose vs goose"). A menu's event reads its own value only,
+    and its own value again is nothing."""
+    import gradio as gr
+
+    from workbench.session import Catalogue, Data, ModelHolder, new_session
+    from workbench.ui import build_app
+    cat, data = Catalogue.load(save_traces(all_requests(), tmp_path / "t.jsonl")), Data("builtin")
+    demo = build_app(cat, data, ModelHolder(None))
+    select = next(f.fn for f in demo.fns.values() if f.api_name == "select")
+    method_dd = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "wb-method")
+    st = new_session(cat, data)
+    assert (st.request, st.method, st.compare) == ("r1", "oilbird", "goose")
+    by_menu = gr.EventData(method_dd, {})
+    select(st, "r1", "goose", "goose", by_menu)                      # the pick
+    assert (st.method, st.compare) == ("goose", "oilbird")
+    resent = select(st, "r1", "goose", "goose", by_menu)             # the blur, compare-with stale
+    assert (st.method, st.compare) == ("goose", "oilbird") and resent == tuple([gr.skip()] * len(resent))
+    select(st, "r2", "goose", "goose", by_menu)                      # a stale request is not read either
+    assert st.request == "r1"
 
 
 def test_a_live_run_of_the_request_on_screen_stays_at_its_moment(app_fns, session, monkeypatch):
@@ -1114,6 +1138,13 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
                 box.screenshot(path=str(ARTIFACTS / f"real-traffic-{name}.png"))
             for plot in ("wb-tree", "wb-metrics", "wb-compare-plot"):
                 assert page.locator(f"#{plot} .main-svg").count() > 0, plot
+            # the method set to the one compared with: the two swap, after the menu's blur too
+            page.locator("#wb-method input").click()
+            page.get_by_role("option", name=st.compare, exact=True).click()
+            _until(lambda: page.locator("#wb-compare input").input_value() == st.method, "the menus swapped")
+            page.wait_for_timeout(1500)                  # the blur's second send has landed by now
+            assert [page.locator(f"#{m} input").input_value() for m in ("wb-method", "wb-compare")] == \
+                [st.compare, st.method]
             # the text box shows whole lines (as tall as N of its lines, the top one never cut),
             # measured with its text made long enough to scroll (the last check: it edits the page)
             box_h, line_h, full_h = page.evaluate(

@@ -272,6 +272,25 @@ def test_a_trace_file_and_a_live_run_get_their_labels_by_one_rule(tiny_lm, tmp_p
     assert [(t.request_id, t.method, t.gap_labels) for t in load_traces(path)] == \
         [(t.request_id, t.method, t.gap_labels) for t in live]
 
+def test_a_notebook_decodes_with_the_apps_tree_size(tiny_lm, monkeypatch):
+    """Notebooks decode live where no trace file is there: with the app's tree size (the shipped
+    traces'), not the library's CPU default, so the two paths draw trees of one size."""
+    import oilbird.presets as P
+    from oilbird.data.requests import Request
+    from workbench import lesson as L
+    from workbench.session import LIVE_BUDGET
+    seen, real = [], P.make_decoder
+
+    def spy(method, verifier, *a, tree=None, **k):
+        seen.append(tree.budget)
+        return real(method, verifier, *a, tree=tree, **k)
+    monkeypatch.setattr(P, "make_decoder", spy)
+    req = Request("r0", [{"role": "user", "content": "call f(x=1)"}])
+    L.decode_live(tiny_lm, [req], ["goose"], 2, diagnose=False)
+    L.decode_live(tiny_lm, [req], ["goose"], 2, diagnose=False, budget=5)
+    assert seen == [LIVE_BUDGET, 5]
+
+
 def _check_report(path, n_requests):
     rep = json.loads(path.read_text())
     for key in ("present_2", "present_4", "oracle_miss", "gap", "gap_4", "semantic_reach",

@@ -811,6 +811,8 @@ def test_a_live_run_that_found_the_store_empty_says_so_where_the_key_would_have_
     # an exported tree (cycle_figures) says it too: as a handout it was not told from the shipped one
     assert "· live run" in F.cycle_figures(live, 1)["tree"].layout.title.text
     assert "live run" not in F.cycle_figures(shipped, 1)["tree"].layout.title.text
+    assert F.trace_marks(live) == {"replay": False, "live": True}        # what every view passes a tree
+    assert "· live run" in F.tree_figure(live.cycles[1], **F.trace_marks(live)).layout.title.text
 
 
 def test_a_replays_bonus_is_the_recordings_token_and_its_hovers_say_whose_argmax():

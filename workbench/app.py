@@ -17,7 +17,8 @@ What lives where:
 
 * :mod:`workbench.session`: what the app knows (the precomputed traces, the requests, the one
   lazily loaded model) and what one browser session holds; no gradio, no torch;
-* :mod:`workbench.ui`: the Gradio Blocks, its events and named API endpoints;
+* :mod:`workbench.ui`: the Gradio Blocks, its events and named API endpoints (the gap-moments
+  menu in :mod:`workbench.moments_menu`);
 * :mod:`workbench.figures`: every panel, as pure functions of trace records (shared with the
   notebooks; one module per panel in :mod:`workbench.panels`);
 * this module: the command line, which checks ``--port`` and ``--auth``, says when ``--host``

@@ -496,9 +496,11 @@ def greedy_outputs(traces: Iterable[RequestTrace], max_new_tokens: int, eos_ids:
 
 
 def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagnose: bool = True,
-                progress: bool = False) -> tuple[list[RequestTrace], dict | None]:
+                progress: bool = False, budget: int | None = None) -> tuple[list[RequestTrace], dict | None]:
     """Decode ``requests`` in order with each preset in ``methods`` (one decoder, so one store,
-    per method, as in serving) and return ``(traces, diagnosis)``.
+    per method, as in serving) and return ``(traces, diagnosis)``. Trees of ``budget`` nodes
+    (default: the app's live runs', :data:`workbench.session.LIVE_BUDGET`, the shipped traces'
+    size, so what a notebook decodes compares with what it would have read).
 
     With ``diagnose``, every trace gets the ``gap_labels`` of its greedy output by the rule a
     trace file gets them (:func:`oilbird.evaluation.labels.label_traces`: on the outputs just decoded,
@@ -506,12 +508,15 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
     :func:`oilbird.evaluation.diagnose.build_report`, else None. Decoding is not audited here
     (``python -m oilbird bench`` audits every output against ``transformers``).
     """
-    from oilbird.presets import make_decoder
     from oilbird.data.requests import encode
+    from oilbird.methods import TreeConfig
+    from oilbird.presets import make_decoder
     from oilbird.verifier import Verifier
 
+    from .session import LIVE_BUDGET
     verifier = Verifier(lm)
-    decoders = {m: make_decoder(m, verifier) for m in methods}
+    tree = TreeConfig.sized(LIVE_BUDGET if budget is None else budget)
+    decoders = {m: make_decoder(m, verifier, tree=tree) for m in methods}
     traces: list[RequestTrace] = []
     for req in requests:
         ids = encode(lm.tokenizer, req)

@@ -42,7 +42,8 @@ def preview_html(request: RequestTrace | None, cycle: int, title: str) -> str:
     """The preview page: ``request``'s cycle ``cycle`` (counter, tree, text), or a note alone."""
     if request is not None and request.cycles:
         k = max(0, min(cycle, len(request.cycles) - 1))
-        tree = pio.to_html(F.tree_spec(request.cycles[k], keyed=F.drafted_sources(request), replay=F.is_replay(request)), include_plotlyjs=PLOTLY_JS, full_html=False,
+        spec = F.tree_spec(request.cycles[k], keyed=F.drafted_sources(request), **F.trace_marks(request))
+        tree = pio.to_html(spec, include_plotlyjs=PLOTLY_JS, full_html=False,
                            div_id="splash-tree", validate=False, config={"displayModeBar": False})
         body = (f'<div id="splash-counter">{F.counter_html(request, k)}</div>{tree}'
                 f'{F.text_html(request, k)}')

@@ -33,6 +33,7 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
+from .moments_menu import GapMomentsMenu  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
                       Session, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
                       new_session, opening, opening_cycle, public, read_error, request_choices, request_menu,
@@ -145,7 +146,7 @@ def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tu
     the request's :func:`~workbench.figures.drafted_sources`, if already known."""
     c = tr.cycles[k]
     keyed = F.drafted_sources(tr) if keyed is None else keyed
-    return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed, replay=F.is_replay(tr), live=bool(F.live_mark(tr))), F.text_html(tr, k),
+    return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed, **F.trace_marks(tr)), F.text_html(tr, k),
             F.neighbours_html(c), F.gap_strip_html(tr, k))
 
 
@@ -329,8 +330,20 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             return Selected(*full_view(st, error), gr.Dropdown(), gr.Dropdown(), gr.Dropdown(), live_button(st, data))
 
         # ---- navigation
-        def select(st, rid, method, cmp):
+        def select(st, rid, method, cmp, evt: gr.EventData = None):
+            """A new selection: from the API, all three values; from a menu (``evt.target``), that
+            menu's value alone, the other two the session's (what the client sent for them may be
+            stale), and nothing at all when it is the session's already: gradio's dropdown sends
+            its value again on the blur after every pick (the second of the two undid a swap)."""
             rid, method, cmp = (rid or "").strip(), (method or "").strip(), (cmp or "").strip()
+            target = getattr(getattr(evt, "target", None), "elem_id", None)     # (a session's copy of the menu)
+            by = next((i for i, dd in enumerate((request_dd, method_dd, compare_dd)) if dd.elem_id == target), None)
+            if by is not None:
+                now = [st.request, st.method, st.compare]
+                if (rid, method, cmp)[by] == now[by]:
+                    return Selected(*[gr.skip()] * len(Selected._fields))
+                now[by] = (rid, method, cmp)[by]
+                rid, method, cmp = now
             known = request_choices(st, cat, data)
             if rid not in known:
                 out = full_view(st, _warn(f"Unknown request id {shown(rid)}. Known: {', '.join(known[:8])}"
@@ -367,10 +380,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             while this one was in flight, must not pull it back), unless the value was clamped."""
             out = goto(st, k)
             try:
-                shown = float(k) == st.cycle
+                as_typed = float(k) == st.cycle
             except (TypeError, ValueError, OverflowError):
-                shown = False
-            return out._replace(slider=gr.skip()) if shown else out
+                as_typed = False
+            return out._replace(slider=gr.skip()) if as_typed else out
 
         def played(st):
             """The redraw with the timer and the button following ``st.playing``."""
@@ -464,14 +477,17 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             # the request on screen stays at its moment (the cycle committing the same token), as
             # a method switch does: a class compares the live tree with the one it was shown
             on_screen = find(st, cat, st.request, st.method) if st.request == rid else None
+            old = st.extra.get((rid, method))
+            uploaded = old is not None and not F.live_mark(old)     # (an earlier live run's is no loss)
             st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, same_place(on_screen, st.cycle, tr)
             said = [] if tr.stop != "stopped" else [_warn(
                 f"Stopped after {len(tr.output_ids)} of {max_new_tokens} tokens: the partial trace is shown, "
                 f"and the session's store keeps what was decoded (a request that ended there).")]
-            if (rid, method) in cat.traces:     # a class would look for the shipped one: say where it went
-                said.append(f"This live run stands in for the precomputed trace of {html.escape(rid)} with "
-                            f"{html.escape(method)} in this session (reload the page to see that one again).")
+            if uploaded or (rid, method) in cat.traces:     # a class would look for that one: say where it went
+                said.append(f"This live run stands in for the {'uploaded' if uploaded else 'precomputed'} trace of "
+                            f"{html.escape(rid)} with {html.escape(method)} in this session ("
+                            f"{'upload the file again' if uploaded else 'reload the page'} to see that one again).")
             return Selected(*full_view(st, " ".join(said)), *menus_for(st))
 
         def pressed(st):
@@ -506,11 +522,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                     figs["compare"] = F.compare_figure(tr, other, k)
             except Exception as exc:   # noqa: BLE001 - a trace that cannot be drawn: say so
                 return [], _warn(f"Nothing exported: the figures cannot be drawn: {type(exc).__name__}: {exc}")
-            shown, scope = funnel_traces(st, cat)                      # the funnel panel's, for a handout
+            counted, scope = funnel_traces(st, cat)                    # the funnel panel's, for a handout
             left_out = ""
             try:
-                if any(c.tokens for t in shown for c in t.cycles):
-                    figs["funnel"] = F.funnel_figure(shown, scope=scope)
+                if any(c.tokens for t in counted for c in t.cycles):
+                    figs["funnel"] = F.funnel_figure(counted, scope=scope)
             except Exception as exc:   # noqa: BLE001 - the cycle's figures go out without it, said
                 left_out = f"The funnel was left out: {type(exc).__name__}: {exc}"
             stem = safe_name(tr.request_id, tr.method, f"cycle{tr.cycles[k].cycle}")
@@ -541,44 +557,6 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         trace_btn.click(export_trace, state, [files, error], api_name="export_trace")
     return demo
-
-
-class GapMomentsMenu:
-    """The gap moments of the selected request (:mod:`workbench.panels.gap_moments`) as a menu
-    beside the request and method menus: picking one jumps to the cycle that shows it (``GapMoment.cycle``; endpoint
-    ``/gap_moment``); the menu follows every new selection (a ``.then`` after it)."""
-
-    def __init__(self, st: Session, cat: Catalogue):
-        self.cat = cat
-        tr = find(st, cat, st.request, st.method)
-        self.menu = gr.Dropdown(F.moment_choices(tr), value=F.moment_at(tr, st.cycle), label="gap moments",
-                                info=F.moment_summary(tr), elem_id="wb-moments", scale=3)
-
-    def update(self, st: Session):
-        tr = find(st, self.cat, st.request, st.method)
-        st.moment_shown = F.moment_at(tr, st.cycle)
-        return gr.Dropdown(choices=F.moment_choices(tr), value=st.moment_shown, info=F.moment_summary(tr))
-
-    def follow(self, st: Session):
-        """After a step: the menu shows the moment of the cycle on screen, or nothing."""
-        st.moment_shown = F.moment_at(find(st, self.cat, st.request, st.method), st.cycle)
-        return gr.Dropdown(value=st.moment_shown)
-
-    def wire(self, state, selections, steps, step_outputs, goto, fast: dict) -> None:
-        def jump(st, key):
-            # gradio's dropdown sends its value as an input on every blur, picked or not: the
-            # menu's own value again is no pick (jumping then undid a step or a typed cycle)
-            if key == st.moment_shown:
-                return Step(*[gr.skip()] * len(Step._fields))
-            st.moment_shown = key
-            k = F.moment_cycle(find(st, self.cat, st.request, st.method), key)
-            return goto(st, st.cycle if k is None else k)
-        # unchecked (preprocess=False): a value the menu no longer lists leaves the cycle as it is
-        self.menu.input(jump, [state, self.menu], step_outputs, api_name="gap_moment", preprocess=False, **fast)
-        for dep in selections:
-            dep.then(self.update, state, self.menu, **fast)
-        for dep in steps:
-            dep.then(self.follow, state, self.menu, **fast)
 
 
 def _not_written(exc: OSError) -> str:

@@ -59,8 +59,7 @@ def figures_for(request: RequestTrace, cycle: int, views: Iterable[str] = VIEWS,
         raise StepperError(str(exc)) from None
     if c is None:                                   # no cycle records: only cycle 0 (above) exists
         raise StepperError(f"cycle {cycle} is outside 0..0 for request {request.request_id!r} ({request.method})")
-    make = {"tree": lambda: F.tree_figure(c, style=style, keyed=F.drafted_sources(request), replay=F.is_replay(request),
-                                          live=bool(F.live_mark(request))),
+    make = {"tree": lambda: F.tree_figure(c, style=style, keyed=F.drafted_sources(request), **F.trace_marks(request)),
             "neighbours": lambda: F.neighbours_figure(c, style=style),
             "gap": lambda: F.gap_strip_figure(request, cycle, style),
             "text": lambda: F.text_figure(request, cycle, style),

@@ -15,8 +15,8 @@ from oilbird.trace import CycleTrace, RequestTrace
 from ..palette import Style
 from . import gap, metrics, neighbours, text, tree
 from .base import figure, message_spec
-from .provenance import (NO_CYCLES, committed_upto, drafted_sources, is_replay, live_mark, output_stops,
-                         replay_note, sampling_note)
+from .provenance import (NO_CYCLES, committed_upto, drafted_sources, live_mark, output_stops,
+                         replay_note, sampling_note, trace_marks)
 
 
 def first_cycle(request: RequestTrace | None) -> int:
@@ -91,8 +91,7 @@ def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None) -
                 "text": message_spec(f"{head} · text", NO_CYCLES, style),
                 "neighbours": message_spec(f"{head} · nearest neighbours", NO_CYCLES, style),
                 "gap": gap.gap_strip_spec(request, None, style), "metrics": metrics.metrics_spec(request, None, style)}
-    return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request), replay=is_replay(request),
-                                   live=bool(live_mark(request))),
+    return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request), **trace_marks(request)),
             "text": text.text_spec(request, cycle, style),
             "neighbours": neighbours.neighbours_spec(c, style=style),
             "gap": gap.gap_strip_spec(request, cycle, style),

@@ -77,7 +77,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
                      margin={"l": 40, "r": 10, "t": 60 + 30 * title.count("<br>"), "b": 40},
                      legend={"title": {"text": stage_key}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
     for rc in ((1, 1), (1, 2), (2, 2)):
-        if rc == (2, 2):   # the top row's titles say "per cycle" already; its axis titles ran into the row below
+        if rc == (2, 2):   # one axis title, the bottom row's: the top row's ran into the titles below it
             layout[axis_key(ref[rc][0])]["title"] = {"text": "cycle"}
         if len(cyc) <= 12:
             layout[axis_key(ref[rc][0])]["dtick"] = 1

@@ -45,6 +45,12 @@ def live_mark(request) -> str:
     return LIVE_RUN if request is not None and request.meta.get("live") else ""
 
 
+def trace_marks(request) -> dict:
+    """What a cycle's tree title marks of its request (:func:`~workbench.panels.tree.tree_figure`'s
+    ``replay`` and ``live``): ``F.tree_figure(c, **F.trace_marks(request))`` wherever a view draws one."""
+    return {"replay": is_replay(request), "live": bool(live_mark(request))}
+
+
 def is_replay(request) -> bool:
     """Is ``request`` (a RequestTrace) a replay of recorded outputs (its verdicts the recording's)?"""
     return bool(request is not None and request.meta.get("replay"))
