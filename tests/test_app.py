@@ -484,6 +484,10 @@ def test_a_live_run_of_the_request_on_screen_stays_at_its_moment(app_fns, sessio
     app_fns[2]["select"](session, "r2", "oilbird", "goose")
     app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
     assert session.cycle == 1
+    # over an uploaded trace of the pair, the banner says that is the one it stands in for
+    session.extra[("r1", "goose")] = replace(app_fns[0].traces[("r1", "goose")], meta={})
+    out = app_fns[2]["run_live"](session, "r1", "goose", progress=lambda *a, **k: None)
+    assert "stands in for the uploaded trace of r1 with goose" in out.error and "upload the file again" in out.error
 
 
 def test_picking_the_compared_method_swaps_the_two(app_fns, session):
