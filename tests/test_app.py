@@ -490,25 +490,6 @@ def test_a_live_run_of_the_request_on_screen_stays_at_its_moment(app_fns, sessio
     assert "stands in for the uploaded trace of r1 with goose" in out.error and "upload the file again" in out.error
 
 
-def test_a_live_run_with_the_shipped_output_takes_its_gap_labels(app_fns, session, monkeypatch):
-    """A teacher's live run lost the gap strip and the moments menu (live runs are not
-    diagnosed); labels belong to the request's greedy output, so an identical output takes the
-    precomputed trace's. Another output, or a sampled run, takes none."""
-    from workbench import ui
-    from workbench.session import borrow_labels
-    shipped = app_fns[0].traces[("r1", "oilbird")]
-    bare = dict(meta={"live": True}, gap_labels=None, drafter_reach=None)
-    monkeypatch.setattr(ui, "decode_live", lambda *a, **k: replace(shipped, method="goose", **bare))
-    out = app_fns[2]["run_live"](session, "r1", "goose", progress=lambda *a, **k: None)
-    live = out.state.extra[("r1", "goose")]
-    assert live.gap_labels == shipped.gap_labels and live.meta["labels_from"] in ("oilbird", "goose")
-    assert "no gap labels" not in out.gap
-    other = replace(shipped, output_ids=shipped.output_ids[:-1] + [99], **bare)
-    assert borrow_labels(other, [shipped]).gap_labels is None
-    sampled = replace(shipped, **{**bare, "meta": {"live": True, "sampling": {"temperature": 0.7}}})
-    assert borrow_labels(sampled, [shipped]).gap_labels is None
-
-
 def test_picking_the_compared_method_swaps_the_two(app_fns, session):
     """A teacher switched the method to goose, the method compared with, and got "goose vs
     goose"; the two swap instead. A compare-with chosen on purpose stays."""

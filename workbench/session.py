@@ -288,24 +288,6 @@ def method_menu(st: Session, cat: Catalogue, data: Data | None = None) -> list[t
 
 
 # ------------------------------------------------------------------------- a live run
-def borrow_labels(live: RequestTrace, traces) -> RequestTrace:
-    """Give a live run the gap labels (and ``drafter_reach``) of a precomputed trace of the same
-    request whose output is token for token the same: the labels belong to the request's greedy
-    output, whatever method drafted it (:func:`oilbird.evaluation.labels.label_traces`), so the
-    live run's strip and gap moments are the ones the class just saw. A sampled run, or one
-    whose output differs (another store, a cut run), keeps none; ``meta["labels_from"]`` names
-    the method whose trace lent them."""
-    if live.gap_labels is not None or live.meta.get("sampling"):
-        return live
-    for t in traces:
-        if (t.request_id == live.request_id and t.gap_labels is not None and not t.meta.get("live")
-                and not t.meta.get("sampling") and list(t.output_ids) == list(live.output_ids)):
-            live.gap_labels, live.drafter_reach = list(t.gap_labels), t.drafter_reach and list(t.drafter_reach)
-            live.meta["labels_from"] = t.method
-            break
-    return live
-
-
 def live_sampling(temperature, top_p, seed):
     """The live run's sampling settings from the UI (None: greedy); ValueError, one line, when bad."""
     from oilbird.sampling import SamplingParams, parse_seed

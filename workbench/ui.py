@@ -35,7 +35,7 @@ from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .moments_menu import GapMomentsMenu  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
-                      Session, borrow_labels, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
+                      Session, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
                       new_session, opening, opening_cycle, public, read_error, request_choices, request_menu,
                       same_place)
 
@@ -479,7 +479,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             on_screen = find(st, cat, st.request, st.method) if st.request == rid else None
             old = st.extra.get((rid, method))
             uploaded = old is not None and not F.live_mark(old)     # (an earlier live run's is no loss)
-            st.extra[(rid, method)] = borrow_labels(tr, [*st.extra.values(), *cat.traces.values()])
+            st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, same_place(on_screen, st.cycle, tr)
             said = [] if tr.stop != "stopped" else [_warn(
                 f"Stopped after {len(tr.output_ids)} of {max_new_tokens} tokens: the partial trace is shown, "

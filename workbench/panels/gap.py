@@ -36,8 +36,8 @@ def _no_labels_why(request: RequestTrace) -> str:
     diagnosis of a trace file (``python -m oilbird trace ... --diagnose``); the app's live runs
     (``meta["live"]``) are never diagnosed, so advising that command there would mislead."""
     if request.meta.get("live"):
-        return ("no gap labels: they come from the command-line diagnosis of a trace file and are not "
-                "computed for live runs (a live run whose output equals a precomputed trace's takes its labels)")
+        return ("no gap labels: they come from the command-line diagnosis of a trace file "
+                "and are not computed for live runs")
     if request.meta.get("sampling"):
         return ("no gap labels: the diagnosis labels greedy outputs, and this trace was sampled "
                 "(a greedy trace of the same requests, python -m oilbird trace ... --diagnose, has them)")
