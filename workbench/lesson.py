@@ -33,6 +33,7 @@ from oilbird.trace import (BONUS, LEXICAL_SOURCES, CycleTrace, Neighbour, Reques
 from .palette import (DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_LABELS,
                       GAP_PATTERNS, Style, shown_sources, source_label)
 from .panels.provenance import token_cycles
+from .session import LIVE_BUDGET, live_decoder
 
 LEXICAL = tuple(sorted(LEXICAL_SOURCES))
 
@@ -496,7 +497,7 @@ def greedy_outputs(traces: Iterable[RequestTrace], max_new_tokens: int, eos_ids:
 
 
 def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagnose: bool = True,
-                progress: bool = False, budget: int | None = None) -> tuple[list[RequestTrace], dict | None]:
+                progress: bool = False, budget: int = LIVE_BUDGET) -> tuple[list[RequestTrace], dict | None]:
     """Decode ``requests`` in order with each preset in ``methods`` (one decoder, so one store,
     per method, as in serving) and return ``(traces, diagnosis)``. Trees of ``budget`` nodes
     (default: the app's live runs', :data:`workbench.session.LIVE_BUDGET`, the shipped traces'
@@ -509,14 +510,10 @@ def decode_live(lm, requests, methods: Sequence[str], max_new_tokens: int, diagn
     (``python -m oilbird bench`` audits every output against ``transformers``).
     """
     from oilbird.data.requests import encode
-    from oilbird.methods import TreeConfig
-    from oilbird.presets import make_decoder
     from oilbird.verifier import Verifier
 
-    from .session import LIVE_BUDGET
     verifier = Verifier(lm)
-    tree = TreeConfig.sized(LIVE_BUDGET if budget is None else budget)
-    decoders = {m: make_decoder(m, verifier, tree=tree) for m in methods}
+    decoders = {m: live_decoder(m, verifier, budget) for m in methods}
     traces: list[RequestTrace] = []
     for req in requests:
         ids = encode(lm.tokenizer, req)

@@ -19,15 +19,20 @@ class GapMomentsMenu:
         self.menu = gr.Dropdown(F.moment_choices(tr), value=F.moment_at(tr, st.cycle), label="gap moments",
                                 info=F.moment_summary(tr), elem_id="wb-moments", scale=3)
 
-    def update(self, st: Session):
+    def _show(self, st: Session):
+        """The selection's trace, and the moment of the cycle on screen (or None), which the menu
+        now shows: ``st.moment_shown`` is kept beside it (see ``jump``)."""
         tr = find(st, self.cat, st.request, st.method)
         st.moment_shown = F.moment_at(tr, st.cycle)
-        return gr.Dropdown(choices=F.moment_choices(tr), value=st.moment_shown, info=F.moment_summary(tr))
+        return tr, st.moment_shown
+
+    def update(self, st: Session):
+        tr, shown = self._show(st)
+        return gr.Dropdown(choices=F.moment_choices(tr), value=shown, info=F.moment_summary(tr))
 
     def follow(self, st: Session):
         """After a step: the menu shows the moment of the cycle on screen, or nothing."""
-        st.moment_shown = F.moment_at(find(st, self.cat, st.request, st.method), st.cycle)
-        return gr.Dropdown(value=st.moment_shown)
+        return gr.Dropdown(value=self._show(st)[1])
 
     def wire(self, state, selections, steps, step_outputs, goto, fast: dict) -> None:
         def jump(st, key):

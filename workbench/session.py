@@ -299,6 +299,14 @@ def live_sampling(temperature, top_p, seed):
     return None if params.greedy else params
 
 
+def live_decoder(method: str, verifier, budget: int = LIVE_BUDGET):
+    """A decoder for live runs (the app's, a notebook's): ``method``'s preset on ``verifier``,
+    with trees of ``budget`` nodes (:data:`LIVE_BUDGET`: the shipped traces' size)."""
+    from oilbird.methods import TreeConfig
+    from oilbird.presets import make_decoder
+    return make_decoder(method, verifier, tree=TreeConfig.sized(budget))
+
+
 def decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_tokens: int, progress,
                 sampling=None, stopped=lambda: False, budget: int = LIVE_BUDGET) -> RequestTrace:
     """Decode one request with this session's decoder for ``method`` (made on first use, with a
@@ -306,13 +314,11 @@ def decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_
     progress per cycle; ``sampling`` (a :class:`~oilbird.sampling.SamplingParams`, None =
     greedy) samples instead; ``stopped()`` True ends the request after the cycle just decoded."""
     from oilbird.data.requests import encode
-    from oilbird.methods import TreeConfig
-    from oilbird.presets import make_decoder
     from oilbird.verifier import Verifier
     with models.lock:
         dec = st.decoders.get(method)
         if dec is None:
-            dec = st.decoders[method] = make_decoder(method, Verifier(lm), tree=TreeConfig.sized(budget))
+            dec = st.decoders[method] = live_decoder(method, Verifier(lm), budget)
         ids = encode(lm.tokenizer, req)
         progress(0.1, desc="decoding")
         done = [0]

@@ -478,7 +478,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             # a method switch does: a class compares the live tree with the one it was shown
             on_screen = find(st, cat, st.request, st.method) if st.request == rid else None
             old = st.extra.get((rid, method))
-            uploaded = old is not None and not F.live_mark(old)     # (an earlier live run's is no loss)
+            uploaded = old is not None and not F.is_live(old)     # (an earlier live run's is no loss)
             st.extra[(rid, method)] = tr
             st.request, st.method, st.cycle = rid, method, same_place(on_screen, st.cycle, tr)
             said = [] if tr.stop != "stopped" else [_warn(

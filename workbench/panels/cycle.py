@@ -50,12 +50,17 @@ def empty_store(request: RequestTrace) -> bool:
     return bool(looked) and all(r == "empty-store" for r in looked)
 
 
+def _count(request: RequestTrace, cycle: int) -> tuple[str, str]:
+    """("cycle k / n", where the count starts): :func:`cycle_count`'s two parts."""
+    where = "the prefill: the prompt is read, nothing is drafted" if cycle == 0 else "0: the prefill"
+    return f"cycle {cycle} / {len(request.cycles) - 1}", where
+
+
 def cycle_count(request: RequestTrace, cycle: int) -> str:
     """"cycle k / n" and where the count starts, in words: cycles count from 0, the prompt's
     prefill, which drafts nothing, so "cycle 26 / 55" is the 26th of 55 drafting cycles (the
     app's counter and the notebooks' stepper both say it)."""
-    where = "the prefill: the prompt is read, nothing is drafted" if cycle == 0 else "0: the prefill"
-    return f"cycle {cycle} / {len(request.cycles) - 1} ({where})"
+    return "{} ({})".format(*_count(request, cycle))
 
 
 def counter_html(request: RequestTrace, cycle: int) -> str:
@@ -76,8 +81,8 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
         return (f"<b>no cycles</b> · {html.escape(request.request_id)} · {html.escape(request.method)}{live} · "
                 f"{len(request.output_ids)} tokens · {NO_CYCLES}")
     stop = " (the output stops here)" if output_stops(c) else ""
-    count, where = cycle_count(request, cycle).split(" (", 1)
-    return (f"<b>{count}</b> ({where} · {html.escape(request.request_id)} · "
+    count, where = _count(request, cycle)
+    return (f"<b>{count}</b> ({where}) · {html.escape(request.request_id)} · "
             f"{html.escape(request.method)}{live} · {committed_upto(request, cycle)} of "
             f"{len(request.output_ids)} tokens · {len(c.committed)} committed this cycle{stop}")
 

@@ -105,11 +105,10 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
 
 
 GLOSSARY_WORDS = ("A *record* is one past position in the store (an earlier request's output token); the key "
-                  "keeps the *top-k* (8 by default) records whose state is nearest this one's, among those followed by the token just "
-                  "written. *Right* means the token that "
-                  "actually came next here (the verifier's own; in a replay, the recording's). *lost:* rows count "
-                  "cycles whose right record got no node; *short:* rows, cycles that accepted fewer tokens than "
-                  "the right record held.")
+                  "keeps the *top-k* (8 by default) records whose state is nearest this one's, among those "
+                  "followed by the token just written. *Right* means the token that actually came next here "
+                  "(the verifier's own; in a replay, the recording's). *lost:* rows count cycles whose right "
+                  "record got no node; *short:* rows, cycles that accepted fewer tokens than the right record held.")
 
 
 def funnel_glossary() -> str:

@@ -24,7 +24,7 @@ from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK,
                        DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
                        GAP_PATTERNS, GAP_POOL, Style, source_label)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
-from .provenance import committed_upto, token_sources
+from .provenance import committed_upto, is_live, token_sources
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
 GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
@@ -35,7 +35,7 @@ def _no_labels_why(request: RequestTrace) -> str:
     """Why a request has no gap labels, as plain text. They come from the command-line
     diagnosis of a trace file (``python -m oilbird trace ... --diagnose``); the app's live runs
     (``meta["live"]``) are never diagnosed, so advising that command there would mislead."""
-    if request.meta.get("live"):
+    if is_live(request):
         return ("no gap labels: they come from the command-line diagnosis of a trace file "
                 "and are not computed for live runs")
     if request.meta.get("sampling"):

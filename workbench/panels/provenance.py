@@ -38,17 +38,22 @@ def sampling_note(request: RequestTrace) -> str:
         return "sampled"
 
 
+def is_live(request) -> bool:
+    """Was ``request`` (a RequestTrace) decoded live (in the app or a notebook: ``meta["live"]``)?"""
+    return bool(request is not None and request.meta.get("live"))
+
+
 def live_mark(request) -> str:
-    """" · live run" for a request decoded live in the app (``meta["live"]``), else "": how the
-    counter, the tree's title, the comparison and the notebooks' stepper tell it from a
-    precomputed trace of the same request (an exported figure too)."""
-    return LIVE_RUN if request is not None and request.meta.get("live") else ""
+    """" · live run" for a request decoded live (:func:`is_live`), else "": how the counter, the
+    tree's title, the comparison and the notebooks' stepper tell it from a precomputed trace of
+    the same request (an exported figure too)."""
+    return LIVE_RUN if is_live(request) else ""
 
 
 def trace_marks(request) -> dict:
     """What a cycle's tree title marks of its request (:func:`~workbench.panels.tree.tree_figure`'s
     ``replay`` and ``live``): ``F.tree_figure(c, **F.trace_marks(request))`` wherever a view draws one."""
-    return {"replay": is_replay(request), "live": bool(live_mark(request))}
+    return {"replay": is_replay(request), "live": is_live(request)}
 
 
 def is_replay(request) -> bool:
