@@ -1114,6 +1114,8 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
             measure.app_ready(page)
             counter = page.inner_text("#cycle-counter")
             assert f"cycle {best.cycle} /" in counter and st.request in counter
+            place = measure.tree_place(page)                 # (python -m workbench.measure --layout)
+            assert 0 < place["top"] <= place["title_top"] and place["height"] > 100
             assert "replay of gpt-4o's recorded turn" in counter
             # the gap moment is on screen: this cycle's cells in the strip include the recovered token
             now = page.locator("#wb-gap .gap-cell[style*='outline']")

@@ -96,6 +96,24 @@ def test_every_preset_lossless_on_real_model(real_lm):
             assert credited == pytest.approx(r["tokens"]), m
 
 
+def test_a_live_run_in_the_app_reproduces_the_shipped_trace(real_lm):
+    """The app's live runs draw the shipped traces' trees: in a fresh session (an empty store, as
+    the shipped file's first request had), a live run of its first request commits the same
+    tokens in the same cycles from the same trees, for the host and for Oilbird."""
+    from workbench.app import TRACES_DIR
+    from workbench.session import LIVE_MAX_NEW_TOKENS, ModelHolder, Session, decode_live
+    from oilbird.trace import load_traces
+    shipped = {(t.request_id, t.method): t for t in load_traces(TRACES_DIR / "builtin.jsonl")}
+    req = load_requests("builtin", limit=1)[0]
+    for method in ("goose", "oilbird"):
+        ship = shipped[(req.id, method)]
+        live = decode_live(Session(req.id, method, method), ModelHolder(None), real_lm, req, method,
+                           LIVE_MAX_NEW_TOKENS, lambda *a, **k: None)
+        assert live.output_ids == ship.output_ids, method
+        assert [(c.tokens, c.parents, c.accepted) for c in live.cycles] == \
+            [(c.tokens, c.parents, c.accepted) for c in ship.cycles], method
+
+
 def test_expected_fill_lossless_on_real_model(real_lm):
     reqs = load_requests("builtin", limit=4)[2:]
     res = run_bench(reqs, ["ar", "goose", "oilbird:reserved", "oilbird"], Verifier(real_lm),

@@ -2,6 +2,7 @@
 
     python -m workbench.measure                        # the shipped assets, 10 steps
     python -m workbench.measure --traces runs/builtin.jsonl --steps 20
+    python -m workbench.measure --layout 1024x768      # where the draft tree sits on a projector
 
 What is timed (wall clock; the numbers depend on how busy the machine is, so the load average
 is printed with them):
@@ -237,6 +238,14 @@ def measure_steps_cpu(page, n: int, app_pid: int) -> list[tuple[float, float, fl
     return measure_steps(page, n, probe)
 
 
+def tree_place(page) -> dict:
+    """Where the app's draft tree sits on the page (CSS pixels from the top of the page, the
+    page not scrolled): its title's top, the plot's top and its height."""
+    title = page.locator("#wb-tree .gtitle").first.bounding_box()
+    box = page.locator("#wb-tree").bounding_box()
+    return {"title_top": round(title["y"]), "top": round(box["y"]), "height": round(box["height"])}
+
+
 def load_average() -> str:
     try:
         return " ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
@@ -251,10 +260,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--log", default=None, help="app log file (default: a temp file)")
     ap.add_argument("--no-preview", action="store_true", help="start the app with --no-preview")
+    ap.add_argument("--layout", default=None, metavar="WxH",
+                    help="instead of timing: open the app at this window size and say where the tree sits")
     args = ap.parse_args(argv)
     import tempfile
     log = Path(args.log) if args.log else Path(tempfile.mkstemp(prefix="workbench-", suffix=".log")[1])
     app_args = (["--traces", args.traces] if args.traces else []) + (["--no-preview"] if args.no_preview else [])
+    if args.layout:
+        w, h = (int(x) for x in args.layout.lower().split("x"))
+        proc, url = start_app(app_args, log)
+        try:
+            wait_for_app(url, proc)
+            with browser_page(w, h) as page:
+                first_figure(page, url)
+                app_ready(page)
+                at = tree_place(page)
+        finally:
+            stop_app(proc)
+        print(f"at {w}x{h}, the opening cycle: the tree's title {at['title_top']} px from the top of the page, "
+              f"the tree {at['height']} px tall from {at['top']} px (the window shows {h} px)")
+        return 0
     print(f"load average before: {load_average()}")
     # the browser is open before the app starts, as a user's is
     with browser_page() as page:
