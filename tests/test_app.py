@@ -318,9 +318,9 @@ def test_a_file_uploaded_during_a_live_run_is_kept_when_the_run_ends(app_fns, se
     assert uploaded["out"].state is session and out.state is session
 
 
-def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(tiny_lm, tmp_path):
-    """Stop (pressed while the run decodes) ends it at the next cycle: the partial trace is shown
-    and said to be stopped, the session's store keeps that request, and the next run starts."""
+def _tiny_app(tiny_lm, tmp_path):
+    """The app on the tiny model with one decodable request ``r1`` (40 new tokens per run):
+    (the app, its functions by api name, a new session)."""
     from workbench.session import Catalogue, Data, ModelHolder, new_session
     from workbench.ui import build_app
 
@@ -331,8 +331,13 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     data.write_text(json.dumps({"id": "r1", "prompt": "call f(x=1) then f(x=1) and f(x=1) " * 3}) + "\n")
     cat, data = Catalogue.load(save_traces(all_requests(), tmp_path / "traces.jsonl")), Data.load(str(data))
     demo = build_app(cat, data, Tiny(None), max_new_tokens=40)
-    fns = {f.api_name: f.fn for f in demo.fns.values()}
-    st = new_session(cat, data)
+    return demo, {f.api_name: f.fn for f in demo.fns.values()}, new_session(cat, data)
+
+
+def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(tiny_lm, tmp_path):
+    """Stop (pressed while the run decodes) ends it at the next cycle: the partial trace is shown
+    and said to be stopped, the session's store keeps that request, and the next run starts."""
+    demo, fns, st = _tiny_app(tiny_lm, tmp_path)
 
     def progress(fraction, desc=""):           # the user presses Stop while cycle 2 is shown
         if desc.startswith("cycle 2:"):
@@ -370,6 +375,38 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     late = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=stop_then_press).state.extra[("r1", "goose")]
     assert late.stop == "stopped" and len(late.cycles) == 3
     assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
+
+
+def test_a_live_run_is_labelled_against_what_its_methods_store_held(tiny_lm, tmp_path):
+    """A live run gets gap labels, its pool being the outputs the session's earlier live runs of
+    the same method decoded (what that decoder's store held): the first run of a method finds an
+    empty pool (every token absent), the same request again finds its own earlier output there,
+    and another method's first run starts from its own empty store. A stopped run is labelled
+    and joins the pool, as it joins the store."""
+    _, fns, st = _tiny_app(tiny_lm, tmp_path)
+    quiet = lambda *a, **k: None                   # noqa: E731
+    first = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")]
+    assert first.output_ids and first.gap_labels == ["absent"] * len(first.output_ids)
+    again = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")]
+    assert again.output_ids == first.output_ids and len(again.gap_labels) == len(again.output_ids)
+    assert "absent" not in again.gap_labels and again.gap_labels.count("lexical_hit") > len(again.gap_labels) // 2
+    assert again.drafter_reach is not None and len(again.drafter_reach) == len(again.output_ids)
+    other = fns["run_live"](st, "r1", "oilbird", 0, 1, "0", progress=quiet).state.extra[("r1", "oilbird")]
+    assert set(other.gap_labels) == {"absent"}
+    # the strip and the moments read them: no "no gap labels" line any more
+    from workbench import figures as F
+    assert "no gap labels" not in F.gap_strip_html(other) and "session's store for oilbird" in F.gap_strip_html(other)
+    # a run whose labelling fails stands, says why, and stops that method's labeller (its pool would
+    # no longer mirror the store); the other method's labeller goes on
+    def broken(*a, **k):
+        raise MemoryError("no room")
+    st.labellers["goose"].label = broken
+    failed = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")]
+    assert failed.gap_labels is None and "could not be labelled (MemoryError: no room)" in F.gap_strip_html(failed)
+    assert st.decoders["goose"].store.n_requests == 3
+    later = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")]
+    assert later.gap_labels is None and "an earlier live run of this method" in F.gap_strip_html(later)
+    assert fns["run_live"](st, "r1", "oilbird", 0, 1, "0", progress=quiet).state.extra[("r1", "oilbird")].gap_labels
 
 
 def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):

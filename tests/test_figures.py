@@ -554,14 +554,29 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
 
 
 def test_a_live_run_without_labels_is_not_told_to_rerun_the_cli():
-    """The app's live runs are never diagnosed: say where labels come from, not which
-    command to run on a trace that has no file."""
+    """A live run has no file to diagnose: say why it has no labels (the session's reason, where
+    it gave one), not which command to run on a trace that has no file."""
     live = request_oilbird(None)
     live.meta["live"] = True
     for text in (F.gap_strip_figure(live).layout.annotations[0].text, F.gap_strip_html(live)):
-        assert "--diagnose" not in text
-        assert "command-line diagnosis" in text and "not computed for live runs" in text
+        assert "--diagnose" not in text and "this live run was not labelled" in text
+    live.meta["no_labels"] = "this run could not be labelled (MemoryError: )"
+    assert "could not be labelled (MemoryError" in F.gap_strip_html(live)
     assert "--diagnose" in F.gap_strip_html(request_oilbird(None))                    # a trace file: it is
+
+
+def test_a_labelled_live_run_says_its_pool_is_the_sessions_store():
+    """A live run's labels are against what the session's store for its method held (not one
+    diagnosis of a file, the same for every method): the strip's title, head and key say so."""
+    live = request_oilbird()
+    live.meta["live"] = True
+    fig_title, page = F.gap_strip_figure(live).layout.title.text, F.gap_strip_html(live)
+    for text in (fig_title, page):
+        assert "this session's store for oilbird" in text and "live runs of oilbird decoded before this one" in text
+        assert "the same for every method" not in text
+    assert "live runs of oilbird decoded before" in page.split("gap-key")[1]            # the key's hover too
+    filed = request_oilbird()
+    assert "the same for every method" in F.gap_strip_figure(filed).layout.title.text
 
 
 # --------------------------------------------------------------------------- metrics, comparison

@@ -114,6 +114,25 @@ def test_a_live_run_in_the_app_reproduces_the_shipped_trace(real_lm):
             [(c.tokens, c.parents, c.accepted) for c in ship.cycles], method
 
 
+def test_live_runs_in_the_app_get_the_shipped_traces_gap_labels(real_lm):
+    """A session's live runs are labelled against what its store held: run in the shipped file's
+    order (its first two requests), they get the labels and drafter's reach that the file's own
+    diagnosis gave them (``trace --diagnose``: the same outputs, the same pool, one teacher-forced
+    forward each)."""
+    from workbench.app import TRACES_DIR
+    from workbench.session import LIVE_MAX_NEW_TOKENS, ModelHolder, Session, decode_live
+    from oilbird.trace import load_traces
+    shipped = {(t.request_id, t.method): t for t in load_traces(TRACES_DIR / "builtin.jsonl")}
+    reqs = load_requests("builtin", limit=2)
+    st = Session(reqs[0].id, "oilbird", "oilbird")
+    for req in reqs:
+        ship = shipped[(req.id, "oilbird")]
+        live = decode_live(st, ModelHolder(None), real_lm, req, "oilbird", LIVE_MAX_NEW_TOKENS, lambda *a, **k: None)
+        assert live.output_ids == ship.output_ids, req.id
+        assert live.gap_labels == ship.gap_labels and live.drafter_reach == ship.drafter_reach, req.id
+    assert set(live.gap_labels) > {"lexical_hit", "absent"}         # the second found the first in its pool
+
+
 def test_expected_fill_lossless_on_real_model(real_lm):
     reqs = load_requests("builtin", limit=4)[2:]
     res = run_bench(reqs, ["ar", "goose", "oilbird:reserved", "oilbird"], Verifier(real_lm),

@@ -165,7 +165,8 @@ class Session:
 
     ``extra``: the traces this session uploaded or decoded live, by (request id, method),
     looked up before the catalogue's; ``decoders``: its live decoders by method, made on first
-    use so that its store grows over its live runs; ``funnel_shown``: the funnel was counted,
+    use so that its store grows over its live runs; ``labellers``: beside each decoder, the gap
+    labels of its runs against what its store held (None once a run could not be labelled); ``funnel_shown``: the funnel was counted,
     so it is counted again for each new selection (its scope is the selection's traffic)."""
     request: str
     method: str
@@ -174,6 +175,7 @@ class Session:
     playing: bool = False
     extra: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
     decoders: dict[str, object] = field(default_factory=dict)
+    labellers: dict[str, object] = field(default_factory=dict)
     funnel_shown: bool = False       # counted once: the funnel then follows every new selection
     moment_shown: str | None = None  # the gap-moments menu's value as last set (a pick, or the cycle's moment)
     # live runs by number, in the order Run was pressed: a run stops after its current cycle once
@@ -312,13 +314,19 @@ def decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_
     """Decode one request with this session's decoder for ``method`` (made on first use, with a
     tree of ``budget`` nodes, so the session's store grows over its live runs), reporting
     progress per cycle; ``sampling`` (a :class:`~oilbird.sampling.SamplingParams`, None =
-    greedy) samples instead; ``stopped()`` True ends the request after the cycle just decoded."""
+    greedy) samples instead; ``stopped()`` True ends the request after the cycle just decoded.
+
+    The trace gets gap labels against the session's store for ``method`` (the outputs its
+    earlier live runs decoded: :class:`~oilbird.evaluation.labels.RunningLabels`), one
+    teacher-forced forward more per run."""
     from oilbird.data.requests import encode
+    from oilbird.evaluation.labels import RunningLabels
     from oilbird.verifier import Verifier
     with models.lock:
         dec = st.decoders.get(method)
         if dec is None:
             dec = st.decoders[method] = live_decoder(method, Verifier(lm), budget)
+            st.labellers[method] = RunningLabels(lm)      # its pool follows this decoder's store
         ids = encode(lm.tokenizer, req)
         progress(0.1, desc="decoding")
         done = [0]
@@ -333,4 +341,25 @@ def decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_
             from oilbird.sampled import Sampled      # (the trace says so: Sampled.meta)
             out = dec.run(req.id, ids, max_new_tokens, on_cycle=report, judge=Sampled(sampling, req.id))
         out.meta["live"] = True
+        progress(1.0, desc="gap labels: one more pass over the prompt and output")
+        _label(st, method, out, ids)
     return out
+
+
+def _label(st: Session, method: str, trace: RequestTrace, ids: list[int]) -> None:
+    """Give a live run its gap labels from the session's labeller for ``method``; a run that
+    cannot be labelled (the forward failed) stops that labeller, whose pool would no longer be
+    what the store holds, and its trace and the later ones of ``method`` say why they have none."""
+    if method not in st.labellers:         # (a decoder the session was given from outside)
+        return
+    labeller = st.labellers[method]
+    if labeller is not None:
+        try:
+            labeller.label(trace, ids)
+            return
+        except Exception as exc:           # noqa: BLE001 - out of memory...: the run itself stands
+            st.labellers[method] = None
+            trace.meta["no_labels"] = f"this run could not be labelled ({type(exc).__name__}: {exc})"
+            return
+    trace.meta["no_labels"] = ("an earlier live run of this method could not be labelled, so what this "
+                               "session's store held is not known to the diagnosis")

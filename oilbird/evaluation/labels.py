@@ -1,12 +1,13 @@
 """Gap labels on traces: every trace gets the per-position labels (paper section 3,
 :mod:`oilbird.evaluation.diagnose`) of its request's greedy output, computed once per request.
 One rule for a trace file (``python -m oilbird trace --diagnose``) and a live run in the
-notebooks (``workbench.lesson``).
+notebooks (``workbench.lesson``); the app's live runs, decoded one at a time in the order a user
+presses Run, are labelled as they come (:class:`RunningLabels`).
 """
 from __future__ import annotations
 
 from ..trace import load_traces, save_traces
-from .diagnose import diagnose_requests
+from .diagnose import Pool, diagnose_requests, teacher_forced
 
 
 def known_outputs(traces, max_new_tokens: int, eos_ids) -> dict[str, list[int]]:
@@ -71,6 +72,32 @@ def _give(tr, labels, reach) -> None:
     tr.gap_labels = list(labels) if labels is not None else None
     tr.drafter_reach = (list(reach) if labels is not None and reach is not None and len(reach) == len(labels)
                         else None)
+
+
+class RunningLabels:
+    """Gap labels for the requests one live decoder decodes, one after another (the app's live
+    runs of one method in one session), each against the pool its decoder's store holds then:
+    the outputs this labeller was given before (generated tokens only, with the state at each
+    position, as :class:`~oilbird.store.Store` keeps them), and none of the current request.
+
+    The labels are those of :func:`label_traces` on the same outputs in the same order (the
+    diagnosis' own :class:`~oilbird.evaluation.diagnose.Pool`, one teacher-forced forward per
+    request), but of the output actually decoded: a sampled or stopped run is labelled too,
+    since the store holds what it decoded. Give it every request its decoder stored, in order,
+    or its pool stops mirroring the store.
+    """
+
+    def __init__(self, lm):
+        self.lm = lm
+        self.pool = Pool(int(lm.model.config.hidden_size))     # no static key: the labels never read it
+
+    def label(self, trace, prompt_ids) -> None:
+        """Label ``trace`` (its ``gap_labels`` and ``drafter_reach``), then add its output to the pool."""
+        out = list(trace.output_ids)
+        states, _ = teacher_forced(self.lm, list(prompt_ids), out)
+        d = self.pool.label(trace.request_id, prompt_ids, out, states)
+        self.pool.add_request(prompt_ids, out, states)
+        _give(trace, d.labels, d.drafter_hit)
 
 
 def attach_labels(trace_path, requests, lm, max_new_tokens: int) -> None:

@@ -7,7 +7,8 @@ can turn into accepted tokens is the marked part).
 One row list (:func:`gap_cells`: a :class:`GapStrip`) is formatted by two renderers:
 :func:`gap_strip_spec` (a plotly figure) and :func:`gap_strip_html` (the app's panel). Reads
 the request's ``gap_labels`` and ``drafter_reach`` (written by ``python -m oilbird trace|replay
-... --diagnose``, one diagnosis of the output, the same for every method) and ``output_text``;
+... --diagnose``, one diagnosis of the output, the same for every method; for the app's live
+runs, the session's diagnosis against its store: :func:`gap_words`) and ``output_text``;
 the cells of the selected cycle come from its ``committed`` tokens.
 """
 from __future__ import annotations
@@ -27,17 +28,30 @@ from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_def
 from .provenance import committed_upto, is_live, token_sources
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
+# a live run in the app is labelled against its own decoder's store (oilbird.evaluation.labels.RunningLabels)
+LIVE_SCOPE = "labels describe the output against this session's store for {method}, not how {method} drafted it"
+LIVE_POOL = ("pool = the outputs this session's live runs of {method} decoded before this one "
+             "(what its store held: no prompts; not this request's own output)")
 GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
 NO_COLOUR = "#777777"
 
 
+def gap_words(request: RequestTrace) -> tuple[str, str]:
+    """What a request's labels describe and what their pool is, in words: one diagnosis of the
+    output against the requests before it in its file (:data:`GAP_SCOPE`, :data:`GAP_POOL`), or
+    for the app's live run against what the session's store for its method held then."""
+    if is_live(request):
+        return LIVE_SCOPE.format(method=request.method), LIVE_POOL.format(method=request.method)
+    return GAP_SCOPE.format(method=request.method), GAP_POOL
+
+
 def _no_labels_why(request: RequestTrace) -> str:
     """Why a request has no gap labels, as plain text. They come from the command-line
-    diagnosis of a trace file (``python -m oilbird trace ... --diagnose``); the app's live runs
-    (``meta["live"]``) are never diagnosed, so advising that command there would mislead."""
+    diagnosis of a trace file (``python -m oilbird trace ... --diagnose``), or for the app's
+    live runs (``meta["live"]``) from the session (which says why where it could not label one:
+    ``meta["no_labels"]``), so advising that command there would mislead."""
     if is_live(request):
-        return ("no gap labels: they come from the command-line diagnosis of a trace file "
-                "and are not computed for live runs")
+        return "no gap labels: " + str(request.meta.get("no_labels") or "this live run was not labelled")
     if request.meta.get("sampling"):
         return ("no gap labels: the diagnosis labels greedy outputs, and this trace was sampled "
                 "(a greedy trace of the same requests, python -m oilbird trace ... --diagnose, has them)")
@@ -96,6 +110,8 @@ class GapStrip:
     missing: str                        # why there are no labels ("" when there are)
     inconsistent: str                   # "" unless the labels do not match the output's length
     drafter: DrafterCount | None = None   # None: the trace does not say where the drafter's key reaches
+    scope: str = ""                     # what the labels describe, and their pool (gap_words)
+    pool: str = GAP_POOL
 
     @property
     def marked(self) -> bool:
@@ -110,7 +126,7 @@ class GapStrip:
             return ""
         if self.drafter is None:
             return (f"{self.method} has no hidden-state key: no drafter's key to mark (the labels are the "
-                    "output's, the same for every method)" if keyless(self.method) else DRAFTER_MISSING)
+                    "output's, not its drafter's)" if keyless(self.method) else DRAFTER_MISSING)
         if not self.marked:
             return "no gap tokens a drafter drafts in this request: nothing for the drafter's own key to mark"
         return f"{DRAFTER_LEGEND}: {self.drafter.words()}"
@@ -145,7 +161,8 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
         lo, hi = committed_upto(request, cycle - 1) if cycle > 0 else 0, committed_upto(request, cycle)
         span = (lo, hi) if hi > lo else None
     if labels is None:
-        return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, _no_labels_why(request), "")
+        return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, _no_labels_why(request), "",
+                        None, *gap_words(request))
     marks = drafter_marks(request)
     got = token_sources(request)
     reach = request.drafter_reach if marks is not None else None
@@ -162,7 +179,7 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
         drafter = DrafterCount(sum(c.drafter for c in seen), len(seen), sum(c.drafter for c in rec), len(rec),
                                bool(cells) and cells[0].prefill)
     bad = f"{len(labels)} labels for {n} output tokens: the trace is inconsistent" if len(labels) != n else ""
-    return GapStrip(request.method, n, cells, counts, span, "", bad, drafter)
+    return GapStrip(request.method, n, cells, counts, span, "", bad, drafter, *gap_words(request))
 
 
 def cell_hover(c: GapCell, method: str = "") -> str:
@@ -207,7 +224,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
     """The per-token gap labels of one request (see :func:`gap_strip_figure`)."""
     s = style_or_default(style)
     g = gap_cells(request, cycle)
-    pool = html.escape(GAP_POOL, quote=False)
+    pool = html.escape(g.pool, quote=False)
     data = []
     for lab, count in g.counts.items():
         ks = [c for c in g.cells if c.label == lab]
@@ -247,7 +264,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                else f"<br>{html.escape(g.drafter_line, quote=False)}" if g.drafter_line else "")
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#777'>"
-             f"{GAP_SCOPE.format(method=html.escape(request.method))}<br>{pool}{drafter}</span>")
+             f"{html.escape(g.scope, quote=False)}<br>{pool}{drafter}</span>")
     more = title.count("<br>") - 2          # lines below the head, scope and pool: the title grows downwards
     lay = panel_layout(s, title, height=240 + 30 * more, annotations=notes,
                        shapes=shapes, barmode="overlay", bargap=0, legend={"orientation": "h", "y": -0.3},
@@ -266,8 +283,8 @@ def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Sty
     in cycle index ``cycle`` are outlined. The title and every cell's hover say what the pool
     is (:data:`~workbench.palette.GAP_POOL`: earlier requests' outputs, not this request's
     prompt or own output), so "absent from pool" is not read as absent from the prompt. Without
-    labels (``gap_labels is None``) the strip is empty and says where they come from (not for
-    a live run, which is never diagnosed)."""
+    labels (``gap_labels is None``) the strip is empty and says where they come from. A live
+    run's labels are against the session's store for its method (:func:`gap_words`)."""
     return figure(gap_strip_spec(request, cycle, style), style)
 
 
@@ -288,7 +305,7 @@ def _html_key(g: GapStrip) -> str:
         mark = (f"<div class='gap-drafter' title='{html.escape(DRAFTER_EXPLANATION, quote=True)}' "
                 f"style='font-size:0.85em;margin-top:4px'>{swatch}{html.escape(g.drafter_line, quote=False)}</div>")
     return " ".join(
-        f"<span class='gap-key' title='{html.escape(gap_hover(lab) + '; ' + GAP_POOL, quote=True)}' "
+        f"<span class='gap-key' title='{html.escape(gap_hover(lab) + '; ' + g.pool, quote=True)}' "
         f"style='{_KEY}background:{GAP_COLOURS.get(lab, NO_COLOUR)}"
         + ("" if g.missing else f";border-bottom:4px {GAP_BORDERS.get(lab, 'solid')} #333")
         + f"'>{GAP_DESCRIPTIONS.get(lab, html.escape(lab))} ({_count(c)})</span>" for lab, c in g.counts.items()) + mark
@@ -301,8 +318,8 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
     and the counts per label and of the marks."""
     g = gap_cells(request, cycle)
     head = (f"<b>gap strip</b> · one cell per output token · <span style='color:#777'>"
-            f"{GAP_SCOPE.format(method=html.escape(g.method))}<br>"
-            f"{html.escape(GAP_POOL, quote=False)}</span>")
+            f"{html.escape(g.scope, quote=False)}<br>"
+            f"{html.escape(g.pool, quote=False)}</span>")
     if g.missing:
         why = html.escape(g.missing).replace("python -m oilbird trace ... --diagnose",
                                              "<code>python -m oilbird trace ... --diagnose</code>")

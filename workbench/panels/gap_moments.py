@@ -164,7 +164,7 @@ def moment_summary(request: RequestTrace | None) -> str:
     if request is None:
         return "no trace selected"
     if request.gap_labels is None:
-        return "no gap labels in this trace (they come from --diagnose; live runs have none)"
+        return "no gap labels in this trace (they come from --diagnose, or a live run in the app)"
     ms = gap_moments(request)
     count = {lab: sum(m.label == lab for m in ms) for lab in MOMENT_LABELS}
     return (f"moments (runs of tokens): {count['gap_recovered']} within the semantic key's reach · "
