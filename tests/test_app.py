@@ -72,7 +72,7 @@ def named(kind: str, out):
     """A client's answer (every output but the session state, which stays on the server) as
     the app's named outputs: ``kind`` is ``Step`` (/next, /prev, /goto), ``Selected``
     (/select, /load_traces, /run_live) or ``Played`` (/play, /tick) of :mod:`workbench.ui`. The
-    API leaves out a button's update (a button is no data: Run live's, Play's), read as None."""
+    API leaves out a button's update (a button is no data: Run live's, Stop's, Play's), read as None."""
     from workbench import ui
     shape = getattr(ui, kind)
     given = [f for f in shape._fields[1:] if f not in BUTTONS]
@@ -80,7 +80,7 @@ def named(kind: str, out):
     return shape(None, **dict(zip(given, out)), **{f: None for f in shape._fields if f in BUTTONS})
 
 
-BUTTONS = ("live_button", "play_button")     # outputs that are buttons: the API leaves them out
+BUTTONS = ("live_button", "play_button", "stop_button")     # outputs that are buttons: the API leaves them out
 
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
@@ -131,6 +131,22 @@ def test_the_moments_menu_resending_its_own_value_is_no_pick(app_fns, session):
     resent = jump(session, "4")                        # the menu loses the focus: "4" again, no pick
     assert session.cycle == 2 and resent == [gr_skip()] * len(resent) and len(resent) > 0
     assert cycle_of(jump(session, "2").counter) == 1    # a new pick jumps
+
+
+def test_every_step_sets_the_moments_menu_in_the_same_answer(app_fns, session):
+    """The menu is one of each redraw's outputs (not a second event after it, in whose window a
+    pick of the moment still shown was ignored): a step answers with the moment of the cycle
+    it shows, and the session knows that is what the menu shows."""
+    from workbench import figures as F
+    from workbench.session import find
+    fns = app_fns[2]
+    tr = find(session, app_fns[0], session.request, session.method)
+    for name in ("prev", "next", "next", "prev"):
+        out = fns[name](session)
+        assert out.moments.value == session.moment_shown == F.moment_at(tr, session.cycle), (name, session.cycle)
+    assert {out.moments.value for out in (fns["goto"](session, "1"), fns["goto"](session, "2"))} == {"2", "4"}
+    out = fns["select"](session, session.request, session.method, session.compare)
+    assert [c[1] for c in out.moments.choices] == [m.key for m in F.gap_moments(tr)]
 
 
 def gr_skip():
@@ -375,6 +391,26 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     late = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=stop_then_press).state.extra[("r1", "goose")]
     assert late.stop == "stopped" and len(late.cycles) == 3
     assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
+
+
+def test_stop_is_clickable_only_while_a_run_waits_or_decodes(tiny_lm, tmp_path):
+    """Stop live run is greyed out on a fresh page and after a run ends; Run makes it clickable
+    (a run may wait in the queue first), and it stays so while another pressed run has not ended."""
+    demo, fns, st = _tiny_app(tiny_lm, tmp_path)
+    button = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "wb-stop")
+    assert button.interactive is False
+    press = next(f.fn for f in demo.fns.values() if f.fn.__name__ == "pressed")
+    quiet = lambda *a, **k: None                   # noqa: E731
+    assert press(st).interactive is True
+    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is False
+    press(st)
+    press(st)                                      # two runs pressed: the first ends, the second waits
+    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is True
+    assert fns["stop_live"](st).interactive is False          # pressed: greyed out until the next Run
+    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is False
+    # a run that ends in an error ends too
+    assert fns["run_live"](st, "r1", "goose", "hot", 1, "0", progress=quiet).stop_button.interactive is False
+    assert fns["select"](st, "r1", "goose", "oilbird").stop_button.interactive is False
 
 
 def test_a_live_run_is_labelled_against_what_its_methods_store_held(tiny_lm, tmp_path):
@@ -847,12 +883,11 @@ def test_the_app_builds_and_steps_without_readable_traces(tmp_path, capsys):
     assert cat.traces == {} and "no such file" in capsys.readouterr().err
     demo = build_app(cat, data, ModelHolder(None))
     st = new_session(cat, data)
-    menus = [f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") in ("update", "follow")]
-    assert len(menus) >= 2
-    for fn in menus:
-        assert fn(st) is not None
     fns = {f.api_name: f.fn for f in demo.fns.values()}
-    assert "no trace" in fns["next"](st).counter.lower()
+    out = fns["next"](st)
+    assert "no trace" in out.counter.lower() and out.moments.value is None
+    out = fns["select"](st, st.request, st.method, st.compare)
+    assert out.moments.choices == [] and "no trace selected" in out.moments.info
 
 
 def test_login_with_auth_and_none_without(app_fns, tmp_path):

@@ -1,5 +1,7 @@
 """The gap-moments menu of the app (:mod:`workbench.ui`): the moments of the selected request
-(:mod:`workbench.panels.gap_moments`), each a jump to the cycle that shows it."""
+(:mod:`workbench.panels.gap_moments`), each a jump to the cycle that shows it. Every redraw
+sets it in the same answer (:func:`menu_update`, a field of the app's outputs), so what it
+shows and what the session knows it shows never part."""
 from __future__ import annotations
 
 import gradio as gr
@@ -8,10 +10,20 @@ from . import figures as F
 from .session import Catalogue, Session, find
 
 
+def menu_update(st: Session, tr, full: bool) -> gr.Dropdown:
+    """The menu after a redraw of ``st`` (its trace ``tr``, or None): the moment of the cycle on
+    screen, or nothing; with ``full`` (a new selection), the request's moments too. The value is
+    kept in ``st.moment_shown``, which ``jump`` compares with what the menu sends."""
+    st.moment_shown = F.moment_at(tr, st.cycle) if tr is not None else None
+    if not full:
+        return gr.Dropdown(value=st.moment_shown)
+    return gr.Dropdown(choices=F.moment_choices(tr), value=st.moment_shown, info=F.moment_summary(tr))
+
+
 class GapMomentsMenu:
     """The gap moments of the selected request (:mod:`workbench.panels.gap_moments`) as a menu
-    beside the request and method menus: picking one jumps to the cycle that shows it (``GapMoment.cycle``; endpoint
-    ``/gap_moment``); the menu follows every new selection (a ``.then`` after it)."""
+    beside the request and method menus: picking one jumps to the cycle that shows it
+    (``GapMoment.cycle``; endpoint ``/gap_moment``). Every redraw sets it (:func:`menu_update`)."""
 
     def __init__(self, st: Session, cat: Catalogue):
         self.cat = cat
@@ -19,33 +31,15 @@ class GapMomentsMenu:
         self.menu = gr.Dropdown(F.moment_choices(tr), value=F.moment_at(tr, st.cycle), label="gap moments",
                                 info=F.moment_summary(tr), elem_id="wb-moments", scale=3)
 
-    def _show(self, st: Session):
-        """The selection's trace, and the moment of the cycle on screen (or None), which the menu
-        now shows: ``st.moment_shown`` is kept beside it (see ``jump``)."""
-        tr = find(st, self.cat, st.request, st.method)
-        st.moment_shown = F.moment_at(tr, st.cycle)
-        return tr, st.moment_shown
-
-    def update(self, st: Session):
-        tr, shown = self._show(st)
-        return gr.Dropdown(choices=F.moment_choices(tr), value=shown, info=F.moment_summary(tr))
-
-    def follow(self, st: Session):
-        """After a step: the menu shows the moment of the cycle on screen, or nothing."""
-        return gr.Dropdown(value=self._show(st)[1])
-
-    def wire(self, state, selections, steps, step_outputs, goto, fast: dict) -> None:
+    def wire(self, state, step_outputs, goto, fast: dict) -> None:
         def jump(st, key):
             # gradio's dropdown sends its value as an input on every blur, picked or not: the
             # menu's own value again is no pick (jumping then undid a step or a typed cycle)
             if key == st.moment_shown:
                 return [gr.skip()] * len(step_outputs)
-            st.moment_shown = key
             k = F.moment_cycle(find(st, self.cat, st.request, st.method), key)
-            return goto(st, st.cycle if k is None else k)
+            out = goto(st, st.cycle if k is None else k)
+            st.moment_shown = key            # the menu keeps the pick (two moments may share a cycle)
+            return out._replace(moments=gr.skip())
         # unchecked (preprocess=False): a value the menu no longer lists leaves the cycle as it is
         self.menu.input(jump, [state, self.menu], step_outputs, api_name="gap_moment", preprocess=False, **fast)
-        for dep in selections:
-            dep.then(self.update, state, self.menu, **fast)
-        for dep in steps:
-            dep.then(self.follow, state, self.menu, **fast)

@@ -182,6 +182,7 @@ class Session:
     # Stop was pressed at or after its press (stop_upto >= its number); a later run never is
     live_pressed: int = 0
     live_started: int = 0
+    live_done: int = 0        # runs ended (Stop live run is clickable while live_pressed > live_done)
     stop_upto: int = 0
 
 

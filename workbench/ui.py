@@ -33,7 +33,7 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
-from .moments_menu import GapMomentsMenu  # noqa: E402
+from .moments_menu import GapMomentsMenu, menu_update  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
                       Session, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
                       new_session, opening, opening_cycle, public, read_error, request_choices, request_menu,
@@ -58,13 +58,13 @@ CSS = """
 # --------------------------------------------------------------------------- the outputs, named
 # Each event returns one of these; the components it updates are listed from the same field
 # names (build_app's ``outputs``), so a value cannot land in the wrong panel.
-STEP = ("state", "counter", "slider", "tree", "text", "neighbours", "gap", "error")
+STEP = ("state", "counter", "slider", "tree", "text", "neighbours", "gap", "error", "moments")
 
 
 class Step(namedtuple("Step", STEP)):
     """What a step redraws: the session, the cycle counter, the slider (a value, or a
     ``gr.Slider`` with a new range), the tree (plotly), the text, neighbours and gap strip
-    (HTML) and the error banner."""
+    (HTML), the error banner and the gap-moments menu (:func:`~workbench.moments_menu.menu_update`)."""
     __slots__ = ()
 
 
@@ -74,9 +74,11 @@ class Full(namedtuple("Full", STEP + ("metrics", "compare", "prompt"))):
     __slots__ = ()
 
 
-class Selected(namedtuple("Selected", Full._fields + ("request_menu", "method_menu", "compare_menu", "live_button"))):
-    """A :class:`Full` redraw, the three menus (their choices' labels follow the selection) and
-    the Run live button (greyed out where the selection cannot be decoded: :func:`live_button`)."""
+class Selected(namedtuple("Selected", Full._fields + ("request_menu", "method_menu", "compare_menu", "live_button",
+                                                     "stop_button"))):
+    """A :class:`Full` redraw, the three menus (their choices' labels follow the selection), the
+    Run live button (greyed out where the selection cannot be decoded: :func:`live_button`) and
+    the Stop button (greyed out when no run of the session waits or runs: :func:`stop_button`)."""
     __slots__ = ()
 
 
@@ -111,7 +113,7 @@ def _no_trace(st: Session, msg: str, error: str, full: bool, what: str = "no tra
             f"<b>{html.escape(st.request)} · {html.escape(st.method)}</b>: {html.escape(what)}")
     empty = _plot(F.message_spec(f"{st.request} · {st.method}", what))
     step = Step(st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0, empty,
-                f"<p>{html.escape(msg)}</p>", "", "", error)
+                f"<p>{html.escape(msg)}</p>", "", "", error, menu_update(st, tr, full))
     return Full(*step, empty, empty, tr.prompt_text if tr is not None else "") if full else step
 
 
@@ -131,7 +133,7 @@ def _render(st: Session, cat: Catalogue, error: str, full: bool, data: Data | No
     counter, tree, text, neighbours, gap = _cycle_panels(tr, k)
     # a step only moves the slider; a new selection also sets its range
     slider = gr.Slider(minimum=0, maximum=max(1, len(tr.cycles) - 1), value=k, step=1) if full else k
-    step = Step(st, counter, slider, _plot(tree), text, neighbours, gap, error)
+    step = Step(st, counter, slider, _plot(tree), text, neighbours, gap, error, menu_update(st, tr, full))
     if not full:
         return step
     other = find(st, cat, st.request, st.compare)
@@ -191,6 +193,12 @@ def live_button(st: Session, data: Data | None, **kw) -> gr.Button:
     saying so."""
     can = cannot_run_live(st.request, st.method, data) is None
     return gr.Button("Run live" if can else "Run live (n/a)", interactive=can, **kw)
+
+
+def stop_button(st: Session, **kw) -> gr.Button:
+    """The Stop live run button (built with ``kw``, or an event's update): clickable while a run
+    of this session was pressed and has not ended (waiting in the queue or decoding)."""
+    return gr.Button("Stop live run", interactive=st.live_pressed > st.live_done, **kw)
 
 
 def funnel_traces(st: Session, cat: Catalogue) -> tuple[list, str]:
@@ -265,7 +273,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             slider = gr.Slider(minimum=0, maximum=first.slider.maximum, value=first.slider.value, step=1,
                                label="cycle", elem_id="wb-slider", scale=3)
             live_btn = live_button(init, data, elem_id="wb-live", scale=0, min_width=110)
-            stop_btn = gr.Button("Stop live run", elem_id="wb-stop", scale=0, min_width=110, variant="stop")
+            stop_btn = stop_button(init, elem_id="wb-stop", scale=0, min_width=110, variant="stop")
         counter = gr.HTML(first.counter, elem_id="cycle-counter")
         text = gr.HTML(first.text, label="generated text", elem_id="wb-text")
         tree = gr.Plot(first.tree, label="draft tree", show_label=False, elem_id="wb-tree")
@@ -286,7 +294,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                         f"new tokens, trees of {budget} nodes (`--budget`; the shipped built-in traces' size) (it reads *Run live (n/a)*, greyed out, where it cannot: a request whose prompt "
                         "is not in `--data`, such as a replay's recorded turns, a `--data` that could not be read, "
                         "or a method that is not a preset); "
-                        "the model loads on first use; **Stop live run** ends the run after its current "
+                        "the model loads on first use; **Stop live run** (clickable while a run waits or decodes) ends the run after its current "
                         "cycle and shows what it decoded. Each session keeps a cross-request store per method, "
                         "which that method's live runs fill; a live run's gap strip and moments are labelled against "
                         "what that store held (one more pass over the prompt and output). A temperature above 0 samples (with top-p and the seed): "
@@ -310,7 +318,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         parts = {"state": state, "counter": counter, "slider": slider, "tree": tree, "text": text,
                  "neighbours": neighbours, "gap": gap, "error": error, "metrics": metrics, "compare": compare,
                  "prompt": prompt, "request_menu": request_dd, "method_menu": method_dd,
-                 "compare_menu": compare_dd, "live_button": live_btn, "timer": timer, "play_button": play_btn}
+                 "compare_menu": compare_dd, "live_button": live_btn, "timer": timer, "play_button": play_btn,
+                 "moments": moments.menu, "stop_button": stop_btn}
 
         def outputs(kind) -> list:
             """The components an event of output type ``kind`` updates, in its fields' order."""
@@ -324,11 +333,12 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             methods = method_menu(st, cat, data)
             return [gr.Dropdown(choices=request_menu(st, cat, data), value=st.request),
                     gr.Dropdown(choices=methods, value=st.method),
-                    gr.Dropdown(choices=methods, value=st.compare), live_button(st, data)]
+                    gr.Dropdown(choices=methods, value=st.compare), live_button(st, data), stop_button(st)]
 
         def unchanged(st, error):
             """A :class:`Selected` that redraws ``st`` as it was, with ``error`` in the banner."""
-            return Selected(*full_view(st, error), gr.Dropdown(), gr.Dropdown(), gr.Dropdown(), live_button(st, data))
+            return Selected(*full_view(st, error), gr.Dropdown(), gr.Dropdown(), gr.Dropdown(), live_button(st, data),
+                            stop_button(st))
 
         # ---- navigation
         def select(st, rid, method, cmp, evt: gr.EventData = None):
@@ -411,14 +421,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         fast = {"show_progress": "hidden", "queue": False}
         selected = [gr.on([dd.input for dd in (request_dd, method_dd, compare_dd)], select,
                           [state, request_dd, method_dd, compare_dd], outputs(Selected), api_name="select", **fast)]
-        steps = [prev_btn.click(lambda st: step(st, -1), state, outputs(Step), api_name="prev", **fast),
-                 next_btn.click(lambda st: step(st, +1), state, outputs(Step), api_name="next", **fast),
-                 # the slider's value unchecked (preprocess=False): a typed 99 goes to the last cycle
-                 # instead of gradio's out-of-range error; input covers the arrow keys and the number box
-                 gr.on([slider.release, slider.input], slide, [state, slider], outputs(Step), api_name="goto",
-                       preprocess=False, trigger_mode="always_last", **fast),
-                 play_btn.click(play, state, outputs(Played), api_name="play", **fast),
-                 timer.tick(tick, state, outputs(Played), api_name="tick", **fast)]
+        prev_btn.click(lambda st: step(st, -1), state, outputs(Step), api_name="prev", **fast)
+        next_btn.click(lambda st: step(st, +1), state, outputs(Step), api_name="next", **fast)
+        # the slider's value unchecked (preprocess=False): a typed 99 goes to the last cycle instead
+        # of gradio's out-of-range error; input covers the arrow keys and the number box
+        gr.on([slider.release, slider.input], slide, [state, slider], outputs(Step), api_name="goto",
+              preprocess=False, trigger_mode="always_last", **fast)
+        play_btn.click(play, state, outputs(Played), api_name="play", **fast)
+        timer.tick(tick, state, outputs(Played), api_name="tick", **fast)
 
         # ---- traces in and out
         def load_file(st, path):
@@ -443,13 +453,22 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             # every trace draws: the session takes them in place, so a live run that holds this
             # same session object (and returns it when it ends) keeps the upload too
             st.extra.update(added)
-            st.request, st.method, st.cycle = new.request, new.method, new.cycle
+            st.request, st.method, st.cycle, st.moment_shown = new.request, new.method, new.cycle, new.moment_shown
             return Selected(*out._replace(state=st), *menus_for(st))
 
         selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces",
                                       concurrency_limit=1))
 
         def run_live(st, rid, method, temperature=0, top_p=1, seed="0", progress=gr.Progress()):
+            """One live run (:func:`live_run`), counted as ended whatever it ends in (the Stop button
+            follows the count)."""
+            try:
+                out = live_run(st, rid, method, temperature, top_p, seed, progress)
+            finally:
+                st.live_done += 1
+            return out._replace(stop_button=stop_button(st))
+
+        def live_run(st, rid, method, temperature, top_p, seed, progress):
             st.live_started += 1           # this run's number (runs start in the order Run was pressed)
             ticket = st.live_started
             st.live_pressed = max(st.live_pressed, ticket)    # a run called without the button counts too
@@ -493,9 +512,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         def pressed(st):
             """Run pressed (outside the queue): counted, so that a Stop pressed while this run still
-            waits (behind another session's run, or for the model) ends it too."""
+            waits (behind another session's run, or for the model) ends it too; Stop is clickable now."""
             st.live_pressed += 1
-        selected.append(live_btn.click(pressed, state, None, queue=False, api_name=False).then(
+            return stop_button(st)
+        selected.append(live_btn.click(pressed, state, stop_btn, queue=False, api_name=False).then(
             run_live, [state, request_dd, method_dd, live_t, live_p, live_seed], outputs(Selected),
             api_name="run_live", concurrency_limit=1, show_progress_on=[counter]))   # not over every panel
 
@@ -503,8 +523,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             """End this session's runs pressed so far after their current cycle (run_live reads the
             session object it shares with this event; outside the queue, so not behind the run)."""
             st.stop_upto = max(st.live_pressed, st.live_started)
-        stop_btn.click(stop_live, state, None, api_name="stop_live", queue=False)
-        moments.wire(state, selected, steps, outputs(Step), goto, fast)
+            return gr.Button(interactive=False)          # pressed: nothing more to stop until Run is
+        stop_btn.click(stop_live, state, stop_btn, api_name="stop_live", queue=False)
+        moments.wire(state, outputs(Step), goto, fast)
         for dep in selected:           # a counted funnel follows the selection's traffic
             dep.then(lambda st: funnel_follow(st, cat), state, funnel, **fast)
 
