@@ -184,9 +184,7 @@ def loads(text: str, error: type[InputError] = InputError, path=None, line: int 
         at = text.find(exc.literal)
         raise error(str(exc), path, first + _line_of(text, at) - 1 if at >= 0 else line) from None
     except _KeyTwice as exc:
-        twice = error(str(exc), path, line)
-        twice.key_twice = True          # valid JSON, refused: a caller trying other readings says this
-        raise twice from None
+        raise error(str(exc), path, line) from None
     except RecursionError:
         raise error("nested too deeply to read", path, line) from None
     except ValueError as exc:               # anything else the decoder refuses about a number

@@ -169,11 +169,10 @@ def _one_json_document(p: Path, text: str) -> list[tuple[int | None, int | None,
     request objects; None if the text is not JSON at all. Any other document (e.g. a bench
     ``results.json`` given as --data) is refused by name."""
     try:
-        doc = loads(text, DataError, p, keys_once=True)
-    except DataError as exc:
-        if getattr(exc, "key_twice", False):     # JSON, but ambiguous: said as such
-            raise
+        loads(text, DataError, p)
+    except DataError:
         return None
+    doc = loads(text, DataError, p, keys_once=True)      # JSON, but a key given twice is ambiguous: said so
     if isinstance(doc, dict) and _REQUEST_KEYS & doc.keys():      # one request, pretty-printed
         return [(None, None, doc)]
     if not isinstance(doc, list):
