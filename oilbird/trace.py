@@ -183,6 +183,8 @@ class RequestTrace:
     # beside them, one per output token: does the drafter's key (the state one position before the
     # root, records followed by the root) reach the token? (diagnose's ``drafter_reach``)
     drafter_reach: list[bool | None] | None = None      # None at the first token: the prefill gives it
+    # what the trace says of itself, e.g. "live": True (decoded live), "replay": {...}, "sampling":
+    # {...}, "gap_pool": GAP_POOL_STORE (its labels' pool was its own decoder's store)
     meta: dict = field(default_factory=dict)
     stop: str | None = None           # why the output ended: a key of STOP_REASONS (None: not finished)
 
@@ -199,6 +201,11 @@ class RequestTrace:
 # which copy text whose context matches ours (prompt lookup, the suffix index, SuffixDecoding, the
 # live outputs of requests decoded together). Token recycling is not one: its table holds the
 # verifier's own past guesses, keyed by one token. Every view and the funnel count these alone.
+# ``meta["gap_pool"]`` of a trace whose gap labels were computed against its own decoder's store
+# (the outputs that decoder's earlier runs produced: oilbird.evaluation.labels.RunningLabels), not
+# against the requests before it in a trace file
+GAP_POOL_STORE = "decoder store"
+
 LEXICAL_SOURCES = frozenset({"pld", "suffix", "suffix-arctic", "live"})
 
 

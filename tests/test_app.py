@@ -399,6 +399,9 @@ def test_stop_is_clickable_only_while_a_run_waits_or_decodes(tiny_lm, tmp_path):
     demo, fns, st = _tiny_app(tiny_lm, tmp_path)
     button = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "wb-stop")
     assert button.interactive is False
+    # a Run pressed while a run is pending queues another (gradio's default, "once", dropped the run
+    # but not the press, so Stop stayed clickable with nothing to stop)
+    assert next(f for f in demo.fns.values() if f.api_name == "run_live").trigger_mode == "multiple"
     press = next(f.fn for f in demo.fns.values() if f.fn.__name__ == "pressed")
     quiet = lambda *a, **k: None                   # noqa: E731
     assert press(st).interactive is True
@@ -407,6 +410,7 @@ def test_stop_is_clickable_only_while_a_run_waits_or_decodes(tiny_lm, tmp_path):
     press(st)                                      # two runs pressed: the first ends, the second waits
     assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is True
     assert fns["stop_live"](st).interactive is False          # pressed: greyed out until the next Run
+    assert fns["select"](st, "r1", "goose", "oilbird").stop_button.interactive is False   # a redraw too
     assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is False
     # a run that ends in an error ends too
     assert fns["run_live"](st, "r1", "goose", "hot", 1, "0", progress=quiet).stop_button.interactive is False
@@ -431,7 +435,8 @@ def test_a_live_run_is_labelled_against_what_its_methods_store_held(tiny_lm, tmp
     assert set(other.gap_labels) == {"absent"}
     # the strip and the moments read them: no "no gap labels" line any more
     from workbench import figures as F
-    assert "no gap labels" not in F.gap_strip_html(other) and "session's store for oilbird" in F.gap_strip_html(other)
+    assert "no gap labels" not in F.gap_strip_html(other) and "live session's store for oilbird" in F.gap_strip_html(other)
+    assert "no gap labels" not in F.moment_summary(other)
     # a run whose labelling fails stands, says why, and stops that method's labeller (its pool would
     # no longer mirror the store); the other method's labeller goes on
     def broken(*a, **k):
@@ -442,7 +447,26 @@ def test_a_live_run_is_labelled_against_what_its_methods_store_held(tiny_lm, tmp
     assert st.decoders["goose"].store.n_requests == 3
     later = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")]
     assert later.gap_labels is None and "an earlier live run of this method" in F.gap_strip_html(later)
+    assert "an earlier live run of this method" in F.moment_summary(later)
     assert fns["run_live"](st, "r1", "oilbird", 0, 1, "0", progress=quiet).state.extra[("r1", "oilbird")].gap_labels
+
+
+def test_a_run_that_fails_after_its_store_kept_part_of_it_stops_the_labeller(tiny_lm, tmp_path):
+    """A run that fails mid-decode leaves its partial output in the store (the decoder closes the
+    request whatever ends it) but was never labelled: later runs of that method are then left
+    unlabelled and say why, instead of being labelled against a pool that misses a request."""
+    from workbench import figures as F
+    _, fns, st = _tiny_app(tiny_lm, tmp_path)
+    quiet = lambda *a, **k: None                   # noqa: E731
+    fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet)
+
+    def breaks(fraction, desc=""):
+        if desc.startswith("cycle 2:"):
+            raise RuntimeError("out of memory")
+    out = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=breaks)
+    assert "failed" in out.error and st.decoders["goose"].store.n_requests == 2
+    later = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")]
+    assert later.gap_labels is None and "an earlier live run of this method" in F.gap_strip_html(later)
 
 
 def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):

@@ -565,18 +565,24 @@ def test_a_live_run_without_labels_is_not_told_to_rerun_the_cli():
     assert "--diagnose" in F.gap_strip_html(request_oilbird(None))                    # a trace file: it is
 
 
-def test_a_labelled_live_run_says_its_pool_is_the_sessions_store():
-    """A live run's labels are against what the session's store for its method held (not one
-    diagnosis of a file, the same for every method): the strip's title, head and key say so."""
-    live = request_oilbird()
-    live.meta["live"] = True
+def test_a_live_run_labelled_against_its_store_says_so():
+    """An app live run's labels are against what its session's store for its method held (not
+    one diagnosis of a file, the same for every method): the strip's title, head and key say so.
+    A notebook's live run, labelled as a file is (no ``gap_pool`` mark), keeps the file's words."""
+    from oilbird.trace import GAP_POOL_STORE
+    labels = ["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]
+    live = request_oilbird(labels)
+    live.meta.update(live=True, gap_pool=GAP_POOL_STORE)
     fig_title, page = F.gap_strip_figure(live).layout.title.text, F.gap_strip_html(live)
     for text in (fig_title, page):
-        assert "this session's store for oilbird" in text and "live runs of oilbird decoded before this one" in text
-        assert "the same for every method" not in text
-    assert "live runs of oilbird decoded before" in page.split("gap-key")[1]            # the key's hover too
-    filed = request_oilbird()
-    assert "the same for every method" in F.gap_strip_figure(filed).layout.title.text
+        assert "live session's store for oilbird" in text and "live runs of oilbird decoded before this one" in text
+        assert "the same for every method" not in text and "no gap labels" not in text
+    assert "an earlier run of this same request is in it" in page.split("gap-key")[1]     # the key's hover too
+    notebook = request_oilbird(labels)
+    notebook.meta["live"] = True
+    for shown in (notebook, request_oilbird(labels)):
+        assert "the same for every method" in F.gap_strip_figure(shown).layout.title.text
+        assert "store" not in F.gap_strip_html(shown)
 
 
 # --------------------------------------------------------------------------- metrics, comparison

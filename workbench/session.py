@@ -182,7 +182,7 @@ class Session:
     # Stop was pressed at or after its press (stop_upto >= its number); a later run never is
     live_pressed: int = 0
     live_started: int = 0
-    live_done: int = 0        # runs ended (Stop live run is clickable while live_pressed > live_done)
+    live_done: int = 0        # runs ended (Stop live run is clickable while one pressed has not: ui.stop_button)
     stop_upto: int = 0
 
 
@@ -336,15 +336,27 @@ def decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_
             done[0] += len(c.committed)
             progress(min(1.0, done[0] / max_new_tokens), desc=f"cycle {c.cycle}: {done[0]} tokens")
             return stopped()                     # Stop pressed: the decoder ends the request here
-        if sampling is None:
-            out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
-        else:
-            from oilbird.sampled import Sampled      # (the trace says so: Sampled.meta)
-            out = dec.run(req.id, ids, max_new_tokens, on_cycle=report, judge=Sampled(sampling, req.id))
+        held = _stored(dec)
+        try:
+            if sampling is None:
+                out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
+            else:
+                from oilbird.sampled import Sampled      # (the trace says so: Sampled.meta)
+                out = dec.run(req.id, ids, max_new_tokens, on_cycle=report, judge=Sampled(sampling, req.id))
+        except BaseException:
+            if _stored(dec) != held and st.labellers.get(method) is not None:
+                st.labellers[method] = None    # the store kept a partial output the labeller never saw
+            raise
         out.meta["live"] = True
         progress(1.0, desc="gap labels: one more pass over the prompt and output")
         _label(st, method, out, ids)
     return out
+
+
+def _stored(dec) -> int:
+    """How many requests a decoder's store has taken (0 without a store)."""
+    store = getattr(dec, "store", None)
+    return store.n_requests if store is not None else 0
 
 
 def _label(st: Session, method: str, trace: RequestTrace, ids: list[int]) -> None:
@@ -360,7 +372,7 @@ def _label(st: Session, method: str, trace: RequestTrace, ids: list[int]) -> Non
             return
         except Exception as exc:           # noqa: BLE001 - out of memory...: the run itself stands
             st.labellers[method] = None
-            trace.meta["no_labels"] = f"this run could not be labelled ({type(exc).__name__}: {exc})"
+            trace.meta["no_labels"] = public(f"this run could not be labelled ({type(exc).__name__}: {exc})")
             return
-    trace.meta["no_labels"] = ("an earlier live run of this method could not be labelled, so what this "
-                               "session's store held is not known to the diagnosis")
+    trace.meta["no_labels"] = ("an earlier live run of this method could not be labelled (or failed after its "
+                               "store kept part of it), so what this session's store held is not known to the diagnosis")

@@ -100,7 +100,9 @@ def render(st: Session, cat: Catalogue, error: str = "", full: bool = False, dat
         return _render(st, cat, error, full, data)
     except Exception as exc:   # noqa: BLE001 - any failure while drawing goes to the banner
         msg = f"Request '{st.request}' with method '{st.method}' cannot be drawn: {type(exc).__name__}: {exc}"
-        return _no_trace(st, msg, " ".join(x for x in (error, _warn(msg)) if x), full, "cannot be drawn")
+        out = _no_trace(st, msg, " ".join(x for x in (error, _warn(msg)) if x), full, "cannot be drawn")
+        return out._replace(moments=gr.Dropdown(choices=[], value=None, info="this trace cannot be drawn")
+                            if full else gr.Dropdown(value=None))
 
 
 def _no_trace(st: Session, msg: str, error: str, full: bool, what: str = "no trace",
@@ -197,8 +199,9 @@ def live_button(st: Session, data: Data | None, **kw) -> gr.Button:
 
 def stop_button(st: Session, **kw) -> gr.Button:
     """The Stop live run button (built with ``kw``, or an event's update): clickable while a run
-    of this session was pressed and has not ended (waiting in the queue or decoding)."""
-    return gr.Button("Stop live run", interactive=st.live_pressed > st.live_done, **kw)
+    of this session was pressed, has not ended (waiting in the queue or decoding) and was not
+    stopped already."""
+    return gr.Button("Stop live run", interactive=st.live_pressed > max(st.live_done, st.stop_upto), **kw)
 
 
 def funnel_traces(st: Session, cat: Catalogue) -> tuple[list, str]:
@@ -517,13 +520,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             return stop_button(st)
         selected.append(live_btn.click(pressed, state, stop_btn, queue=False, api_name=False).then(
             run_live, [state, request_dd, method_dd, live_t, live_p, live_seed], outputs(Selected),
-            api_name="run_live", concurrency_limit=1, show_progress_on=[counter]))   # not over every panel
+            api_name="run_live", concurrency_limit=1, show_progress_on=[counter],   # not over every panel
+            trigger_mode="multiple"))   # a Run pressed while one runs queues (gradio's "once" dropped it, counted)
 
         def stop_live(st):
             """End this session's runs pressed so far after their current cycle (run_live reads the
             session object it shares with this event; outside the queue, so not behind the run)."""
             st.stop_upto = max(st.live_pressed, st.live_started)
-            return gr.Button(interactive=False)          # pressed: nothing more to stop until Run is
+            return stop_button(st)          # greyed out: nothing more to stop until Run is pressed
         stop_btn.click(stop_live, state, stop_btn, api_name="stop_live", queue=False)
         moments.wire(state, outputs(Step), goto, fast)
         for dep in selected:           # a counted funnel follows the selection's traffic

@@ -1,12 +1,13 @@
 """Gap labels on traces: every trace gets the per-position labels (paper section 3,
-:mod:`oilbird.evaluation.diagnose`) of its request's greedy output, computed once per request.
-One rule for a trace file (``python -m oilbird trace --diagnose``) and a live run in the
+:mod:`oilbird.evaluation.diagnose`) of its request's greedy output, computed once per request
+(for a trace file and the notebooks), or of the output a live decoder actually produced,
+against what its store held (:class:`RunningLabels`). One rule for a trace file (``python -m oilbird trace --diagnose``) and a live run in the
 notebooks (``workbench.lesson``); the app's live runs, decoded one at a time in the order a user
 presses Run, are labelled as they come (:class:`RunningLabels`).
 """
 from __future__ import annotations
 
-from ..trace import load_traces, save_traces
+from ..trace import GAP_POOL_STORE, load_traces, save_traces
 from .diagnose import Pool, diagnose_requests, teacher_forced
 
 
@@ -98,6 +99,7 @@ class RunningLabels:
         d = self.pool.label(trace.request_id, prompt_ids, out, states)
         self.pool.add_request(prompt_ids, out, states)
         _give(trace, d.labels, d.drafter_hit)
+        trace.meta["gap_pool"] = GAP_POOL_STORE
 
 
 def attach_labels(trace_path, requests, lm, max_new_tokens: int) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from oilbird.methods import lookup
-from oilbird.trace import RequestTrace
+from oilbird.trace import GAP_POOL_STORE, RequestTrace
 
 from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
                        DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
@@ -29,9 +29,10 @@ from .provenance import committed_upto, is_live, token_sources
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
 # a live run in the app is labelled against its own decoder's store (oilbird.evaluation.labels.RunningLabels)
-LIVE_SCOPE = "labels describe the output against this session's store for {method}, not how {method} drafted it"
-LIVE_POOL = ("pool = the outputs this session's live runs of {method} decoded before this one "
-             "(what its store held: no prompts; not this request's own output)")
+LIVE_SCOPE = ("labels describe the output against what its live session's store for {method} held, "
+              "not how {method} drafted it")
+LIVE_POOL = ("pool = the outputs that session's live runs of {method} decoded before this one (no prompts; "
+             "an earlier run of this same request is in it, this run is not)")
 GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
 NO_COLOUR = "#777777"
 
@@ -39,13 +40,15 @@ NO_COLOUR = "#777777"
 def gap_words(request: RequestTrace) -> tuple[str, str]:
     """What a request's labels describe and what their pool is, in words: one diagnosis of the
     output against the requests before it in its file (:data:`GAP_SCOPE`, :data:`GAP_POOL`), or
-    for the app's live run against what the session's store for its method held then."""
-    if is_live(request):
+    for the app's live run against what the session's store for its method held then (labelled
+    by :class:`~oilbird.evaluation.labels.RunningLabels`, which says so in ``meta["gap_pool"]``:
+    a notebook's live runs are labelled as a file is)."""
+    if request.meta.get("gap_pool") == GAP_POOL_STORE:
         return LIVE_SCOPE.format(method=request.method), LIVE_POOL.format(method=request.method)
     return GAP_SCOPE.format(method=request.method), GAP_POOL
 
 
-def _no_labels_why(request: RequestTrace) -> str:
+def no_labels_why(request: RequestTrace) -> str:
     """Why a request has no gap labels, as plain text. They come from the command-line
     diagnosis of a trace file (``python -m oilbird trace ... --diagnose``), or for the app's
     live runs (``meta["live"]``) from the session (which says why where it could not label one:
@@ -134,8 +137,8 @@ class GapStrip:
 
 def keyless(method: str) -> bool:
     """Does ``method`` draft without the hidden-state key (``goose``, ``oilbird-no-semantic``, the
-    peers)? Its trace carries the request's ``drafter_reach`` (one diagnosis of the output, the
-    same for every method), but no drafter of its own asks that key. False for a name this
+    peers)? Its trace carries the request's ``drafter_reach`` (the diagnosis of the output), but
+    no drafter of its own asks that key. False for a name this
     version does not know (a trace from elsewhere: its marks are shown)."""
     m = lookup(method)
     return m is not None and not m.has_semantic
@@ -161,7 +164,7 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
         lo, hi = committed_upto(request, cycle - 1) if cycle > 0 else 0, committed_upto(request, cycle)
         span = (lo, hi) if hi > lo else None
     if labels is None:
-        return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, _no_labels_why(request), "",
+        return GapStrip(request.method, n, [], dict.fromkeys(GAP_LABELS), span, no_labels_why(request), "",
                         None, *gap_words(request))
     marks = drafter_marks(request)
     got = token_sources(request)
@@ -278,8 +281,9 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
 def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
     """One cell per output token, coloured and patterned by its diagnosis label (lexical hit /
     gap within the semantic key's reach / gap missed / absent from the pool; counts in the
-    legend). The labels come from one diagnosis of the output, not from the method's drafting,
-    so every method's strip of a request is the same (the title says so). The tokens committed
+    legend). The labels come from a diagnosis of the output, not from the method's drafting, so
+    every method's strip of a request in one trace file is the same (the title says so; a live
+    run's are against its own session's store, :func:`gap_words`). The tokens committed
     in cycle index ``cycle`` are outlined. The title and every cell's hover say what the pool
     is (:data:`~workbench.palette.GAP_POOL`: earlier requests' outputs, not this request's
     prompt or own output), so "absent from pool" is not read as absent from the prompt. Without

@@ -5,8 +5,9 @@ other than ``lexical_hit`` (``gap_recovered``: the exact-match key missed, the h
 found the true next token; ``gap_missed``: both missed; ``absent``: the token's pair occurs
 nowhere in the pool), with the cycle that shows it best (its first contested token's, see
 :class:`GapMoment`), so a view can jump there.
-The labels are the request's ``gap_labels`` (``python -m oilbird trace|replay ... --diagnose``),
-one diagnosis of the output, the same for every method; the cycle is this method's. A gap run
+The labels are the request's ``gap_labels`` (``python -m oilbird trace|replay ... --diagnose``:
+one diagnosis of the output, the same for every method; or a live run's, against its session's
+store); the cycle is this method's. A gap run
 says how many of its tokens the drafter's own key reaches (``drafter_reach``), where the trace
 records it.
 
@@ -22,7 +23,7 @@ from oilbird.trace import LEXICAL_SOURCES, CycleTrace, RequestTrace
 
 from ..palette import GAP_DESCRIPTIONS, GAP_KINDS
 from .base import visible
-from .gap import drafter_marks
+from .gap import drafter_marks, no_labels_why
 from .provenance import token_cycles
 
 MOMENT_LABELS = ("gap_recovered", "gap_missed", "absent")
@@ -164,7 +165,7 @@ def moment_summary(request: RequestTrace | None) -> str:
     if request is None:
         return "no trace selected"
     if request.gap_labels is None:
-        return "no gap labels in this trace (they come from --diagnose, or a live run in the app)"
+        return "no gap labels: " + no_labels_why(request).removeprefix("no gap labels: ")
     ms = gap_moments(request)
     count = {lab: sum(m.label == lab for m in ms) for lab in MOMENT_LABELS}
     return (f"moments (runs of tokens): {count['gap_recovered']} within the semantic key's reach · "
