@@ -404,8 +404,11 @@ def test_stop_is_clickable_only_while_a_run_waits_or_decodes(tiny_lm, tmp_path):
     assert next(f for f in demo.fns.values() if f.api_name == "run_live").trigger_mode == "multiple"
     press = next(f.fn for f in demo.fns.values() if f.fn.__name__ == "pressed")
     quiet = lambda *a, **k: None                   # noqa: E731
-    assert press(st).interactive is True
-    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is False
+    stop, run = press(st)
+    assert stop.interactive is True and run.interactive is False and run.value == "Running…"
+    out = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet)
+    assert out.stop_button.interactive is False and out.live_button.interactive is True
+    assert out.live_button.value == "Run live"
     press(st)
     press(st)                                      # two runs pressed: the first ends, the second waits
     assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is True
@@ -435,7 +438,9 @@ def test_a_live_run_is_labelled_against_what_its_methods_store_held(tiny_lm, tmp
     assert set(other.gap_labels) == {"absent"}
     # the strip and the moments read them: no "no gap labels" line any more
     from workbench import figures as F
-    assert "no gap labels" not in F.gap_strip_html(other) and "live session's store for oilbird" in F.gap_strip_html(other)
+    assert "no gap labels" not in F.gap_strip_html(other) and "oilbird's own store" in F.gap_strip_html(other)
+    assert "pool = empty: the first live run of oilbird" in F.gap_strip_html(other)
+    assert (again.meta["gap_pool_runs"], again.meta["gap_pool_same"]) == (1, 1)
     assert "no gap labels" not in F.moment_summary(other)
     # a run whose labelling fails stands, says why, and stops that method's labeller (its pool would
     # no longer mirror the store); the other method's labeller goes on

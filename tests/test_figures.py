@@ -567,17 +567,24 @@ def test_a_live_run_without_labels_is_not_told_to_rerun_the_cli():
 
 def test_a_live_run_labelled_against_its_store_says_so():
     """An app live run's labels are against what its session's store for its method held (not
-    one diagnosis of a file, the same for every method): the strip's title, head and key say so.
-    A notebook's live run, labelled as a file is (no ``gap_pool`` mark), keeps the file's words."""
+    one diagnosis of a file, the same for every method): the strip's title, head and key say so,
+    and what the pool held (empty on a method's first run, where every token is absent; how many
+    earlier runs, and how many of this same request). A notebook's live run, labelled as a file
+    is (no ``gap_pool`` mark), keeps the file's words."""
     from oilbird.trace import GAP_POOL_STORE
     labels = ["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]
     live = request_oilbird(labels)
-    live.meta.update(live=True, gap_pool=GAP_POOL_STORE)
+    live.meta.update(live=True, gap_pool=GAP_POOL_STORE, gap_pool_runs=2, gap_pool_same=1)
     fig_title, page = F.gap_strip_figure(live).layout.title.text, F.gap_strip_html(live)
     for text in (fig_title, page):
-        assert "live session's store for oilbird" in text and "live runs of oilbird decoded before this one" in text
+        assert "against oilbird's own store in the live session" in text
+        assert "the 2 earlier live runs of oilbird in that session, 1 of them of this same request" in text
         assert "the same for every method" not in text and "no gap labels" not in text
-    assert "an earlier run of this same request is in it" in page.split("gap-key")[1]     # the key's hover too
+    assert "live runs fill a store of their own" in page.split("gap-key")[1]   # the key's hover too
+    first = request_oilbird(["absent"] * 5)
+    first.meta.update(live=True, gap_pool=GAP_POOL_STORE, gap_pool_runs=0, gap_pool_same=0)
+    assert "pool = empty: the first live run of oilbird in its session, so every token is absent" in \
+        F.gap_strip_html(first)
     notebook = request_oilbird(labels)
     notebook.meta["live"] = True
     for shown in (notebook, request_oilbird(labels)):

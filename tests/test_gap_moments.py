@@ -27,13 +27,14 @@ def test_runs_of_one_label_are_one_moment_with_the_cycle_that_committed_its_firs
 def test_a_missed_run_that_exact_match_delivered_anyway_says_so():
     """The labels' pool is earlier outputs only; prompt lookup copies the prompt too. A run
     labelled missed (or absent) that this trace's exact-match source delivered says how, so the
-    menu does not contradict the tree; a run the key recovered needs no such note."""
+    menu does not contradict the tree; so does a run within the key's reach that exact match
+    delivered (the tree shows prompt lookup there, not the key)."""
     labels = ["absent", "gap_missed", "gap_missed", "lexical_hit", "gap_missed"]
     ms = F.gap_moments(request_oilbird(gap_labels=labels))      # tokens 1 and 2 came from pld
     assert [m.lexical for m in ms] == [2, 0]
     assert "2 delivered anyway by exact match" in ms[0].describe() and "exact match" not in ms[1].describe()
     recovered = F.gap_moments(request_oilbird(gap_labels=LABELS))[0]
-    assert recovered.lexical == 2 and "exact match" not in recovered.describe()
+    assert recovered.lexical == 2 and "2 delivered by exact match, not the key" in recovered.describe()
 
 
 def test_a_gap_run_says_how_many_of_its_tokens_the_drafters_key_reaches():
@@ -50,7 +51,7 @@ def test_without_labels_or_with_inconsistent_ones_there_are_none():
     assert F.gap_moments(request_oilbird(gap_labels=LABELS[:3])) == []
     assert "no gap labels" in F.moment_summary(request_oilbird())
     assert F.moment_summary(request_oilbird(gap_labels=LABELS)) == (
-        "moments (runs of tokens): 1 within the semantic key's reach · 1 missed by both keys · 0 absent from the pool")
+        "moments (runs of tokens after the first, which the prefill gives): 1 within the semantic key's reach · 1 missed by both keys · 0 absent from the pool")
     assert F.clearest_moment(request_oilbird()) is None and F.moment_cycle(None, "1") is None
     # no trace at all (a request the app lists without one): no moments, nothing to follow
     assert F.gap_moments(None) == [] and F.moment_at(None, 0) is None

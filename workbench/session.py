@@ -166,8 +166,9 @@ class Session:
     ``extra``: the traces this session uploaded or decoded live, by (request id, method),
     looked up before the catalogue's; ``decoders``: its live decoders by method, made on first
     use so that its store grows over its live runs; ``labellers``: beside each decoder, the gap
-    labels of its runs against what its store held (None once a run could not be labelled); ``funnel_shown``: the funnel was counted,
-    so it is counted again for each new selection (its scope is the selection's traffic)."""
+    labels of its runs against what its store held (None once a run could not be labelled);
+    ``funnel_shown``: the funnel was counted, so it is counted again for each new selection (its
+    scope is the selection's traffic)."""
     request: str
     method: str
     compare: str
@@ -374,5 +375,5 @@ def _label(st: Session, method: str, trace: RequestTrace, ids: list[int]) -> Non
             st.labellers[method] = None
             trace.meta["no_labels"] = public(f"this run could not be labelled ({type(exc).__name__}: {exc})")
             return
-    trace.meta["no_labels"] = ("an earlier live run of this method could not be labelled (or failed after its "
-                               "store kept part of it), so what this session's store held is not known to the diagnosis")
+    trace.meta["no_labels"] = ("an earlier live run of this method could not be labelled (or failed after "
+                               "its store kept part of it), so what this session's store held is not known")

@@ -47,6 +47,7 @@ UPLOAD_MAX_BYTES = 512 << 20
 
 CSS = """
 #cycle-counter { font-size: 1.05em; }
+#wb-stop:disabled { filter: grayscale(1); opacity: 0.45; }  /* told apart from a live Stop on a projector */
 #wb-controls { position: sticky; top: 0; z-index: 20; background: var(--body-background-fill, white); }
 .gradio-container { overflow: clip !important; }  /* gradio's "hidden" makes a scroll box, where sticky fails */
 #wb-error:not(:empty) { border-left: 4px solid #D55E00; padding-left: 8px; }
@@ -192,9 +193,12 @@ def live_button(st: Session, data: Data | None, **kw) -> gr.Button:
     """The Run live button for the selection in ``st`` (built with ``kw``, or an event's update):
     greyed out where it cannot be decoded (:func:`~workbench.session.cannot_run_live`: no prompt
     in ``--data``, as for a replay's recorded turns, or a method that is not a preset), its label
-    saying so."""
+    saying so; and while a run of the session waits or decodes ("Running…": a double click queued
+    a second run, which then stood in for the first on screen)."""
     can = cannot_run_live(st.request, st.method, data) is None
-    return gr.Button("Run live" if can else "Run live (n/a)", interactive=can, **kw)
+    running = st.live_pressed > st.live_done
+    return gr.Button("Running…" if running else "Run live" if can else "Run live (n/a)",
+                     interactive=can and not running, **kw)
 
 
 def stop_button(st: Session, **kw) -> gr.Button:
@@ -294,13 +298,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Accordion("Run live · load traces · export", open=False):
             gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
                         f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
-                        f"new tokens, trees of {budget} nodes (`--budget`; the shipped built-in traces' size) (it reads *Run live (n/a)*, greyed out, where it cannot: a request whose prompt "
-                        "is not in `--data`, such as a replay's recorded turns, a `--data` that could not be read, "
-                        "or a method that is not a preset); "
-                        "the model loads on first use; **Stop live run** (clickable while a run waits or decodes) ends the run after its current "
-                        "cycle and shows what it decoded. Each session keeps a cross-request store per method, "
-                        "which that method's live runs fill; a live run's gap strip and moments are labelled against "
-                        "what that store held (one more pass over the prompt and output). A temperature above 0 samples (with top-p and the seed): "
+                        f"new tokens, trees of {budget} nodes (`--budget`; the shipped built-in traces' size) (it "
+                        "reads *Run live (n/a)*, greyed out, where it cannot: a request whose prompt is not in "
+                        "`--data`, such as a replay's recorded turns, a `--data` that could not be read, or a method "
+                        "that is not a preset; *Running…* while a run waits or decodes); the model loads on first "
+                        "use; **Stop live run** ends the run after its current cycle and shows what it decoded. "
+                        "Each session keeps a cross-request store per method, which that method's live runs fill; a "
+                        "live run's gap strip and moments are labelled against what that store held (one more pass "
+                        "over the prompt and output). A temperature above 0 samples (with top-p and the seed): "
                         "the tree is then decided by the lossless sampling rule (every method commits "
                         "plain sampling's tokens for that seed; drafts change only how many per forward), "
                         "and the tree's hover shows, per tried node, the probability that decided it and "
@@ -469,7 +474,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 out = live_run(st, rid, method, temperature, top_p, seed, progress)
             finally:
                 st.live_done += 1
-            return out._replace(stop_button=stop_button(st))
+            return out._replace(stop_button=stop_button(st), live_button=live_button(st, data))
 
         def live_run(st, rid, method, temperature, top_p, seed, progress):
             st.live_started += 1           # this run's number (runs start in the order Run was pressed)
@@ -517,8 +522,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             """Run pressed (outside the queue): counted, so that a Stop pressed while this run still
             waits (behind another session's run, or for the model) ends it too; Stop is clickable now."""
             st.live_pressed += 1
-            return stop_button(st)
-        selected.append(live_btn.click(pressed, state, stop_btn, queue=False, api_name=False).then(
+            return stop_button(st), live_button(st, data)
+        selected.append(live_btn.click(pressed, state, [stop_btn, live_btn], queue=False, api_name=False).then(
             run_live, [state, request_dd, method_dd, live_t, live_p, live_seed], outputs(Selected),
             api_name="run_live", concurrency_limit=1, show_progress_on=[counter],   # not over every panel
             trigger_mode="multiple"))   # a Run pressed while one runs queues (gradio's "once" dropped it, counted)

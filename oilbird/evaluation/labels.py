@@ -1,9 +1,9 @@
 """Gap labels on traces: every trace gets the per-position labels (paper section 3,
 :mod:`oilbird.evaluation.diagnose`) of its request's greedy output, computed once per request
-(for a trace file and the notebooks), or of the output a live decoder actually produced,
-against what its store held (:class:`RunningLabels`). One rule for a trace file (``python -m oilbird trace --diagnose``) and a live run in the
-notebooks (``workbench.lesson``); the app's live runs, decoded one at a time in the order a user
-presses Run, are labelled as they come (:class:`RunningLabels`).
+(one rule for a trace file, ``python -m oilbird trace --diagnose``, and a live run in the
+notebooks, ``workbench.lesson``), or of the output a live decoder actually produced, against
+what its store held: the app's live runs, decoded one at a time in the order a user presses
+Run, are labelled as they come (:class:`RunningLabels`).
 """
 from __future__ import annotations
 
@@ -91,15 +91,21 @@ class RunningLabels:
     def __init__(self, lm):
         self.lm = lm
         self.pool = Pool(int(lm.model.config.hidden_size))     # no static key: the labels never read it
+        self.requests: list[str] = []       # the request ids whose outputs the pool holds, in order
 
     def label(self, trace, prompt_ids) -> None:
-        """Label ``trace`` (its ``gap_labels`` and ``drafter_reach``), then add its output to the pool."""
+        """Label ``trace`` (its ``gap_labels`` and ``drafter_reach``), then add its output to the
+        pool. The trace's ``meta`` says what the pool held: ``gap_pool`` (:data:`GAP_POOL_STORE`),
+        ``gap_pool_runs`` (how many outputs) and ``gap_pool_same`` (how many of them were of this
+        same request: an earlier run of it)."""
         out = list(trace.output_ids)
         states, _ = teacher_forced(self.lm, list(prompt_ids), out)
         d = self.pool.label(trace.request_id, prompt_ids, out, states)
         self.pool.add_request(prompt_ids, out, states)
         _give(trace, d.labels, d.drafter_hit)
-        trace.meta["gap_pool"] = GAP_POOL_STORE
+        trace.meta.update(gap_pool=GAP_POOL_STORE, gap_pool_runs=len(self.requests),
+                          gap_pool_same=self.requests.count(trace.request_id))
+        self.requests.append(trace.request_id)
 
 
 def attach_labels(trace_path, requests, lm, max_new_tokens: int) -> None:

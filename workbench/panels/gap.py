@@ -29,10 +29,11 @@ from .provenance import committed_upto, is_live, token_sources
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
 # a live run in the app is labelled against its own decoder's store (oilbird.evaluation.labels.RunningLabels)
-LIVE_SCOPE = ("labels describe the output against what its live session's store for {method} held, "
-              "not how {method} drafted it")
-LIVE_POOL = ("pool = the outputs that session's live runs of {method} decoded before this one (no prompts; "
-             "an earlier run of this same request is in it, this run is not)")
+LIVE_SCOPE = "labels: this output against {method}'s own store in the live session, not how {method} drafted it"
+LIVE_POOL = ("pool = the outputs of the {runs} earlier live runs of {method} in that session{same} (no prompts; "
+             "not this run's own; each method's live runs fill a store of their own)")
+LIVE_POOL_EMPTY = ("pool = empty: the first live run of {method} in its session, so every token is absent "
+                   "(each method's live runs fill a store of their own; run another request next)")
 GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
 NO_COLOUR = "#777777"
 
@@ -43,8 +44,13 @@ def gap_words(request: RequestTrace) -> tuple[str, str]:
     for the app's live run against what the session's store for its method held then (labelled
     by :class:`~oilbird.evaluation.labels.RunningLabels`, which says so in ``meta["gap_pool"]``:
     a notebook's live runs are labelled as a file is)."""
-    if request.meta.get("gap_pool") == GAP_POOL_STORE:
-        return LIVE_SCOPE.format(method=request.method), LIVE_POOL.format(method=request.method)
+    meta = request.meta
+    if meta.get("gap_pool") == GAP_POOL_STORE:
+        runs, same = int(meta.get("gap_pool_runs") or 0), int(meta.get("gap_pool_same") or 0)
+        pool = (LIVE_POOL_EMPTY.format(method=request.method) if not runs and "gap_pool_runs" in meta else
+                LIVE_POOL.format(runs=runs or "", method=request.method,
+                                 same=f", {same} of them of this same request" if same else "").replace("  ", " "))
+        return LIVE_SCOPE.format(method=request.method), pool
     return GAP_SCOPE.format(method=request.method), GAP_POOL
 
 

@@ -60,9 +60,11 @@ class GapMoment:
         text = self.text if len(self.text) <= 24 else self.text[:23] + "…"
         at = f"cycle {self.cycle}" if self.cycle is not None else "no cycle"
         reach = "" if self.drafter is None else f" · drafter's key reaches {self.drafter} of {self.drafted}"
-        # a "missed" run this method got anyway: say how, so the menu does not contradict the tree
-        got = (f" · {self.lexical} delivered anyway by exact match (it also copies the prompt and this output)"
-               if self.lexical and self.label != "gap_recovered" else "")
+        # a run this method's exact-match source delivered (it copies the prompt and this output too, not
+        # only the labels' pool): say so, so the menu does not contradict the tree
+        how = ("delivered by exact match, not the key" if self.label == "gap_recovered"
+               else "delivered anyway by exact match")
+        got = f" · {self.lexical} {how} (it also copies the prompt and this output)" if self.lexical else ""
         # the cycle it jumps to first: a narrow menu (a projector's) cuts the end of the line
         return f"{at} · {where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach}{got}"
 
@@ -168,5 +170,6 @@ def moment_summary(request: RequestTrace | None) -> str:
         return "no gap labels: " + no_labels_why(request).removeprefix("no gap labels: ")
     ms = gap_moments(request)
     count = {lab: sum(m.label == lab for m in ms) for lab in MOMENT_LABELS}
-    return (f"moments (runs of tokens): {count['gap_recovered']} within the semantic key's reach · "
-            f"{count['gap_missed']} missed by both keys · {count['absent']} absent from the pool")
+    return (f"moments (runs of tokens after the first, which the prefill gives): {count['gap_recovered']} "
+            f"within the semantic key's reach · {count['gap_missed']} missed by both keys · "
+            f"{count['absent']} absent from the pool")
