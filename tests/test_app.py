@@ -144,6 +144,7 @@ def test_every_step_sets_the_moments_menu_in_the_same_answer(app_fns, session):
     for name in ("prev", "next", "next", "prev"):
         out = fns[name](session)
         assert out.moments.value == session.moment_shown == F.moment_at(tr, session.cycle), (name, session.cycle)
+        assert out.mini == F.gap_strip_mini_html(tr, session.cycle) != ""          # the small strip follows too
     assert {out.moments.value for out in (fns["goto"](session, "1"), fns["goto"](session, "2"))} == {"2", "4"}
     out = fns["select"](session, session.request, session.method, session.compare)
     assert [c[1] for c in out.moments.choices] == [m.key for m in F.gap_moments(tr)]
@@ -1245,6 +1246,13 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
                 box.screenshot(path=str(ARTIFACTS / f"real-traffic-{name}.png"))
             for plot in ("wb-tree", "wb-metrics", "wb-compare-plot"):
                 assert page.locator(f"#{plot} .main-svg").count() > 0, plot
+            # scrolled down to the tree's foot, the small gap strip stays in view with the buttons
+            page.evaluate("window.scrollTo(0, document.querySelector('#wb-gap').getBoundingClientRect().top"
+                          " + window.scrollY - 200)")          # the tree's foot and the full strip in view
+            page.wait_for_timeout(300)
+            mini = page.locator("#wb-gap-mini").bounding_box()
+            assert 0 <= mini["y"] < 250 and page.evaluate("window.scrollY") > 300, (mini, page.evaluate("window.scrollY"))
+            assert page.locator("#wb-gap-mini .gap-mini").count() == len(tr.output_ids)
             # the method set to the one compared with: the two swap, after the menu's blur too
             page.locator("#wb-method input").click()
             page.get_by_role("option", name=st.compare, exact=True).click()

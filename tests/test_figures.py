@@ -592,6 +592,23 @@ def test_a_live_run_labelled_against_its_store_says_so():
         assert "store" not in F.gap_strip_html(shown)
 
 
+def test_the_small_strip_is_the_full_strips_cells():
+    """The strip kept in view with the buttons: one cell per output token with the full strip's
+    labels and hovers, the cycle's tokens outlined and the drafter's band where its key reaches;
+    nothing without labels (the full strip says why)."""
+    import re
+    labels = ["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]
+    r = request_oilbird(labels)
+    r.drafter_reach = [None, False, True, False, False]
+    mini, full = F.gap_strip_mini_html(r, 1), F.gap_strip_html(r, 1)
+    assert re.findall(r"class='gap-mini' data-label='(\w+)'", mini) == labels
+    hovers = lambda h, kind: re.findall(rf"class='{kind}'[^>]*title='([^']*)'", h)   # noqa: E731
+    assert hovers(mini, "gap-mini") == hovers(full, "gap-cell")
+    assert mini.count("outline:2px") == full.count("outline:2px") == 3           # cycle 1 committed tokens 1-3
+    assert mini.count("data-drafter='true'") == 1 and "inset 0 3px 0 #111" in mini
+    assert F.gap_strip_mini_html(request_oilbird(None), 1) == "" == F.gap_strip_mini_html(None)
+
+
 # --------------------------------------------------------------------------- metrics, comparison
 
 def test_metrics_panels():

@@ -183,7 +183,7 @@ class Session:
     # Stop was pressed at or after its press (stop_upto >= its number); a later run never is
     live_pressed: int = 0
     live_started: int = 0
-    live_done: int = 0        # runs ended (Stop live run is clickable while one pressed has not: ui.stop_button)
+    live_done: int = 0        # runs ended (Stop live run is clickable while one pressed has not: live_controls)
     stop_upto: int = 0
 
 

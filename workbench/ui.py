@@ -33,6 +33,7 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
+from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
                       Session, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
@@ -48,9 +49,10 @@ UPLOAD_MAX_BYTES = 512 << 20
 CSS = """
 #cycle-counter { font-size: 1.05em; }
 #wb-stop:disabled { filter: grayscale(1); opacity: 0.45; }  /* told apart from a live Stop on a projector */
-#wb-controls { position: sticky; top: 0; z-index: 20; background: var(--body-background-fill, white); }
+#wb-controls { position: sticky; top: 0; z-index: 20; background: var(--body-background-fill, white); gap: 2px; }
 .gradio-container { overflow: clip !important; }  /* gradio's "hidden" makes a scroll box, where sticky fails */
 #wb-error:not(:empty) { border-left: 4px solid #D55E00; padding-left: 8px; }
+#wb-gap-mini, #wb-gap-mini > * { min-height: 0 !important; }
 .wb-text .tok { white-space: pre; }
 .wb-neighbours td, .wb-neighbours th { padding: 2px 6px; text-align: left; }
 .wb-neighbours .mono { font-family: monospace; }
@@ -59,13 +61,14 @@ CSS = """
 # --------------------------------------------------------------------------- the outputs, named
 # Each event returns one of these; the components it updates are listed from the same field
 # names (build_app's ``outputs``), so a value cannot land in the wrong panel.
-STEP = ("state", "counter", "slider", "tree", "text", "neighbours", "gap", "error", "moments")
+STEP = ("state", "counter", "slider", "tree", "text", "neighbours", "gap", "error", "moments", "mini")
 
 
 class Step(namedtuple("Step", STEP)):
     """What a step redraws: the session, the cycle counter, the slider (a value, or a
     ``gr.Slider`` with a new range), the tree (plotly), the text, neighbours and gap strip
-    (HTML), the error banner and the gap-moments menu (:func:`~workbench.moments_menu.menu_update`)."""
+    (HTML), the error banner, the gap-moments menu (:func:`~workbench.moments_menu.menu_update`)
+    and the small gap strip that stays in view with the buttons."""
     __slots__ = ()
 
 
@@ -116,7 +119,7 @@ def _no_trace(st: Session, msg: str, error: str, full: bool, what: str = "no tra
             f"<b>{html.escape(st.request)} · {html.escape(st.method)}</b>: {html.escape(what)}")
     empty = _plot(F.message_spec(f"{st.request} · {st.method}", what))
     step = Step(st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0, empty,
-                f"<p>{html.escape(msg)}</p>", "", "", error, menu_update(st, tr, full))
+                f"<p>{html.escape(msg)}</p>", "", "", error, menu_update(st, tr, full), "")
     return Full(*step, empty, empty, tr.prompt_text if tr is not None else "") if full else step
 
 
@@ -133,10 +136,10 @@ def _render(st: Session, cat: Catalogue, error: str, full: bool, data: Data | No
             error, full, "no cycle records", tr)
     k = max(0, min(st.cycle, len(tr.cycles) - 1))
     st.cycle = k
-    counter, tree, text, neighbours, gap = _cycle_panels(tr, k)
+    counter, tree, text, neighbours, gap, mini = _cycle_panels(tr, k)
     # a step only moves the slider; a new selection also sets its range
     slider = gr.Slider(minimum=0, maximum=max(1, len(tr.cycles) - 1), value=k, step=1) if full else k
-    step = Step(st, counter, slider, _plot(tree), text, neighbours, gap, error, menu_update(st, tr, full))
+    step = Step(st, counter, slider, _plot(tree), text, neighbours, gap, error, menu_update(st, tr, full), mini)
     if not full:
         return step
     other = find(st, cat, st.request, st.compare)
@@ -152,7 +155,7 @@ def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tu
     c = tr.cycles[k]
     keyed = F.drafted_sources(tr) if keyed is None else keyed
     return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed, **F.trace_marks(tr)), F.text_html(tr, k),
-            F.neighbours_html(c), F.gap_strip_html(tr, k))
+            F.neighbours_html(c), F.gap_strip_html(tr, k), F.gap_strip_mini_html(tr, k))
 
 
 def render_full(st: Session, cat: Catalogue, error: str = "", data: Data | None = None) -> Full:
@@ -188,25 +191,6 @@ def draw_all(tr: RequestTrace) -> None:
 
 
 # --------------------------------------------------------------------------- the app
-
-def live_button(st: Session, data: Data | None, **kw) -> gr.Button:
-    """The Run live button for the selection in ``st`` (built with ``kw``, or an event's update):
-    greyed out where it cannot be decoded (:func:`~workbench.session.cannot_run_live`: no prompt
-    in ``--data``, as for a replay's recorded turns, or a method that is not a preset), its label
-    saying so; and while a run of the session waits or decodes ("Running…": a double click queued
-    a second run, which then stood in for the first on screen)."""
-    can = cannot_run_live(st.request, st.method, data) is None
-    running = st.live_pressed > st.live_done
-    return gr.Button("Running…" if running else "Run live" if can else "Run live (n/a)",
-                     interactive=can and not running, **kw)
-
-
-def stop_button(st: Session, **kw) -> gr.Button:
-    """The Stop live run button (built with ``kw``, or an event's update): clickable while a run
-    of this session was pressed, has not ended (waiting in the queue or decoding) and was not
-    stopped already."""
-    return gr.Button("Stop live run", interactive=st.live_pressed > max(st.live_done, st.stop_upto), **kw)
-
 
 def funnel_traces(st: Session, cat: Catalogue) -> tuple[list, str]:
     """What the funnel counts (:func:`workbench.figures.funnel_scope`): of every trace this
@@ -273,14 +257,16 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             compare_dd = gr.Dropdown(method_menu(init, cat, data), value=init.compare, label="compare with",
                                      allow_custom_value=True, elem_id="wb-compare")
             moments = GapMomentsMenu(init, cat)     # beside the menus: the tree starts higher on a projector
-        with gr.Row(equal_height=True, elem_id="wb-controls"):     # sticky: in view beside the tree
-            prev_btn = gr.Button("◀ Prev", elem_id="wb-prev", scale=0, min_width=90)
-            next_btn = gr.Button("Next ▶", elem_id="wb-next", scale=0, min_width=90, variant="primary")
-            play_btn = gr.Button("▶ Play", elem_id="wb-play", scale=0, min_width=90)
-            slider = gr.Slider(minimum=0, maximum=first.slider.maximum, value=first.slider.value, step=1,
-                               label="cycle", elem_id="wb-slider", scale=3)
-            live_btn = live_button(init, data, elem_id="wb-live", scale=0, min_width=110)
-            stop_btn = stop_button(init, elem_id="wb-stop", scale=0, min_width=110, variant="stop")
+        with gr.Column(elem_id="wb-controls"):     # sticky: the buttons and a small gap strip in view beside the tree
+            with gr.Row(equal_height=True):
+                prev_btn = gr.Button("◀ Prev", elem_id="wb-prev", scale=0, min_width=90)
+                next_btn = gr.Button("Next ▶", elem_id="wb-next", scale=0, min_width=90, variant="primary")
+                play_btn = gr.Button("▶ Play", elem_id="wb-play", scale=0, min_width=90)
+                slider = gr.Slider(minimum=0, maximum=first.slider.maximum, value=first.slider.value, step=1,
+                                   label="cycle", elem_id="wb-slider", scale=3)
+                live_btn = live_button(init, data, elem_id="wb-live", scale=0, min_width=110)
+                stop_btn = stop_button(init, elem_id="wb-stop", scale=0, min_width=110, variant="stop")
+            mini = gr.HTML(first.mini, elem_id="wb-gap-mini", padding=False)
         counter = gr.HTML(first.counter, elem_id="cycle-counter")
         text = gr.HTML(first.text, label="generated text", elem_id="wb-text")
         tree = gr.Plot(first.tree, label="draft tree", show_label=False, elem_id="wb-tree")
@@ -327,7 +313,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                  "neighbours": neighbours, "gap": gap, "error": error, "metrics": metrics, "compare": compare,
                  "prompt": prompt, "request_menu": request_dd, "method_menu": method_dd,
                  "compare_menu": compare_dd, "live_button": live_btn, "timer": timer, "play_button": play_btn,
-                 "moments": moments.menu, "stop_button": stop_btn}
+                 "moments": moments.menu, "stop_button": stop_btn, "mini": mini}
 
         def outputs(kind) -> list:
             """The components an event of output type ``kind`` updates, in its fields' order."""

@@ -334,14 +334,39 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
         why = html.escape(g.missing).replace("python -m oilbird trace ... --diagnose",
                                              "<code>python -m oilbird trace ... --diagnose</code>")
         return f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>{why}</div>{_html_key(g)}</div>"
-    cells = []
-    for c in g.cells:
-        now = "outline:2px solid #111;outline-offset:-2px;" if c.now else ""
-        mark = _MARK if c.drafter else ""
-        drafter = "" if c.drafter is None else f" data-drafter='{str(c.drafter).lower()}'"
-        cells.append(f"<span class='gap-cell' data-label='{html.escape(c.label)}'{drafter} title='{c.index}: "
-                     f"{html.escape(visible(c.text), quote=True)} · {html.escape(cell_hover(c, g.method), quote=True)}' "
-                     f"style='{_CELL}background:{GAP_COLOURS.get(c.label, NO_COLOUR)};"
-                     f"border-bottom:4px {GAP_BORDERS.get(c.label, 'solid')} #333;{mark}{now}'></span>")
+    cells = "".join(_cell_html(c, g.method, "gap-cell", _CELL, 4, _MARK) for c in g.cells)
     warn = f"<div style='color:#D55E00'>{g.inconsistent}</div>" if g.inconsistent else ""
-    return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{''.join(cells)}</div>{_html_key(g)}</div>"
+    return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{cells}</div>{_html_key(g)}</div>"
+
+
+def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band: str) -> str:
+    """One cell of an HTML strip: its label's colour and border pattern (``border`` px), the
+    drafter's ``band`` where its key reaches the token, an outline on the cycle's tokens, and the
+    token and what its label means in the hover."""
+    now = "outline:2px solid #111;outline-offset:-2px;" if c.now else ""
+    mark = band if c.drafter else ""
+    drafter = "" if c.drafter is None else f" data-drafter='{str(c.drafter).lower()}'"
+    return (f"<span class='{kind}' data-label='{html.escape(c.label)}'{drafter} title='{c.index}: "
+            f"{html.escape(visible(c.text), quote=True)} · {html.escape(cell_hover(c, method), quote=True)}' "
+            f"style='{size}background:{GAP_COLOURS.get(c.label, NO_COLOUR)};"
+            f"border-bottom:{border}px {GAP_BORDERS.get(c.label, 'solid')} #333;{mark}{now}'></span>")
+
+
+_MINI = "display:inline-block;width:4px;height:11px;margin:0 1px 1px 0;vertical-align:top;"
+
+
+def gap_strip_mini_html(request: RequestTrace | None, cycle: int | None = None) -> str:
+    """The strip's cells alone, small, for a bar that stays in view beside the tree (the app's
+    buttons): the same colours, patterns and hovers as :func:`gap_strip_html`, the drafter's band
+    thinner, the cells of cycle index ``cycle`` outlined. Empty without labels (the full strip
+    says why)."""
+    if request is None:
+        return ""
+    g = gap_cells(request, cycle)
+    if g.missing or g.inconsistent:
+        return ""
+    cells = "".join(_cell_html(c, g.method, "gap-mini", _MINI, 2, "box-shadow:inset 0 3px 0 #111;")
+                    for c in g.cells)
+    return (f"<div class='wb-gap-mini' title='gap strip (in full below the tree): one cell per output token, "
+            f"this cycle outlined'><span style='font-size:0.8em;color:#555;margin-right:6px'>gap strip</span>"
+            f"{cells}</div>")
