@@ -84,7 +84,7 @@ BUTTONS = ("live_button", "play_button", "stop_button")     # outputs that are b
 
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
-    assert {"/select", "/prev", "/next", "/goto", "/gap_moment", "/play", "/tick", "/load_traces", "/run_live",
+    assert {"/select", "/prev", "/next", "/goto", "/gap_moment", "/play", "/tick", "/play_pace", "/load_traces", "/run_live",
             "/export_figures", "/export_trace", "/funnel"} <= names
 
 
@@ -233,6 +233,19 @@ def test_play_and_tick(client):
     assert cycle_of(out[0]) == 1                                            # the counter
     out = client.predict(api_name="/tick")                                  # reaches the last cycle
     assert cycle_of(out[0]) == 2 and out[-1]["active"] is False
+
+
+def test_plays_pace_is_a_choice_of_the_session(app_fns, session):
+    """A class may want Play slower: the pace menu sets the session's seconds per cycle, which
+    the timer takes at once and again whenever Play or a tick redraws it; a value not offered
+    is no pick."""
+    from workbench.session import PLAY_PACES
+    fns = app_fns[2]
+    assert fns["play_pace"](session, 3.0).value == 3.0 and session.play_every == 3.0
+    assert fns["play"](session).timer.value == 3.0 and session.playing
+    assert fns["tick"](session).timer.value == 3.0
+    assert fns["play_pace"](session, 0.01).value == 3.0 and session.play_every == 3.0
+    assert session.play_every != PLAY_PACES[0]
 
 
 def test_export_html_and_trace(client):

@@ -32,6 +32,8 @@ LIVE_MAX_NEW_TOKENS = 48   # new tokens per live run (the app's --max-new-tokens
 # nodes per live draft tree (the app's --budget default): the shipped built-in traces' size (the
 # README's `trace ... --budget 24`), so a live run draws trees a class can compare with them
 LIVE_BUDGET = 24
+# Play's pace: seconds per cycle, the first the default (a class may want it slower)
+PLAY_PACES = (0.8, 1.5, 3.0)
 
 # the preset names from oilbird.methods (no torch), the method and its host first in menus
 PRESET_NAMES = ("oilbird", "goose") + tuple(m for m in PRESETS if m not in ("oilbird", "goose"))
@@ -174,6 +176,7 @@ class Session:
     compare: str
     cycle: int = 0
     playing: bool = False
+    play_every: float = PLAY_PACES[0]    # Play's seconds per cycle (the pace menu)
     extra: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
     decoders: dict[str, object] = field(default_factory=dict)
     labellers: dict[str, object] = field(default_factory=dict)

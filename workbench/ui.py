@@ -4,7 +4,7 @@
 :class:`~workbench.session.Data` a live run can decode and the shared
 :class:`~workbench.session.ModelHolder`; ``python -m workbench.app`` (:mod:`workbench.app`)
 launches it. Every event has a named API endpoint (``/select``, ``/prev``, ``/next``,
-``/goto``, ``/gap_moment``, ``/play``, ``/tick``, ``/load_traces``, ``/run_live``, ``/export_figures``,
+``/goto``, ``/gap_moment``, ``/play``, ``/tick``, ``/play_pace``, ``/load_traces``, ``/run_live``, ``/export_figures``,
 ``/export_trace``, ``/funnel``) so ``gradio_client`` can drive the app the way the browser does. Bad input
 (an unknown request, a corrupt trace file, a model that fails to load) shows in the error banner
 (and a ``gr.Warning``) and leaves the session as it was. The panels are the pure figure
@@ -35,12 +35,11 @@ from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update  # noqa: E402
-from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PRESET_NAMES, TITLE, Catalogue, Data, ModelHolder,  # noqa: E402
-                      Session, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
+from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
+                      Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
                       new_session, opening, opening_cycle, public, read_error, request_choices, request_menu,
                       same_place)
 
-PLAY_INTERVAL_S = 0.8
 # the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
 # unread past that), about 3 GB of memory and minutes of drawing: one upload at a time.
 # `python -m oilbird report` reads up to 2 GiB. app.py gives gradio the same bound on the file
@@ -281,7 +280,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         with gr.Accordion("prompt", open=False):
             prompt = gr.Textbox(first.prompt, show_label=False, lines=6, max_lines=20, interactive=False,
                                 elem_id="wb-prompt")
-        with gr.Accordion("Run live · load traces · export", open=False):
+        with gr.Accordion("Run live · Play's pace · load traces · export", open=False):
+            pace = gr.Radio([(f"{s:g} s", s) for s in PLAY_PACES], value=init.play_every, elem_id="wb-pace",
+                            label="Play: one cycle every")
             gr.Markdown(f"**Run live** (beside the cycle slider) decodes the selected request with the "
                         f"selected method on the model (`--model`, default SmolLM2-135M), {max_new_tokens} "
                         f"new tokens, trees of {budget} nodes (`--budget`; the shipped built-in traces' size) (it "
@@ -307,7 +308,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 export_btn = gr.Button("Export figures", elem_id="wb-export")
                 trace_btn = gr.Button("Export trace (JSONL)", elem_id="wb-export-trace")
             files = gr.File(label="exported files", file_count="multiple", interactive=False, elem_id="wb-files")
-        timer = gr.Timer(PLAY_INTERVAL_S, active=False)
+        timer = gr.Timer(init.play_every, active=False)
 
         parts = {"state": state, "counter": counter, "slider": slider, "tree": tree, "text": text,
                  "neighbours": neighbours, "gap": gap, "error": error, "metrics": metrics, "compare": compare,
@@ -392,7 +393,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         def played(st):
             """The redraw with the timer and the button following ``st.playing``."""
-            return Played(*render(st, cat, data=data), gr.Timer(active=st.playing),
+            return Played(*render(st, cat, data=data), gr.Timer(st.play_every, active=st.playing),
                           gr.Button(value="⏸ Pause" if st.playing else "▶ Play"))
 
         def play(st):
@@ -423,6 +424,12 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
               preprocess=False, trigger_mode="always_last", **fast)
         play_btn.click(play, state, outputs(Played), api_name="play", **fast)
         timer.tick(tick, state, outputs(Played), api_name="tick", **fast)
+
+        def set_pace(st, every):
+            """Play's pace (seconds per cycle), one of :data:`PLAY_PACES`; anything else is no pick."""
+            st.play_every = float(every) if every in PLAY_PACES else st.play_every
+            return gr.Timer(st.play_every, active=st.playing)
+        pace.input(set_pace, [state, pace], timer, api_name="play_pace", **fast)
 
         # ---- traces in and out
         def load_file(st, path):
