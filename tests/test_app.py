@@ -84,8 +84,8 @@ BUTTONS = ("live_button", "play_button", "stop_button")     # outputs that are b
 
 def test_named_endpoints(client):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
-    assert {"/select", "/prev", "/next", "/goto", "/gap_moment", "/play", "/tick", "/play_pace", "/load_traces", "/run_live",
-            "/export_figures", "/export_trace", "/funnel"} <= names
+    assert {"/select", "/prev", "/next", "/goto", "/gap_moment", "/play", "/tick", "/play_pace", "/load_traces",
+            "/run_live", "/export_figures", "/export_trace", "/funnel"} <= names
 
 
 def test_the_funnel_counts_every_drafting_cycle_of_the_selected_traffic_with_the_key(client):
@@ -233,6 +233,8 @@ def test_play_and_tick(client):
     assert cycle_of(out[0]) == 1                                            # the counter
     out = client.predict(api_name="/tick")                                  # reaches the last cycle
     assert cycle_of(out[0]) == 2 and out[-1]["active"] is False
+    timer = client.predict(3, api_name="/play_pace")                       # as the browser sends it: a whole number
+    assert timer["value"] == 3 and client.predict(api_name="/play")[-1]["value"] == 3
 
 
 def test_plays_pace_is_a_choice_of_the_session(app_fns, session):
@@ -288,7 +290,8 @@ def test_static_export_is_wide_enough_to_read(tmp_path):
 # -- the app's functions called in this process (no server): failures forced by monkeypatch ----
 @pytest.fixture(scope="module")
 def app_fns(tmp_path_factory):
-    """The app's event functions by API name, over the hand-built traces and a stand-in model."""
+    """The app's event functions by API name, over the hand-built traces and a stand-in model
+    (and the app itself, for the events without a name)."""
     from workbench.session import Catalogue, Data, ModelHolder
     from workbench.ui import build_app
 
@@ -300,7 +303,7 @@ def app_fns(tmp_path_factory):
     data.write_text(json.dumps({"id": "r1", "prompt": "say hi"}) + "\n")
     cat, data = Catalogue.load(save_traces(all_requests(), tmp / "traces.jsonl")), Data.load(str(data))
     demo = build_app(cat, data, Loaded(None))
-    return cat, data, {f.api_name: f.fn for f in demo.fns.values()}
+    return cat, data, {f.api_name: f.fn for f in demo.fns.values()}, demo
 
 
 @pytest.fixture
@@ -424,14 +427,35 @@ def test_stop_is_clickable_only_while_a_run_waits_or_decodes(tiny_lm, tmp_path):
     assert out.stop_button.interactive is False and out.live_button.interactive is True
     assert out.live_button.value == "Run live"
     press(st)
-    press(st)                                      # two runs pressed: the first ends, the second waits
-    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is True
+    press(st)                                      # two pressed (the API's way): the first ends, the second waits
+    out = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet)
+    assert out.stop_button.interactive is True and out.live_button.value == "Running…"
+    assert not out.live_button.interactive
     assert fns["stop_live"](st).interactive is False          # pressed: greyed out until the next Run
     assert fns["select"](st, "r1", "goose", "oilbird").stop_button.interactive is False   # a redraw too
     assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is False
     # a run that ends in an error ends too
     assert fns["run_live"](st, "r1", "goose", "hot", 1, "0", progress=quiet).stop_button.interactive is False
     assert fns["select"](st, "r1", "goose", "oilbird").stop_button.interactive is False
+    # after the run, outside the queue, both buttons are drawn again from the counts (a menu's
+    # redraw answered while the run went on read them before it ended)
+    after = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "buttons")
+    assert after.queue is False and [b.interactive for b in after.fn(st)] == [False, True]
+
+
+def test_an_error_a_live_run_lets_through_gives_the_buttons_back(app_fns, session, monkeypatch):
+    """An error no handler of the run expects (a loader's own KeyError) is one line in the
+    banner, and Run live and Stop come back as they were, not stuck at "Running…"."""
+    import workbench.ui as ui
+
+    def loader_breaks(*a, **k):
+        raise KeyError("rope_scaling")
+    monkeypatch.setattr(ui, "decode_live", loader_breaks)
+    press = next(f.fn for f in app_fns[3].fns.values() if f.fn.__name__ == "pressed")
+    press(session)
+    out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
+    assert "failed: KeyError" in out.error and out.live_button.interactive and out.live_button.value == "Run live"
+    assert out.stop_button.interactive is False
 
 
 def test_a_live_run_is_labelled_against_what_its_methods_store_held(tiny_lm, tmp_path):

@@ -578,9 +578,14 @@ def test_a_live_run_labelled_against_its_store_says_so():
     fig_title, page = F.gap_strip_figure(live).layout.title.text, F.gap_strip_html(live)
     for text in (fig_title, page):
         assert "against oilbird's own store in the live session" in text
-        assert "the 2 earlier live runs of oilbird in that session, 1 of them of this same request" in text
+        assert "the 2 earlier live runs of oilbird in that session, 1 of them of this same request" in \
+            text.replace("<br>", " ")
         assert "the same for every method" not in text and "no gap labels" not in text
     assert "live runs fill a store of their own" in page.split("gap-key")[1]   # the key's hover too
+    live.meta.update(gap_pool_runs=1, gap_pool_same=0)
+    assert "the 1 earlier live run of oilbird in that session (" in F.gap_strip_html(live)
+    live.meta["gap_pool_runs"] = "many"                 # an uploaded file's nonsense: said in general, no error
+    assert "the earlier live runs of oilbird" in F.gap_strip_html(live)
     first = request_oilbird(["absent"] * 5)
     first.meta.update(live=True, gap_pool=GAP_POOL_STORE, gap_pool_runs=0, gap_pool_same=0)
     assert "pool = empty: the first live run of oilbird in its session, so every token is absent" in \
@@ -604,9 +609,14 @@ def test_the_small_strip_is_the_full_strips_cells():
     assert re.findall(r"class='gap-mini' data-label='(\w+)'", mini) == labels
     hovers = lambda h, kind: re.findall(rf"class='{kind}'[^>]*title='([^']*)'", h)   # noqa: E731
     assert hovers(mini, "gap-mini") == hovers(full, "gap-cell")
-    assert mini.count("outline:2px") == full.count("outline:2px") == 3           # cycle 1 committed tokens 1-3
+    assert mini.count("outline:1px solid") == full.count("outline:2px") == 3     # cycle 1 committed tokens 1-3
+    assert "outline-offset:-" not in mini          # framed outside: an inset outline hid a thin cell's colour
     assert mini.count("data-drafter='true'") == 1 and "inset 0 3px 0 #111" in mini
-    assert F.gap_strip_mini_html(request_oilbird(None), 1) == "" == F.gap_strip_mini_html(None)
+    assert "border-bottom:3px double" in mini      # the patterns stay told apart (2 px of "double" is solid)
+    assert "width:4px" in mini and F.gap_strip_mini_html(request_oilbird(None), 1) == "" == F.gap_strip_mini_html(None)
+    long = request_oilbird(labels * 60)            # 300 tokens: narrower cells, one line still
+    long.output_ids = long.output_ids * 60
+    assert "width:1px" in F.gap_strip_mini_html(long, 1)
 
 
 # --------------------------------------------------------------------------- metrics, comparison

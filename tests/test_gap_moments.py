@@ -28,13 +28,15 @@ def test_a_missed_run_that_exact_match_delivered_anyway_says_so():
     """The labels' pool is earlier outputs only; prompt lookup copies the prompt too. A run
     labelled missed (or absent) that this trace's exact-match source delivered says how, so the
     menu does not contradict the tree; so does a run within the key's reach that exact match
-    delivered (the tree shows prompt lookup there, not the key)."""
+    delivered, alone (the tree shows prompt lookup there, not the key) or with the key."""
     labels = ["absent", "gap_missed", "gap_missed", "lexical_hit", "gap_missed"]
     ms = F.gap_moments(request_oilbird(gap_labels=labels))      # tokens 1 and 2 came from pld
     assert [m.lexical for m in ms] == [2, 0]
     assert "2 delivered anyway by exact match" in ms[0].describe() and "exact match" not in ms[1].describe()
     recovered = F.gap_moments(request_oilbird(gap_labels=LABELS))[0]
-    assert recovered.lexical == 2 and "2 delivered by exact match, not the key" in recovered.describe()
+    # token 1 came from prompt lookup and the key together, token 2 from prompt lookup alone
+    assert (recovered.lexical, recovered.exact_only) == (2, 1)
+    assert "1 delivered by exact match, not the key, 1 by exact match and the key" in recovered.describe()
 
 
 def test_a_gap_run_says_how_many_of_its_tokens_the_drafters_key_reaches():

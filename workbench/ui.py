@@ -36,26 +36,16 @@ from .export import FORMATS, ExportError, export_figures, export_traces, safe_na
 from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
-                      Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, live_sampling, method_choices, method_menu,
-                      new_session, opening, opening_cycle, public, read_error, request_choices, request_menu,
-                      same_place)
+                      Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, live_sampling,
+                      method_choices, method_menu, new_session, opening, opening_cycle, public, read_error,
+                      request_choices, request_menu, same_place)
 
 # the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
 # unread past that), about 3 GB of memory and minutes of drawing: one upload at a time.
 # `python -m oilbird report` reads up to 2 GiB. app.py gives gradio the same bound on the file
 UPLOAD_MAX_BYTES = 512 << 20
 
-CSS = """
-#cycle-counter { font-size: 1.05em; }
-#wb-stop:disabled { filter: grayscale(1); opacity: 0.45; }  /* told apart from a live Stop on a projector */
-#wb-controls { position: sticky; top: 0; z-index: 20; background: var(--body-background-fill, white); gap: 2px; }
-.gradio-container { overflow: clip !important; }  /* gradio's "hidden" makes a scroll box, where sticky fails */
-#wb-error:not(:empty) { border-left: 4px solid #D55E00; padding-left: 8px; }
-#wb-gap-mini, #wb-gap-mini > * { min-height: 0 !important; }
-.wb-text .tok { white-space: pre; }
-.wb-neighbours td, .wb-neighbours th { padding: 2px 6px; text-align: left; }
-.wb-neighbours .mono { font-family: monospace; }
-"""
+CSS = (Path(__file__).resolve().parents[1] / "assets" / "workbench.css").read_text(encoding="utf-8")
 
 # --------------------------------------------------------------------------- the outputs, named
 # Each event returns one of these; the components it updates are listed from the same field
@@ -80,8 +70,9 @@ class Full(namedtuple("Full", STEP + ("metrics", "compare", "prompt"))):
 class Selected(namedtuple("Selected", Full._fields + ("request_menu", "method_menu", "compare_menu", "live_button",
                                                      "stop_button"))):
     """A :class:`Full` redraw, the three menus (their choices' labels follow the selection), the
-    Run live button (greyed out where the selection cannot be decoded: :func:`live_button`) and
-    the Stop button (greyed out when no run of the session waits or runs: :func:`stop_button`)."""
+    Run live button (greyed out where the selection cannot be decoded, or while a run of the
+    session waits or decodes: :func:`live_button`) and the Stop button (clickable only while there
+    is a run to stop: :func:`stop_button`)."""
     __slots__ = ()
 
 
@@ -461,10 +452,12 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                                       concurrency_limit=1))
 
         def run_live(st, rid, method, temperature=0, top_p=1, seed="0", progress=gr.Progress()):
-            """One live run (:func:`live_run`), counted as ended whatever it ends in (the Stop button
-            follows the count)."""
+            """One live run (:func:`live_run`), counted as ended whatever it ends in (both buttons
+            follow the count); an error it lets through is one line in the banner, no change."""
             try:
                 out = live_run(st, rid, method, temperature, top_p, seed, progress)
+            except Exception as exc:     # noqa: BLE001 - e.g. a loader's own error: the buttons must come back
+                out = unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
             finally:
                 st.live_done += 1
             return out._replace(stop_button=stop_button(st), live_button=live_button(st, data))
@@ -513,13 +506,20 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
 
         def pressed(st):
             """Run pressed (outside the queue): counted, so that a Stop pressed while this run still
-            waits (behind another session's run, or for the model) ends it too; Stop is clickable now."""
+            waits (behind another session's run, or for the model) ends it too; Stop is clickable
+            now, Run greyed out ("Running…") until the run ends."""
             st.live_pressed += 1
+            return buttons(st)
+
+        def buttons(st):
             return stop_button(st), live_button(st, data)
         selected.append(live_btn.click(pressed, state, [stop_btn, live_btn], queue=False, api_name=False).then(
             run_live, [state, request_dd, method_dd, live_t, live_p, live_seed], outputs(Selected),
             api_name="run_live", concurrency_limit=1, show_progress_on=[counter],   # not over every panel
             trigger_mode="multiple"))   # a Run pressed while one runs queues (gradio's "once" dropped it, counted)
+        # and once more after it, outside the queue: a redraw that read the counts before the run ended
+        # (a menu's, answered while it ran) must not leave Run greyed out or Stop clickable
+        selected[-1].then(buttons, state, [stop_btn, live_btn], queue=False, api_name=False)
 
         def stop_live(st):
             """End this session's runs pressed so far after their current cycle (run_live reads the

@@ -14,6 +14,7 @@ the cells of the selected cycle come from its ``committed`` tokens.
 from __future__ import annotations
 
 import html
+import textwrap
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -30,7 +31,7 @@ from .provenance import committed_upto, is_live, token_sources
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
 # a live run in the app is labelled against its own decoder's store (oilbird.evaluation.labels.RunningLabels)
 LIVE_SCOPE = "labels: this output against {method}'s own store in the live session, not how {method} drafted it"
-LIVE_POOL = ("pool = the outputs of the {runs} earlier live runs of {method} in that session{same} (no prompts; "
+LIVE_POOL = ("pool = the outputs of {runs} of {method} in that session{same} (no prompts; "
              "not this run's own; each method's live runs fill a store of their own)")
 LIVE_POOL_EMPTY = ("pool = empty: the first live run of {method} in its session, so every token is absent "
                    "(each method's live runs fill a store of their own; run another request next)")
@@ -43,15 +44,22 @@ def gap_words(request: RequestTrace) -> tuple[str, str]:
     output against the requests before it in its file (:data:`GAP_SCOPE`, :data:`GAP_POOL`), or
     for the app's live run against what the session's store for its method held then (labelled
     by :class:`~oilbird.evaluation.labels.RunningLabels`, which says so in ``meta["gap_pool"]``:
-    a notebook's live runs are labelled as a file is)."""
-    meta = request.meta
+    a notebook's live runs are labelled as a file is), with what that pool held: empty (every
+    token absent), or how many earlier runs and how many of this same request (its ``meta``'s
+    ``gap_pool_runs``, ``gap_pool_same``; said in general where a trace gives no counts)."""
+    meta, m = request.meta, request.method
     if meta.get("gap_pool") == GAP_POOL_STORE:
-        runs, same = int(meta.get("gap_pool_runs") or 0), int(meta.get("gap_pool_same") or 0)
-        pool = (LIVE_POOL_EMPTY.format(method=request.method) if not runs and "gap_pool_runs" in meta else
-                LIVE_POOL.format(runs=runs or "", method=request.method,
-                                 same=f", {same} of them of this same request" if same else "").replace("  ", " "))
-        return LIVE_SCOPE.format(method=request.method), pool
+        runs, same = _count_of(meta.get("gap_pool_runs")), _count_of(meta.get("gap_pool_same"))
+        held = f"the {runs} earlier live run{'s' * (runs != 1)}" if runs else "the earlier live runs"
+        pool = (LIVE_POOL_EMPTY.format(method=m) if runs == 0 else
+                LIVE_POOL.format(runs=held, method=m, same=f", {same} of them of this same request" if same else ""))
+        return LIVE_SCOPE.format(method=m), pool
     return GAP_SCOPE.format(method=request.method), GAP_POOL
+
+
+def _count_of(value) -> int | None:
+    """A count a trace's meta gives (None where it gives none, or not a whole number >= 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def no_labels_why(request: RequestTrace) -> str:
@@ -233,7 +241,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
     """The per-token gap labels of one request (see :func:`gap_strip_figure`)."""
     s = style_or_default(style)
     g = gap_cells(request, cycle)
-    pool = html.escape(g.pool, quote=False)
+    pool = "<br>".join(html.escape(line, quote=False) for line in textwrap.wrap(g.pool, 110))   # an export's width
     data = []
     for lab, count in g.counts.items():
         ks = [c for c in g.cells if c.label == lab]
@@ -334,16 +342,17 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
         why = html.escape(g.missing).replace("python -m oilbird trace ... --diagnose",
                                              "<code>python -m oilbird trace ... --diagnose</code>")
         return f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>{why}</div>{_html_key(g)}</div>"
-    cells = "".join(_cell_html(c, g.method, "gap-cell", _CELL, 4, _MARK) for c in g.cells)
+    now = "outline:2px solid #111;outline-offset:-2px;"
+    cells = "".join(_cell_html(c, g.method, "gap-cell", _CELL, 4, _MARK, now) for c in g.cells)
     warn = f"<div style='color:#D55E00'>{g.inconsistent}</div>" if g.inconsistent else ""
     return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{cells}</div>{_html_key(g)}</div>"
 
 
-def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band: str) -> str:
+def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band: str, now: str) -> str:
     """One cell of an HTML strip: its label's colour and border pattern (``border`` px), the
-    drafter's ``band`` where its key reaches the token, an outline on the cycle's tokens, and the
-    token and what its label means in the hover."""
-    now = "outline:2px solid #111;outline-offset:-2px;" if c.now else ""
+    drafter's ``band`` where its key reaches the token, ``now`` (an outline) on the cycle's
+    tokens, and the token and what its label means in the hover."""
+    now = now if c.now else ""
     mark = band if c.drafter else ""
     drafter = "" if c.drafter is None else f" data-drafter='{str(c.drafter).lower()}'"
     return (f"<span class='{kind}' data-label='{html.escape(c.label)}'{drafter} title='{c.index}: "
@@ -352,21 +361,24 @@ def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band:
             f"border-bottom:{border}px {GAP_BORDERS.get(c.label, 'solid')} #333;{mark}{now}'></span>")
 
 
-_MINI = "display:inline-block;width:4px;height:11px;margin:0 1px 1px 0;vertical-align:top;"
+_MINI = "display:inline-block;width:{w}px;height:11px;margin:0 1px 1px 0;vertical-align:top;"
+MINI_ROW = 880     # pixels the small strip's cells may take on one line (a 1024-pixel window's bar)
 
 
 def gap_strip_mini_html(request: RequestTrace | None, cycle: int | None = None) -> str:
     """The strip's cells alone, small, for a bar that stays in view beside the tree (the app's
     buttons): the same colours, patterns and hovers as :func:`gap_strip_html`, the drafter's band
-    thinner, the cells of cycle index ``cycle`` outlined. Empty without labels (the full strip
-    says why)."""
+    thinner, the cells of cycle index ``cycle`` framed outside (an outline inside would hide a
+    thin cell's colour). Cells narrow from 4 to 1 pixel so that up to :data:`MINI_ROW` / 2
+    tokens fit one line (the app scrolls the rest). Empty without labels (the full strip says why)."""
     if request is None:
         return ""
     g = gap_cells(request, cycle)
     if g.missing or g.inconsistent:
         return ""
-    cells = "".join(_cell_html(c, g.method, "gap-mini", _MINI, 2, "box-shadow:inset 0 3px 0 #111;")
-                    for c in g.cells)
+    size = _MINI.format(w=max(1, min(4, MINI_ROW // max(1, g.n_tokens) - 1)))
+    cells = "".join(_cell_html(c, g.method, "gap-mini", size, 3, "box-shadow:inset 0 3px 0 #111;",
+                               "outline:1px solid #111;") for c in g.cells)
     return (f"<div class='wb-gap-mini' title='gap strip (in full below the tree): one cell per output token, "
             f"this cycle outlined'><span style='font-size:0.8em;color:#555;margin-right:6px'>gap strip</span>"
             f"{cells}</div>")

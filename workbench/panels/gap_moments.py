@@ -49,6 +49,7 @@ class GapMoment:
     drafted: int = 0             # ... of its tokens whose drafter_reach the trace records
     lexical: int = 0     # tokens of the run an exact-match source delivered in this trace: the labels'
                          # pool is earlier outputs only, and the drafters also copy the prompt and this output
+    exact_only: int = 0  # ... of those, tokens no other source (the semantic key) delivered too
 
     @property
     def key(self) -> str:
@@ -62,9 +63,13 @@ class GapMoment:
         reach = "" if self.drafter is None else f" · drafter's key reaches {self.drafter} of {self.drafted}"
         # a run this method's exact-match source delivered (it copies the prompt and this output too, not
         # only the labels' pool): say so, so the menu does not contradict the tree
-        how = ("delivered by exact match, not the key" if self.label == "gap_recovered"
-               else "delivered anyway by exact match")
-        got = f" · {self.lexical} {how} (it also copies the prompt and this output)" if self.lexical else ""
+        if self.label != "gap_recovered":
+            how = [f"{self.lexical} delivered anyway by exact match"] if self.lexical else []
+        else:           # the key's reach: which tokens exact match alone delivered, which it shared with the key
+            shared = self.lexical - self.exact_only
+            how = ([f"{self.exact_only} delivered by exact match, not the key"] if self.exact_only else []) + \
+                  ([f"{shared} by exact match and the key"] if shared else [])
+        got = f" · {', '.join(how)} (exact match also copies the prompt and this output)" if how else ""
         # the cycle it jumps to first: a narrow menu (a projector's) cuts the end of the line
         return f"{at} · {where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach}{got}"
 
@@ -96,10 +101,10 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
             won = [i for i in sem if rivals[i]]
             shown = (won or sem or [k])[0]
             drafted = [x for x in marks[k:j] if x is not None] if marks is not None else []
-            lexical = sum(1 for i in range(k, j) if i < len(sources) and LEXICAL & set(sources[i]))
+            lexical = [set(sources[i]) for i in range(k, j) if i < len(sources) and LEXICAL & set(sources[i])]
             out.append(GapMoment(lab[k], k, j, text, where[shown] if shown < len(where) else None, len(sem),
                                  len(won), max(rivals.values(), default=0), sum(drafted) if drafted else None,
-                                 len(drafted), lexical))
+                                 len(drafted), len(lexical), sum(s <= LEXICAL for s in lexical)))
         k = j
     return out
 
