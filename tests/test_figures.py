@@ -590,6 +590,7 @@ def test_a_live_run_labelled_against_its_store_says_so():
     first.meta.update(live=True, gap_pool=GAP_POOL_STORE, gap_pool_runs=0, gap_pool_same=0)
     assert "pool = empty: the first live run of oilbird in its session, so every token is absent" in \
         F.gap_strip_html(first)
+    assert "pool empty: the first live run of this method" in F.gap_strip_mini_html(first)     # the small strip too
     notebook = request_oilbird(labels)
     notebook.meta["live"] = True
     for shown in (notebook, request_oilbird(labels)):
@@ -609,14 +610,18 @@ def test_the_small_strip_is_the_full_strips_cells():
     assert re.findall(r"class='gap-mini' data-label='(\w+)'", mini) == labels
     hovers = lambda h, kind: re.findall(rf"class='{kind}'[^>]*title='([^']*)'", h)   # noqa: E731
     assert hovers(mini, "gap-mini") == hovers(full, "gap-cell")
-    assert mini.count("outline:1px solid") == full.count("outline:2px") == 3     # cycle 1 committed tokens 1-3
+    assert mini.count("outline:2px solid") == full.count("outline:2px") == 3     # cycle 1 committed tokens 1-3
     assert "outline-offset:-" not in mini          # framed outside: an inset outline hid a thin cell's colour
     assert mini.count("data-drafter='true'") == 1 and "inset 0 3px 0 #111" in mini
     assert "border-bottom:3px double" in mini      # the patterns stay told apart (2 px of "double" is solid)
-    assert "width:4px" in mini and F.gap_strip_mini_html(request_oilbird(None), 1) == "" == F.gap_strip_mini_html(None)
-    long = request_oilbird(labels * 60)            # 300 tokens: narrower cells, one line still
+    assert F.gap_strip_mini_html(request_oilbird(None), 1) == "" == F.gap_strip_mini_html(None)
+    # a key of its own (the text's legend nearby gives the same colours other meanings), with counts
+    assert all(k in mini for k in ("lexical hit 1", "gap: semantic key reaches 1", "gap missed 1", "absent from pool 2"))
+    # 5 tokens: wide cells a projector shows; 300: narrow ones, on one line still
+    assert "width:12px" in mini and "pool empty" not in mini
+    long = request_oilbird(labels * 60)
     long.output_ids = long.output_ids * 60
-    assert "width:1px" in F.gap_strip_mini_html(long, 1)
+    assert "width:2px" in F.gap_strip_mini_html(long, 1)
 
 
 # --------------------------------------------------------------------------- metrics, comparison

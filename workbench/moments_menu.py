@@ -29,7 +29,8 @@ class GapMomentsMenu:
         self.cat = cat
         tr = find(st, cat, st.request, st.method)
         self.menu = gr.Dropdown(F.moment_choices(tr), value=F.moment_at(tr, st.cycle), label="gap moments",
-                                info=F.moment_summary(tr), elem_id="wb-moments", scale=3)
+                                info=F.moment_summary(tr), elem_id="wb-moments", scale=3,
+                                filterable=False)     # typed digits landed inside the shown label
 
     def wire(self, state, step_outputs, goto, fast: dict) -> None:
         def jump(st, key):

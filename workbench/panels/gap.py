@@ -361,24 +361,31 @@ def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band:
             f"border-bottom:{border}px {GAP_BORDERS.get(c.label, 'solid')} #333;{mark}{now}'></span>")
 
 
-_MINI = "display:inline-block;width:{w}px;height:11px;margin:0 1px 1px 0;vertical-align:top;"
-MINI_ROW = 880     # pixels the small strip's cells may take on one line (a 1024-pixel window's bar)
+_MINI = "display:inline-block;width:{w}px;height:12px;margin:0 1px 2px 0;vertical-align:top;"
+MINI_ROW = 900     # pixels the small strip's cells may take on one line (a 1024-pixel window's bar)
+MINI_WIDEST = 12   # a short output's cells widen up to this (a projector shows them), a long one's narrow to 1
+_SWATCH = "display:inline-block;width:10px;height:10px;margin:0 3px 0 8px;vertical-align:middle;"
 
 
 def gap_strip_mini_html(request: RequestTrace | None, cycle: int | None = None) -> str:
     """The strip's cells alone, small, for a bar that stays in view beside the tree (the app's
     buttons): the same colours, patterns and hovers as :func:`gap_strip_html`, the drafter's band
     thinner, the cells of cycle index ``cycle`` framed outside (an outline inside would hide a
-    thin cell's colour). Cells narrow from 4 to 1 pixel so that up to :data:`MINI_ROW` / 2
-    tokens fit one line (the app scrolls the rest). Empty without labels (the full strip says why)."""
+    thin cell's colour). Cells are as wide as one line of :data:`MINI_ROW` pixels allows, from
+    :data:`MINI_WIDEST` down to 1 (the app scrolls past two lines), and a key of the four labels
+    with their counts follows (the colours mean other things in the text's legend nearby), with
+    a live run's empty pool said there too. Empty without labels (the full strip says why)."""
     if request is None:
         return ""
     g = gap_cells(request, cycle)
     if g.missing or g.inconsistent:
         return ""
-    size = _MINI.format(w=max(1, min(4, MINI_ROW // max(1, g.n_tokens) - 1)))
+    size = _MINI.format(w=max(1, min(MINI_WIDEST, MINI_ROW // max(1, g.n_tokens) - 1)))
     cells = "".join(_cell_html(c, g.method, "gap-mini", size, 3, "box-shadow:inset 0 3px 0 #111;",
-                               "outline:1px solid #111;") for c in g.cells)
+                               "outline:2px solid #111;") for c in g.cells)
+    key = "".join(f"<span style='{_SWATCH}background:{GAP_COLOURS[lab]}'></span>"
+                  f"{html.escape(GAP_DESCRIPTIONS[lab].split(' (')[0])} {_count(g.counts.get(lab))}" for lab in GAP_LABELS)
+    empty = " · pool empty: the first live run of this method" if g.pool.startswith("pool = empty") else ""
     return (f"<div class='wb-gap-mini' title='gap strip (in full below the tree): one cell per output token, "
-            f"this cycle outlined'><span style='font-size:0.8em;color:#555;margin-right:6px'>gap strip</span>"
-            f"{cells}</div>")
+            f"this cycle framed'>{cells}</div><div class='wb-gap-mini-key' style='font-size:0.8em;color:#444'>"
+            f"<b>gap strip</b> (this cycle framed):{key}{html.escape(empty)}</div>")
