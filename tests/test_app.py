@@ -133,6 +133,24 @@ def test_the_moments_menu_resending_its_own_value_is_no_pick(app_fns, session):
     assert cycle_of(jump(session, "2").counter) == 1    # a new pick jumps
 
 
+def test_the_moment_picked_is_marked_in_both_strips_and_kept_on_its_cycle(app_fns, session):
+    """Cycle 1 shows two moments (token 2, within the key's reach; token 3, missed): picking the
+    second keeps it (not the cycle's clearest) and both strips put a bar under its tokens alone;
+    stepping away and back shows the cycle's clearest again."""
+    import re
+    jump = app_fns[2]["gap_moment"]
+    under = lambda html, kind: [int(i) for i in re.findall(              # noqa: E731
+        rf"class='{kind}' data-label='\w+'[^>]* title='(\d+):[^']*' style='[^']*CC79A7", html)]
+    out = jump(session, "3")
+    assert cycle_of(out.counter) == 1 and out.moments.value == "3" == session.moment_shown
+    assert under(out.gap, "gap-cell") == [3] == under(out.mini, "gap-mini")
+    assert "the gap moment shown underlined" in out.mini
+    fns = app_fns[2]
+    fns["next"](session)
+    back = fns["prev"](session)
+    assert back.moments.value == "2" and under(back.gap, "gap-cell") == [2]
+
+
 def test_every_step_sets_the_moments_menu_in_the_same_answer(app_fns, session):
     """The menu is one of each redraw's outputs (not a second event after it, in whose window a
     pick of the moment still shown was ignored): a step answers with the moment of the cycle
@@ -144,7 +162,8 @@ def test_every_step_sets_the_moments_menu_in_the_same_answer(app_fns, session):
     for name in ("prev", "next", "next", "prev"):
         out = fns[name](session)
         assert out.moments.value == session.moment_shown == F.moment_at(tr, session.cycle), (name, session.cycle)
-        assert out.mini == F.gap_strip_mini_html(tr, session.cycle) != ""          # the small strip follows too
+        moment = F.moment_span(tr, session.moment_shown)
+        assert out.mini == F.gap_strip_mini_html(tr, session.cycle, moment) != ""      # the small strip follows too
     assert {out.moments.value for out in (fns["goto"](session, "1"), fns["goto"](session, "2"))} == {"2", "4"}
     out = fns["select"](session, session.request, session.method, session.compare)
     assert [c[1] for c in out.moments.choices] == [m.key for m in F.gap_moments(tr)]

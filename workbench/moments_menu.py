@@ -10,11 +10,21 @@ from . import figures as F
 from .session import Catalogue, Session, find
 
 
+def shown_moment(st: Session, tr) -> str | None:
+    """The moment the menu shows for the cycle on screen: the one picked, while its cycle is
+    shown (two moments may share a cycle), else the cycle's own (:func:`~workbench.figures.moment_at`),
+    else None; kept in ``st.moment_shown``, which ``jump`` compares with what the menu sends."""
+    if tr is None:
+        st.moment_shown = None
+    elif st.moment_shown is None or F.moment_cycle(tr, st.moment_shown) != st.cycle:
+        st.moment_shown = F.moment_at(tr, st.cycle)
+    return st.moment_shown
+
+
 def menu_update(st: Session, tr, full: bool) -> gr.Dropdown:
-    """The menu after a redraw of ``st`` (its trace ``tr``, or None): the moment of the cycle on
-    screen, or nothing; with ``full`` (a new selection), the request's moments too. The value is
-    kept in ``st.moment_shown``, which ``jump`` compares with what the menu sends."""
-    st.moment_shown = F.moment_at(tr, st.cycle) if tr is not None else None
+    """The menu after a redraw of ``st`` (its trace ``tr``, or None): the moment shown
+    (:func:`shown_moment`), or nothing; with ``full`` (a new selection), the request's moments too."""
+    shown_moment(st, tr)
     if not full:
         return gr.Dropdown(value=st.moment_shown)
     return gr.Dropdown(choices=F.moment_choices(tr), value=st.moment_shown, info=F.moment_summary(tr))
@@ -39,8 +49,7 @@ class GapMomentsMenu:
             if key == st.moment_shown:
                 return [gr.skip()] * len(step_outputs)
             k = F.moment_cycle(find(st, self.cat, st.request, st.method), key)
-            out = goto(st, st.cycle if k is None else k)
-            st.moment_shown = key            # the menu keeps the pick (two moments may share a cycle)
-            return out._replace(moments=gr.skip())
+            st.moment_shown = key if k is not None else st.moment_shown   # the redraw keeps the pick
+            return goto(st, st.cycle if k is None else k)
         # unchecked (preprocess=False): a value the menu no longer lists leaves the cycle as it is
         self.menu.input(jump, [state, self.menu], step_outputs, api_name="gap_moment", preprocess=False, **fast)

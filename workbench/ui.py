@@ -34,7 +34,7 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .live_controls import live_button, stop_button  # noqa: E402
-from .moments_menu import GapMomentsMenu, menu_update  # noqa: E402
+from .moments_menu import GapMomentsMenu, menu_update, shown_moment  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
                       Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, live_sampling,
                       method_choices, method_menu, new_session, opening, opening_cycle, public, read_error,
@@ -126,7 +126,8 @@ def _render(st: Session, cat: Catalogue, error: str, full: bool, data: Data | No
             error, full, "no cycle records", tr)
     k = max(0, min(st.cycle, len(tr.cycles) - 1))
     st.cycle = k
-    counter, tree, text, neighbours, gap, mini = _cycle_panels(tr, k)
+    moment = F.moment_span(tr, shown_moment(st, tr))      # the gap moment shown: both strips mark its tokens
+    counter, tree, text, neighbours, gap, mini = _cycle_panels(tr, k, moment=moment)
     # a step only moves the slider; a new selection also sets its range
     slider = gr.Slider(minimum=0, maximum=max(1, len(tr.cycles) - 1), value=k, step=1) if full else k
     step = Step(st, counter, slider, _plot(tree), text, neighbours, gap, error, menu_update(st, tr, full), mini)
@@ -138,14 +139,15 @@ def _render(st: Session, cat: Catalogue, error: str, full: bool, data: Data | No
     return Full(*step, _plot(F.metrics_spec(tr)), _plot(cmp), tr.prompt_text)
 
 
-def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None) -> tuple:
+def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None, moment=None) -> tuple:
     """What one step draws, for :func:`_render` and :func:`draw_all` alike: the counter, the
-    tree spec, and the text, neighbours and gap-strip HTML of cycle index ``k``. ``keyed``:
-    the request's :func:`~workbench.figures.drafted_sources`, if already known."""
+    tree spec, and the text, neighbours and gap-strip HTML of cycle index ``k`` (the strips
+    mark the tokens ``moment`` spans). ``keyed``: the request's
+    :func:`~workbench.figures.drafted_sources`, if already known."""
     c = tr.cycles[k]
     keyed = F.drafted_sources(tr) if keyed is None else keyed
     return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed, **F.trace_marks(tr)), F.text_html(tr, k),
-            F.neighbours_html(c), F.gap_strip_html(tr, k), F.gap_strip_mini_html(tr, k))
+            F.neighbours_html(c), F.gap_strip_html(tr, k, moment=moment), F.gap_strip_mini_html(tr, k, moment))
 
 
 def render_full(st: Session, cat: Catalogue, error: str = "", data: Data | None = None) -> Full:

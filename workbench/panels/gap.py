@@ -98,6 +98,7 @@ class GapCell:
     # at every other drafted position, the same question, for the hover alone (the marks and
     # counts keep to gap positions: :func:`drafter_marks`); None where not known
     reach: bool | None = None
+    moment: bool = False   # one of the tokens of the gap moment shown (marked under the cell)
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,9 @@ def drafter_marks(request: RequestTrace) -> list[bool | None] | None:
     return [bool(x) if lab in GAP_KINDS and k > 0 else None for k, (lab, x) in enumerate(zip(labels, reach))]
 
 
-def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
-    """The cells of ``request``'s strip with cycle index ``cycle``'s tokens marked."""
+def gap_cells(request: RequestTrace, cycle: int | None = None, moment: tuple[int, int] | None = None) -> GapStrip:
+    """The cells of ``request``'s strip with cycle index ``cycle``'s tokens marked, and the tokens
+    ``[start, end)`` of ``moment`` (a gap moment shown: :func:`~workbench.panels.gap_moments.moment_span`)."""
     labels, n = request.gap_labels, len(request.output_ids)
     span = None
     if cycle is not None and 0 <= cycle < len(request.cycles):
@@ -186,7 +188,8 @@ def gap_cells(request: RequestTrace, cycle: int | None = None) -> GapStrip:
     cells = [GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
                      span is not None and span[0] <= k < span[1], marks[k] if marks else None,
                      marks is not None and k == 0 and lab in GAP_KINDS, tuple(got[k]) if k < len(got) else (),
-                     None if reach is None or k == 0 or reach[k] is None else bool(reach[k]))
+                     None if reach is None or k == 0 or reach[k] is None else bool(reach[k]),
+                     moment is not None and moment[0] <= k < moment[1])
              for k, lab in enumerate(labels)]
     counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
     drafter = None
@@ -310,7 +313,9 @@ _CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 2px 0;vertical-
 _KEY = "display:inline-block;padding:1px 6px;margin:4px 4px 0 0;font-size:0.85em;"
 
 
-_MARK = "box-shadow:inset 0 5px 0 #111;"     # the drafter's mark: a black band across a cell's top
+_BAND = "inset 0 5px 0 #111"     # the drafter's mark: a black band across a cell's top
+_MARK = f"box-shadow:{_BAND};"
+_UNDER = "0 6px 0 #CC79A7"     # a bar under each token of the gap moment shown (reddish purple)
 
 
 def _html_key(g: GapStrip) -> str:
@@ -329,13 +334,17 @@ def _html_key(g: GapStrip) -> str:
         + f"'>{GAP_DESCRIPTIONS.get(lab, html.escape(lab))} ({_count(c)})</span>" for lab, c in g.counts.items()) + mark
 
 
-def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
+def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None,
+                   moment: tuple[int, int] | None = None) -> str:
     """The strip of :func:`gap_strip_figure` as an HTML fragment: one cell per output token
     (colour plus a border style per label, the token in its ``title``; a black band across the
     top of a gap cell the drafter's key reaches), the cells of cycle index ``cycle`` outlined,
-    and the counts per label and of the marks."""
-    g = gap_cells(request, cycle)
-    head = (f"<b>gap strip</b> · one cell per output token · <span style='color:#777'>"
+    and the counts per label and of the marks; a bar under the tokens of ``moment`` (the gap
+    moment shown, :func:`~workbench.panels.gap_moments.moment_span`)."""
+    g = gap_cells(request, cycle, moment)
+    under = (" · <span style='border-bottom:4px solid #CC79A7'>the gap moment shown</span> underlined"
+             if moment else "")
+    head = (f"<b>gap strip</b> · one cell per output token{under} · <span style='color:#777'>"
             f"{html.escape(g.scope, quote=False)}<br>"
             f"{html.escape(g.pool, quote=False)}</span>")
     if g.missing:
@@ -343,17 +352,19 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
                                              "<code>python -m oilbird trace ... --diagnose</code>")
         return f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>{why}</div>{_html_key(g)}</div>"
     now = "outline:2px solid #111;outline-offset:-2px;"
-    cells = "".join(_cell_html(c, g.method, "gap-cell", _CELL, 4, _MARK, now) for c in g.cells)
+    cells = "".join(_cell_html(c, g.method, "gap-cell", _CELL, 4, _BAND, now) for c in g.cells)
     warn = f"<div style='color:#D55E00'>{g.inconsistent}</div>" if g.inconsistent else ""
     return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{cells}</div>{_html_key(g)}</div>"
 
 
 def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band: str, now: str) -> str:
     """One cell of an HTML strip: its label's colour and border pattern (``border`` px), the
-    drafter's ``band`` where its key reaches the token, ``now`` (an outline) on the cycle's
-    tokens, and the token and what its label means in the hover."""
+    drafter's ``band`` (a box shadow) where its key reaches the token, a bar under the tokens of
+    the moment shown, ``now`` (an outline) on the cycle's tokens, and the token and what its label
+    means in the hover."""
     now = now if c.now else ""
-    mark = band if c.drafter else ""
+    shadows = [band] * bool(c.drafter) + [_UNDER] * c.moment     # the drafter's band; the moment's bar under
+    mark = f"box-shadow:{', '.join(shadows)};" if shadows else ""
     drafter = "" if c.drafter is None else f" data-drafter='{str(c.drafter).lower()}'"
     return (f"<span class='{kind}' data-label='{html.escape(c.label)}'{drafter} title='{c.index}: "
             f"{html.escape(visible(c.text), quote=True)} · {html.escape(cell_hover(c, method), quote=True)}' "
@@ -367,25 +378,28 @@ MINI_WIDEST = 12   # a short output's cells widen up to this (a projector shows 
 _SWATCH = "display:inline-block;width:10px;height:10px;margin:0 3px 0 8px;vertical-align:middle;"
 
 
-def gap_strip_mini_html(request: RequestTrace | None, cycle: int | None = None) -> str:
+def gap_strip_mini_html(request: RequestTrace | None, cycle: int | None = None,
+                        moment: tuple[int, int] | None = None) -> str:
     """The strip's cells alone, small, for a bar that stays in view beside the tree (the app's
     buttons): the same colours, patterns and hovers as :func:`gap_strip_html`, the drafter's band
     thinner, the cells of cycle index ``cycle`` framed outside (an outline inside would hide a
     thin cell's colour). Cells are as wide as one line of :data:`MINI_ROW` pixels allows, from
     :data:`MINI_WIDEST` down to 1 (the app scrolls past two lines), and a key of the four labels
     with their counts follows (the colours mean other things in the text's legend nearby), with
-    a live run's empty pool said there too. Empty without labels (the full strip says why)."""
+    a live run's empty pool said there too; a bar under the tokens of ``moment``. Empty without
+    labels (the full strip says why)."""
     if request is None:
         return ""
-    g = gap_cells(request, cycle)
+    g = gap_cells(request, cycle, moment)
     if g.missing or g.inconsistent:
         return ""
     size = _MINI.format(w=max(1, min(MINI_WIDEST, MINI_ROW // max(1, g.n_tokens) - 1)))
-    cells = "".join(_cell_html(c, g.method, "gap-mini", size, 3, "box-shadow:inset 0 3px 0 #111;",
+    cells = "".join(_cell_html(c, g.method, "gap-mini", size, 3, "inset 0 3px 0 #111",
                                "outline:2px solid #111;") for c in g.cells)
     key = "".join(f"<span style='{_SWATCH}background:{GAP_COLOURS[lab]}'></span>"
                   f"{html.escape(GAP_DESCRIPTIONS[lab].split(' (')[0])} {_count(g.counts.get(lab))}" for lab in GAP_LABELS)
     empty = " · pool empty: the first live run of this method" if g.pool.startswith("pool = empty") else ""
     return (f"<div class='wb-gap-mini' title='gap strip (in full below the tree): one cell per output token, "
             f"this cycle framed'>{cells}</div><div class='wb-gap-mini-key' style='font-size:0.8em;color:#444'>"
-            f"<b>gap strip</b> (this cycle framed):{key}{html.escape(empty)}</div>")
+            f"<b>gap strip</b> (this cycle framed{'; the gap moment shown underlined' if moment else ''}):"
+            f"{key}{html.escape(empty)}</div>")

@@ -147,14 +147,24 @@ def clarity(m: GapMoment) -> tuple:
             m.semantic / n, -m.start)
 
 
-def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | None:
-    """The cycle index a moment's menu value (:attr:`GapMoment.key`) jumps to; None if unknown."""
+def moment_of(request: RequestTrace | None, key: str | int | None) -> GapMoment | None:
+    """The moment whose menu value (:attr:`GapMoment.key`) is ``key``; None if unknown."""
     if request is None or key is None:
         return None
-    for m in gap_moments(request):
-        if m.key == str(key):
-            return m.cycle
-    return None
+    return next((m for m in gap_moments(request) if m.key == str(key)), None)
+
+
+def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | None:
+    """The cycle index a moment's menu value (:attr:`GapMoment.key`) jumps to; None if unknown."""
+    m = moment_of(request, key)
+    return m.cycle if m is not None else None
+
+
+def moment_span(request: RequestTrace | None, key: str | int | None) -> tuple[int, int] | None:
+    """The output tokens ``[start, end)`` of the moment whose menu value is ``key`` (the strips
+    mark them: a run may span cycles, and the cycle shown frames only its own); None if unknown."""
+    m = moment_of(request, key)
+    return (m.start, m.end) if m is not None else None
 
 
 def clearest_moment(request: RequestTrace) -> GapMoment | None:
