@@ -397,7 +397,8 @@ def gap_strip_mini_html(request: RequestTrace | None, cycle: int | None = None,
     cells = "".join(_cell_html(c, g.method, "gap-mini", size, 3, "inset 0 3px 0 #111",
                                "outline:2px solid #111;") for c in g.cells)
     key = "".join(f"<span style='{_SWATCH}background:{GAP_COLOURS[lab]}'></span>"
-                  f"{html.escape(GAP_DESCRIPTIONS[lab].split(' (')[0])} {_count(g.counts.get(lab))}" for lab in GAP_LABELS)
+                  f"{html.escape(GAP_DESCRIPTIONS[lab].split(' (')[0])} {_count(g.counts.get(lab))}"
+                  for lab in GAP_LABELS)
     empty = " · pool empty: the first live run of this method" if g.pool.startswith("pool = empty") else ""
     return (f"<div class='wb-gap-mini' title='gap strip (in full below the tree): one cell per output token, "
             f"this cycle framed'>{cells}</div><div class='wb-gap-mini-key' style='font-size:0.8em;color:#444'>"
