@@ -133,7 +133,7 @@ def test_the_moments_menu_resending_its_own_value_is_no_pick(app_fns, session):
     assert cycle_of(jump(session, "2").counter) == 1    # a new pick jumps
 
 
-def test_the_moment_picked_is_marked_in_both_strips_and_kept_on_its_cycle(app_fns, session):
+def test_the_moment_picked_is_marked_in_both_strips_and_kept_on_its_cycle(app_fns, session, tmp_path):
     """Cycle 1 shows two moments (token 2, within the key's reach; token 3, missed): picking the
     second keeps it (not the cycle's clearest) and both strips put a bar under its tokens alone;
     stepping away and back shows the cycle's clearest again."""
@@ -149,6 +149,20 @@ def test_the_moment_picked_is_marked_in_both_strips_and_kept_on_its_cycle(app_fn
     fns["next"](session)
     back = fns["prev"](session)
     assert back.moments.value == "2" and under(back.gap, "gap-cell") == [2]
+    # a pick is the request's: another request (here r1's trace uploaded as r3) opens on its own
+    # clearest moment, not on a moment of the same key the pick happens to share with it
+    from dataclasses import replace as copy_of
+    from workbench.session import find
+    jump(session, "3")
+    r1 = find(session, app_fns[0], "r1", "oilbird")
+    r3 = copy_of(r1, request_id="r3", cycles=[copy_of(c, request_id="r3") for c in r1.cycles])
+    out = fns["load_traces"](session, str(save_traces([r3], tmp_path / "r3.jsonl")))
+    assert session.request == "r3" and session.cycle == 1 and out.moments.value == "2"
+    jump(session, "3")
+    assert fns["select"](session, "r1", "oilbird", "goose").moments.value == "2"
+    # an API's number is the menu's string: the menu's own re-send of it is then no pick
+    jump(session, 3)
+    assert session.moment_shown == "3" and jump(session, "3") == [gr_skip()] * len(jump(session, "3"))
 
 
 def test_every_step_sets_the_moments_menu_in_the_same_answer(app_fns, session):

@@ -48,8 +48,10 @@ class GapMomentsMenu:
             # menu's own value again is no pick (jumping then undid a step or a typed cycle)
             if key == st.moment_shown:
                 return [gr.skip()] * len(step_outputs)
-            k = F.moment_cycle(find(st, self.cat, st.request, st.method), key)
-            st.moment_shown = key if k is not None else st.moment_shown   # the redraw keeps the pick
-            return goto(st, st.cycle if k is None else k)
+            m = F.moment_of(find(st, self.cat, st.request, st.method), key)
+            if m is None or m.cycle is None:                 # not a moment of this trace: stay
+                return goto(st, st.cycle)
+            st.moment_shown = m.key              # (the menu's own spelling: an API's 3 is "3"); the redraw keeps it
+            return goto(st, m.cycle)
         # unchecked (preprocess=False): a value the menu no longer lists leaves the cycle as it is
         self.menu.input(jump, [state, self.menu], step_outputs, api_name="gap_moment", preprocess=False, **fast)

@@ -353,7 +353,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             else:
                 new = find(st, cat, rid, method)
                 if rid != st.request:          # another request opens as the app does, on its clearest moment
-                    st.cycle = opening_cycle(new)
+                    st.cycle, st.moment_shown = opening_cycle(new), None
                 elif method != st.method:      # another method: the same moment, where it has it
                     st.cycle = same_place(find(st, cat, st.request, st.method), st.cycle, new)
                 if method != st.method and cmp == method == st.compare:   # picking the compared method:
@@ -437,7 +437,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             first = opening(traces)      # oilbird's trace that shows the key best, if the file has one
             added = {(t.request_id, t.method): t for t in traces}
             new = replace(st, extra={**st.extra, **added}, request=first.request_id, method=first.method,
-                          cycle=opening_cycle(first))
+                          cycle=opening_cycle(first), moment_shown=None)
             try:
                 for t in traces:
                     draw_all(t)
@@ -496,6 +496,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             old = st.extra.get((rid, method))
             uploaded = old is not None and not F.is_live(old)     # (an earlier live run's is no loss)
             st.extra[(rid, method)] = tr
+            st.moment_shown = st.moment_shown if on_screen is not None else None   # a pick is the request's
             st.request, st.method, st.cycle = rid, method, same_place(on_screen, st.cycle, tr)
             said = [] if tr.stop != "stopped" else [_warn(
                 f"Stopped after {len(tr.output_ids)} of {max_new_tokens} tokens: the partial trace is shown, "

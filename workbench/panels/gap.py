@@ -259,7 +259,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
             "hoverinfo": "text", "meta": lab})
     if g.marked:
         marked = [c for c in g.cells if c.drafter]
-        # the app's mark (gap_strip_html's _MARK): a black band across the top of the cell
+        # the app's mark (gap_strip_html's _BAND): a black band across the top of the cell
         data.append({
             "type": "bar", "x": [c.index for c in marked] or [None], "base": BAND[0], "y": [BAND[1]] * len(marked)
             if marked else [None], "width": 1,
@@ -309,13 +309,13 @@ def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Sty
     return figure(gap_strip_spec(request, cycle, style), style)
 
 
-_CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 2px 0;vertical-align:top;"
+_CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 6px 0;vertical-align:top;"   # room for the bar
 _KEY = "display:inline-block;padding:1px 6px;margin:4px 4px 0 0;font-size:0.85em;"
 
 
 _BAND = "inset 0 5px 0 #111"     # the drafter's mark: a black band across a cell's top
 _MARK = f"box-shadow:{_BAND};"
-_UNDER = "0 6px 0 #CC79A7"     # a bar under each token of the gap moment shown (reddish purple)
+_UNDER = "0 5px 0 #CC79A7"     # a bar under each token of the gap moment shown (reddish purple)
 
 
 def _html_key(g: GapStrip) -> str:
@@ -372,7 +372,7 @@ def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band:
             f"border-bottom:{border}px {GAP_BORDERS.get(c.label, 'solid')} #333;{mark}{now}'></span>")
 
 
-_MINI = "display:inline-block;width:{w}px;height:12px;margin:0 1px 2px 0;vertical-align:top;"
+_MINI = "display:inline-block;width:{w}px;height:12px;margin:0 1px 6px 0;vertical-align:top;"
 MINI_ROW = 900     # pixels the small strip's cells may take on one line (a 1024-pixel window's bar)
 MINI_WIDEST = 12   # a short output's cells widen up to this (a projector shows them), a long one's narrow to 1
 _SWATCH = "display:inline-block;width:10px;height:10px;margin:0 3px 0 8px;vertical-align:middle;"
