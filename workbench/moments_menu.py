@@ -11,13 +11,16 @@ from .session import Catalogue, Session, find
 
 
 def shown_moment(st: Session, tr) -> str | None:
-    """The moment the menu shows for the cycle on screen: the one picked, while its cycle is
-    shown (two moments may share a cycle), else the cycle's own (:func:`~workbench.figures.moment_at`),
-    else None; kept in ``st.moment_shown``, which ``jump`` compares with what the menu sends."""
+    """The moment the menu shows for the cycle on screen: the one picked, while its request and
+    cycle are shown (two moments may share a cycle; another request opens on its own), else the
+    cycle's own (:func:`~workbench.figures.moment_at`), else None; kept in ``st.moment_shown``,
+    which ``jump`` compares with what the menu sends."""
     if tr is None:
         st.moment_shown = None
-    elif st.moment_shown is None or F.moment_cycle(tr, st.moment_shown) != st.cycle:
+    elif (st.moment_shown is None or st.moment_request != st.request
+          or F.moment_cycle(tr, st.moment_shown) != st.cycle):
         st.moment_shown = F.moment_at(tr, st.cycle)
+    st.moment_request = st.request
     return st.moment_shown
 
 
@@ -51,7 +54,7 @@ class GapMomentsMenu:
             m = F.moment_of(find(st, self.cat, st.request, st.method), key)
             if m is None or m.cycle is None:                 # not a moment of this trace: stay
                 return goto(st, st.cycle)
-            st.moment_shown = m.key              # (the menu's own spelling: an API's 3 is "3"); the redraw keeps it
+            st.moment_shown, st.moment_request = m.key, st.request   # (an API's 3 is the menu's "3"); kept
             return goto(st, m.cycle)
         # unchecked (preprocess=False): a value the menu no longer lists leaves the cycle as it is
         self.menu.input(jump, [state, self.menu], step_outputs, api_name="gap_moment", preprocess=False, **fast)

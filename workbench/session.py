@@ -182,6 +182,7 @@ class Session:
     labellers: dict[str, object] = field(default_factory=dict)
     funnel_shown: bool = False       # counted once: the funnel then follows every new selection
     moment_shown: str | None = None  # the gap-moments menu's value as last set (a pick, or the cycle's moment)
+    moment_request: str | None = None   # ... the request it is a moment of (a pick is that request's)
     # live runs by number, in the order Run was pressed: a run stops after its current cycle once
     # Stop was pressed at or after its press (stop_upto >= its number); a later run never is
     live_pressed: int = 0
@@ -204,7 +205,7 @@ def new_session(cat: Catalogue, data: Data) -> Session:
     other = [m for m in methods if m != method]
     st = Session(rid, method, other[0] if other else method)
     st.cycle = opening_cycle(find(st, cat, rid, method))
-    st.moment_shown = moment_at(find(st, cat, rid, method), st.cycle)
+    st.moment_shown, st.moment_request = moment_at(find(st, cat, rid, method), st.cycle), rid
     return st
 
 
@@ -340,13 +341,13 @@ def decode_live(st: Session, models: ModelHolder, lm, req, method: str, max_new_
             done[0] += len(c.committed)
             progress(min(1.0, done[0] / max_new_tokens), desc=f"cycle {c.cycle}: {done[0]} tokens")
             return stopped()                     # Stop pressed: the decoder ends the request here
+        judge = None
+        if sampling is not None:
+            from oilbird.sampled import Sampled          # (the trace says so: Sampled.meta)
+            judge = Sampled(sampling, req.id)
         held = _stored(dec)
         try:
-            if sampling is None:
-                out = dec.run(req.id, ids, max_new_tokens, on_cycle=report)
-            else:
-                from oilbird.sampled import Sampled      # (the trace says so: Sampled.meta)
-                out = dec.run(req.id, ids, max_new_tokens, on_cycle=report, judge=Sampled(sampling, req.id))
+            out = dec.run(req.id, ids, max_new_tokens, on_cycle=report, judge=judge)     # None: greedy
         except BaseException:
             if _stored(dec) != held and st.labellers.get(method) is not None:
                 st.labellers[method] = None    # the store kept a partial output the labeller never saw

@@ -353,7 +353,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             else:
                 new = find(st, cat, rid, method)
                 if rid != st.request:          # another request opens as the app does, on its clearest moment
-                    st.cycle, st.moment_shown = opening_cycle(new), None
+                    st.cycle = opening_cycle(new)
                 elif method != st.method:      # another method: the same moment, where it has it
                     st.cycle = same_place(find(st, cat, st.request, st.method), st.cycle, new)
                 if method != st.method and cmp == method == st.compare:   # picking the compared method:
@@ -437,7 +437,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             first = opening(traces)      # oilbird's trace that shows the key best, if the file has one
             added = {(t.request_id, t.method): t for t in traces}
             new = replace(st, extra={**st.extra, **added}, request=first.request_id, method=first.method,
-                          cycle=opening_cycle(first), moment_shown=None)
+                          cycle=opening_cycle(first))
             try:
                 for t in traces:
                     draw_all(t)
@@ -447,7 +447,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             # every trace draws: the session takes them in place, so a live run that holds this
             # same session object (and returns it when it ends) keeps the upload too
             st.extra.update(added)
-            st.request, st.method, st.cycle, st.moment_shown = new.request, new.method, new.cycle, new.moment_shown
+            st.request, st.method, st.cycle = new.request, new.method, new.cycle
+            st.moment_shown, st.moment_request = new.moment_shown, new.moment_request
             return Selected(*out._replace(state=st), *menus_for(st))
 
         selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces",
@@ -486,17 +487,16 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                                  stopped=lambda: ticket <= st.stop_upto, budget=budget)
             except PromptError as exc:   # empty, or too long for the model
                 return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc}"))
-            except Exception as exc:     # noqa: BLE001 - out of memory, a tokenizer's own error...: one line, no change
+            except Exception:            # out of memory, a tokenizer's own error...: run_live says so
                 if not had:
                     st.decoders.pop(method, None)      # a decoder made for this run only
-                return unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
+                raise
             # the request on screen stays at its moment (the cycle committing the same token), as
             # a method switch does: a class compares the live tree with the one it was shown
             on_screen = find(st, cat, st.request, st.method) if st.request == rid else None
             old = st.extra.get((rid, method))
             uploaded = old is not None and not F.is_live(old)     # (an earlier live run's is no loss)
             st.extra[(rid, method)] = tr
-            st.moment_shown = st.moment_shown if on_screen is not None else None   # a pick is the request's
             st.request, st.method, st.cycle = rid, method, same_place(on_screen, st.cycle, tr)
             said = [] if tr.stop != "stopped" else [_warn(
                 f"Stopped after {len(tr.output_ids)} of {max_new_tokens} tokens: the partial trace is shown, "
