@@ -720,7 +720,9 @@ def test_run_live_starts_greyed_out_when_the_app_opens_on_a_request_it_cannot_de
 
 
 def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monkeypatch):
+    from workbench import figures as F
     from workbench.panels import tree
+    from workbench.session import find
 
     def broken(*a, **k):
         raise KeyError("boom")
@@ -728,12 +730,18 @@ def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monk
     with pytest.warns(UserWarning, match="cannot be drawn"):
         out = app_fns[2]["next"](session)
     assert "cannot be drawn" in out.error and "boom" in out.error
+    with pytest.warns(UserWarning, match="cannot be drawn"):     # a new selection: the menu says why it is empty
+        sel = app_fns[2]["select"](out.state, out.state.request, out.state.method, out.state.compare)
+    assert sel.moments.choices == [] and sel.moments.info == "this request and method: cannot be drawn"
     with pytest.warns(UserWarning, match="Nothing exported"):
         files, error = app_fns[2]["export_figures"](out.state, "html", progress=lambda *a, **k: None)
     assert files == [] and "cannot be drawn" in error and "boom" in error
     monkeypatch.undo()
     out = app_fns[2]["prev"](out.state)                                    # drawable again: no error
     assert cycle_of(out.counter) == 1 and out.error == ""
+    # the failed selection emptied the menu: the first step that draws lists the moments again
+    assert out.moments.choices == F.moment_choices(find(out.state, app_fns[0], out.state.request, out.state.method))
+    assert out.moments.choices and app_fns[2]["next"](out.state).moments.choices == []   # then the value alone
 
 
 def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
@@ -987,7 +995,7 @@ def test_the_app_builds_and_steps_without_readable_traces(tmp_path, capsys):
     out = fns["next"](st)
     assert "no trace" in out.counter.lower() and out.moments.value is None
     out = fns["select"](st, st.request, st.method, st.compare)
-    assert out.moments.choices == [] and "no trace selected" in out.moments.info
+    assert out.moments.choices == [] and out.moments.info == "this request and method: no trace"
 
 
 def test_login_with_auth_and_none_without(app_fns, tmp_path):

@@ -24,13 +24,19 @@ def shown_moment(st: Session, tr) -> str | None:
     return st.moment_shown
 
 
-def menu_update(st: Session, tr, full: bool) -> gr.Dropdown:
+def menu_update(st: Session, tr, full: bool, info: str | None = None) -> gr.Dropdown:
     """The menu after a redraw of ``st`` (its trace ``tr``, or None): the moment shown
-    (:func:`shown_moment`), or nothing; with ``full`` (a new selection), the request's moments too."""
+    (:func:`shown_moment`), or nothing; with ``full`` (a new selection), or where the menu lists
+    another trace's moments or none (``st.menu_of``: a redraw that failed emptied it), the
+    request's moments too, and a line over them (``info``, else
+    :func:`~workbench.figures.moment_summary`)."""
     shown_moment(st, tr)
-    if not full:
+    key = (st.request, st.method, id(tr) if info is None else None)
+    if not full and key == st.menu_of:
         return gr.Dropdown(value=st.moment_shown)
-    return gr.Dropdown(choices=F.moment_choices(tr), value=st.moment_shown, info=F.moment_summary(tr))
+    st.menu_of = key
+    return gr.Dropdown(choices=F.moment_choices(tr), value=st.moment_shown,
+                       info=F.moment_summary(tr) if info is None else info)
 
 
 class GapMomentsMenu:

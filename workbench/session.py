@@ -183,6 +183,7 @@ class Session:
     funnel_shown: bool = False       # counted once: the funnel then follows every new selection
     moment_shown: str | None = None  # the gap-moments menu's value as last set (a pick, or the cycle's moment)
     moment_request: str | None = None   # ... the request it is a moment of (a pick is that request's)
+    menu_of: tuple | None = None     # the trace whose moments the menu lists (moments_menu.menu_key)
     # live runs by number, in the order Run was pressed: a run stops after its current cycle once
     # Stop was pressed at or after its press (stop_upto >= its number); a later run never is
     live_pressed: int = 0
@@ -205,7 +206,8 @@ def new_session(cat: Catalogue, data: Data) -> Session:
     other = [m for m in methods if m != method]
     st = Session(rid, method, other[0] if other else method)
     st.cycle = opening_cycle(find(st, cat, rid, method))
-    st.moment_shown, st.moment_request = moment_at(find(st, cat, rid, method), st.cycle), rid
+    tr = find(st, cat, rid, method)
+    st.moment_shown, st.moment_request, st.menu_of = moment_at(tr, st.cycle), rid, (rid, method, id(tr))
     return st
 
 

@@ -94,9 +94,7 @@ def render(st: Session, cat: Catalogue, error: str = "", full: bool = False, dat
         return _render(st, cat, error, full, data)
     except Exception as exc:   # noqa: BLE001 - any failure while drawing goes to the banner
         msg = f"Request '{st.request}' with method '{st.method}' cannot be drawn: {type(exc).__name__}: {exc}"
-        out = _no_trace(st, msg, " ".join(x for x in (error, _warn(msg)) if x), full, "cannot be drawn")
-        return out._replace(moments=gr.Dropdown(choices=[], value=None, info="this trace cannot be drawn")
-                            if full else gr.Dropdown(value=None))
+        return _no_trace(st, msg, " ".join(x for x in (error, _warn(msg)) if x), full, "cannot be drawn")
 
 
 def _no_trace(st: Session, msg: str, error: str, full: bool, what: str = "no trace",
@@ -108,8 +106,9 @@ def _no_trace(st: Session, msg: str, error: str, full: bool, what: str = "no tra
     head = (F.counter_html(tr, 0) if tr is not None and not tr.cycles else
             f"<b>{html.escape(st.request)} · {html.escape(st.method)}</b>: {html.escape(what)}")
     empty = _plot(F.message_spec(f"{st.request} · {st.method}", what))
+    menu = menu_update(st, tr, full, None if tr is not None else f"this request and method: {what}")
     step = Step(st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0, empty,
-                f"<p>{html.escape(msg)}</p>", "", "", error, menu_update(st, tr, full), "")
+                f"<p>{html.escape(msg)}</p>", "", "", error, menu, "")
     return Full(*step, empty, empty, tr.prompt_text if tr is not None else "") if full else step
 
 
@@ -448,7 +447,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             # same session object (and returns it when it ends) keeps the upload too
             st.extra.update(added)
             st.request, st.method, st.cycle = new.request, new.method, new.cycle
-            st.moment_shown, st.moment_request = new.moment_shown, new.moment_request
+            st.moment_shown, st.moment_request, st.menu_of = new.moment_shown, new.moment_request, new.menu_of
             return Selected(*out._replace(state=st), *menus_for(st))
 
         selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces",
