@@ -145,6 +145,9 @@ def test_the_moment_picked_is_marked_in_both_strips_and_kept_on_its_cycle(app_fn
     assert cycle_of(out.counter) == 1 and out.moments.value == "3" == session.moment_shown
     assert under(out.gap, "gap-cell") == [3] == under(out.mini, "gap-mini")
     assert "the gap moment shown underlined" in out.mini
+    # an export draws the strip as shown: the bar under the moment picked
+    [page], error = app_fns[2]["export_figures"](session, "html", progress=lambda *a, **k: None)
+    assert error == "" and "the gap moment shown (token 3)" in Path(page).read_text(encoding="utf-8")
     fns = app_fns[2]
     fns["next"](session)
     back = fns["prev"](session)

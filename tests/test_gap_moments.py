@@ -106,6 +106,21 @@ def test_the_stepper_lists_moments_and_jumps():
     assert s.cycle == 1 and s.last_error is None
 
 
+def _underlined(figs) -> list[int]:
+    """The tokens the gap strip's bar runs under (the gap moment shown)."""
+    return [x for d in figs["gap"].data if d.meta == "moment" for x in d.x]
+
+
+def test_the_stepper_underlines_the_moment_shown():
+    """The notebook's strip marks the moment the menu shows, as the app's strips do: the one
+    picked while its cycle is on screen, else the cycle's clearest."""
+    s = Stepper([request_oilbird(gap_labels=["absent", "gap_missed", "gap_recovered", "gap_missed", "absent"])])
+    assert _underlined(s.jump("3")) == [3] and s.moment == "3"
+    assert _underlined(s.step(1)) == [4]               # cycle 2's own moment
+    assert _underlined(s.step(-1)) == [2] and s.moment == "2"   # back: the cycle's clearest, not the pick
+    assert _underlined(s.step(-1)) == [] and s.moment is None   # the prefill's cycle: none
+
+
 def test_the_menu_keeps_the_moment_picked_when_its_cycle_shows_several():
     """Cycle 1 commits tokens 1-3, three moments; the menu would show the clearest (the recovery,
     "2"), but the one the user picked stays picked."""

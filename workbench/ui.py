@@ -543,7 +543,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             k = min(st.cycle, len(tr.cycles) - 1)
             other = find(st, cat, st.request, st.compare)
             try:
-                figs = F.cycle_figures(tr, k)
+                figs = F.cycle_figures(tr, k, moment=F.moment_span(tr, st.moment_shown))   # the strip as on screen
                 if other is not None:
                     figs["compare"] = F.compare_figure(tr, other, k)
             except Exception as exc:   # noqa: BLE001 - a trace that cannot be drawn: say so

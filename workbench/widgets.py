@@ -40,11 +40,12 @@ class StepperError(ValueError):
 
 
 def figures_for(request: RequestTrace, cycle: int, views: Iterable[str] = VIEWS,
-                style: Style | None = None) -> dict[str, go.Figure]:
+                style: Style | None = None, moment: tuple[int, int] | None = None) -> dict[str, go.Figure]:
     """The views of cycle index ``cycle`` of ``request``, by name (see :data:`VIEWS`):
     ``tree`` (:func:`~workbench.figures.tree_figure`), ``neighbours``
     (:func:`~workbench.figures.neighbours_figure`), ``gap``
-    (:func:`~workbench.figures.gap_strip_figure`), ``text`` and ``metrics``. A trace without
+    (:func:`~workbench.figures.gap_strip_figure`, a bar under the tokens ``moment`` spans: the
+    gap moment shown), ``text`` and ``metrics``. A trace without
     cycle records has cycle 0 only, drawn as messages (as :func:`~workbench.figures.cycle_figures`)."""
     names = ("tree", "neighbours", "gap", "text", "metrics")
     unknown = [v for v in views if v not in names]
@@ -61,7 +62,7 @@ def figures_for(request: RequestTrace, cycle: int, views: Iterable[str] = VIEWS,
         raise StepperError(f"cycle {cycle} is outside 0..0 for request {request.request_id!r} ({request.method})")
     make = {"tree": lambda: F.tree_figure(c, style=style, keyed=F.drafted_sources(request), **F.trace_marks(request)),
             "neighbours": lambda: F.neighbours_figure(c, style=style),
-            "gap": lambda: F.gap_strip_figure(request, cycle, style),
+            "gap": lambda: F.gap_strip_figure(request, cycle, style, moment),
             "text": lambda: F.text_figure(request, cycle, style),
             "metrics": lambda: F.metrics_figure(request, cycle, style)}
     return {v: make[v]() for v in views}
@@ -89,6 +90,9 @@ class Stepper:
         method = "oilbird" if (rid, "oilbird") in self.traces else self.methods_of(rid)[0]
         self.request, self.method = rid, method
         self.cycle = first_cycle(self.traces[(rid, method)])
+        # the gap moment shown (a value of moments()): the one picked while its cycle is on
+        # screen, else the cycle's own (moment_at), else None; the strip underlines its tokens
+        self.moment: str | None = F.moment_at(self.traces[(rid, method)], self.cycle)
         self.last_error: str | None = None
         self._w: dict | None = None
         self._syncing = False
@@ -116,8 +120,10 @@ class Stepper:
         m = self.method if method is None else method
         tr = self.trace(rid, m)
         k = self.cycle if cycle is None else int(cycle)
-        figs = figures_for(tr, k, self.views, self.style)
-        self.request, self.method, self.cycle = rid, m, k
+        keep = (rid, m) == (self.request, self.method) and F.moment_cycle(tr, self.moment) == k
+        moment = self.moment if keep else F.moment_at(tr, k)
+        figs = figures_for(tr, k, self.views, self.style, F.moment_span(tr, moment))
+        self.request, self.method, self.cycle, self.moment = rid, m, k, moment
         if self._w is not None:
             self._sync_controls(tr)
             self._draw([self._w_header(tr), *figs.values()])
@@ -145,11 +151,12 @@ class Stepper:
 
     def jump(self, key: str | int) -> dict[str, go.Figure]:
         """Go to the cycle that shows gap moment ``key`` (a value of :meth:`moments`; ``GapMoment.cycle``)."""
-        k = F.moment_cycle(self.trace(self.request, self.method), key)
-        if k is None:
+        m = F.moment_of(self.trace(self.request, self.method), key)
+        if m is None or m.cycle is None:
             have = ", ".join(v for _, v in self.moments()) or "none"
             raise StepperError(f"no gap moment {key!r} in request {self.request!r} ({self.method}); it has {have}")
-        return self.show(cycle=k)
+        self.moment = m.key                 # picked: shown (and underlined) while its cycle is
+        return self.show(cycle=m.cycle)
 
     def describe(self) -> str:
         """One line about the current cycle (what the header shows)."""
@@ -217,11 +224,9 @@ class Stepper:
             options = [("-", None)] + self.moments()
             if list(w["moments"].options) != options:       # a new request: its own moments
                 w["moments"].options = options
-            # the moment picked, while it is the cycle on screen; else the cycle's own moment, or "-":
-            # picking a moment again after a step jumps back to it
-            picked = w["moments"].value
-            keep = picked in [v for _, v in options[1:]] and F.moment_cycle(tr, picked) == self.cycle
-            w["moments"].value = picked if keep else F.moment_at(tr, self.cycle)
+            # the moment shown (show's: the one picked while its cycle is on screen, else the
+            # cycle's own), or "-": picking a moment again after a step jumps back to it
+            w["moments"].value = self.moment if self.moment in [v for _, v in options[1:]] else None
             top = last_cycle(tr)
             for key in ("cycle", "play"):     # a prefill-only request: nothing to step through
                 w[key].max, w[key].disabled = top, top == 0

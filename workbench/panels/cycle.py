@@ -87,8 +87,10 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
             f"{len(request.output_ids)} tokens · {len(c.committed)} committed this cycle{stop}")
 
 
-def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None) -> dict[str, dict]:
-    """Every per-request spec for cycle index ``cycle`` (what the app shows), by name."""
+def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None,
+                moment: tuple[int, int] | None = None) -> dict[str, dict]:
+    """Every per-request spec for cycle index ``cycle`` (what the app shows), by name; the gap
+    strip with a bar under the tokens ``moment`` spans (the gap moment shown)."""
     c = cycle_at(request, cycle)
     if c is None:
         head = f"{request.request_id} · {request.method}"
@@ -99,10 +101,11 @@ def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None) -
     return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request), **trace_marks(request)),
             "text": text.text_spec(request, cycle, style),
             "neighbours": neighbours.neighbours_spec(c, style=style),
-            "gap": gap.gap_strip_spec(request, cycle, style),
+            "gap": gap.gap_strip_spec(request, cycle, style, moment),
             "metrics": metrics.metrics_spec(request, cycle, style)}
 
 
-def cycle_figures(request: RequestTrace, cycle: int, style: Style | None = None) -> dict[str, go.Figure]:
+def cycle_figures(request: RequestTrace, cycle: int, style: Style | None = None,
+                  moment: tuple[int, int] | None = None) -> dict[str, go.Figure]:
     """:func:`cycle_specs` as validated Figures (for notebooks and exports)."""
-    return {k: figure(v, style) for k, v in cycle_specs(request, cycle, style).items()}
+    return {k: figure(v, style) for k, v in cycle_specs(request, cycle, style, moment).items()}

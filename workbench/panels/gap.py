@@ -37,6 +37,8 @@ LIVE_POOL_EMPTY = ("pool = empty: the first live run of {method} in its session,
                    "(each method's live runs fill a store of their own; run another request next)")
 GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
 NO_COLOUR = "#777777"
+MOMENT_COLOUR = "#CC79A7"      # the gap moment shown: a bar under each of its tokens (reddish purple)
+MOMENT_BAR = (-0.25, 0.14)     # ... in a plotly strip: its base and height (a cell is 0 to 1)
 
 
 def gap_words(request: RequestTrace) -> tuple[str, str]:
@@ -240,10 +242,11 @@ def _count(c: int | None) -> str:
 BAND = (0.78, 0.22)
 
 
-def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
+def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None,
+                   moment: tuple[int, int] | None = None) -> dict:
     """The per-token gap labels of one request (see :func:`gap_strip_figure`)."""
     s = style_or_default(style)
-    g = gap_cells(request, cycle)
+    g = gap_cells(request, cycle, moment)
     pool = "<br>".join(html.escape(line, quote=False) for line in textwrap.wrap(g.pool, 110))   # an export's width
     data = []
     for lab, count in g.counts.items():
@@ -269,6 +272,16 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                           f"{html.escape(DRAFTER_MARK + ': ' + DRAFTER_EXPLANATION, quote=False)}"
                           for c in marked] or None,
             "hoverinfo": "text", "meta": "drafter"})
+    under = [c for c in g.cells if c.moment]
+    if under:
+        # the app's bar under the tokens of the gap moment shown (gap_strip_html's _UNDER)
+        data.append({
+            "type": "bar", "x": [c.index for c in under], "base": MOMENT_BAR[0], "y": [MOMENT_BAR[1]] * len(under),
+            "width": 1, "name": "the gap moment shown (" + (f"token {under[0].index})" if len(under) == 1 else
+                                                            f"tokens {under[0].index}-{under[-1].index})"),
+            "marker": {"color": MOMENT_COLOUR, "line": {"width": 0}}, "showlegend": True,
+            "hovertext": [f"token {c.index}: {esc(c.text)}<br>the gap moment shown" for c in under],
+            "hoverinfo": "text", "meta": "moment"})
     notes, shapes = [], []
     if g.missing:
         notes.append(centred_note(html.escape(g.missing)))
@@ -290,12 +303,13 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                        shapes=shapes, barmode="overlay", bargap=0, legend={"orientation": "h", "y": -0.3},
                        margin={"l": 20, "r": 10, "t": 85 + 25 * more, "b": 20},
                        xaxis={"range": [-0.5, max(g.n_tokens, 1) - 0.5], "showgrid": False},
-                       yaxis={"visible": False, "range": [0, 1.15]})
+                       yaxis={"visible": False, "range": [MOMENT_BAR[0] - 0.03 if under else 0, 1.15]})
     lay["title"].update(y=1 - 22 / lay["height"], yanchor="top")   # its lines run downwards from the top
     return {"data": data, "layout": lay}
 
 
-def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:
+def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None,
+                     moment: tuple[int, int] | None = None) -> go.Figure:
     """One cell per output token, coloured and patterned by its diagnosis label (lexical hit /
     gap within the semantic key's reach / gap missed / absent from the pool; counts in the
     legend). The labels come from a diagnosis of the output, not from the method's drafting, so
@@ -305,8 +319,10 @@ def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Sty
     is (:data:`~workbench.palette.GAP_POOL`: earlier requests' outputs, not this request's
     prompt or own output), so "absent from pool" is not read as absent from the prompt. Without
     labels (``gap_labels is None``) the strip is empty and says where they come from. A live
-    run's labels are against the session's store for its method (:func:`gap_words`)."""
-    return figure(gap_strip_spec(request, cycle, style), style)
+    run's labels are against the session's store for its method (:func:`gap_words`). A bar
+    runs under the output tokens ``[start, end)`` of ``moment`` (the gap moment shown:
+    :func:`~workbench.panels.gap_moments.moment_span`), as in the app's strips."""
+    return figure(gap_strip_spec(request, cycle, style, moment), style)
 
 
 _CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 6px 0;vertical-align:top;"   # room for the bar
@@ -315,7 +331,7 @@ _KEY = "display:inline-block;padding:1px 6px;margin:4px 4px 0 0;font-size:0.85em
 
 _BAND = "inset 0 5px 0 #111"     # the drafter's mark: a black band across a cell's top
 _MARK = f"box-shadow:{_BAND};"
-_UNDER = "0 5px 0 #CC79A7"     # a bar under each token of the gap moment shown (reddish purple)
+_UNDER = f"0 5px 0 {MOMENT_COLOUR}"
 
 
 def _html_key(g: GapStrip) -> str:
@@ -342,7 +358,7 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
     and the counts per label and of the marks; a bar under the tokens of ``moment`` (the gap
     moment shown, :func:`~workbench.panels.gap_moments.moment_span`)."""
     g = gap_cells(request, cycle, moment)
-    under = (" · <span style='border-bottom:4px solid #CC79A7'>the gap moment shown</span> underlined"
+    under = (f" · <span style='border-bottom:4px solid {MOMENT_COLOUR}'>the gap moment shown</span> underlined"
              if moment else "")
     head = (f"<b>gap strip</b> · one cell per output token{under} · <span style='color:#777'>"
             f"{html.escape(g.scope, quote=False)}<br>"
