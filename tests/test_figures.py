@@ -227,6 +227,27 @@ def test_text_html_marks_sources_and_current_cycle():
     assert html.count("background:") == 3                           # the 3 tokens of cycle 1
 
 
+def test_the_text_box_is_as_tall_at_every_cycle():
+    """Under the tokens so far, the whole output invisible: the box (and the tree below it) does
+    not move as the output grows; the ghost holds every token at the first cycle as at the last."""
+    import re
+    r = request_oilbird()
+    ghosts = {re.search(r'class="wb-text-ghost"[^>]*>(.*?)</div>', F.text_html(r, k)).group(1)
+              for k in range(len(r.cycles))}
+    [ghost] = ghosts
+    assert ghost.count("<span") == len(r.output_text) and "visibility:hidden" in F.text_html(r, 0)
+
+
+def test_the_tree_title_holds_still_from_cycle_to_cycle():
+    """The title's first line a fixed distance from the figure's top (plotly centred it in a top
+    margin that grows with its lines), and two lines at the prefill as at a drafting cycle."""
+    r = request_oilbird()
+    for k in range(len(r.cycles)):
+        title = F.tree_spec(r.cycles[k])["layout"]["title"]
+        assert (title["y"], title["yanchor"], title["yref"]) == (1, "top", "container")
+        assert title["text"].count("<br>") >= 1, k
+
+
 def test_the_lexical_key_column_counts_the_exact_match_sources_as_the_funnel_does():
     """One definition of "lexical" in every view (oilbird.trace.LEXICAL_SOURCES), read from the
     tree: a neighbour's first token that token recycling alone proposed is no lexical reach (the

@@ -171,6 +171,19 @@ def step_ms(page, forward: bool = True, limit_ms: int = 30_000) -> float:
     return ms
 
 
+def go_to_cycle(page, k: int, limit_ms: int = 30_000) -> None:
+    """Type cycle ``k`` into the slider's box (as a user does) and wait until it shows."""
+    box = page.locator("#wb-slider input[type=number]")
+    box.fill(str(k))
+    box.press("Enter")
+    deadline = time.perf_counter() + limit_ms / 1000
+    while current_cycle(page) != k:
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"cycle {k} did not show within {limit_ms} ms")
+        page.wait_for_timeout(100)
+    page.wait_for_timeout(500)        # the tree's plot redraws after the counter
+
+
 def last_cycle(page) -> int:
     import re
     m = re.search(r"cycle \d+ / (\d+)", page.inner_text("#cycle-counter"))
@@ -274,11 +287,15 @@ def main(argv: list[str] | None = None) -> int:
             with browser_page(w, h) as page:
                 first_figure(page, url)
                 app_ready(page)
-                at = tree_place(page)
+                places = [("the opening cycle", tree_place(page))]
+                for name, k in (("the first cycle", 0), ("the last cycle", last_cycle(page))):
+                    go_to_cycle(page, k)
+                    places.append((name, tree_place(page)))
         finally:
             stop_app(proc)
-        print(f"at {w}x{h}, the opening cycle: the tree's title {at['title_top']} px from the top of the page, "
-              f"the tree {at['height']} px tall from {at['top']} px (the window shows {h} px)")
+        for name, at in places:
+            print(f"at {w}x{h}, {name}: the tree's title {at['title_top']} px from the top of the page, "
+                  f"the tree {at['height']} px tall from {at['top']} px (the window shows {h} px)")
         return 0
     print(f"load average before: {load_average()}")
     # the browser is open before the app starts, as a user's is

@@ -143,24 +143,32 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
     cycle get a pale highlight; the ``title`` attribute is the hover text.
     """
     s = style_or_default(style)
-    parts = []
-    for t in text_cells(request, cycle):
-        css = _underline(t.source, s) + ("background:#F0E44266;" if t.now else "")
+    parts, ghost = [], []
+    cells = text_cells(request, None)
+    upto = committed_upto(request, cycle)
+    now = {t.index for t in text_cells(request, cycle) if t.now}
+    for t in cells:
+        css = _underline(t.source, s) + ("background:#F0E44266;" if t.index in now else "")
+        piece = html.escape(visible(t.text)) + ("<br>" if "\n" in t.text else "")
+        ghost.append(f'<span style="{_underline(t.source, s)}">{piece}</span>')
+        if t.index >= upto:
+            continue
         tip = html.escape(f"token {t.index} (id {'?' if t.token_id is None else t.token_id}), "
                           f"delivered by {t.delivered_by}", quote=True)
-        parts.append(f'<span class="tok" data-source="{t.source}" title="{tip}" style="{css}">'
-                     f"{html.escape(visible(t.text))}</span>")
-        if "\n" in t.text:
-            parts.append("<br>")
+        parts.append(f'<span class="tok" data-source="{t.source}" title="{tip}" style="{css}">{piece}</span>')
     replay = is_replay(request)
     legend = " ".join(f'<span style="{_underline(x, s).rstrip(";")}">{html.escape(label_of(x, replay))}</span>'
                       for x in text_key(request))
     body = "".join(parts) or '<span style="color:#777">(no tokens committed yet)</span>'
     legend = f'<span style="color:#777">{BY_PRIMARY}:</span> {legend}'
     # a box of a few lines that opens scrolled to its end (column-reverse), so the panels below
-    # it (the tree) stay where they are as the output grows: on a projector, Next and the tree
-    # stay on one screen
-    return (f'<div class="wb-text-box" style="max-height:{TEXT_BOX_EM:g}em;overflow-y:auto;display:flex;'
-            f'flex-direction:column-reverse"><div class="wb-text" style="font-family:{s.font_family};'
-            f'line-height:{TEXT_LINE_EM:g}em;word-break:break-all">{body}</div></div>'
+    # it (the tree) stay where they are: on a projector, Next and the tree stay on one screen.
+    # Under it, in the same grid cell, the whole output, invisible: the box is as tall from the
+    # first cycle as at the last (up to its lines), so the tree does not slide down as it grows
+    font = f"font-family:{s.font_family};line-height:{TEXT_LINE_EM:g}em;word-break:break-all"
+    return (f'<div class="wb-text-frame" style="display:grid;max-height:{TEXT_BOX_EM:g}em;overflow:hidden">'
+            f'<div class="wb-text-ghost" aria-hidden="true" style="grid-area:1/1;visibility:hidden;{font}">'
+            f'{"".join(ghost)}</div>'
+            f'<div class="wb-text-box" style="grid-area:1/1;max-height:{TEXT_BOX_EM:g}em;overflow-y:auto;display:flex;'
+            f'flex-direction:column-reverse"><div class="wb-text" style="{font}">{body}</div></div></div>'
             f'<div class="wb-legend" style="font-size:0.85em;margin-top:4px">{legend}</div>')

@@ -235,7 +235,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
         if stop:
             title += f"<br><span style='font-size:{s.font_size}px;color:#555'>{stop}</span>"
     else:
-        title = head
+        title = f"{head}<br>the prefill forward: no draft tree"     # two lines, as a drafting cycle's title
         notes.append(centred_note("cycle 0 is the prefill forward: no draft tree;<br>" + (
             "the recording gives the first token (replay)" if replay else "the verifier gives the first token"),
             y=0.85))
@@ -251,6 +251,9 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                      xaxis={"title": {"text": "depth"}, "dtick": 1, "range": [-0.5, max_depth + 0.7],
                             "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
                      yaxis={"visible": False, "range": [min(ys, default=0) - 0.6, max(ys, default=0) + 0.8]})
+    # its first line a fixed distance from the top (plotly centres it in the top margin, which
+    # grows with the title's lines): stepping cycles, the title holds still on a projector
+    layout["title"].update(y=1, yanchor="top", yref="container", pad={"t": 12})
     return {"data": data, "layout": layout}
 
 
