@@ -1400,3 +1400,35 @@ def test_a_counted_funnel_follows_the_selection_to_its_traffic():
     st.request = "g#0"
     title = json.loads(ui.funnel_follow(st, cat).plot)["layout"]["title"]["text"]
     assert "gpt-4o&#x27;s recorded turns, replayed" in title and "decoding live" not in title     # escaped in the title
+
+
+def test_the_funnel_counts_an_uploaded_run_apart_from_the_shipped_one_of_the_same_traffic(tmp_path):
+    """Two runs of one traffic (a replay shipped with the app, one the user uploads, each with trees
+    of its own size) were summed: the funnel counts the file the selection came from, and says so."""
+    from dataclasses import replace
+
+    from wb_traces import request_oilbird
+
+    from oilbird.evaluation.funnel import STAGES, funnel
+    from workbench import ui
+    from workbench.session import Catalogue, Data, ModelHolder, Session
+
+    def replayed(rid):
+        t = request_oilbird()
+        return replace(t, request_id=rid, meta={"replay": {"recorded_by": "gpt-4o"}},
+                       cycles=[replace(c, request_id=rid) for c in t.cycles])
+    shipped, mine = replayed("g#0"), replayed("g#1")
+    cat = Catalogue.load(save_traces([shipped], tmp_path / "shipped.jsonl"))
+    assert cat.files == {("g#0", "oilbird"): "shipped.jsonl"}
+    st = Session("g#0", "oilbird", "oilbird")
+    traces, scope = ui.funnel_traces(st, cat)
+    assert [t.request_id for t in traces] == ["g#0"] and scope.endswith("· from shipped.jsonl")
+    fns = {f.api_name: f.fn for f in ui.build_app(cat, Data("builtin", {}), ModelHolder(None)).fns.values()}
+    out = fns["load_traces"](st, str(save_traces([mine], tmp_path / "mine.jsonl")))
+    assert out.error == "" and st.request == "g#1"
+    traces, scope = ui.funnel_traces(st, cat)
+    assert [t.request_id for t in traces] == ["g#1"]
+    assert scope == "1 request: gpt-4o's recorded turns, replayed · from mine.jsonl"
+    got = json.loads(ui.funnel_plot(st, cat).plot)
+    counted = {t["name"]: t["x"] for t in got["data"] if t["type"] == "funnel"}
+    assert counted["oilbird"] == [funnel([mine])["oilbird"]["stages"][k] for k, _ in STAGES]

@@ -74,6 +74,7 @@ class Catalogue:
     """Precomputed traces by (request id, method), in file order. Read-only after start."""
     traces: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
     origin: str = ""
+    files: dict[tuple[str, str], str] = field(default_factory=dict)   # the name of the file each trace came from
     error: str = ""                                     # the first file that could not be read, for a browser
     unread: list[str] = field(default_factory=list)     # each such file, with its full path, for the terminal
 
@@ -94,6 +95,7 @@ class Catalogue:
                 cat.unread.append(str(exc) if isinstance(exc, TraceError) else f"{p}: {type(exc).__name__}: {exc}")
                 continue
             cat.traces.update({(t.request_id, t.method): t for t in traces})
+            cat.files.update({(t.request_id, t.method): Path(p).name for t in traces})
         return cat
 
     def request_ids(self) -> list[str]:
@@ -178,6 +180,7 @@ class Session:
     playing: bool = False
     play_every: float = PLAY_PACES[0]    # Play's seconds per cycle (the pace menu)
     extra: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
+    extra_from: dict[tuple[str, str], str] = field(default_factory=dict)   # an upload's file name, or LIVE_ORIGIN
     decoders: dict[str, object] = field(default_factory=dict)
     labellers: dict[str, object] = field(default_factory=dict)
     funnel_shown: bool = False       # counted once: the funnel then follows every new selection
@@ -190,6 +193,16 @@ class Session:
     live_started: int = 0
     live_done: int = 0        # runs ended (Stop live run is clickable while one pressed has not: live_controls)
     stop_upto: int = 0
+
+
+LIVE_ORIGIN = "this session's live runs"     # where a live run's trace comes from (Session.extra_from)
+
+
+def origin(st: Session, cat: Catalogue, tr: RequestTrace) -> str:
+    """Where the trace ``tr`` of this session came from: the name of the file it was uploaded
+    in or the catalogue read it from, or :data:`LIVE_ORIGIN`; "" where it is not known."""
+    key = (tr.request_id, tr.method)
+    return st.extra_from.get(key, "") if key in st.extra else cat.files.get(key, "")
 
 
 def new_session(cat: Catalogue, data: Data) -> Session:

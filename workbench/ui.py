@@ -35,9 +35,9 @@ from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
 from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update, shown_moment  # noqa: E402
-from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
+from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, LIVE_ORIGIN, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
                       Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, live_sampling,
-                      method_choices, method_menu, new_session, opening, opening_cycle, public, read_error,
+                      method_choices, method_menu, new_session, opening, opening_cycle, origin, public, read_error,
                       request_choices, request_menu, same_place)
 
 # the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
@@ -187,7 +187,8 @@ def funnel_traces(st: Session, cat: Catalogue) -> tuple[list, str]:
     """What the funnel counts (:func:`workbench.figures.funnel_scope`): of every trace this
     session shows (the catalogue's, and its own, uploaded or live, in their place), those of
     methods with the hidden-state key over the selected request's traffic; and the words."""
-    return F.funnel_scope(list({**cat.traces, **st.extra}.values()), find(st, cat, st.request, st.method))
+    return F.funnel_scope(list({**cat.traces, **st.extra}.values()), find(st, cat, st.request, st.method),
+                          lambda t: origin(st, cat, t))
 
 
 def funnel_plot(st: Session, cat: Catalogue) -> PlotData:
@@ -446,6 +447,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             # every trace draws: the session takes them in place, so a live run that holds this
             # same session object (and returns it when it ends) keeps the upload too
             st.extra.update(added)
+            st.extra_from.update(dict.fromkeys(added, name))
             st.request, st.method, st.cycle = new.request, new.method, new.cycle
             st.moment_shown, st.moment_request, st.menu_of = new.moment_shown, new.moment_request, new.menu_of
             return Selected(*out._replace(state=st), *menus_for(st))
@@ -496,6 +498,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             old = st.extra.get((rid, method))
             uploaded = old is not None and not F.is_live(old)     # (an earlier live run's is no loss)
             st.extra[(rid, method)] = tr
+            st.extra_from[(rid, method)] = LIVE_ORIGIN
             st.request, st.method, st.cycle = rid, method, same_place(on_screen, st.cycle, tr)
             said = [] if tr.stop != "stopped" else [_warn(
                 f"Stopped after {len(tr.output_ids)} of {max_new_tokens} tokens: the partial trace is shown, "

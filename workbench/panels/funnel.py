@@ -11,7 +11,7 @@ the hover says each stage's share of the cycles and of the stage above.
 from __future__ import annotations
 
 import html
-from typing import Iterable
+from typing import Callable, Iterable
 
 import plotly.graph_objects as go
 
@@ -38,19 +38,29 @@ def as_funnel(source: dict | Iterable[RequestTrace]) -> dict:
     return funnel(list(source))
 
 
-def funnel_scope(traces: Iterable[RequestTrace], selected: RequestTrace | None) -> tuple[list[RequestTrace], str]:
+def funnel_scope(traces: Iterable[RequestTrace], selected: RequestTrace | None,
+                 origin: Callable[[RequestTrace], str] | None = None) -> tuple[list[RequestTrace], str]:
     """The traces a funnel beside ``selected`` counts, and the words for them: those of methods
     with the hidden-state key (the funnel's stages are its; :func:`~workbench.panels.gap.keyless`)
     over the same traffic as ``selected`` (:func:`~workbench.panels.provenance.traffic`: a
-    replay's recorded turns are not counted with live decoding, nor one agent's with another's).
-    Without a selection, every such trace of the first traffic among them."""
+    replay's recorded turns are not counted with live decoding, nor one agent's with another's)
+    and, given ``origin`` (where a trace came from: a file's name, a session's live runs), from
+    the same place: two runs of one traffic (say a shipped replay and one uploaded, each with
+    trees of its own size) are not summed. Without a selection, every such trace of the first
+    traffic (and origin) among them."""
     keyed = [t for t in traces if not keyless(t.method)]
     if not keyed:
         return [], ""
-    scope = traffic(selected if selected is not None else keyed[0])
+    first = selected if selected is not None else keyed[0]
+    scope = traffic(first)
     mine = [t for t in keyed if traffic(t) == scope]
+    where = ""
+    if origin is not None:
+        where = origin(first)
+        mine = [t for t in mine if origin(t) == where]
+        where = f" · from {where}" if where else ""
     n = len({t.request_id for t in mine})
-    return mine, f"{n} request{'s' if n != 1 else ''}: {scope}"
+    return mine, f"{n} request{'s' if n != 1 else ''}: {scope}{where}"
 
 
 def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None = None,
