@@ -51,7 +51,19 @@ def test_a_gap_run_says_how_many_of_its_tokens_the_drafters_key_reaches():
 def test_without_labels_or_with_inconsistent_ones_there_are_none():
     assert F.gap_moments(request_oilbird()) == [] and F.moment_choices(request_oilbird()) == []
     assert F.gap_moments(request_oilbird(gap_labels=LABELS[:3])) == []
-    assert "no gap labels" in F.moment_summary(request_oilbird())
+    assert F.moment_summary(request_oilbird()) == (
+        "no gap labels in this trace: regenerate it with python -m oilbird trace ... --diagnose")
+
+
+def test_a_replay_without_labels_is_told_replay_s_command():
+    """A replay's recorded turns get their labels from replay --diagnose, not trace (which cannot
+    decode a recording); the menu's line says "no gap labels" once."""
+    from dataclasses import replace
+    r = replace(request_oilbird(), meta={"replay": {"recorded_by": "gpt-4o"}})
+    line = F.moment_summary(r)
+    assert line == "no gap labels in this trace: regenerate it with python -m oilbird replay ... --traces --diagnose"
+    assert "<code>python -m oilbird replay ... --traces --diagnose</code>" in F.gap_strip_html(r)
+    assert "replay ... --traces --diagnose" in F.gap_strip_figure(r).layout.annotations[0].text
     assert F.moment_summary(request_oilbird(gap_labels=LABELS)) == (
         "moments (runs of tokens after the first, which the prefill gives): 1 within the semantic key's reach · 1 missed by both keys · 0 absent from the pool")
     assert F.clearest_moment(request_oilbird()) is None and F.moment_cycle(None, "1") is None

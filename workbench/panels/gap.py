@@ -64,17 +64,29 @@ def _count_of(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+NO_LABELS = "no gap labels"       # how every reason below begins (a menu's line says it once)
+
+
 def no_labels_why(request: RequestTrace) -> str:
-    """Why a request has no gap labels, as plain text. They come from the command-line
-    diagnosis of a trace file (``python -m oilbird trace ... --diagnose``), or for the app's
-    live runs (``meta["live"]``) from the session (which says why where it could not label one:
-    ``meta["no_labels"]``), so advising that command there would mislead."""
+    """Why a request has no gap labels, as plain text beginning with :data:`NO_LABELS`. They
+    come from the command-line diagnosis of a trace file (:func:`diagnose_command`: ``trace``'s
+    or, for a replay's recorded turns, ``replay``'s ``--diagnose``), or for the app's live runs
+    (``meta["live"]``) from the session (which says why where it could not label one:
+    ``meta["no_labels"]``), so advising a command there would mislead."""
     if is_live(request):
-        return "no gap labels: " + str(request.meta.get("no_labels") or "this live run was not labelled")
+        return f"{NO_LABELS}: " + str(request.meta.get("no_labels") or "this live run was not labelled")
     if request.meta.get("sampling"):
-        return ("no gap labels: the diagnosis labels greedy outputs, and this trace was sampled "
-                "(a greedy trace of the same requests, python -m oilbird trace ... --diagnose, has them)")
-    return "no gap labels in this trace: regenerate it with python -m oilbird trace ... --diagnose"
+        return (f"{NO_LABELS}: the diagnosis labels greedy outputs, and this trace was sampled "
+                f"(a greedy trace of the same requests, {diagnose_command(request)}, has them)")
+    return f"{NO_LABELS} in this trace: regenerate it with {diagnose_command(request)}"
+
+
+def diagnose_command(request: RequestTrace) -> str:
+    """The command that writes traces like ``request`` with gap labels: ``replay ... --traces
+    --diagnose`` for a replay's recorded turns, else ``trace ... --diagnose``."""
+    if isinstance(request.meta.get("replay"), dict):
+        return "python -m oilbird replay ... --traces --diagnose"
+    return "python -m oilbird trace ... --diagnose"
 
 
 def gap_hover(label: str) -> str:
@@ -364,8 +376,8 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
             f"{html.escape(g.scope, quote=False)}<br>"
             f"{html.escape(g.pool, quote=False)}</span>")
     if g.missing:
-        why = html.escape(g.missing).replace("python -m oilbird trace ... --diagnose",
-                                             "<code>python -m oilbird trace ... --diagnose</code>")
+        command = diagnose_command(request)
+        why = html.escape(g.missing).replace(command, f"<code>{command}</code>")
         return f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>{why}</div>{_html_key(g)}</div>"
     now = "outline:2px solid #111;outline-offset:-2px;"
     cells = "".join(_cell_html(c, g.method, "gap-cell", _CELL, 4, _BAND, now) for c in g.cells)

@@ -182,7 +182,7 @@ def moment_summary(request: RequestTrace | None) -> str:
     if request is None:
         return "no trace selected"
     if request.gap_labels is None:
-        return "no gap labels: " + no_labels_why(request).removeprefix("no gap labels: ")
+        return no_labels_why(request)          # it begins "no gap labels", as this line would
     ms = gap_moments(request)
     count = {lab: sum(m.label == lab for m in ms) for lab in MOMENT_LABELS}
     return (f"moments (runs of tokens after the first, which the prefill gives): {count['gap_recovered']} "
