@@ -69,7 +69,7 @@ RETRIEVAL_OUTCOMES = {
 }
 # why a retrieved neighbour's chain got no tree node (Neighbour.why_no_node; "" when it got one)
 NO_NODE_REASONS = {
-    "no-tokens": "below the depth floor: its similarity allowed it no tokens",
+    "no-tokens": "copy depth 0: its similarity allowed it no tokens",
     "muted": "the semantic source was muted by self-calibration: looked up, not drafted",
     "below-floor": "the best similarity was below the entry floor: looked up, not drafted",
     "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
@@ -94,7 +94,7 @@ class Neighbour:
     request_id: str             # request it came from
     position: int               # its position among that request's generated tokens
     similarity: float           # cosine between the query state and the record's state
-    proposed: list[int]         # continuation it proposed (may be empty: below the depth floor)
+    proposed: list[int]         # continuation it proposed (may be empty: copy depth 0)
     proposed_text: list[str]
     context_text: list[str]     # a few generated tokens around the record (for display)
     context_index: int          # index of the matched token inside context_text

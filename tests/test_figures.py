@@ -404,6 +404,25 @@ def test_no_neighbours_reason_is_the_cycle_record():
     assert "below the similarity floor (0.80)" in held and "0 retrieved from 40 records in the store" in held
     assert "records in the store" not in why(replace(base, store_records=None))
     assert "goose drafts without the semantic key" in why(request_goose().cycles[2])
+    # a method without the key retrieves nothing from a store it never asks: no count of its records
+    assert "records in the store" not in why(replace(base, retrieval="no-source", store_records=447, method="goose"))
+
+
+def test_a_neighbours_proposal_says_which_tokens_were_accepted_and_which_got_no_node():
+    """Why a right record gave less than it held: of its proposal, the accepted tokens (bold), those
+    in the tree and rejected (plain), those that got no node (grey; in the figure after ¦)."""
+    from oilbird.trace import Neighbour
+    nb = Neighbour(record=3, request_id="r0", position=5, similarity=0.95, proposed=[1, 2, 3, 4],
+                   proposed_text=['"', "JFK", '",', "·dest"], context_text=["a", "b"], context_index=0,
+                   paid_nodes=[5, 6], walked_nodes=[1, 5, 6], accepted=2)
+    c = replace(cycle1(), neighbours=[nb])
+    [row] = F.neighbour_table(c).rows
+    assert row.parts == ('"JFK', '",', "·dest") and row.proposed == '"JFK",¦·dest'
+    assert """<b>"JFK</b>",<span style='color:#999' title='no node in the tree'>·dest</span>""" in F.neighbours_html(c)
+    assert "after ¦ = no node in the tree" in F.neighbours_figure(c).layout.title.text
+    dash = replace(nb, proposed=[], proposed_text=[], walked_nodes=[], paid_nodes=[], accepted=0,
+                   why_no_node="no-tokens")
+    assert F.neighbour_table(replace(c, neighbours=[dash])).rows[0].proposed == "— (copy depth 0)"
 
 
 def test_what_the_semantic_key_did_is_one_function():

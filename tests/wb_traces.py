@@ -142,8 +142,8 @@ def request_truncated(committed: int = 2) -> RequestTrace:
 def cycle_neighbours(n: int = 8) -> CycleTrace:
     """``cycle1()`` with ``n`` neighbours (most similar first) whose contexts and proposals run
     long, one token a 40-character run without spaces; the last two chains got no node in the
-    tree (the semantic budget was spent), and one more similar chain proposed nothing (below the
-    depth floor)."""
+    tree (the semantic budget was spent), and one more similar chain proposed nothing (copy depth
+    0)."""
     words = [" the", " quick", " brown", "_fox_jumps_over_the_lazy_dog_and_its_pup", " over", "\n", ' {"a":', " b"]
     nbs = []
     for k in range(n):

@@ -40,13 +40,17 @@ NB_HEADER_HELP = (
     "the request and output position the record came from",
     "the record's text around it; [ ]: the record the key found, whose state is near the query; the token "
     "after it equals our root, so its proposal starts one token later",
-    "the tokens that followed in its request: the chain it offered the tree",
+    "the tokens that followed in its request: the chain it offered the tree; bold: accepted, plain: in the "
+    "tree and rejected, grey: no node in the tree (the figure puts ¦ before those)",
     "of its chain's nodes in the tree, how many the verifier accepted (hover: why not more)",
     "did a lexical source (prompt lookup, the suffix index: the exact-match keys) propose the same first "
     "token? 'no': only the hidden-state key (or token recycling, or the rejected-branch pool) could",
 )
 NB_CAPTION = ("[ ] = the record the key found (the token before our root); the token after it is our root, and "
               "'proposed' follows that · 'N agree' = our last N tokens, the root first, equal its own")
+# how each renderer marks the parts of a "proposed" cell (NeighbourRow.parts)
+HTML_PARTS = " · proposed: <b>bold</b> = accepted, <span style='color:#999'>grey</span> = no node in the tree"
+FIGURE_PARTS = " · proposed: after ¦ = no node in the tree"
 # oilbird.sources.semantic.SemanticConfig.entry_floor, the default (a view never imports the
 # runtime; tests/test_figures.py checks it)
 SIMILARITY_FLOOR = 0.80
@@ -140,6 +144,7 @@ class NeighbourRow:
     context: tuple[str, ...]   # the context's tokens, raw
     matched: int               # the index in ``context`` of the matched token
     proposed: str              # the continuation it proposed, whitespace visible
+    parts: tuple[str, str, str]  # ... split: accepted, in the tree and rejected, with no node (whitespace visible)
     result: NeighbourResult
     lexical: bool              # a lexical source proposed the same first token
     selected: bool
@@ -171,15 +176,20 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None) -> Neighbou
     rows = []
     for k in order:
         nb = cycle.neighbours[k]
+        toks = [visible(t) for t in nb.proposed_text]
+        acc, nodes = min(nb.accepted, len(toks)), min(max(nb.accepted, len(nb.walked_nodes)), len(toks))
+        parts = ("".join(toks[:acc]), "".join(toks[acc:nodes]), "".join(toks[nodes:]))
         rows.append(NeighbourRow(
             index=k, similarity=nb.similarity, agreement=nb.agreement, origin=f"{nb.request_id} @ {nb.position}",
             context=tuple(nb.context_text), matched=nb.context_index,
-            proposed="".join(visible(t) for t in nb.proposed_text) or "— (below depth floor)",
+            proposed=(f"{parts[0]}{parts[1]}¦{parts[2]}" if parts[2] and (parts[0] or parts[1]) else "".join(parts))
+            or "— (copy depth 0)", parts=parts,
             result=neighbour_result(cycle, nb), lexical=lexically_reachable(cycle, nb), selected=k == selection))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
     return NeighbourTable(
         cycle=cycle.cycle, rows=rows,
-        store="" if cycle.store_records is None else f" from {cycle.store_records} records in the store",
+        store=("" if cycle.store_records is None or cycle.retrieval == NO_SOURCE
+               else f" from {cycle.store_records} records in the store"),
         empty_why="" if rows else semantic_outcome(cycle).why(),
         footnotes=[f"* {NOT_IN_TREE}: {w}" for w in whys])
 
@@ -263,7 +273,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
                        "font": {"size": font}}}
     title = (f"nearest neighbours · {html.escape(cycle.request_id)} · {html.escape(cycle.method)} · "
              f"cycle {t.cycle}: {len(t.rows)} retrieved{t.store}")
-    notes = t.footnotes + [_brackets(NB_CAPTION)] if t.rows else [f"({t.empty_why})"]
+    notes = t.footnotes + [_brackets(NB_CAPTION) + FIGURE_PARTS] if t.rows else [f"({t.empty_why})"]
     chars = int(((s.width or TABLE_WIDTH) - 20) / (CHAR_EM * font))
     notes = [line for n in notes for line in _wrap(n, chars)]
     for line in notes:
@@ -300,6 +310,16 @@ NB_COLUMN_PCT = (4, 10, 13, 27, 22, 13, 11)
 _WRAP = "overflow-wrap:anywhere;word-break:break-word;vertical-align:top;"
 
 
+def _proposed_html(r: NeighbourRow) -> str:
+    """The "proposed" cell: its accepted tokens bold, those in the tree and rejected plain, those
+    that got no node grey (what the budget or the fill left out: why a right record gave less)."""
+    acc, tried, left = (html.escape(x, quote=False) for x in r.parts)
+    if not (acc or tried or left):
+        return html.escape(r.proposed, quote=False)
+    return ((f"<b>{acc}</b>" if acc else "") + tried
+            + (f"<span style='color:#999' title='no node in the tree'>{left}</span>" if left else ""))
+
+
 def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> str:
     """The table of :func:`neighbours_figure` as an HTML fragment (the app's panel: a plain
     table redraws far faster than a plotly one on every step). It fits its panel: fixed
@@ -320,7 +340,7 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
         bg = " style='background:#FBE3D6'" if r.selected else ""
         rows.append(f"<tr{bg}>{td}{r.index}</td>{td}{r.similarity_cell}</td>{td}{html.escape(r.origin)}</td>"
                     f"<td class='mono' style='{_WRAP}'>{ctx}</td>"
-                    f"<td class='mono' style='{_WRAP}'>{html.escape(r.proposed, quote=False)}</td>{td}{acc}</td>"
+                    f"<td class='mono' style='{_WRAP}'>{_proposed_html(r)}</td>{td}{acc}</td>"
                     f"{td}{'yes' if r.lexical else '<b>no</b>'}</td></tr>")
     if not rows:
         why = html.escape(t.empty_why, quote=False)
@@ -328,7 +348,8 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
     notes = "".join(f"<div style='color:#777;font-size:0.85em'>{html.escape(n)}</div>" for n in t.footnotes)
     return (f"<div class='wb-neighbours' style='max-width:100%;overflow-x:auto'>"
             f"<b>nearest neighbours</b> · cycle {t.cycle}: {len(t.rows)} retrieved{t.store}"
-            + (f"<div style='color:#777;font-size:0.8em'>{html.escape(NB_CAPTION, quote=False)}</div>" if t.rows else "")
+            + (f"<div style='color:#777;font-size:0.8em'>{html.escape(NB_CAPTION, quote=False)}{HTML_PARTS}</div>"
+               if t.rows else "")
             + f"<table style='font-size:0.85em;width:100%;min-width:480px;table-layout:fixed'>"
             f"<colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>{notes}</div>")
