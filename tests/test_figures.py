@@ -532,6 +532,11 @@ def test_gap_strip_says_what_the_pool_is():
     assert "generated outputs of earlier requests" in page.split("gap-row")[0]          # the header
     keys = [t for t in _tags(page, "span") if t.get("class") == "gap-key"]
     assert len(keys) == 4 and all("earlier requests" in k["title"] for k in keys)
+    # a replay's pool is the recording's outputs, not text the local model generated; its states are the model's
+    rp = replace(r, meta={"replay": {"recorded_by": "gpt-4o"}})
+    for text in (F.gap_strip_figure(rp, 1).layout.title.text.replace("<br>", " "), F.gap_strip_html(rp, 1)):
+        assert "generated" not in text and "recorded outputs of earlier turns only" in text
+        assert f"the key's states are {r.model}'s states" in text
     cells = [t for t in _tags(page, "span") if t.get("class") == "gap-cell"]
     assert "occur nowhere in the pool" in cells[0]["title"]
 
@@ -695,7 +700,8 @@ def test_a_replay_says_so_in_the_titles_of_figures_shown_on_their_own():
     from dataclasses import replace
     meta = {"replay": {"mode": "fast", "recorded_by": "gpt-4o"}}
     a, b = replace(request_oilbird(), meta=meta), replace(request_goose(), meta=meta)
-    assert "a fast replay: the recording's tokens, the local model's drafts" in F.metrics_figure(a).layout.title.text
+    assert (f"a fast replay: the recording's tokens; the drafters' trees, keyed on {a.model}'s states"
+            in F.metrics_figure(a).layout.title.text)
     assert "replayed (the recording decides)" in F.compare_figure(a, b).layout.title.text
     assert "replay" not in F.metrics_figure(request_oilbird()).layout.title.text
     assert "replayed" not in F.compare_figure(request_oilbird(), request_goose()).layout.title.text
@@ -877,7 +883,8 @@ def test_a_replayed_request_says_whose_verdict_it_is():
     live = all_requests()[0]
     rep = copy.deepcopy(live)
     rep.meta["replay"] = {"mode": "fast", "recorded_by": "gpt-4o", "conversation": "c", "turn": 0}
-    want = "replay of gpt-4o's recorded turn (fast mode): the verdict is the recording"
+    want = ("replay of gpt-4o's recorded turn (fast mode): the verdict is the recording; "
+            f"the hidden states are {live.model}'s")
     assert replay_note(rep) == want and replay_note(live) == ""
     assert want.replace("'", "&#x27;") in counter_html(rep, 1) and "replay" not in counter_html(live, 1)
     title = F.text_figure(rep, 1).layout.title.text

@@ -110,6 +110,9 @@ GAP_DESCRIPTIONS = {
 # What "the pool" of the diagnosis is (oilbird.evaluation.diagnose, pool="generated", the labels' pool):
 # said wherever a label is, so "absent from pool" is not read as "absent from the prompt".
 GAP_POOL = "pool = the generated outputs of earlier requests only (no prompts; not this request's own output)"
+# ... in a replay: the pool holds the recording's outputs, which the local model did not generate
+GAP_POOL_RECORDED = ("pool = the recorded outputs of earlier turns only (no prompts; not this turn's own output); "
+                     "the key's states are {model} states")
 GAP_EXPLANATIONS = {
     "lexical_hit": "the next 2 tokens occur in the pool and an exact match of the context finds the true next token",
     "gap_recovered": ("in the pool, missed by exact matching, within the hidden-state key's reach (a top-8 "

@@ -24,9 +24,9 @@ from oilbird.trace import GAP_POOL_STORE, RequestTrace
 
 from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
                        DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
-                       GAP_PATTERNS, GAP_POOL, Style, source_label)
+                       GAP_PATTERNS, GAP_POOL, GAP_POOL_RECORDED, Style, source_label)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
-from .provenance import committed_upto, is_live, token_sources
+from .provenance import committed_upto, is_live, local_model, token_sources
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
 # a live run in the app is labelled against its own decoder's store (oilbird.evaluation.labels.RunningLabels)
@@ -43,7 +43,8 @@ MOMENT_BAR = (-0.25, 0.14)     # ... in a plotly strip: its base and height (a c
 
 def gap_words(request: RequestTrace) -> tuple[str, str]:
     """What a request's labels describe and what their pool is, in words: one diagnosis of the
-    output against the requests before it in its file (:data:`GAP_SCOPE`, :data:`GAP_POOL`), or
+    output against the requests before it in its file (:data:`GAP_SCOPE`, :data:`GAP_POOL`; a
+    replay's against the recording's earlier turns, :data:`~workbench.palette.GAP_POOL_RECORDED`), or
     for the app's live run against what the session's store for its method held then (labelled
     by :class:`~oilbird.evaluation.labels.RunningLabels`, which says so in ``meta["gap_pool"]``:
     a notebook's live runs are labelled as a file is), with what that pool held: empty (every
@@ -56,6 +57,8 @@ def gap_words(request: RequestTrace) -> tuple[str, str]:
         pool = (LIVE_POOL_EMPTY.format(method=m) if runs == 0 else
                 LIVE_POOL.format(runs=held, method=m, same=f", {same} of them of this same request" if same else ""))
         return LIVE_SCOPE.format(method=m), pool
+    if isinstance(meta.get("replay"), dict):
+        return GAP_SCOPE.format(method=m), GAP_POOL_RECORDED.format(model=local_model(request))
     return GAP_SCOPE.format(method=request.method), GAP_POOL
 
 

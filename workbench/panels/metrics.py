@@ -15,7 +15,7 @@ from oilbird.trace import RequestTrace
 from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources
 from .base import (CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, label_of, panel_layout, style_or_default,
                    vline)
-from .provenance import accepted_share, is_replay, sampling_note, sole_share, verdict_text
+from .provenance import accepted_share, is_replay, local_model, sampling_note, sole_share, verdict_text
 
 
 def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
@@ -71,7 +71,8 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
              f"tokens / {request.forwards} forwards" + (
-                 f";<br>a {mode} replay: the recording's tokens, the local model's drafts" if mode else "") + (
+                 f";<br>a {mode} replay: the recording's tokens; the drafters' trees, keyed on {local_model(request)} states"
+                 if mode else "") + (
                  f"; {sampled}" if (sampled := sampling_note(request)) else "") + ")</span>")
     layout = panel_layout(s, title, height=max(s.height, 470 + 30 * title.count("<br>")), barmode="stack", shapes=shapes,
                      margin={"l": 40, "r": 10, "t": 60 + 30 * title.count("<br>"), "b": 40},

@@ -62,19 +62,28 @@ def is_replay(request) -> bool:
 
 
 def replay_note(request: RequestTrace) -> str:
-    """For a replayed request (``python -m oilbird replay``), what its numbers are: the drafts
-    are the local model's drafter's, the verdict is the recording's. Empty for a live trace.
+    """For a replayed request (``python -m oilbird replay``), whose its numbers are: the text
+    and the verdict are the recording's; the hidden states (which the semantic key, its
+    neighbours' similarities and the gap labels read) are the local model's, named. Empty for
+    a live trace.
 
-    >>> replay_note(RequestTrace("c#0", "goose", "m", [], "", meta={"replay": {"recorded_by": "gpt-4o",
+    >>> replay_note(RequestTrace("c#0", "goose", "SmolLM2", [], "", meta={"replay": {"recorded_by": "gpt-4o",
     ...     "mode": "fast"}}))
-    "replay of gpt-4o's recorded turn (fast mode): the verdict is the recording"
+    "replay of gpt-4o's recorded turn (fast mode): the verdict is the recording; the hidden states are SmolLM2's"
     """
     rp = request.meta.get("replay")
     if not isinstance(rp, dict):
         return ""
     who = rp.get("recorded_by") or "a recorded model"
     mode = f" ({rp['mode']} mode)" if rp.get("mode") else ""
-    return f"replay of {who}'s recorded turn{mode}: the verdict is the recording"
+    return (f"replay of {who}'s recorded turn{mode}: the verdict is the recording; "
+            f"the hidden states are {local_model(request)}")
+
+
+def local_model(request: RequestTrace) -> str:
+    """The model whose hidden states a trace's key read, in words: "SmolLM2's", or "the local
+    model's" where the trace does not name it."""
+    return f"{request.model}'s" if request.model else "the local model's"
 
 
 def traffic(request: RequestTrace) -> str:
