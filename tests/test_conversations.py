@@ -33,6 +33,12 @@ BAD = {
     "unknown role": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, '
                      '{"role": "robot", "content": "x"}, {"role": "assistant", "content": "y"}]}',
                      ["'c1'", "message 1", "unknown role 'robot'"]),
+    "no role": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, '
+                '{"content": "x"}, {"role": "assistant", "content": "y"}]}',
+                ["'c1'", "message 1", "without 'role'"]),
+    "no content": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "y"}, '
+                   '{"role": "user", "content": "and?"}, {"role": "assistant"}]}',
+                   ["'c1'", "message 3", "assistant message without 'content'"]),
     "arguments disagree": (
         '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", '
         '"tool_calls": [{"name": "f", "arguments": {"a": 1}, "arguments_json": "{\\"a\\": 2}"}]}]}',
@@ -833,3 +839,17 @@ def test_a_line_per_call_log_under_one_session_id_folds_too(tmp_path):
     (folder / "a.jsonl").write_text(json.dumps({"id": "sess1", "messages": talk[:2]}) + "\n")
     (folder / "b.jsonl").write_text(json.dumps({"id": "sess1", "messages": talk}) + "\n")
     assert [(c.id, len(c.messages)) for c in load_conversations(folder)] == [("sess1", 6)]
+
+
+def test_content_may_be_left_out_beside_calls_only():
+    """OpenAI's spelling leaves out an assistant message's 'content' where it makes calls; a
+    message without calls must say it had no text ("" or null), or it is a formatting error."""
+    calls = {"id": "c", "messages": [{"role": "user", "content": "hi"},
+                                     {"role": "assistant", "tool_calls": [{"name": "f", "arguments": {}}]},
+                                     {"role": "assistant", "function_call": {"name": "g", "arguments": "{}"}}]}
+    conv = conversation_from_obj(calls, "test", "c")
+    assert [len(m.get("tool_calls", ())) for m in conv.messages if m["role"] == "assistant"] == [1, 1]
+    for empty in ("", None):
+        quiet = {"id": "c", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"},
+                                         {"role": "assistant", "content": empty}]}
+        assert len(conversation_from_obj(quiet, "test", "c").messages) == 2      # no text: no turn, as documented

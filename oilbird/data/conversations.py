@@ -187,6 +187,8 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
         if "role" not in raw and "type" in raw:
             raise err(f"an item of type {raw['type']!r} without a role: replay reads messages (with a role) "
                       f"and the Responses API's {', '.join(ITEMS)} items")
+        if "role" not in raw:
+            raise err(f"a message without 'role' (one of {', '.join(ROLES + tuple(ALIASES))})")
         if ALIASES.get(raw.get("role"), raw.get("role")) not in ROLES:
             raise err(f"unknown role {raw.get('role')!r} (expected one of {', '.join(ROLES + tuple(ALIASES))})")
         for m in from_blocks(raw, err) if uses_blocks(raw) else (raw,):   # Anthropic's blocks: one or more
