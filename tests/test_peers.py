@@ -347,3 +347,8 @@ def test_report_on_a_replay_prints_what_the_replay_said_besides_its_numbers(tmp_
     assert "note: replay under-states X" in out and "diagnosis.json is beside it" in out
     assert main([str(tmp_path / "results.json")]) == 0                  # the file itself, not its folder
     assert "diagnosis.json is beside it" in capsys.readouterr().out
+    # a run with --traces and no --diagnose: its traces are pointed to (their funnel), not left unsaid
+    (tmp_path / "diagnosis.json").unlink()
+    (tmp_path / "traces.jsonl").write_text("")
+    assert main([str(tmp_path)]) == 0
+    assert f"note: {tmp_path / 'traces.jsonl'} is beside it" in capsys.readouterr().out

@@ -482,9 +482,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
     for line in replay_caveats(res):
         print(f"note: {line}")
     given = Path(args.results)
-    beside = (given if given.is_dir() else given.parent) / "diagnosis.json"
+    folder = given if given.is_dir() else given.parent
+    beside, traces = folder / "diagnosis.json", folder / "traces.jsonl"
     if kind == "bench" and beside.is_file():
         print(f"note: {beside} is beside it (the diagnosis and funnel): python -m oilbird report {beside}")
+    elif kind == "bench" and traces.is_file():       # a run with --traces, without --diagnose
+        print(f"note: {traces} is beside it (per-cycle traces: tokens by source and the conversion funnel): "
+              f"python -m oilbird report {traces}")
     if kind == "diagnosis":
         from .diagnose import summary_lines
         if args.pair:
