@@ -1432,3 +1432,20 @@ def test_the_funnel_counts_an_uploaded_run_apart_from_the_shipped_one_of_the_sam
     got = json.loads(ui.funnel_plot(st, cat).plot)
     counted = {t["name"]: t["x"] for t in got["data"] if t["type"] == "funnel"}
     assert counted["oilbird"] == [funnel([mine])["oilbird"]["stages"][k] for k, _ in STAGES]
+
+
+def test_a_terminated_app_removes_its_export_folder(tmp_path, monkeypatch):
+    """SIGTERM (a service manager's stop, the tests' stop_app) ends the app as Ctrl-C does, so its
+    exit handlers run: each terminated app had left its export folder in the temp directory."""
+    from gradio_client import Client
+    monkeypatch.setenv("TMPDIR", str(tmp_path))           # the app's tempfile folder: only this test's
+    proc, url = measure.start_app([], tmp_path / "app.log")
+    try:
+        measure.wait_for_app(url, proc)
+        files, error = Client(url, verbose=False).predict("html", api_name="/export_figures")
+        assert error == "" and len(files) == 1
+        assert len(list(tmp_path.glob("oilbird-workbench-*"))) == 1
+    finally:
+        measure.stop_app(proc)
+    assert proc.returncode == 0, (tmp_path / "app.log").read_text()[-2000:]
+    assert list(tmp_path.glob("oilbird-workbench-*")) == []

@@ -31,6 +31,7 @@ import argparse
 import errno
 import ipaddress
 import os
+import signal
 import socket
 import sys
 import time
@@ -217,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
             preview.close()
     print(f"workbench: {len(cat.traces)} traces from {cat.origin or '-'}; built in {time.perf_counter() - t0:.2f} s",
           flush=True)
+    # stopped by a service manager or a test (SIGTERM) as by Ctrl-C: gradio closes its server and
+    # the exit handlers run, which remove the export folder (a killed app left one in /tmp each time)
+    signal.signal(signal.SIGTERM, _stop_as_interrupt)
     try:
         demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False,
                     max_file_size=UPLOAD_MAX_BYTES,
@@ -225,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workbench: {_port_taken(args.host, args.port)}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _stop_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
