@@ -98,7 +98,7 @@ def test_the_funnel_counts_every_drafting_cycle_of_the_selected_traffic_with_the
     got = {t["name"]: t["x"] for t in fig["data"] if t["type"] == "funnel"}
     assert "goose" not in got and got and set(got) == set(want)
     assert all(got[m][0] == want[m]["stages"]["cycles"] for m in want)
-    assert "decoding live" in fig["layout"]["title"]["text"]
+    assert "own decoding" in fig["layout"]["title"]["text"]
 
 
 def test_next_prev_goto_change_cycle_and_tree(client):
@@ -1396,10 +1396,10 @@ def test_a_counted_funnel_follows_the_selection_to_its_traffic():
     cat = Catalogue(traces={(t.request_id, t.method): t for t in (live, replayed)})
     st = Session("r1", "oilbird", "oilbird")
     assert not isinstance(ui.funnel_follow(st, cat), ui.PlotData)           # not counted yet: no update
-    assert "decoding live" in json.loads(ui.funnel_plot(st, cat).plot)["layout"]["title"]["text"]
+    assert "own decoding" in json.loads(ui.funnel_plot(st, cat).plot)["layout"]["title"]["text"]
     st.request = "g#0"
     title = json.loads(ui.funnel_follow(st, cat).plot)["layout"]["title"]["text"]
-    assert "gpt-4o&#x27;s recorded turns, replayed" in title and "decoding live" not in title     # escaped in the title
+    assert "gpt-4o&#x27;s recorded turns, replayed" in title and "own decoding" not in title     # escaped in the title
 
 
 def test_the_funnel_counts_an_uploaded_run_apart_from_the_shipped_one_of_the_same_traffic(tmp_path):

@@ -243,8 +243,10 @@ def test_the_tree_title_holds_still_from_cycle_to_cycle():
     margin that grows with its lines), and two lines at the prefill as at a drafting cycle."""
     r = request_oilbird()
     for k in range(len(r.cycles)):
-        title = F.tree_spec(r.cycles[k])["layout"]["title"]
-        assert (title["y"], title["yanchor"], title["yref"]) == (1, "top", "container")
+        lay = F.tree_spec(r.cycles[k])["layout"]
+        title = lay["title"]
+        assert (title["yanchor"], title["yref"]) == ("top", "container")
+        assert round((1 - title["y"]) * lay["height"]) == 26                    # px from the top, at any height
         assert title["text"].count("<br>") >= 1, k
 
 

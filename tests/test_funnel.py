@@ -312,12 +312,12 @@ def test_the_apps_funnel_counts_the_selected_requests_traffic_with_the_key():
     mine, scope = F.funnel_scope(trs, replayed)
     assert mine == [replayed] and scope == "1 request: gpt-4o's recorded turns, replayed"
     mine, scope = F.funnel_scope(trs, request_goose())            # goose selected: its traffic, oilbird's traces
-    assert mine == [live] and scope == f"1 request: {live.model} decoding live"
+    assert mine == [live] and scope == f"1 request: {live.model}'s own decoding"
     assert F.funnel_scope([request_goose()], None) == ([], "")
     # sampled decoding is traffic of its own: not counted with greedy's
     sampled = replace(request_oilbird(), request_id="s1", meta={"sampling": {"temperature": 0.8, "top_p": 1.0, "seed": 3}})
     assert F.funnel_scope(trs + [sampled], live)[0] == [live]
     mine_s, scope_s = F.funnel_scope(trs + [sampled], sampled)
-    assert mine_s == [sampled] and scope_s == f"1 request: {live.model} decoding live, sampled (T=0.8, top-p=1, seed=3)"
+    assert mine_s == [sampled] and scope_s == f"1 request: {live.model}'s own decoding, sampled (T=0.8, top-p=1, seed=3)"
     fig = F.funnel_figure(mine, scope=scope)
-    assert scope in fig.layout.title.text
+    assert scope.replace("'", "&#x27;") in fig.layout.title.text                       # escaped in the title

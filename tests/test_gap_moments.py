@@ -65,7 +65,8 @@ def test_a_replay_without_labels_is_told_replay_s_command():
     assert "<code>python -m oilbird replay ... --traces --diagnose</code>" in F.gap_strip_html(r)
     assert "replay ... --traces --diagnose" in F.gap_strip_figure(r).layout.annotations[0].text
     assert F.moment_summary(request_oilbird(gap_labels=LABELS)) == (
-        "moments (runs of tokens after the first, which the prefill gives): 1 within the semantic key's reach · 1 missed by both keys · 0 absent from the pool")
+        "moments (runs of tokens after the first, which the prefill gives): 1 within the semantic key's reach · "
+        "1 missed by exact match and by the key at the token's own state · 0 absent from the pool")
     assert F.clearest_moment(request_oilbird()) is None and F.moment_cycle(None, "1") is None
     # no trace at all (a request the app lists without one): no moments, nothing to follow
     assert F.gap_moments(None) == [] and F.moment_at(None, 0) is None

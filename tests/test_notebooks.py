@@ -512,3 +512,17 @@ def test_notebook_03_without_ar_and_with_an_older_diagnosis(tmp_path):
     assert "no ar in this run: no speedup chart" in text and "speedup vs ar" not in text
     assert "tau (tokens per target forward)" in text                 # the tau chart is still drawn
     assert "predates copy_oracle_tau" in text and "python -m oilbird diagnose" in text
+
+
+def test_the_notebooks_show_data_paths_without_climbing_out_of_the_checkout(tmp_path, monkeypatch):
+    """A data folder named by $OILBIRD_DATA was printed relative to the checkout
+    ("../../../elsewhere/data/..."); it is said under $OILBIRD_DATA, and the default one beside the
+    checkout as ../shared/..."""
+    from workbench.lesson import _shown
+    root = tmp_path / "checkout"
+    data = tmp_path / "far" / "away" / "data"
+    monkeypatch.setenv("OILBIRD_DATA", str(data))
+    assert _shown(data / "api-bank" / "x.json", root) == "$OILBIRD_DATA/api-bank/x.json"
+    assert _shown(root / "assets" / "t.jsonl", root) == "assets/t.jsonl"
+    monkeypatch.delenv("OILBIRD_DATA")
+    assert _shown(tmp_path / "shared" / "data", root) == "../shared/data"

@@ -356,11 +356,17 @@ def resolve_data(data: str | os.PathLike | None, root: Path) -> tuple[str | Path
 
 
 def _shown(p: Path, root: Path) -> str:
-    """A path as the notebooks print it: relative to the checkout when it can be."""
-    try:
-        return os.path.relpath(p, root)
-    except ValueError:
-        return str(p)
+    """A path as the notebooks print it: relative to the checkout when it lies in it or beside it
+    (``../shared/data/...``), under ``$OILBIRD_DATA`` when it lies there, else as given."""
+    env = os.environ.get("OILBIRD_DATA")
+    tries = [(Path(env).expanduser(), "$OILBIRD_DATA")] if env else []
+    for base, name in tries + [(root, None), (root.parent, "..")]:
+        try:
+            rel = Path(os.path.abspath(p)).relative_to(os.path.abspath(base))
+        except ValueError:
+            continue
+        return str(rel) if name is None else f"{name}/{rel}"
+    return str(p)
 
 
 # --------------------------------------------------------------------------- diagnosis tables

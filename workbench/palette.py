@@ -118,7 +118,8 @@ GAP_EXPLANATIONS = {
     "gap_recovered": ("in the pool, missed by exact matching, within the hidden-state key's reach (a top-8 "
                       "neighbour continues right when queried with this position's own state, which the drafter "
                       "does not have yet when it drafts: its own key is one token behind and reaches less)"),
-    "gap_missed": "in the pool, missed by exact matching and by the hidden-state key",
+    "gap_missed": ("in the pool, missed by exact matching and by the hidden-state key queried with this position's "
+                   "own state (the drafter's key, one token behind and a lookup of its own, may still reach it)"),
     "absent": ("the next 2 tokens occur nowhere in the pool as a pair (either alone may: a source can still copy "
                "this token)"),
 }

@@ -186,5 +186,6 @@ def moment_summary(request: RequestTrace | None) -> str:
     ms = gap_moments(request)
     count = {lab: sum(m.label == lab for m in ms) for lab in MOMENT_LABELS}
     return (f"moments (runs of tokens after the first, which the prefill gives): {count['gap_recovered']} "
-            f"within the semantic key's reach · {count['gap_missed']} missed by both keys · "
+            f"within the semantic key's reach · {count['gap_missed']} missed by exact match and by the key at "
+            f"the token's own state · "
             f"{count['absent']} absent from the pool")

@@ -271,17 +271,20 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
                         "font": {"size": s.font_size}, "height": CELL_HEIGHT},
              "cells": {"values": cols, "align": "left", "fill": {"color": fill}, "height": CELL_HEIGHT,
                        "font": {"size": font}}}
+    # the count on a line of its own: at plotly's 700 px one line was cut off
     title = (f"nearest neighbours · {html.escape(cycle.request_id)} · {html.escape(cycle.method)} · "
-             f"cycle {t.cycle}: {len(t.rows)} retrieved{t.store}")
+             f"cycle {t.cycle}:<br>{len(t.rows)} retrieved{t.store}")
     notes = t.footnotes + [_brackets(NB_CAPTION) + FIGURE_PARTS] if t.rows else [f"({t.empty_why})"]
     chars = int(((s.width or TABLE_WIDTH) - 20) / (CHAR_EM * font))
     notes = [line for n in notes for line in _wrap(n, chars)]
     for line in notes:
         title += f"<br><span style='font-size:{font}px;color:#777'>{html.escape(line)}</span>"
-    top = 50 + 18 * len(notes)
+    top = 70 + 18 * len(notes)
     body = (CELL_HEIGHT + line_px * (max(head_lines) - 1)
             + sum(CELL_HEIGHT + line_px * (n - 1) for n in lines))
     lay = panel_layout(s, title, height=top + body + 30, margin={"l": 10, "r": 10, "t": top, "b": 10})
+    # its lines run down from the top (plotly centred them in the margin, and the last ran into the table)
+    lay["title"].update(y=1 - 26 / lay["height"], yref="container", yanchor="top")
     return {"data": [table], "layout": lay}
 
 

@@ -88,21 +88,22 @@ def local_model(request: RequestTrace) -> str:
 
 def traffic(request: RequestTrace) -> str:
     """Whose outputs a trace holds, the scope a count over several traces keeps to: one model's
-    recorded turns (a replay) or what the local model decoded live.
+    recorded turns (a replay) or what the local model decoded itself (live, or in a trace file).
 
     >>> traffic(RequestTrace("c#0", "goose", "m", [], "", meta={"replay": {"recorded_by": "gpt-4o"}}))
     "gpt-4o's recorded turns, replayed"
     >>> traffic(RequestTrace("r1", "goose", "SmolLM2", [], ""))
-    'SmolLM2 decoding live'
+    "SmolLM2's own decoding"
 
-    Sampled decoding is traffic of its own (its outputs and trees are not greedy's): "SmolLM2
-    decoding live, sampled (T=0.8, top-p=1, seed=3)".
+    Sampled decoding is traffic of its own (its outputs and trees are not greedy's): "SmolLM2's
+    own decoding, sampled (T=0.8, top-p=1, seed=3)".
     """
     rp = request.meta.get("replay")
     if isinstance(rp, dict):
         return f"{rp.get('recorded_by') or 'a recorded model'}'s recorded turns, replayed"
     sampled = sampling_note(request)
-    return f"{request.model or 'the local model'} decoding live" + (f", {sampled}" if sampled else "")
+    # (live or precomputed: a trace file of the model's decoding is what a live run would give)
+    return f"{local_model(request)} own decoding" + (f", {sampled}" if sampled else "")
 
 
 def token_sources(request: RequestTrace) -> list[list[str]]:

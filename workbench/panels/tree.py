@@ -253,7 +253,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                      yaxis={"visible": False, "range": [min(ys, default=0) - 0.6, max(ys, default=0) + 0.8]})
     # its first line a fixed distance from the top (plotly centres it in the top margin, which
     # grows with the title's lines): stepping cycles, the title holds still on a projector
-    layout["title"].update(y=1, yanchor="top", yref="container", pad={"t": 12})
+    layout["title"].update(y=1 - 26 / height, yanchor="top", yref="container")
     return {"data": data, "layout": layout}
 
 
