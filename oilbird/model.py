@@ -19,6 +19,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,9 +127,26 @@ def _from_pretrained(src: str, gguf_file: str | None, dtype: torch.dtype):
     kwargs = {"local_files_only": True}
     if gguf_file:
         kwargs["gguf_file"] = gguf_file
-    tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, **kwargs)
+    with quiet_loading():
+        tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, **kwargs)
     return model, tokenizer
+
+
+@contextmanager
+def quiet_loading():
+    """transformers' own progress bars off ("Loading weights", "Writing model shards"): a load
+    takes about a second from the cache, and in a saved notebook or a log the bar stays at its
+    first frame, 0%, which reads as a hang. (The one-time GGUF dequantization keeps its bar:
+    transformers draws it with tqdm directly.)"""
+    from transformers.utils import logging as hf_logging
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 def _content_key(path: Path) -> str:
@@ -181,8 +199,9 @@ def _dequantized_copy(gguf: Path, name: str) -> Path:
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    with quiet_loading():
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
     try:
         tmp.rename(target)  # atomic: a half-written cache is never read
     except OSError:  # another process won the race

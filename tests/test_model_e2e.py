@@ -166,6 +166,20 @@ def test_model_folder_without_tokenizer_says_so(tmp_path, real_lm):
             load(tmp_path)
 
 
+def test_a_load_draws_no_progress_bar_of_transformers(tmp_path, real_lm, capfd):
+    """transformers' "Loading weights" bar took a second and stayed at 0% in a saved notebook
+    (a hang to whoever reads it); a load draws none, and leaves the switch as it found it."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+    cfg = LlamaConfig(vocab_size=len(real_lm.tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path)
+    real_lm.tokenizer.save_pretrained(tmp_path)
+    capfd.readouterr()
+    assert load_model(tmp_path, device="cpu").num_layers == 2
+    assert "Loading weights" not in capfd.readouterr().err and hf_logging.is_progress_bar_enabled()
+
+
 def test_the_tokenizer_alone_is_the_models(real_lm):
     """load_tokenizer (the template check before the weights load) reads the tokenizer load_model
     gives: the same chat template and the same ids."""
