@@ -891,6 +891,11 @@ def test_a_replayed_request_says_whose_verdict_it_is():
     assert want.replace("'", "&#x27;") in counter_html(rep, 1) and "replay" not in counter_html(live, 1)
     title = F.text_figure(rep, 1).layout.title.text
     assert "replay of gpt-4o" in title and "replay of" not in F.text_figure(live, 1).layout.title.text
+    # the model's own decoding names the model too: in the metrics, and a live run in the counter
+    assert f"{live.model}&#x27;s own decoding" in F.metrics_figure(live).layout.title.text
+    ran = copy.deepcopy(live)
+    ran.meta["live"] = True
+    assert f"· live run of {live.model}" in counter_html(ran, 1)
     # every key on the page names the bonus as the tree's does: the recording's in a replay
     other = copy.deepcopy(rep)
     for tr, whose in ((rep, "bonus (recording)"), (live, "bonus (verifier)")):

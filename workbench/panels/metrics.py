@@ -72,7 +72,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
              f"tokens / {request.forwards} forwards" + (
                  f";<br>a {mode} replay: the recording's tokens; the drafters' trees, keyed on {local_model(request)} states"
-                 if mode else "") + (
+                 if mode else f";<br>{html.escape(local_model(request), quote=False)} own decoding") + (
                  f"; {sampled}" if (sampled := sampling_note(request)) else "") + ")</span>")
     layout = panel_layout(s, title, height=max(s.height, 470 + 30 * title.count("<br>")), barmode="stack", shapes=shapes,
                      margin={"l": 40, "r": 10, "t": 60 + 30 * title.count("<br>"), "b": 40},

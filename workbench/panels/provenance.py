@@ -46,8 +46,11 @@ def is_live(request) -> bool:
 def live_mark(request) -> str:
     """" · live run" for a request decoded live (:func:`is_live`), else "": how the counter, the
     tree's title, the comparison and the notebooks' stepper tell it from a precomputed trace of
-    the same request (an exported figure too)."""
-    return LIVE_RUN if is_live(request) else ""
+    the same request (an exported figure too); with the model that decoded it, where the trace
+    names it (" · live run of SmolLM2-135M-Instruct")."""
+    if not is_live(request):
+        return ""
+    return LIVE_RUN + (f" of {request.model}" if getattr(request, "model", "") else "")
 
 
 def trace_marks(request) -> dict:
