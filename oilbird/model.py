@@ -138,7 +138,9 @@ def quiet_loading():
     """transformers' own progress bars off ("Loading weights", "Writing model shards"): a load
     takes about a second from the cache, and in a saved notebook or a log the bar stays at its
     first frame, 0%, which reads as a hang. (The one-time GGUF dequantization keeps its bar:
-    transformers draws it with tqdm directly.)"""
+    transformers draws it with tqdm directly.) The switch is process-wide, so a load in another
+    thread at the same moment draws no bar either; afterwards it is turned on again only if it
+    was on."""
     from transformers.utils import logging as hf_logging
     was = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()

@@ -1418,17 +1418,19 @@ def test_the_funnel_counts_an_uploaded_run_apart_from_the_shipped_one_of_the_sam
         return replace(t, request_id=rid, meta={"replay": {"recorded_by": "gpt-4o"}},
                        cycles=[replace(c, request_id=rid) for c in t.cycles])
     shipped, mine = replayed("g#0"), replayed("g#1")
-    cat = Catalogue.load(save_traces([shipped], tmp_path / "shipped.jsonl"))
-    assert cat.files == {("g#0", "oilbird"): "shipped.jsonl"}
+    # two files of one name (replay --traces always writes traces.jsonl) are two runs too
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    cat = Catalogue.load(save_traces([shipped], tmp_path / "a" / "traces.jsonl"))
     st = Session("g#0", "oilbird", "oilbird")
     traces, scope = ui.funnel_traces(st, cat)
-    assert [t.request_id for t in traces] == ["g#0"] and scope.endswith("· from shipped.jsonl")
+    assert [t.request_id for t in traces] == ["g#0"] and scope.endswith("· from traces.jsonl")
+    assert str(tmp_path) not in scope                                   # no path of this machine on screen
     fns = {f.api_name: f.fn for f in ui.build_app(cat, Data("builtin", {}), ModelHolder(None)).fns.values()}
-    out = fns["load_traces"](st, str(save_traces([mine], tmp_path / "mine.jsonl")))
+    out = fns["load_traces"](st, str(save_traces([mine], tmp_path / "b" / "traces.jsonl")))
     assert out.error == "" and st.request == "g#1"
     traces, scope = ui.funnel_traces(st, cat)
     assert [t.request_id for t in traces] == ["g#1"]
-    assert scope == "1 request: gpt-4o's recorded turns, replayed · from mine.jsonl"
+    assert scope == "1 request: gpt-4o's recorded turns, replayed · from traces.jsonl"
     got = json.loads(ui.funnel_plot(st, cat).plot)
     counted = {t["name"]: t["x"] for t in got["data"] if t["type"] == "funnel"}
     assert counted["oilbird"] == [funnel([mine])["oilbird"]["stages"][k] for k, _ in STAGES]

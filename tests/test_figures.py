@@ -236,6 +236,8 @@ def test_the_text_box_is_as_tall_at_every_cycle():
               for k in range(len(r.cycles))}
     [ghost] = ghosts
     assert ghost.count("<span") == len(r.output_text) and "visibility:hidden" in F.text_html(r, 0)
+    # its tokens wrap as the shown ones do (whole, between tokens: the app's .tok is white-space:pre)
+    assert ghost.count('style="white-space:pre;') == len(r.output_text)
 
 
 def test_the_tree_title_holds_still_from_cycle_to_cycle():
@@ -425,6 +427,13 @@ def test_a_neighbours_proposal_says_which_tokens_were_accepted_and_which_got_no_
     dash = replace(nb, proposed=[], proposed_text=[], walked_nodes=[], paid_nodes=[], accepted=0,
                    why_no_node="no-tokens")
     assert F.neighbour_table(replace(c, neighbours=[dash])).rows[0].proposed == "— (copy depth 0)"
+    low = replace(dash, why_no_node="below-floor")        # looked up below the entry floor: not the copy depth
+    assert F.neighbour_table(replace(c, neighbours=[low])).rows[0].proposed == "— (below the entry floor)"
+    # a model name is text, not markup, in the HTML counter
+    from wb_traces import request_oilbird as one
+    from workbench.panels.cycle import counter_html
+    odd = replace(one(), model="<img src=x>", meta={"live": True})
+    assert "<img" not in counter_html(odd, 1) and "live run of &lt;img src=x&gt;" in counter_html(odd, 1)
 
 
 def test_what_the_semantic_key_did_is_one_function():
@@ -892,7 +901,7 @@ def test_a_replayed_request_says_whose_verdict_it_is():
     title = F.text_figure(rep, 1).layout.title.text
     assert "replay of gpt-4o" in title and "replay of" not in F.text_figure(live, 1).layout.title.text
     # the model's own decoding names the model too: in the metrics, and a live run in the counter
-    assert f"{live.model}&#x27;s own decoding" in F.metrics_figure(live).layout.title.text
+    assert f"{live.model}'s own decoding" in F.metrics_figure(live).layout.title.text
     ran = copy.deepcopy(live)
     ran.meta["live"] = True
     assert f"· live run of {live.model}" in counter_html(ran, 1)

@@ -34,6 +34,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -220,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     # stopped by a service manager or a test (SIGTERM) as by Ctrl-C: gradio closes its server and
     # the exit handlers run, which remove the export folder (a killed app left one in /tmp each time)
-    signal.signal(signal.SIGTERM, _stop_as_interrupt)
+    # (only where signals can be set: the main thread; the handler before is put back after)
+    before = (signal.signal(signal.SIGTERM, _stop_as_interrupt)
+              if threading.current_thread() is threading.main_thread() else None)
     try:
         demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False,
                     max_file_size=UPLOAD_MAX_BYTES,
@@ -228,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:   # taken since the check above; gradio's own advice names an env variable
         print(f"workbench: {_port_taken(args.host, args.port)}", file=sys.stderr, flush=True)
         return 1
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
     return 0
 
 

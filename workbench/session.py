@@ -74,7 +74,7 @@ class Catalogue:
     """Precomputed traces by (request id, method), in file order. Read-only after start."""
     traces: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
     origin: str = ""
-    files: dict[tuple[str, str], str] = field(default_factory=dict)   # the name of the file each trace came from
+    files: dict[tuple[str, str], str] = field(default_factory=dict)   # the file each trace came from (its path)
     error: str = ""                                     # the first file that could not be read, for a browser
     unread: list[str] = field(default_factory=list)     # each such file, with its full path, for the terminal
 
@@ -95,7 +95,7 @@ class Catalogue:
                 cat.unread.append(str(exc) if isinstance(exc, TraceError) else f"{p}: {type(exc).__name__}: {exc}")
                 continue
             cat.traces.update({(t.request_id, t.method): t for t in traces})
-            cat.files.update({(t.request_id, t.method): Path(p).name for t in traces})
+            cat.files.update({(t.request_id, t.method): str(p) for t in traces})
         return cat
 
     def request_ids(self) -> list[str]:
@@ -180,13 +180,13 @@ class Session:
     playing: bool = False
     play_every: float = PLAY_PACES[0]    # Play's seconds per cycle (the pace menu)
     extra: dict[tuple[str, str], RequestTrace] = field(default_factory=dict)
-    extra_from: dict[tuple[str, str], str] = field(default_factory=dict)   # an upload's file name, or LIVE_ORIGIN
+    extra_from: dict[tuple[str, str], str] = field(default_factory=dict)   # an upload's file (its path), or LIVE_ORIGIN
     decoders: dict[str, object] = field(default_factory=dict)
     labellers: dict[str, object] = field(default_factory=dict)
     funnel_shown: bool = False       # counted once: the funnel then follows every new selection
     moment_shown: str | None = None  # the gap-moments menu's value as last set (a pick, or the cycle's moment)
     moment_request: str | None = None   # ... the request it is a moment of (a pick is that request's)
-    menu_of: tuple | None = None     # the trace whose moments the menu lists (moments_menu.menu_key)
+    menu_of: tuple | None = None     # the trace whose moments the menu lists (moments_menu.menu_update's key)
     # live runs by number, in the order Run was pressed: a run stops after its current cycle once
     # Stop was pressed at or after its press (stop_upto >= its number); a later run never is
     live_pressed: int = 0
@@ -199,10 +199,17 @@ LIVE_ORIGIN = "this session's live runs"     # where a live run's trace comes fr
 
 
 def origin(st: Session, cat: Catalogue, tr: RequestTrace) -> str:
-    """Where the trace ``tr`` of this session came from: the name of the file it was uploaded
-    in or the catalogue read it from, or :data:`LIVE_ORIGIN`; "" where it is not known."""
+    """Where the trace ``tr`` of this session came from: the file it was uploaded in (gradio's
+    copy: each upload its own) or the catalogue read it from, or :data:`LIVE_ORIGIN`; "" where
+    it is not known. Two files of one name are two origins (``replay --traces`` always writes
+    ``traces.jsonl``); :func:`origin_name` is how it is shown."""
     key = (tr.request_id, tr.method)
     return st.extra_from.get(key, "") if key in st.extra else cat.files.get(key, "")
+
+
+def origin_name(origin: str) -> str:
+    """An :func:`origin` as the app shows it: the file's name (no path of this machine)."""
+    return origin if origin in ("", LIVE_ORIGIN) else Path(origin).name
 
 
 def new_session(cat: Catalogue, data: Data) -> Session:

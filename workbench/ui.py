@@ -37,8 +37,8 @@ from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update, shown_moment  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, LIVE_ORIGIN, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
                       Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, live_sampling,
-                      method_choices, method_menu, new_session, opening, opening_cycle, origin, public, read_error,
-                      request_choices, request_menu, same_place)
+                      method_choices, method_menu, new_session, opening, opening_cycle, origin, origin_name, public,
+                      read_error, request_choices, request_menu, same_place)
 
 # the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
 # unread past that), about 3 GB of memory and minutes of drawing: one upload at a time.
@@ -188,7 +188,7 @@ def funnel_traces(st: Session, cat: Catalogue) -> tuple[list, str]:
     session shows (the catalogue's, and its own, uploaded or live, in their place), those of
     methods with the hidden-state key over the selected request's traffic; and the words."""
     return F.funnel_scope(list({**cat.traces, **st.extra}.values()), find(st, cat, st.request, st.method),
-                          lambda t: origin(st, cat, t))
+                          lambda t: origin(st, cat, t), origin_name)
 
 
 def funnel_plot(st: Session, cat: Catalogue) -> PlotData:
@@ -212,9 +212,10 @@ def funnel_component(state: gr.State, cat: Catalogue) -> gr.Plot:
     """The funnel panel, a component of its own: counted on demand (``/funnel``), since it
     reads every trace of the session."""
     with gr.Accordion("conversion funnel · where the semantic key's reach is lost", open=False):
-        gr.Markdown("Every drafting cycle of the traces here over the selected request's traffic (one model's "
-                    "recorded turns, or live decoding), of the methods with the hidden-state key, followed stage by "
-                    "stage from the key's gate to an accepted token (`oilbird/evaluation/funnel.py`).")
+        gr.Markdown("Every drafting cycle of the traces over the selected request's traffic (one model's "
+                    "recorded turns, or the local model's own decoding) from the same file (or this session's live "
+                    "runs), of the methods with the hidden-state key, followed stage by stage from the key's gate to "
+                    "an accepted token (`oilbird/evaluation/funnel.py`).")
         button = gr.Button("Count the funnel", elem_id="wb-funnel-count")
         plot = gr.Plot(label="conversion funnel", show_label=False, elem_id="wb-funnel")
         with gr.Accordion("what each stage counts", open=False):
@@ -447,7 +448,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             # every trace draws: the session takes them in place, so a live run that holds this
             # same session object (and returns it when it ends) keeps the upload too
             st.extra.update(added)
-            st.extra_from.update(dict.fromkeys(added, name))
+            st.extra_from.update(dict.fromkeys(added, str(path)))     # gradio's copy: one per upload
             st.request, st.method, st.cycle = new.request, new.method, new.cycle
             st.moment_shown, st.moment_request, st.menu_of = new.moment_shown, new.moment_request, new.menu_of
             return Selected(*out._replace(state=st), *menus_for(st))

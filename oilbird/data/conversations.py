@@ -30,12 +30,13 @@ of a tool call are read alike:
 Argument text is replayed exactly as written, even when the agent wrote broken JSON (the
 recording is text; :attr:`ToolCall.arguments` is then None). Other keys of a message are ignored.
 
-``content`` may be a string, ``null`` or a list of text parts (``{"type": "text", "text": ...}``).
+``content`` may be a string, ``null`` or a list of text parts (``{"type": "text", "text": ...}``),
+and may be left out only on an assistant message that makes calls.
 Everything is validated before :func:`load_conversations` returns, so a bad file stops a run
 before any model work: a line that is not a conversation, a conversation without assistant
 turns (or an assistant turn with no text before it: it has no prompt), a tool call without a
-name, two spellings of one call's arguments that disagree, an unknown role, a duplicate id, an
-empty file. Each is one :class:`ConversationError` naming the file, the line, the conversation
+name, two spellings of one call's arguments that disagree, an unknown or missing role, a missing
+content, a duplicate id, an empty file. Each is one :class:`ConversationError` naming the file, the line, the conversation
 and the message index.
 
 **The one text form** (:func:`render_messages`), handed to whatever chat template the model

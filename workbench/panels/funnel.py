@@ -39,15 +39,16 @@ def as_funnel(source: dict | Iterable[RequestTrace]) -> dict:
 
 
 def funnel_scope(traces: Iterable[RequestTrace], selected: RequestTrace | None,
-                 origin: Callable[[RequestTrace], str] | None = None) -> tuple[list[RequestTrace], str]:
+                 origin: Callable[[RequestTrace], str] | None = None,
+                 named: Callable[[str], str] = str) -> tuple[list[RequestTrace], str]:
     """The traces a funnel beside ``selected`` counts, and the words for them: those of methods
     with the hidden-state key (the funnel's stages are its; :func:`~workbench.panels.gap.keyless`)
     over the same traffic as ``selected`` (:func:`~workbench.panels.provenance.traffic`: a
-    replay's recorded turns are not counted with live decoding, nor one agent's with another's)
+    replay's recorded turns are not counted with the model's own decoding, nor one agent's with another's)
     and, given ``origin`` (where a trace came from: a file's name, a session's live runs), from
     the same place: two runs of one traffic (say a shipped replay and one uploaded, each with
-    trees of its own size) are not summed. Without a selection, every such trace of the first
-    traffic (and origin) among them."""
+    trees of its own size) are not summed; ``named`` says an origin in the words. Without a
+    selection, every such trace of the first traffic (and origin) among them."""
     keyed = [t for t in traces if not keyless(t.method)]
     if not keyed:
         return [], ""
@@ -58,7 +59,7 @@ def funnel_scope(traces: Iterable[RequestTrace], selected: RequestTrace | None,
     if origin is not None:
         where = origin(first)
         mine = [t for t in mine if origin(t) == where]
-        where = f" · from {where}" if where else ""
+        where = f" · from {named(where)}" if where else ""
     n = len({t.request_id for t in mine})
     return mine, f"{n} request{'s' if n != 1 else ''}: {scope}{where}"
 

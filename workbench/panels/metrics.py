@@ -71,7 +71,8 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
              f"tokens / {request.forwards} forwards" + (
-                 f";<br>a {mode} replay: the recording's tokens; the drafters' trees, keyed on {local_model(request)} states"
+                 f";<br>a {mode} replay: the recording's tokens; the drafters' trees, keyed on "
+                 f"{html.escape(local_model(request), quote=False)} states"
                  if mode else f";<br>{html.escape(local_model(request), quote=False)} own decoding") + (
                  f"; {sampled}" if (sampled := sampling_note(request)) else "") + ")</span>")
     layout = panel_layout(s, title, height=max(s.height, 470 + 30 * title.count("<br>")), barmode="stack", shapes=shapes,

@@ -55,6 +55,8 @@ FIGURE_PARTS = " · proposed: after ¦ = no node in the tree"
 # runtime; tests/test_figures.py checks it)
 SIMILARITY_FLOOR = 0.80
 NOT_IN_TREE = "not in the tree"
+# an empty "proposed" cell, by why its chain got no node (Neighbour.why_no_node): the funnel's words
+EMPTY_PROPOSAL = {"no-tokens": "copy depth 0", "below-floor": "below the entry floor", "muted": "muted"}
 
 # --------------------------------------------------------------------------- provenance
 
@@ -183,7 +185,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None) -> Neighbou
             index=k, similarity=nb.similarity, agreement=nb.agreement, origin=f"{nb.request_id} @ {nb.position}",
             context=tuple(nb.context_text), matched=nb.context_index,
             proposed=(f"{parts[0]}{parts[1]}¦{parts[2]}" if parts[2] and (parts[0] or parts[1]) else "".join(parts))
-            or "— (copy depth 0)", parts=parts,
+            or f"— ({EMPTY_PROPOSAL.get(nb.why_no_node, 'nothing proposed')})", parts=parts,
             result=neighbour_result(cycle, nb), lexical=lexically_reachable(cycle, nb), selected=k == selection))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
     return NeighbourTable(

@@ -7,6 +7,8 @@ token text. Several panels use these (the counter, the tree's title, the text, t
 """
 from __future__ import annotations
 
+import html
+
 from oilbird.trace import CycleTrace, RequestTrace
 
 from ..palette import BONUS, shown_sources
@@ -47,10 +49,10 @@ def live_mark(request) -> str:
     """" · live run" for a request decoded live (:func:`is_live`), else "": how the counter, the
     tree's title, the comparison and the notebooks' stepper tell it from a precomputed trace of
     the same request (an exported figure too); with the model that decoded it, where the trace
-    names it (" · live run of SmolLM2-135M-Instruct")."""
+    names it (" · live run of SmolLM2-135M-Instruct"), HTML-escaped: the counter is HTML."""
     if not is_live(request):
         return ""
-    return LIVE_RUN + (f" of {request.model}" if getattr(request, "model", "") else "")
+    return LIVE_RUN + (f" of {html.escape(request.model)}" if getattr(request, "model", "") else "")
 
 
 def trace_marks(request) -> dict:

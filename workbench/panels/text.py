@@ -150,7 +150,7 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
     for t in cells:
         css = _underline(t.source, s) + ("background:#F0E44266;" if t.index in now else "")
         piece = html.escape(visible(t.text)) + ("<br>" if "\n" in t.text else "")
-        ghost.append(f'<span style="{_underline(t.source, s)}">{piece}</span>')
+        ghost.append(f'<span style="white-space:pre;{_underline(t.source, s)}">{piece}</span>')   # as .tok wraps
         if t.index >= upto:
             continue
         tip = html.escape(f"token {t.index} (id {'?' if t.token_id is None else t.token_id}), "

@@ -236,7 +236,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             title += f"<br><span style='font-size:{s.font_size}px;color:#555'>{stop}</span>"
     else:
         title = f"{head}<br>the prefill forward: no draft tree"     # two lines, as a drafting cycle's title
-        notes.append(centred_note("cycle 0 is the prefill forward: no draft tree;<br>" + (
+        notes.append(centred_note("the prefill reads the prompt:<br>" + (       # the title says "no draft tree"
             "the recording gives the first token (replay)" if replay else "the verifier gives the first token"),
             y=0.85))
     ys = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
