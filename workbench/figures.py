@@ -53,7 +53,7 @@ from .panels.gap import (GAP_BORDERS, GAP_SCOPE, DrafterCount, GapCell, GapStrip
                          gap_strip_figure, gap_strip_html, gap_strip_mini_html, gap_strip_spec, keyless)
 from .panels.gap_moments import (MOMENT_LABELS, GapMoment, clarity, clearest_moment, gap_moments, lexical_rivals,
                                  moment_at, moment_choices,
-                                 moment_cycle, moment_of, moment_span, moment_summary)
+                                 moment_cycle, moment_kept, moment_of, moment_span, moment_summary)
 from .panels.metrics import metrics_figure, metrics_spec
 from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_PX, NB_HEADER, NB_HEADER_HELP,
                                 NOT_IN_TREE, SIMILARITY_FLOOR, NeighbourResult, NeighbourRow, NeighbourTable,
@@ -83,7 +83,7 @@ __all__ = [
     "GAP_BORDERS", "GAP_SCOPE", "DrafterCount", "GapCell", "GapStrip", "drafter_marks", "gap_cells",
     "gap_strip_figure", "gap_strip_html", "gap_strip_mini_html", "gap_strip_spec", "keyless",
     "MOMENT_LABELS", "GapMoment", "clarity", "clearest_moment", "gap_moments", "lexical_rivals", "moment_at",
-    "moment_choices", "moment_cycle", "moment_of", "moment_span",
+    "moment_choices", "moment_cycle", "moment_kept", "moment_of", "moment_span",
     "moment_summary",
     "metrics_figure", "metrics_spec",
     "compare_figure", "compare_spec", "first_difference",

@@ -13,13 +13,9 @@ from .session import Catalogue, Session, find
 def shown_moment(st: Session, tr) -> str | None:
     """The moment the menu shows for the cycle on screen: the one picked, while its request and
     cycle are shown (two moments may share a cycle; another request opens on its own), else the
-    cycle's own (:func:`~workbench.figures.moment_at`), else None; kept in ``st.moment_shown``,
+    cycle's own, else None (:func:`~workbench.figures.moment_kept`); kept in ``st.moment_shown``,
     which ``jump`` compares with what the menu sends."""
-    if tr is None:
-        st.moment_shown = None
-    elif (st.moment_shown is None or st.moment_request != st.request
-          or F.moment_cycle(tr, st.moment_shown) != st.cycle):
-        st.moment_shown = F.moment_at(tr, st.cycle)
+    st.moment_shown = F.moment_kept(tr, st.moment_shown, st.cycle, st.moment_request == st.request)
     st.moment_request = st.request
     return st.moment_shown
 

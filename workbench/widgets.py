@@ -120,8 +120,7 @@ class Stepper:
         m = self.method if method is None else method
         tr = self.trace(rid, m)
         k = self.cycle if cycle is None else int(cycle)
-        keep = (rid, m) == (self.request, self.method) and F.moment_cycle(tr, self.moment) == k
-        moment = self.moment if keep else F.moment_at(tr, k)
+        moment = F.moment_kept(tr, self.moment, k, (rid, m) == (self.request, self.method))
         figs = figures_for(tr, k, self.views, self.style, F.moment_span(tr, moment))
         self.request, self.method, self.cycle, self.moment = rid, m, k, moment
         if self._w is not None:

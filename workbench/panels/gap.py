@@ -26,7 +26,7 @@ from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK,
                        DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
                        GAP_PATTERNS, GAP_POOL, GAP_POOL_RECORDED, Style, source_label)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
-from .provenance import committed_upto, is_live, local_model, token_sources
+from .provenance import committed_upto, is_live, is_replay, local_model, token_sources
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
 # a live run in the app is labelled against its own decoder's store (oilbird.evaluation.labels.RunningLabels)
@@ -57,7 +57,7 @@ def gap_words(request: RequestTrace) -> tuple[str, str]:
         pool = (LIVE_POOL_EMPTY.format(method=m) if runs == 0 else
                 LIVE_POOL.format(runs=held, method=m, same=f", {same} of them of this same request" if same else ""))
         return LIVE_SCOPE.format(method=m), pool
-    if isinstance(meta.get("replay"), dict):
+    if is_replay(request):
         return GAP_SCOPE.format(method=m), GAP_POOL_RECORDED.format(model=local_model(request))
     return GAP_SCOPE.format(method=request.method), GAP_POOL
 
@@ -87,7 +87,7 @@ def no_labels_why(request: RequestTrace) -> str:
 def diagnose_command(request: RequestTrace) -> str:
     """The command that writes traces like ``request`` with gap labels: ``replay ... --traces
     --diagnose`` for a replay's recorded turns, else ``trace ... --diagnose``."""
-    if isinstance(request.meta.get("replay"), dict):
+    if is_replay(request):
         return "python -m oilbird replay ... --traces --diagnose"
     return "python -m oilbird trace ... --diagnose"
 

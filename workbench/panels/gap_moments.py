@@ -154,6 +154,18 @@ def moment_of(request: RequestTrace | None, key: str | int | None) -> GapMoment 
     return next((m for m in gap_moments(request) if m.key == str(key)), None)
 
 
+def moment_kept(request: RequestTrace | None, shown: str | None, cycle: int, same: bool) -> str | None:
+    """The moment a menu shows on cycle index ``cycle`` of ``request``, the app's and the
+    notebooks' one rule: the one shown so far (``shown``: picked, or the cycle's own) while it
+    belongs to this same request (``same``) and its cycle is on screen (two moments may share a
+    cycle), else the cycle's own (:func:`moment_at`), else None."""
+    if request is None:
+        return None
+    if same and shown is not None and moment_cycle(request, shown) == cycle:
+        return shown
+    return moment_at(request, cycle)
+
+
 def moment_cycle(request: RequestTrace | None, key: str | int | None) -> int | None:
     """The cycle index a moment's menu value (:attr:`GapMoment.key`) jumps to; None if unknown."""
     m = moment_of(request, key)

@@ -134,6 +134,11 @@ TEXT_LINE_EM = 1.9      # its line height: the box is a whole number of lines ta
 TEXT_BOX_EM = TEXT_LINES * TEXT_LINE_EM    # line is never cut in half
 
 
+def _piece(text: str) -> str:
+    """A token's text as the HTML panel shows it: whitespace visible, a line break after a newline."""
+    return html.escape(visible(text)) + ("<br>" if "\n" in text else "")
+
+
 def text_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
     """The view of :func:`text_figure` as an HTML fragment (the app's text panel), in a box of
     :data:`TEXT_LINES` whole lines that shows the newest ones and scrolls back to the older ones.
@@ -143,19 +148,14 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
     cycle get a pale highlight; the ``title`` attribute is the hover text.
     """
     s = style_or_default(style)
-    parts, ghost = [], []
-    cells = text_cells(request, None)
-    upto = committed_upto(request, cycle)
-    now = {t.index for t in text_cells(request, cycle) if t.now}
-    for t in cells:
-        css = _underline(t.source, s) + ("background:#F0E44266;" if t.index in now else "")
-        piece = html.escape(visible(t.text)) + ("<br>" if "\n" in t.text else "")
-        ghost.append(f'<span style="white-space:pre;{_underline(t.source, s)}">{piece}</span>')   # as .tok wraps
-        if t.index >= upto:
-            continue
+    parts = []
+    for t in text_cells(request, cycle):
+        css = _underline(t.source, s) + ("background:#F0E44266;" if t.now else "")
         tip = html.escape(f"token {t.index} (id {'?' if t.token_id is None else t.token_id}), "
                           f"delivered by {t.delivered_by}", quote=True)
-        parts.append(f'<span class="tok" data-source="{t.source}" title="{tip}" style="{css}">{piece}</span>')
+        parts.append(f'<span class="tok" data-source="{t.source}" title="{tip}" style="{css}">{_piece(t.text)}</span>')
+    # every token of the output, wrapped whole as the shown ones are (.tok is white-space:pre)
+    ghost = [f'<span style="white-space:pre;">{_piece(x)}</span>' for x in request.output_text]
     replay = is_replay(request)
     legend = " ".join(f'<span style="{_underline(x, s).rstrip(";")}">{html.escape(label_of(x, replay))}</span>'
                       for x in text_key(request))
