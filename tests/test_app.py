@@ -387,6 +387,17 @@ def test_a_file_uploaded_during_a_live_run_is_kept_when_the_run_ends(app_fns, se
     assert uploaded["out"].state is session and out.state is session
 
 
+def test_every_session_field_is_either_the_view_or_shared_with_live_runs():
+    """An upload takes its drawn copy's view field by field (session.take_view); a field added to
+    Session and named in neither list would silently not follow an upload, or undo a live run's."""
+    from dataclasses import fields
+
+    from workbench.session import SHARED_FIELDS, VIEW_FIELDS, Session
+    names = [f.name for f in fields(Session)]
+    assert sorted(VIEW_FIELDS + SHARED_FIELDS) == sorted(names)
+    assert not set(VIEW_FIELDS) & set(SHARED_FIELDS)
+
+
 def _tiny_app(tiny_lm, tmp_path):
     """The app on the tiny model with one decodable request ``r1`` (40 new tokens per run):
     (the app, its functions by api name, a new session)."""

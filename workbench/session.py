@@ -195,6 +195,22 @@ class Session:
     stop_upto: int = 0
 
 
+# Which of a Session's fields are the view (what is shown and where) and which are shared with
+# the session's other events (a live run holds the same Session and writes them while it runs).
+# An upload draws on a copy and then takes the copy's view only (:func:`take_view`), so a live
+# run's counters or traces that changed meanwhile stay. Every field is one or the other: the
+# test of this split fails on a new field until it is named here.
+VIEW_FIELDS = ("request", "method", "compare", "cycle", "moment_shown", "moment_request", "menu_of")
+SHARED_FIELDS = ("playing", "play_every", "extra", "extra_from", "decoders", "labellers", "funnel_shown",
+                 "live_pressed", "live_started", "live_done", "stop_upto")
+
+
+def take_view(st: Session, drawn: Session) -> None:
+    """Give ``st`` the view of ``drawn`` (a copy of it that was drawn): :data:`VIEW_FIELDS`."""
+    for name in VIEW_FIELDS:
+        setattr(st, name, getattr(drawn, name))
+
+
 LIVE_ORIGIN = "this session's live runs"     # where a live run's trace comes from (Session.extra_from)
 
 

@@ -38,7 +38,7 @@ from .moments_menu import GapMomentsMenu, menu_update, shown_moment  # noqa: E40
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, LIVE_ORIGIN, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
                       Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, live_sampling,
                       method_choices, method_menu, new_session, opening, opening_cycle, origin, origin_name, public,
-                      read_error, request_choices, request_menu, same_place)
+                      read_error, request_choices, request_menu, same_place, take_view)
 
 # the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
 # unread past that), about 3 GB of memory and minutes of drawing: one upload at a time.
@@ -449,8 +449,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             # same session object (and returns it when it ends) keeps the upload too
             st.extra.update(added)
             st.extra_from.update(dict.fromkeys(added, str(path)))     # gradio's copy: one per upload
-            st.request, st.method, st.cycle = new.request, new.method, new.cycle
-            st.moment_shown, st.moment_request, st.menu_of = new.moment_shown, new.moment_request, new.menu_of
+            take_view(st, new)
             return Selected(*out._replace(state=st), *menus_for(st))
 
         selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces",
