@@ -18,6 +18,7 @@ should see first. Knows the trace only: nothing here reads the model, the store 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 from oilbird.trace import LEXICAL_SOURCES, CycleTrace, RequestTrace
 
@@ -86,7 +87,8 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
         return []
     where = token_cycles(request)
     sources = [s for c in request.cycles for s in c.committed_sources]
-    offset = [p - sum(len(c.committed) for c in request.cycles[:k]) for p, k in enumerate(where)]
+    starts = list(accumulate((len(c.committed) for c in request.cycles), initial=0))   # each cycle's first token
+    offset = [p - starts[k] for p, k in enumerate(where)]
     marks = drafter_marks(request)
     out: list[GapMoment] = []
     k = 1             # not the first token: the prefill gives it, no drafter drafts it (no tree shows it)
