@@ -417,7 +417,7 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
                     raise TraceError("cycle line before any request line")
                 c = _cycle_from_dict(d)
                 _check_cycle(c)
-                if versions[-1] == 1 and not _provenance_recorded(c):
+                if versions[-1] == 1 and not _provenance_recorded(c, d):
                     raise TraceError("a trace of format 1 written before the semantic key's outcome was recorded; "
                                      "write it again with this version (python -m oilbird trace / replay --traces)")
                 if c.request_id != out[-1].request_id:
@@ -439,9 +439,11 @@ def parse_trace_lines(lines: Iterable[str], origin: str = "<string>") -> list[Re
     return out
 
 
-def _provenance_recorded(c: CycleTrace) -> bool:
-    """Does a version-1 cycle hold what version 2 records (then it converts as it is)?"""
-    return (c.cycle == 0 or c.retrieval is not None) and all(n.why_no_node is not None for n in c.neighbours)
+def _provenance_recorded(c: CycleTrace, raw: dict) -> bool:
+    """Does a version-1 cycle hold what version 2 records (then it converts as it is)? ``raw``:
+    the line it was read from, which says whether a neighbour wrote ``why_no_node`` (the record
+    fills in its default, "got a node", where the line has none)."""
+    return (c.cycle == 0 or c.retrieval is not None) and all("why_no_node" in n for n in raw.get("neighbours", []))
 
 
 def load_traces(path: str | Path, max_bytes: int = MAX_BYTES) -> list[RequestTrace]:

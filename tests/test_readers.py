@@ -514,6 +514,13 @@ def test_a_version_1_trace_converts_when_it_recorded_the_provenance_and_is_refus
     path.write_text("\n".join(json.dumps(d) for d in older))
     with pytest.raises(TraceError, match=rf"v1.jsonl:{at + 1}: a trace of format 1 written before"):
         load_traces(path)
+    # ... and one whose neighbours have no outcome (the record's default would read "got a node")
+    older = [dict(d) for d in lines]
+    at = next(i for i, d in enumerate(older) if d["kind"] == "cycle" and d["neighbours"])
+    older[at]["neighbours"] = [{k: v for k, v in n.items() if k != "why_no_node"} for n in older[at]["neighbours"]]
+    path.write_text("\n".join(json.dumps(d) for d in older))
+    with pytest.raises(TraceError, match=rf"v1.jsonl:{at + 1}: a trace of format 1 written before"):
+        load_traces(path)
 
 
 def test_the_report_leaves_out_what_no_method_measured():
