@@ -91,14 +91,16 @@ class AcceptanceRates:
 
     def observe(self, drafted: DraftTree, accepted: list[int], argmax) -> None:
         """Count every node whose parent was accepted (tested), and whether its token is the
-        parent's argmax (hit). ``argmax`` covers at least the verified nodes."""
+        parent's argmax (hit). ``argmax`` covers at least the verified nodes; a parent whose
+        argmax is negative has no next token to test against (replay's recording ended there:
+        :func:`oilbird.decoding.recorded_targets`), so its children count as neither."""
         self._memo.clear()
         acc = set(accepted)
         depths = drafted.depths()
         warm = False
         for i in range(1, len(drafted)):
             p = drafted.parents[i]
-            if p in acc:
+            if p in acc and int(argmax[p]) >= 0:
                 hit = drafted.tokens[i] == int(argmax[p])
                 cell = self.node_cell(drafted, i, depths[i])
                 for n in range(BASE, len(cell) + 1):      # the cell and every coarser one above it
