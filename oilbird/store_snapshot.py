@@ -42,6 +42,13 @@ def check_bounds(**bounds) -> None:
 KEY_FIELDS = {"model_type": str, "num_hidden_layers": int, "state_layer": int}
 
 
+def default_state_layer(num_layers: int) -> int:
+    """The hidden-state layer the semantic key reads unless told otherwise: round(0.85 L), the
+    paper's (docs/results.md, "Which layer's state is the key"); the model loader and the vLLM
+    proposer both ask here, so their stores hold the same layer's states."""
+    return round(0.85 * num_layers)
+
+
 def check_state_key(key) -> dict | None:
     """A store's ``state_key``: None (not labelled) or a dict of ``model`` (a name) and
     :data:`KEY_FIELDS`, returned as a plain copy; ValueError otherwise (a hand-edited header)."""

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+from ..store_snapshot import default_state_layer
 from .chains import SOURCES, ChainConfig, RequestDrafter, Shared
 
 log = logging.getLogger(__name__)
@@ -505,7 +506,7 @@ class OilbirdProposer:
             self.core.logits_fn = target_model.compute_logits
         layer = self.core.cfg.state_layer
         if layer is None:
-            layer = round(0.85 * self.num_layers)
+            layer = default_state_layer(self.num_layers)
         elif layer != "last" and int(layer) > self.num_layers:
             raise ValueError(f"${CONFIG_ENV}: state_layer {layer} is past this model's {self.num_layers} decoder "
                              f"layers (1..{self.num_layers}, or \"last\")")
