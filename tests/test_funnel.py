@@ -208,6 +208,23 @@ def test_funnel_figure_one_funnel_and_one_loss_bar_per_method():
     assert not empty.data and any("no drafting cycles" in a.text for a in empty.layout.annotations)
 
 
+def test_the_funnels_title_lines_keep_clear_of_its_subplot_titles():
+    """The scope under the title made it two lines in plotly's default 50 px margin, and its second
+    line was printed over "cycles reaching each stage": the title is pinned to the top and the
+    margin holds its lines and the subplots' two-line titles."""
+    from wb_traces import request_oilbird
+    from workbench import figures as F
+    s = F.Style()
+    one = F.funnel_spec([request_oilbird()])["layout"]
+    two = F.funnel_spec([request_oilbird()], scope="4 requests: a scope")["layout"]
+    for lay, lines in ((one, 1), (two, 2)):
+        assert lay["title"]["yref"] == "container" and lay["title"]["yanchor"] == "top"
+        title_bottom = 26 + lines * (s.font_size + 2) * 1.3      # its lines' height, from the figure's top
+        subplot_titles = 2 * s.font_size * 1.3                   # two lines sit just above the plots
+        assert lay["margin"]["t"] >= title_bottom + subplot_titles
+    assert two["height"] - two["margin"]["t"] == one["height"] - one["margin"]["t"]   # the plots keep their size
+
+
 def test_every_stage_and_loss_of_the_funnel_is_explained_in_plain_words():
     """A teacher's words for each stage: the glossary has a row for every stage and every loss
     the figure draws, and the hover of each carries the same sentence."""

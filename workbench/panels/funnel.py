@@ -19,7 +19,7 @@ from oilbird.evaluation.funnel import LOST_HELP, REACHED, SHORT, SHORT_HELP, STA
 from oilbird.trace import RequestTrace
 
 from ..palette import OKABE_ITO, Style
-from .base import axis_key, centred_note, figure, grid, panel_layout, style_or_default
+from .base import axis_key, centred_note, figure, grid, panel_layout, pin_title, style_or_default
 from .gap import keyless
 from .provenance import traffic
 
@@ -101,7 +101,11 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                      "xaxis": ref[(1, 2)][0], "yaxis": ref[(1, 2)][1]})
     title = FUNNEL_TITLE + (f"<br><span style='font-size:{s.font_size}px;color:#555'>{html.escape(scope)}</span>"
                             if scope else "")
-    layout = panel_layout(s, title, height=max(s.height, 460), barmode="group", funnelmode="group",
+    # the title's lines from the top, then the subplots' two-line titles above their plots: a
+    # centred title in plotly's default 50 px ran into them
+    top = 26 + (s.font_size + 6) * (title.count("<br>") + 1) + 2 * (s.font_size + 4) + 8
+    layout = panel_layout(s, title, height=max(s.height, 460) + top - 50, barmode="group", funnelmode="group",
+                          margin={"l": 40, "r": 10, "t": top, "b": 40},
                           legend={"title": {"text": "method"}, "orientation": "h", "y": -0.12},
                           # the values in the bars stay readable (plotly shrinks them to fit the bar)
                           uniformtext={"minsize": max(9, s.font_size - 2), "mode": "show"}, **axes)
@@ -112,7 +116,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     layout[axis_key(ref[(1, 2)][0])]["title"] = {"text": "cycles"}
     if not names:
         layout["annotations"].append(centred_note("no drafting cycles: no trace with a tree"))
-    return {"data": data, "layout": layout}
+    return {"data": data, "layout": pin_title(layout)}
 
 
 GLOSSARY_WORDS = ("A *record* is one past position in the store (an earlier request's output token); the key "

@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 from oilbird.trace import NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace, Neighbour, lexically_reachable
 
 from ..palette import Style
-from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, style_or_default, visible
+from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, style_or_default, visible
 
 NB_HEADER = ("#", "similarity", "from", "context (matched token in [ ])", "proposed", "accepted", "lexical key?")
 # what each column means (the HTML header's tooltips; the caption says the two a class asks first)
@@ -285,9 +285,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
     body = (CELL_HEIGHT + line_px * (max(head_lines) - 1)
             + sum(CELL_HEIGHT + line_px * (n - 1) for n in lines))
     lay = panel_layout(s, title, height=top + body + 30, margin={"l": 10, "r": 10, "t": top, "b": 10})
-    # its lines run down from the top (plotly centred them in the margin, and the last ran into the table)
-    lay["title"].update(y=1 - 26 / lay["height"], yref="container", yanchor="top")
-    return {"data": [table], "layout": lay}
+    return {"data": [table], "layout": pin_title(lay)}     # (a centred title's last line ran into the table)
 
 
 def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> go.Figure:

@@ -18,7 +18,7 @@ from oilbird.trace import CycleTrace
 
 from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, SELECTION_RING, STATUS_STYLES, Style,
                        primary_source, shown_sources, source_label, source_symbol)
-from .base import centred_note, esc, figure, label_of, legend_marker, panel_layout, style_or_default
+from .base import centred_note, esc, figure, label_of, legend_marker, panel_layout, pin_title, style_or_default
 from .provenance import LIVE_RUN, REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
 
 
@@ -251,10 +251,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                      xaxis={"title": {"text": "depth"}, "dtick": 1, "range": [-0.5, max_depth + 0.7],
                             "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
                      yaxis={"visible": False, "range": [min(ys, default=0) - 0.6, max(ys, default=0) + 0.8]})
-    # its first line a fixed distance from the top (plotly centres it in the top margin, which
-    # grows with the title's lines): stepping cycles, the title holds still on a projector
-    layout["title"].update(y=1 - 26 / height, yanchor="top", yref="container")
-    return {"data": data, "layout": layout}
+    return {"data": data, "layout": pin_title(layout)}
 
 
 def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
