@@ -138,9 +138,11 @@ def test_the_moment_picked_is_marked_in_both_strips_and_kept_on_its_cycle(app_fn
     second keeps it (not the cycle's clearest) and both strips put a bar under its tokens alone;
     stepping away and back shows the cycle's clearest again."""
     import re
+
+    from workbench.panels.gap import MOMENT_COLOUR
     jump = app_fns[2]["gap_moment"]
     under = lambda html, kind: [int(i) for i in re.findall(              # noqa: E731
-        rf"class='{kind}' data-label='\w+'[^>]* title='(\d+):[^']*' style='[^']*CC79A7", html)]
+        rf"class='{kind}' data-label='\w+'[^>]* title='(\d+):[^']*' style='[^']*0 5px 0 {MOMENT_COLOUR}", html)]
     out = jump(session, "3")
     assert cycle_of(out.counter) == 1 and out.moments.value == "3" == session.moment_shown
     assert under(out.gap, "gap-cell") == [3] == under(out.mini, "gap-mini")

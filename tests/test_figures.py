@@ -678,6 +678,11 @@ def test_the_small_strip_is_the_full_strips_cells():
     long = request_oilbird(labels * 60)
     long.output_ids = long.output_ids * 60
     assert "width:2px" in F.gap_strip_mini_html(long, 1)
+    # ... without the border patterns, which at 2 px read as one dark line under every colour
+    narrow = F.gap_strip_mini_html(long, 1)
+    assert "border-bottom:0px" in narrow and "border-bottom:3px" not in narrow
+    # the drafter's band is in the small strip's key too
+    assert "box-shadow:inset 0 3px 0 #111'></span>drafter&#x27;s key reaches it 1" in mini
 
 
 # --------------------------------------------------------------------------- metrics, comparison

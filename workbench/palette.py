@@ -94,10 +94,14 @@ SOURCE_LABELS = {
 # Gap labels, one per output token (see oilbird.evaluation.diagnose): colour + bar fill pattern.
 GAP_LABELS = ("lexical_hit", "gap_recovered", "gap_missed", "absent")
 GAP_KINDS = ("gap_recovered", "gap_missed")     # the gap itself: in the pool, missed by exact matching
+# One colour, one meaning on a screen that shows the strip beside the tree and the text: the key's
+# reach in the semantic key's vermillion, an exact match's in the sky blue of the exact-match
+# sources' family, and what no key reaches in greys (orange, the gap missed's colour until the
+# thirty-fifth session, is the bonus token's in the tree and the text)
 GAP_COLOURS = {
     "lexical_hit": OKABE_ITO["sky_blue"],
     "gap_recovered": OKABE_ITO["vermillion"],
-    "gap_missed": OKABE_ITO["orange"],
+    "gap_missed": "#8C8C8C",
     "absent": "#DDDDDD",
 }
 GAP_PATTERNS = {"lexical_hit": "", "gap_recovered": "/", "gap_missed": "x", "absent": "."}

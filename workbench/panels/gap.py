@@ -37,7 +37,9 @@ LIVE_POOL_EMPTY = ("pool = empty: the first live run of {method} in its session,
                    "(each method's live runs fill a store of their own; run another request next)")
 GAP_BORDERS = {"lexical_hit": "solid", "gap_recovered": "double", "gap_missed": "dashed", "absent": "dotted"}
 NO_COLOUR = "#777777"
-MOMENT_COLOUR = "#CC79A7"      # the gap moment shown: a bar under each of its tokens (reddish purple)
+# the gap moment shown: a bar under each of its tokens, black as the strip's other marks (its
+# reddish purple until the thirty-fifth session is the rejected-branch pool's in the tree)
+MOMENT_COLOUR = "#111111"
 MOMENT_BAR = (-0.25, 0.14)     # ... in a plotly strip: its base and height (a cell is 0 to 1)
 
 
@@ -406,32 +408,41 @@ def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band:
 _MINI = "display:inline-block;width:{w}px;height:12px;margin:0 1px 6px 0;vertical-align:top;"
 MINI_ROW = 900     # pixels the small strip's cells may take on one line (a 1024-pixel window's bar)
 MINI_WIDEST = 12   # a short output's cells widen up to this (a projector shows them), a long one's narrow to 1
+MINI_PATTERNED = 8   # cells at least this wide keep their label's border pattern
 _SWATCH = "display:inline-block;width:10px;height:10px;margin:0 3px 0 8px;vertical-align:middle;"
 
 
 def gap_strip_mini_html(request: RequestTrace | None, cycle: int | None = None,
                         moment: tuple[int, int] | None = None) -> str:
     """The strip's cells alone, small, for a bar that stays in view beside the tree (the app's
-    buttons): the same colours, patterns and hovers as :func:`gap_strip_html`, the drafter's band
-    thinner, the cells of cycle index ``cycle`` framed outside (an outline inside would hide a
-    thin cell's colour). Cells are as wide as one line of :data:`MINI_ROW` pixels allows, from
-    :data:`MINI_WIDEST` down to 1 (the app scrolls past two lines), and a key of the four labels
-    with their counts follows (the colours mean other things in the text's legend nearby), with
-    a live run's empty pool said there too; a bar under the tokens of ``moment``. Empty without
-    labels (the full strip says why)."""
+    buttons): the same colours and hovers as :func:`gap_strip_html` (the border patterns only
+    in cells of :data:`MINI_PATTERNED` pixels or more), the drafter's band thinner, the cells of
+    cycle index ``cycle`` framed outside (an outline inside would hide a thin cell's colour).
+    Cells are as wide as one line of :data:`MINI_ROW` pixels allows, from :data:`MINI_WIDEST`
+    down to 1 (the app scrolls past two lines), and a key of the four labels with their counts
+    and of the drafter's band follows (the text's legend nearby colours sources, not labels),
+    with a live run's empty pool said there too; a bar under the tokens of ``moment``. Empty
+    without labels (the full strip says why)."""
     if request is None:
         return ""
     g = gap_cells(request, cycle, moment)
     if g.missing or g.inconsistent:
         return ""
-    size = _MINI.format(w=max(1, min(MINI_WIDEST, MINI_ROW // max(1, g.n_tokens) - 1)))
-    cells = "".join(_cell_html(c, g.method, "gap-mini", size, 3, "inset 0 3px 0 #111",
+    width = max(1, min(MINI_WIDEST, MINI_ROW // max(1, g.n_tokens) - 1))
+    size = _MINI.format(w=width)
+    # the border patterns where a cell is wide enough to show them (a few pixels of dashes, dots
+    # or a double line read as one dark line that hid the colours)
+    pattern = 3 if width >= MINI_PATTERNED else 0
+    cells = "".join(_cell_html(c, g.method, "gap-mini", size, pattern, "inset 0 3px 0 #111",
                                "outline:2px solid #111;") for c in g.cells)
     key = "".join(f"<span style='{_SWATCH}background:{GAP_COLOURS[lab]}'></span>"
                   f"{html.escape(GAP_DESCRIPTIONS[lab].split(' (')[0])} {_count(g.counts.get(lab))}"
                   for lab in GAP_LABELS)
+    if g.marked:      # the band is in the small strip too: its meaning beside the colours'
+        key += (f"<span style='{_SWATCH}background:{GAP_COLOURS['gap_recovered']};box-shadow:inset 0 3px 0 #111'>"
+                f"</span>{html.escape(DRAFTER_MARK)} {g.drafter.marked}")
     empty = " · pool empty: the first live run of this method" if g.pool.startswith("pool = empty") else ""
     return (f"<div class='wb-gap-mini' title='gap strip (in full below the tree): one cell per output token, "
             f"this cycle framed'>{cells}</div><div class='wb-gap-mini-key' style='font-size:0.8em;color:#444'>"
-            f"<b>gap strip</b> (this cycle framed{'; the gap moment shown underlined' if moment else ''}):"
+            f"<b>gap strip</b>, tokens (this cycle framed{'; the gap moment shown underlined' if moment else ''}):"
             f"{key}{html.escape(empty)}</div>")
