@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from wb_traces import cycle1, cycle_neighbours, relabel, request_goose, request_oilbird, request_truncated
@@ -182,8 +183,9 @@ def test_tree_bonus_only_when_committed_and_labelled_with_its_own_text():
 
 def test_tree_bonus_never_sits_on_a_draft_node():
     """Inner nodes sit on fractional rows: the root of this tree is at y = -1.75, a quarter row
-    from node 2 in the column where its bonus goes; the bonus moves to the nearest spot a whole
-    row clear of that column's nodes (at -0.5, -2, -3: none between them, so above -0.5)."""
+    from node 2 in the column where its bonus goes; the bonus moves to the nearest spot a row
+    and a half clear of that column's nodes (at -0.5, -2, -3: none between them; 1.0 above and
+    -4.5 below are as near, so above), where its larger marker keeps off their labels."""
     parents = [-1, 0, 0, 0, 1, 1]
     pos = F.tree_layout(parents)
     c = CycleTrace(request_id="r", method="m", cycle=1, prefix_len=3, generated_before=1,
@@ -194,7 +196,7 @@ def test_tree_bonus_never_sits_on_a_draft_node():
     bonus = by_meta(F.tree_figure(c), "bonus")
     bx, by = bonus.x[0], bonus.y[0]
     assert sorted(y for x, y in pos.values() if x == bx) == [-3.0, -2.0, -0.5]
-    assert by == 0.5                                                      # the nearest free spot, above
+    assert by == 1.0                                                      # the nearest free spot, above
     lo, hi = F.tree_spec(c)["layout"]["yaxis"]["range"]
     assert lo < by < hi
 
@@ -250,6 +252,35 @@ def test_the_tree_title_holds_still_from_cycle_to_cycle():
         assert (title["yanchor"], title["yref"]) == ("top", "container")
         assert round((1 - title["y"]) * lay["height"]) == 26                    # px from the top, at any height
         assert title["text"].count("<br>") >= 1, k
+
+
+def test_a_requests_trees_keep_one_height_and_fit_a_projector():
+    """Stepping through a request the tree's height changed with each cycle's leaves (422 to 722
+    px in one request), so every panel below it moved; with the request's rows (trace_marks) every
+    cycle has the widest tree's height, and a tree of many leaves closes its rows up toward
+    TREE_MAX_HEIGHT before it runs off a projector."""
+    from oilbird.trace import load_traces
+    from workbench.panels.tree import TREE_MAX_HEIGHT
+    r = load_traces(Path(__file__).parent.parent / "assets" / "traces" / "real-traffic.jsonl.gz")[0]
+    own = {F.tree_spec(c)["layout"]["height"] for c in r.cycles}
+    kept = {F.tree_spec(c, **F.trace_marks(r))["layout"]["height"] for c in r.cycles}
+    assert len(own) > 1 and len(kept) == 1 and max(kept | own) <= TREE_MAX_HEIGHT
+    for c in r.cycles:           # the top row where it was: the rows below are the request's
+        mine = F.tree_spec(c)["layout"]["yaxis"]["range"]
+        held = F.tree_spec(c, **F.trace_marks(r))["layout"]["yaxis"]["range"]
+        assert held[1] == mine[1] and held[0] <= mine[0]
+
+    def wide(n):                 # a root and n - 1 leaves under it
+        return CycleTrace(request_id="r", method="m", cycle=1, prefix_len=3, generated_before=1, tokens=list(range(n)),
+                          token_text=["t"] * n, parents=[-1] + [0] * (n - 1), depths=[0] + [1] * (n - 1),
+                          sources=[[]] + [["pld"]] * (n - 1), argmax=[9] * n, argmax_text=["z"] * n, accepted=[0],
+                          bonus=9, committed=[9], committed_text=["z"], committed_sources=[["bonus"]])
+    s = F.Style()
+    for leaves in (14, 30):      # rows close up, never so far that a label touches the next row's marker
+        lay = F.tree_spec(wide(leaves + 1))["layout"]
+        rows = lay["yaxis"]["range"][1] - lay["yaxis"]["range"][0]
+        assert rows >= leaves and (lay["height"] - 150) / rows >= s.node_size + s.font_size - 0.5
+        assert (lay["height"] <= TREE_MAX_HEIGHT) == (leaves == 14)
 
 
 def test_the_lexical_key_column_counts_the_exact_match_sources_as_the_funnel_does():
@@ -939,7 +970,7 @@ def test_a_live_run_that_found_the_store_empty_says_so_where_the_key_would_have_
     # an exported tree (cycle_figures) says it too: as a handout it was not told from the shipped one
     assert "· live run" in F.cycle_figures(live, 1)["tree"].layout.title.text
     assert "live run" not in F.cycle_figures(shipped, 1)["tree"].layout.title.text
-    assert F.trace_marks(live) == {"replay": False, "live": True}        # what every view passes a tree
+    assert F.trace_marks(live) == {"replay": False, "live": True, "rows": F.tree_rows(live)}   # every view passes a tree
     assert "· live run" in F.tree_figure(live.cycles[1], **F.trace_marks(live)).layout.title.text
 
 
@@ -1007,10 +1038,11 @@ def test_neighbour_cells_break_at_visible_spaces_before_breaking_a_word():
     assert _wrap("a b c", 10) == ["a b c"] and _wrap("", 5) == [""]
 
 
-def test_bonus_marker_keeps_a_whole_row_from_the_nodes_of_its_column():
+def test_bonus_marker_keeps_a_row_and_a_half_from_the_nodes_of_its_column():
     """The bonus hangs off the last accepted node, in the next column; where that node sits
     midway between two rejected children there, half a row from each, its label (drawn above
-    it) would land on a node: it moves to a spot a whole row from every node of the column."""
+    it) would land on a node: it moves to a spot a row and a half from every node of the column
+    (a whole row, and its larger marker covered the label of the node below it)."""
     c = CycleTrace(request_id="r1", method="oilbird", cycle=1, prefix_len=20, generated_before=1,
                    tokens=[10, 11, 12, 13], token_text=["a", "b", "c", "d"], parents=[-1, 0, 1, 1],
                    depths=[0, 1, 2, 2], sources=[[], ["pld"], ["pld"], ["semantic"]],
@@ -1022,8 +1054,8 @@ def test_bonus_marker_keeps_a_whole_row_from_the_nodes_of_its_column():
     bonus = by_meta(F.tree_figure(c), "bonus")
     bx, by = bonus.x[0], bonus.y[0]
     assert bx == 2.0
-    assert all(abs(y - by) >= 1.0 for x, y in pos.values() if x == bx)
-    assert abs(by - pos[1][1]) <= 1.5                                     # and still near its parent
+    assert all(abs(y - by) >= 1.5 for x, y in pos.values() if x == bx)
+    assert abs(by - pos[1][1]) <= 2.0                                     # and still near its parent
 
 
 def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():

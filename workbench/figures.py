@@ -61,7 +61,7 @@ from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_
                                 neighbours_html, neighbours_spec, semantic_outcome)
 from .panels.provenance import (NO_CYCLES, accepted_share, bonus_committed, committed_drafts, committed_upto,
                                 drafted_sources, is_live, is_replay, live_mark, output_stops, token_cycles, token_sources,
-                                trace_marks, verdict_text)
+                                trace_marks, tree_rows, verdict_text)
 from .panels.text import TEXT_BORDERS, TokenCell, text_cells, text_figure, text_html, text_spec
 from .panels.tree import tree_figure, tree_layout, tree_spec
 
@@ -75,7 +75,7 @@ __all__ = [
     "output_stops", "token_cycles", "token_sources", "verdict_text",
     "counter_html", "cycle_at", "cycle_count", "cycle_figures", "cycle_specs", "first_cycle", "last_cycle",
     # the panels
-    "is_live", "is_replay", "live_mark", "trace_marks", "tree_figure", "tree_layout", "tree_spec",
+    "is_live", "is_replay", "live_mark", "trace_marks", "tree_figure", "tree_layout", "tree_rows", "tree_spec",
     "TEXT_BORDERS", "TokenCell", "text_cells", "text_figure", "text_html", "text_spec",
     "CELL_HEIGHT", "CELL_PAD", "NB_COLUMN_PCT", "NB_COLUMN_PX", "NB_HEADER", "NB_HEADER_HELP", "NOT_IN_TREE", "SIMILARITY_FLOOR",
     "NeighbourResult", "NeighbourRow", "NeighbourTable", "SemanticOutcome", "neighbour_result",

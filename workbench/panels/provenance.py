@@ -56,9 +56,18 @@ def live_mark(request) -> str:
 
 
 def trace_marks(request) -> dict:
-    """What a cycle's tree title marks of its request (:func:`~workbench.panels.tree.tree_figure`'s
-    ``replay`` and ``live``): ``F.tree_figure(c, **F.trace_marks(request))`` wherever a view draws one."""
-    return {"replay": is_replay(request), "live": is_live(request)}
+    """What a cycle's tree takes of its request (:func:`~workbench.panels.tree.tree_figure`'s
+    ``replay`` and ``live``, which its title marks, and ``rows``, which keeps its height):
+    ``F.tree_figure(c, **F.trace_marks(request))`` wherever a view draws one."""
+    return {"replay": is_replay(request), "live": is_live(request), "rows": tree_rows(request)}
+
+
+def tree_rows(request) -> int:
+    """How many rows the widest draft tree of ``request`` may take below its top row: its most
+    leaves in one cycle less one (a row each, :func:`~workbench.panels.tree.tree_layout`), and
+    the bonus token's spot, up to :data:`~workbench.panels.tree.BONUS_CLEARANCE` rows above or
+    below them."""
+    return max((len(c.tokens) - len(set(c.parents[1:])) for c in request.cycles if c.tokens), default=1) + 0.5
 
 
 def is_replay(request) -> bool:

@@ -112,19 +112,29 @@ def _bonus_text(cycle: CycleTrace) -> str:
     return cycle.committed_text[-1] if cycle.committed_text and bonus_committed(cycle) else ""
 
 
+BONUS_CLEARANCE = 1.5     # rows between the bonus marker and any node of its column
+
+
 def _free_spot(pos: dict[int, tuple[float, float]], x: float, y: float) -> float:
-    """The y nearest ``y`` in column ``x`` that is a whole row from every node there, as the
-    draft nodes of one column are from each other (:func:`tree_layout`): a label drawn above a
-    marker then never lands on its neighbour. The nearest such spot is ``y`` itself or a row
-    above or below some node of the column (above on a tie). The bonus marker goes there."""
+    """The y nearest ``y`` in column ``x`` that is :data:`BONUS_CLEARANCE` rows from every node
+    there: half a row more than the draft nodes of one column keep from each other
+    (:func:`tree_layout`), since the bonus's marker is larger than theirs and a node's label is
+    drawn above it (a row away, the bonus covered the label of the node below it). The nearest
+    such spot is ``y`` itself or that far above or below some node of the column (above on a
+    tie). The bonus marker goes there."""
     column = [py for px, py in pos.values() if abs(px - x) < 0.5]
-    spots = [y] + [py + d for py in column for d in (1.0, -1.0)]
-    free = [c for c in spots if all(abs(py - c) >= 1.0 - 1e-9 for py in column)]
+    spots = [y] + [py + d for py in column for d in (BONUS_CLEARANCE, -BONUS_CLEARANCE)]
+    free = [c for c in spots if all(abs(py - c) >= BONUS_CLEARANCE - 1e-9 for py in column)]
     return min(free, key=lambda c: (abs(c - y), -c))
 
 
+# the tallest tree figure: a 768-pixel projector shows it whole under the app's bar of buttons
+TREE_MAX_HEIGHT = 600
+TITLE_ROOM = 50 + 20 * 3      # the top margin of a title of four lines (head, verdict, flags, stop)
+
+
 def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-              keyed: Iterable[str] = (), replay: bool = False, live: bool = False) -> dict:
+              keyed: Iterable[str] = (), replay: bool = False, live: bool = False, rows: float = 0) -> dict:
     """The draft tree of one cycle (see :func:`tree_figure`)."""
     s = style_or_default(style)
     n = len(cycle.tokens)
@@ -242,20 +252,28 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     ys = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
     max_depth = max((p[0] for p in pos.values()), default=0) + 1
     top = 50 + 20 * title.count("<br>")
-    # a row must hold a marker and the label above it: a tree of many leaves grows taller
-    span = max(ys, default=0) - min(ys, default=0) + 1.4           # the y range below, in rows
-    height = max(s.height, round(top + 40 + span * (s.node_size + s.font_size + 8)))
+    # the y range, in rows from the top row down: this tree's, or as many as the widest tree of its
+    # request needs (``rows``), so that stepping through a request the figure keeps one height and
+    # nothing below it moves; room for the longest title whatever this one's length
+    span = max(max(ys, default=0) - min(ys, default=0), rows) + 1.4
+    room = max(top, TITLE_ROOM) + 40
+    # a row holds a marker and the label above it with a gap, which closes up where that many
+    # rows would not fit TREE_MAX_HEIGHT (a projector shows the whole tree); the label never
+    # touches the next row's marker, so a tree wider than that still grows taller
+    row = min(s.node_size + s.font_size + 8, max(s.node_size + s.font_size, (TREE_MAX_HEIGHT - room) / span))
+    height = max(s.height, round(room + span * row))
+    y_top = max(ys, default=0) + 0.8
     layout = panel_layout(s, title, height=height, annotations=notes, dragmode="pan",
                      legend={"itemsizing": "constant", "tracegroupgap": 2},
                      margin={"l": 40, "r": 10, "t": top, "b": 40},
                      xaxis={"title": {"text": "depth"}, "dtick": 1, "range": [-0.5, max_depth + 0.7],
                             "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
-                     yaxis={"visible": False, "range": [min(ys, default=0) - 0.6, max(ys, default=0) + 0.8]})
+                     yaxis={"visible": False, "range": [y_top - span, y_top]})
     return {"data": data, "layout": pin_title(layout)}
 
 
 def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-                keyed: Iterable[str] = (), replay: bool = False, live: bool = False) -> go.Figure:
+                keyed: Iterable[str] = (), replay: bool = False, live: bool = False, rows: float = 0) -> go.Figure:
     """The draft tree of one cycle.
 
     One marker per draft node at (depth, row) (:func:`tree_layout`), coloured and shaped by its
@@ -272,7 +290,11 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     :func:`drafted_sources` of the request so that a peer's source (``suffix-arctic``) or an
     unknown one keeps its key entry on every cycle. ``replay``: the cycle is a replay's
     (:func:`~workbench.panels.provenance.is_replay` of its request): the hovers call the argmax the local model's and the
-    bonus the recording's, which decided the verdict.
+    bonus the recording's, which decided the verdict. ``rows``: lay the tree out in at least
+    this many rows (:func:`~workbench.panels.provenance.tree_rows` of its request, the widest
+    tree's), so that every cycle of a request has one height; a tree that would be taller than
+    :data:`TREE_MAX_HEIGHT` closes its rows up instead. :func:`trace_marks` gives ``replay``,
+    ``live`` and ``rows`` of a request: ``F.tree_figure(c, **F.trace_marks(request))``.
 
     Traces, in order: one edge trace per status (``meta`` "edges-accepted" / "edges-uncommitted"
     (only where it occurs) / "edges-rejected" / "edges-bonus"), the several-sources ring
@@ -280,4 +302,4 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     bonus node ("bonus"; only when it was committed), then one legend-only trace per
     source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree or in ``keyed``.
     """
-    return figure(tree_spec(cycle, selection, style, keyed, replay, live), style)
+    return figure(tree_spec(cycle, selection, style, keyed, replay, live, rows), style)
