@@ -780,12 +780,26 @@ def test_compare_subplot_titles_fit_half_the_figure():
         assert len(titles) == 2
         half = ((s.width or 700) - 50) * 0.47                      # px of one column, less the gap
         for t in titles:
-            first, second = t.split("<br>")
-            assert re.search(r": τ \d\.\d\d$", first) and "tokens /" in second and "forwards" in second
-            for line in (first, re.sub(r"<[^>]+>", "", second)):
+            first, *rest = t.split("<br>")
+            assert re.search(r": τ \d\.\d\d$", first) and "tokens /" in rest[0] and "forwards" in rest[0]
+            for line in [first] + [re.sub(r"<[^>]+>", "", x) for x in rest]:
                 assert len(line) * 0.6 * s.font_size <= half, line
     assert F.compare_figure(request_oilbird(), request_goose()).layout.annotations[0].text.startswith(
         "oilbird: τ 1.67<br>")
+
+
+def test_compare_says_what_each_sides_store_held():
+    """A live run of a session's first request (store empty) beside a shipped trace decoded
+    after its file's earlier requests read as "goose beats oilbird": each side says what its
+    cross-request store held when it began, where the trace records it."""
+    a, b = request_oilbird(), request_goose()
+    live = replace(a, meta={"live": True}, cycles=[replace(c, store_records=0 if c.store_records is not None else None)
+                                                   for c in a.cycles])
+    titles = [x.text for x in F.compare_figure(live, b).layout.annotations[:2]]
+    assert "store empty at its start" in titles[0]
+    assert "store" not in titles[1]                       # goose's cycles record no store: nothing said
+    held = replace(b, cycles=[replace(c, store_records=1234) for c in b.cycles])
+    assert "store at its start: 1,234 earlier tokens" in F.compare_figure(live, held).layout.annotations[1].text
 
 
 def test_panels_name_their_rule_for_a_token_several_sources_proposed():

@@ -520,7 +520,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             return stop_button(st), live_button(st, data)
         selected.append(live_btn.click(pressed, state, [stop_btn, live_btn], queue=False, api_name=False).then(
             run_live, [state, request_dd, method_dd, live_t, live_p, live_seed], outputs(Selected),
-            api_name="run_live", concurrency_limit=1, show_progress_on=[counter],   # not over every panel
+            api_name="run_live", concurrency_limit=1, show_progress_on=[text],   # not over every panel
             trigger_mode="multiple"))   # a Run pressed while one runs queues (gradio's "once" dropped it, counted)
         # and once more after it, outside the queue: a redraw that read the counts before the run ended
         # (a menu's, answered while it ran) must not leave Run greyed out or Stop clickable

@@ -52,8 +52,19 @@ def _compare_title(r: RequestTrace, s: Style) -> str:
     limit = max(8, int(half) - len(tau))
     name = html.escape(r.method if len(r.method) <= limit else r.method[: limit - 1] + "…")
     live = live_mark(r)      # beside a shipped trace, say which is which
+    held = store_at_start(r)
+    # what each side's cross-request store held: a live run's first request starts empty, a shipped
+    # trace's after its file's earlier requests, and the two taus are not alike without it
+    store = "" if held is None else "<br>store empty at its start" if held == 0 else \
+        f"<br>store at its start: {held:,} earlier tokens"
     return (f"{name}{tau}<br><span style='font-size:{s.font_size - 1}px;color:#555'>"
-            f"{len(r.output_ids)} tokens / {r.forwards} forwards{live}</span>")
+            f"{len(r.output_ids)} tokens / {r.forwards} forwards{live}{store}</span>")
+
+
+def store_at_start(r: RequestTrace) -> int | None:
+    """How many earlier output tokens the cross-request store held when ``r`` began (its first
+    drafting cycle's ``store_records``); None where the trace does not say."""
+    return next((c.store_records for c in r.cycles if c.store_records is not None), None)
 
 
 def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
@@ -103,6 +114,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         if pos is not None:
             shapes.append(vline(pos, xs, ys, CURSOR))
         axes[axis_key(xr)]["title"] = {"text": "cycle"}
+        axes[axis_key(xs)]["title"] = {"text": "output token", "standoff": 2}
         axes[axis_key(ys)]["visible"] = False
     axes["yaxis"]["title"] = {"text": "tokens"}
     diff = first_difference(a.output_ids, b.output_ids)
@@ -116,9 +128,9 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         title += f"<b>outputs differ from token {diff}</b>" + (f" ({html.escape(why)})" if why else "")
         shapes += [vline(diff - 0.5, *ref[(2, col)], {"width": 2, "color": "#111111"}) for col in (1, 2)]
     title += (REPLAYED if is_replay(a) else "") + "</span>"
-    layout = panel_layout(s, title, height=max(s.height, 465), barmode="stack", bargap=0.15, shapes=shapes,
-                     legend={"orientation": "h", "y": -0.1, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},
-                     margin={"l": 40, "r": 10, "t": 115, "b": 40}, **axes)
+    layout = panel_layout(s, title, height=max(s.height, 485), barmode="stack", bargap=0.15, shapes=shapes,
+                     legend={"orientation": "h", "y": -0.14, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},
+                     margin={"l": 40, "r": 10, "t": 115, "b": 60}, **axes)
     return {"data": data, "layout": layout}
 
 
