@@ -226,7 +226,9 @@ def test_text_html_marks_sources_and_current_cycle():
     assert html.count('class="tok"') == 1 and 'data-source="bonus"' in html
     html = F.text_html(request_oilbird(), cycle=1)
     assert html.count('class="tok"') == 4
-    assert html.count("background:") == 3                           # the 3 tokens of cycle 1
+    assert html.count("background:") == 4 and "this cycle's tokens</span>" in html   # cycle 1's 3 tokens, keyed
+    # a token's hover names its sources as the legend beside it does, not by their code names
+    assert "delivered by prompt lookup, semantic key" in html and "delivered by pld" not in html
 
 
 def test_the_text_box_is_as_tall_at_every_cycle():

@@ -84,14 +84,24 @@ def replay_note(request: RequestTrace) -> str:
     >>> replay_note(RequestTrace("c#0", "goose", "SmolLM2", [], "", meta={"replay": {"recorded_by": "gpt-4o",
     ...     "mode": "fast"}}))
     "replay of gpt-4o's recorded turn (fast mode): the verdict is the recording; the hidden states are SmolLM2's"
+    >>> replay_note(RequestTrace("c#0", "goose", "", [], "", meta={"replay": {"recorded_by": "a bot (scripted)"}}))
+    "replay of a bot's recorded turn (scripted): the verdict is the recording; the hidden states are the local model's"
     """
     rp = request.meta.get("replay")
     if not isinstance(rp, dict):
         return ""
-    who = rp.get("recorded_by") or "a recorded model"
-    mode = f" ({rp['mode']} mode)" if rp.get("mode") else ""
-    return (f"replay of {who}'s recorded turn{mode}: the verdict is the recording; "
+    whose, note = _recorder(rp)
+    notes = "; ".join(n for n in (note, f"{rp['mode']} mode" if rp.get("mode") else "") if n)
+    return (f"replay of {whose} recorded turn{f' ({notes})' if notes else ''}: the verdict is the recording; "
             f"the hidden states are {local_model(request)}")
+
+
+def _recorder(rp: dict) -> tuple[str, str]:
+    """Who recorded a replay, as a possessive, and the note in brackets its name may carry
+    (``("gpt-4o's", "")``; the built-in agent's ``("oilbird scripted agent's", "rule-based, no
+    language model")``): "X (note)'s recorded turn" read badly."""
+    name, _, note = (rp.get("recorded_by") or "a recorded model").partition(" (")
+    return f"{name}'s", note.removesuffix(")")
 
 
 def local_model(request: RequestTrace) -> str:
@@ -114,7 +124,8 @@ def traffic(request: RequestTrace) -> str:
     """
     rp = request.meta.get("replay")
     if isinstance(rp, dict):
-        return f"{rp.get('recorded_by') or 'a recorded model'}'s recorded turns, replayed"
+        whose, note = _recorder(rp)
+        return f"{whose} recorded turns, replayed" + (f" ({note})" if note else "")
     sampled = sampling_note(request)
     # (live or precomputed: a trace file of the model's decoding is what a live run would give)
     return f"{local_model(request)} own decoding" + (f", {sampled}" if sampled else "")

@@ -31,7 +31,7 @@ class TokenCell:
     index: int                 # position in the output
     text: str                  # the token's text, raw
     token_id: int | None       # None where the trace has fewer ids than texts
-    delivered_by: str          # the sources that delivered it, "?" where the trace does not say
+    delivered_by: str          # the sources that delivered it, as the legend names them; "?" where the trace does not say
     source: str                # the one it is coloured by (primary_source: exact match first)
     cycle: int | str           # the recorded number of the cycle that committed it ("?": unknown)
     now: bool                  # committed in the selected cycle
@@ -40,12 +40,13 @@ class TokenCell:
 def text_cells(request: RequestTrace, cycle: int | None = None) -> list[TokenCell]:
     """The tokens committed once cycle index ``cycle`` has run (all of them for None)."""
     srcs, cyc = token_sources(request), token_cycles(request)
+    replay = is_replay(request)
     out = []
     for k, piece in enumerate(request.output_text[:committed_upto(request, cycle)]):
         known = k < len(srcs)
         out.append(TokenCell(
             index=k, text=piece, token_id=request.output_ids[k] if k < len(request.output_ids) else None,
-            delivered_by=", ".join(srcs[k]) if known else "?",
+            delivered_by=", ".join(label_of(x, replay) for x in srcs[k]) if known else "?",   # the legend's names
             source=primary_source(srcs[k] if known else [BONUS]),
             cycle=request.cycles[cyc[k]].cycle if k < len(cyc) else "?",
             now=cycle is not None and k < len(cyc) and cyc[k] == cycle))
@@ -139,6 +140,9 @@ def _piece(text: str) -> str:
     return html.escape(visible(text)) + ("<br>" if "\n" in text else "")
 
 
+NOW_BACKGROUND = "#F0E44266"      # the selected cycle's tokens: a pale yellow (Okabe-Ito's, at 40%)
+
+
 def text_html(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> str:
     """The view of :func:`text_figure` as an HTML fragment (the app's text panel), in a box of
     :data:`TEXT_LINES` whole lines that shows the newest ones and scrolls back to the older ones.
@@ -150,7 +154,7 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
     s = style_or_default(style)
     parts = []
     for t in text_cells(request, cycle):
-        css = _underline(t.source, s) + ("background:#F0E44266;" if t.now else "")
+        css = _underline(t.source, s) + (f"background:{NOW_BACKGROUND};" if t.now else "")
         tip = html.escape(f"token {t.index} (id {'?' if t.token_id is None else t.token_id}), "
                           f"delivered by {t.delivered_by}", quote=True)
         parts.append(f'<span class="tok" data-source="{t.source}" title="{tip}" style="{css}">{_piece(t.text)}</span>')
@@ -161,6 +165,8 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
                       for x in text_key(request))
     body = "".join(parts) or '<span style="color:#777">(no tokens committed yet)</span>'
     legend = f'<span style="color:#777">{BY_PRIMARY}:</span> {legend}'
+    if cycle is not None:        # the highlight is keyed too
+        legend += f' · <span style="background:{NOW_BACKGROUND}">this cycle\'s tokens</span>'
     # a box of a few lines that opens scrolled to its end (column-reverse), so the panels below
     # it (the tree) stay where they are: on a projector, Next and the tree stay on one screen.
     # Under it, in the same grid cell, the whole output, invisible: the box is as tall from the
