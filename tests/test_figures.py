@@ -894,6 +894,9 @@ def test_the_counter_says_that_cycles_count_from_the_prefill():
     assert "cycle 0 / 2</b> (the prefill: the prompt is read, nothing is drafted) · r1" in F.counter_html(r, 0)
     assert "cycle 2 / 2</b> (0: the prefill) · r1" in F.counter_html(r, 2)
     assert F.cycle_count(r, 1) == "cycle 1 / 2 (0: the prefill)"
+    # whose decoding a trace file of the local model holds, as a replay's or a live run's counter says
+    assert f"· oilbird · {r.model}&#x27;s own decoding, precomputed ·" in F.counter_html(r, 1)
+    assert "precomputed" not in F.counter_html(replace(r, meta={"live": True}), 1)
 
 
 def test_every_cycle_of_every_request_renders():

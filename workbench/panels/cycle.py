@@ -15,7 +15,7 @@ from oilbird.trace import CycleTrace, RequestTrace
 from ..palette import Style
 from . import gap, metrics, neighbours, text, tree
 from .base import figure, message_spec
-from .provenance import (NO_CYCLES, committed_upto, drafted_sources, live_mark, output_stops,
+from .provenance import (NO_CYCLES, committed_upto, drafted_sources, live_mark, local_model, output_stops,
                          replay_note, sampling_note, trace_marks)
 
 
@@ -65,8 +65,9 @@ def cycle_count(request: RequestTrace, cycle: int) -> str:
 
 def counter_html(request: RequestTrace, cycle: int) -> str:
     """The cycle counter above the tree: "cycle k / n (0: the prefill) · request · method ·
-    tokens so far" (cycles count from the prefill, which drafts nothing); on a cycle where the
-    output ends inside the verdict it says so, as the tree's title does."""
+    whose decoding · tokens so far" (cycles count from the prefill, which drafts nothing; whose:
+    a replay's recording, a live run, or the local model's precomputed decoding); on a cycle
+    where the output ends inside the verdict it says so, as the tree's title does."""
     c = cycle_at(request, cycle)
     live = live_mark(request)
     if live and empty_store(request):
@@ -74,6 +75,8 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
                  f"nothing to retrieve yet; each live run of {html.escape(request.method)} adds its output to it)")
     if replay_note(request):
         live = f" · {html.escape(replay_note(request))}"
+    elif not live:          # a trace file of the local model: whose decoding it is, as replays and live runs say
+        live = f" · {html.escape(local_model(request))} own decoding, precomputed"
     sampled = sampling_note(request)
     if sampled:
         live += f" · {html.escape(sampled)}"
