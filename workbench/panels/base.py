@@ -29,7 +29,7 @@ CHAR_EM = 0.62
 # text, the comparison and the strips, and split evenly among them in the metrics' share (its
 # hatched part; the solid part: tokens one source alone proposed, the same in every accounting)
 BY_PRIMARY = "colour: one source per token, exact match first (the semantic colour: what the key added), hover: all"
-SHARE_TITLE = "share: alone + shared (hatched)"
+SHARE_TITLE = "tokens by source: alone + shared (hatched)"
 BY_PRIMARY_KEY = "each token under one source, exact match first:"
 
 

@@ -27,7 +27,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     stage_key = {"fast": "stage<br>(fast replay:<br>no verify<br>forward)",
                  "exact": "stage<br>(replay: the<br>local model)"}.get(mode, "stage")
     axes, ref = grid(2, 2, ("tokens per cycle", "cumulative tokens per forward",
-                             SHARE_TITLE, "time per stage (ms)"), hspace=0.1, vspace=0.22)
+                             SHARE_TITLE, "ms per stage, as recorded"), hspace=0.1, vspace=0.22)
     cyc = [c.cycle for c in request.cycles]
     per = [len(c.committed) for c in request.cycles]
     cum = list(accumulate(per))
