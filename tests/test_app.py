@@ -239,7 +239,7 @@ def test_load_traces_adds_requests_for_this_session(client, tmp_path):
         c.request_id = "uploaded"
     good = save_traces([r], tmp_path / "good.jsonl")
     out = named("Selected", client.predict(handle_file(str(good)), api_name="/load_traces"))
-    assert out.error == "" and "uploaded" in out.counter
+    assert out.error == "Loaded good.jsonl: 1 trace of 1 request; showing uploaded with oilbird." and "uploaded" in out.counter
     assert "uploaded" in [c[1] for c in out.request_menu["choices"]]   # (label, value)
     # gzipped, as the shipped traces are and as --traces takes them
     import gzip
@@ -249,7 +249,7 @@ def test_load_traces_adds_requests_for_this_session(client, tmp_path):
     packed = tmp_path / "good.jsonl.gz"
     packed.write_bytes(gzip.compress(save_traces([r], tmp_path / "z.jsonl").read_bytes()))
     out = named("Selected", client.predict(handle_file(str(packed)), api_name="/load_traces"))
-    assert out.error == "" and "zipped" in out.counter
+    assert out.error.startswith("Loaded ") and "zipped" in out.counter
 
 
 def test_live_run_with_a_model_that_fails_to_load(client):
@@ -384,7 +384,7 @@ def test_a_file_uploaded_during_a_live_run_is_kept_when_the_run_ends(app_fns, se
         return replace(request_other("r1"), method="goose")
     monkeypatch.setattr(ui, "decode_live", decode_while_uploading)
     out = app_fns[2]["run_live"](session, "r1", "goose", 0, 1, "0")
-    assert "Stopped" not in out.error and uploaded["out"].error == ""
+    assert "Stopped" not in out.error and uploaded["out"].error.startswith("Loaded mine.jsonl")
     assert ("uploaded", "oilbird") in out.state.extra and ("r1", "goose") in out.state.extra
     assert uploaded["out"].state is session and out.state is session
 
@@ -566,7 +566,7 @@ def test_a_request_without_cycle_records_says_so(app_fns, session, tmp_path):
     from workbench.figures import NO_CYCLES
     bare = replace(request_other("bare"), cycles=[], output_ids=[], output_text=[])
     out = app_fns[2]["load_traces"](session, str(save_traces([bare], tmp_path / "bare.jsonl")))
-    assert out.state.request == "bare" and out.error == ""
+    assert out.state.request == "bare" and out.error.startswith("Loaded ")
     assert NO_CYCLES in out.text and "No trace of" not in out.text
     # its prompt is not in --data: the message says it cannot be run live, not to press Run live
     assert "holds no prompt for it, so it cannot be run live here" in out.text and "press" not in out.text
@@ -816,7 +816,8 @@ def test_an_uploaded_file_opens_on_oilbird_where_the_key_shows_best(app_fns, ses
     from wb_traces import request_goose, request_oilbird
     path = save_traces([request_goose(), request_oilbird()], tmp_path / "t.jsonl")
     out = app_fns[2]["load_traces"](session, str(path))
-    assert out.error == "" and out.state.method == "oilbird" and out.state.request == request_oilbird().request_id
+    assert out.error.startswith("Loaded ") and out.state.method == "oilbird"
+    assert out.state.request == request_oilbird().request_id
     only_goose = save_traces([request_goose()], tmp_path / "g.jsonl")
     assert app_fns[2]["load_traces"](session, str(only_goose)).state.method == "goose"
 
@@ -826,7 +827,7 @@ def test_exports_of_a_long_request_id_get_short_names(app_fns, session, tmp_path
     from workbench.export import NAME_CHARS
     rid, path = _long_id_trace(tmp_path)
     out = app_fns[2]["load_traces"](session, str(path))
-    assert out.error == "" and out.state.request == rid
+    assert out.error.startswith("Loaded ") and out.state.request == rid
     files, error = app_fns[2]["export_trace"](out.state)
     assert error == "" and [(t.request_id, t.method) for t in load_traces(files[0])] == [(rid, "oilbird")]
     figs, error = app_fns[2]["export_figures"](out.state, "html", progress=lambda *a, **k: None)
@@ -917,7 +918,7 @@ def test_an_upload_past_the_apps_bound_is_refused_unread(app_fns, session, monke
             out = app_fns[2]["load_traces"](session, str(path))
         assert out.state == before
     monkeypatch.setattr(ui, "UPLOAD_MAX_BYTES", 1 << 20)
-    assert app_fns[2]["load_traces"](session, str(packed)).error == ""
+    assert app_fns[2]["load_traces"](session, str(packed)).error.startswith("Loaded ")
 
 
 def test_a_trace_error_is_shown_without_its_path_or_line_breaks(app_fns, session, monkeypatch, tmp_path):
@@ -1440,7 +1441,7 @@ def test_the_funnel_counts_an_uploaded_run_apart_from_the_shipped_one_of_the_sam
     assert str(tmp_path) not in scope                                   # no path of this machine on screen
     fns = {f.api_name: f.fn for f in ui.build_app(cat, Data("builtin", {}), ModelHolder(None)).fns.values()}
     out = fns["load_traces"](st, str(save_traces([mine], tmp_path / "b" / "traces.jsonl")))
-    assert out.error == "" and st.request == "g#1"
+    assert out.error.startswith("Loaded traces.jsonl") and st.request == "g#1"
     traces, scope = ui.funnel_traces(st, cat)
     assert [t.request_id for t in traces] == ["g#1"]
     assert scope == "1 request: gpt-4o's recorded turns, replayed · from traces.jsonl"

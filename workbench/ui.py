@@ -166,6 +166,14 @@ def _warn(msg: str) -> str:
     return f"⚠ {msg}"
 
 
+def loaded_note(name: str, traces: list[RequestTrace], first: RequestTrace) -> str:
+    """The banner's line after an upload drew (a file of the request on screen looked unchanged):
+    what came in and what is shown of it."""
+    n = len({t.request_id for t in traces})
+    return (f"Loaded {name}: {len(traces)} trace{'s' * (len(traces) != 1)} of {n} request{'s' * (n != 1)}; "
+            f"showing {first.request_id} with {first.method}.")
+
+
 def draw_all(tr: RequestTrace) -> None:
     """Draw every view of every cycle of ``tr`` the way :func:`render` does, so a trace that
     loads but cannot be drawn is refused at upload instead of breaking a later step."""
@@ -442,7 +450,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             try:
                 for t in traces:
                     draw_all(t)
-                out = _render(new, cat, "", full=True, data=data)
+                out = _render(new, cat, loaded_note(name, traces, first), full=True, data=data)
             except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
                 return unchanged(st, _warn(f"Not a usable trace file: {name}: {exc}"))
             # every trace draws: the session takes them in place, so a live run that holds this
