@@ -68,12 +68,10 @@ def best_chain(tree: DraftTree, probs: list[float], max_len: int, min_prob: floa
     if n <= 1 or max_len <= 0:
         return []
     value = [0.0] * n
-    depth = [0] * n
+    depth = tree.depths()
     best, best_value = 0, 0.0
     for i in range(1, n):
-        p = tree.parents[i]
-        depth[i] = depth[p] + 1
-        value[i] = value[p] + probs[i]
+        value[i] = value[tree.parents[i]] + probs[i]
         if depth[i] <= max_len and probs[i] >= min_prob and value[i] > best_value + 1e-12:
             best, best_value = i, value[i]
     path = []
@@ -176,8 +174,7 @@ class RequestDrafter:
         pend, self.pending = self.pending, None
         n_before = len(context) - len(committed)
         if not committed or pend is None or pend.n_context != n_before:
-            self._record(n_before, committed, None, context)
-            return 0
+            return 0          # no draft of ours was verified here, and no state came with it: nothing to learn
         tree = pend.tree
         sent = [tree.tokens[i] for i in pend.chain]
         a = 0
@@ -199,16 +196,11 @@ class RequestDrafter:
         rates.warm = self.warm
         self.drafter.update(tree, verdict, pend.info, list(context), self.request_id, root_index=n_before - 1)
         self.warm = rates.warm
-        self._record(n_before, committed, states if states is not None and len(states) == a + 1 else None,
-                     context)
-        return a
-
-    def _record(self, n_before: int, committed: list[int], states, context: list[int]) -> None:
-        """Queue the root (the last token before this commit) and the accepted tokens, which
-        this step's forward computed states for (none known: nothing now; those tokens join
-        the store without a state)."""
-        if states is not None:
+        if states is not None and len(states) == a + 1:
+            # the root (the last token before this commit) and the accepted tokens, whose states this
+            # step's forward computed (none known: those tokens join the store without a state)
             self.records.record(context[len(self.prompt):], n_before - 1 - len(self.prompt), states)
+        return a
 
     def output(self, context: list[int]) -> list[int]:
         """The generated part of ``context``, cut after its first EOS."""
