@@ -211,6 +211,14 @@ def take_view(st: Session, drawn: Session) -> None:
         setattr(st, name, getattr(drawn, name))
 
 
+def loaded_note(name: str, traces: list[RequestTrace], first: RequestTrace) -> str:
+    """The banner's line after an upload drew (a file of the request on screen looked unchanged):
+    what came in and what is shown of it."""
+    n = len({t.request_id for t in traces})
+    return (f"Loaded {name}: {len(traces)} trace{'s' * (len(traces) != 1)} of {n} request{'s' * (n != 1)}; "
+            f"showing {first.request_id} with {first.method}.")
+
+
 LIVE_ORIGIN = "this session's live runs"     # where a live run's trace comes from (Session.extra_from)
 
 

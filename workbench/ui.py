@@ -37,8 +37,8 @@ from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update, shown_moment  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, LIVE_ORIGIN, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
                       Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, live_sampling,
-                      method_choices, method_menu, new_session, opening, opening_cycle, origin, origin_name, public,
-                      read_error, request_choices, request_menu, same_place, take_view)
+                      loaded_note, method_choices, method_menu, new_session, opening, opening_cycle, origin,
+                      origin_name, public, read_error, request_choices, request_menu, same_place, take_view)
 
 # the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
 # unread past that), about 3 GB of memory and minutes of drawing: one upload at a time.
@@ -164,14 +164,6 @@ def _warn(msg: str) -> str:
     msg = public(msg)
     gr.Warning(msg)
     return f"⚠ {msg}"
-
-
-def loaded_note(name: str, traces: list[RequestTrace], first: RequestTrace) -> str:
-    """The banner's line after an upload drew (a file of the request on screen looked unchanged):
-    what came in and what is shown of it."""
-    n = len({t.request_id for t in traces})
-    return (f"Loaded {name}: {len(traces)} trace{'s' * (len(traces) != 1)} of {n} request{'s' * (n != 1)}; "
-            f"showing {first.request_id} with {first.method}.")
 
 
 def draw_all(tr: RequestTrace) -> None:
