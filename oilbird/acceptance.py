@@ -91,16 +91,20 @@ class AcceptanceRates:
 
     def observe(self, drafted: DraftTree, accepted: list[int], argmax) -> None:
         """Count every node whose parent was accepted (tested), and whether its token is the
-        parent's argmax (hit). ``argmax`` covers at least the verified nodes; a parent whose
-        argmax is negative has no next token to test against (replay's recording ended there:
-        :func:`oilbird.decoding.recorded_targets`), so its children count as neither."""
+        parent's argmax (hit). ``argmax`` covers at least the verified nodes. A parent whose
+        argmax is negative is the recording's last token in replay (its end of turn:
+        :func:`oilbird.decoding.recorded_targets`): its children count as misses, as live
+        decoding counts the children of its end-of-sequence token, since a token drafted past
+        the end is never committed (not counting them was tried: the first 20 conversations'
+        `oilbird` fell from 3.102 to 3.097, and on all 100 the ratio to `goose` from 1.202 to
+        1.1995)."""
         self._memo.clear()
         acc = set(accepted)
         depths = drafted.depths()
         warm = False
         for i in range(1, len(drafted)):
             p = drafted.parents[i]
-            if p in acc and int(argmax[p]) >= 0:
+            if p in acc:
                 hit = drafted.tokens[i] == int(argmax[p])
                 cell = self.node_cell(drafted, i, depths[i])
                 for n in range(BASE, len(cell) + 1):      # the cell and every coarser one above it
