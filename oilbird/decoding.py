@@ -120,10 +120,12 @@ class Greedy:
     Every judge answers the same questions for the cycle (:meth:`SpeculativeDecoder.cycles`):
     ``limit`` (how many tokens the request may produce), ``start`` (the prefill: the cache, the
     first token and the query state for the first draft) and ``verdict`` (one tree's outcome,
-    with the KV cache left holding the prefix and the accepted nodes); and ``meta``: what the
+    with the KV cache left holding the prefix and the accepted nodes); ``meta``: what the
     request's trace must say of how it was judged (the decoder writes it, so no view draws a
-    sampled trace as greedy because a caller forgot to say so).
+    sampled trace as greedy because a caller forgot to say so); and ``runs_model``: whether its
+    verdicts run the model's forwards (the prompt must then fit the model's context).
     """
+    runs_model = True
 
     def meta(self) -> dict:
         return {}
@@ -163,6 +165,10 @@ class Replay:
     """
     recording: list[int]
     teacher: NodeOutputs | None = None
+
+    @property
+    def runs_model(self) -> bool:    # fast mode reads the teacher's rows instead
+        return self.teacher is None
 
     def limit(self, max_new_tokens: int) -> int:
         return min(max_new_tokens, len(self.recording))
@@ -260,8 +266,7 @@ class SpeculativeDecoder:
             if out is not None:          # (a judge of one's own may leave meta out)
                 out.meta.update(getattr(judge, "meta", dict)())
             # fast replay runs no forward: its teacher rows may come from a window past the context
-            runs_model = getattr(judge, "teacher", None) is None
-            check_prompt(self.verifier.lm, ids if runs_model else ids[:1], max_new_tokens)
+            check_prompt(self.verifier.lm, ids if judge.runs_model else ids[:1], max_new_tokens)
             v, drafter = self.verifier, self.drafter
             generated: list[int] = []
             t0 = time.perf_counter()
@@ -306,6 +311,8 @@ class SpeculativeDecoder:
                 drafter.update(tree, verdict, info, list(ids) + generated, request_id,
                                root_index=len(ids) + before - 1)
                 t_e = time.perf_counter()
+                # (the KV cache keeps only the accepted nodes inside the judge's verdict: "verify"
+                # counts it; "commit" is the output's bookkeeping)
                 timings = {"draft": t_b - t_a, "verify": t_c - t_b, "commit": t_d - t_c, "update": t_e - t_d}
                 c = self._cycle_trace(request_id, cycle, prefix_len, before, tree, info, verdict, appended, timings)
                 c.stop = _stop(generated, eos) if done else None

@@ -47,9 +47,9 @@ class _LazyProbs:
 
 
 class Sampled:
-    """The sampling judge (see :class:`oilbird.decoding.Greedy` for the three questions every
-    judge answers). ``rng``: the request's generator (default: :func:`request_rng` of
-    ``request_id``)."""
+    """The sampling judge (see :class:`oilbird.decoding.Greedy` for what every judge answers).
+    ``rng``: the request's generator (default: :func:`request_rng` of ``request_id``)."""
+    runs_model = True
 
     def __init__(self, params: SamplingParams, request_id: str = "", rng: np.random.Generator | None = None):
         if params.greedy:
