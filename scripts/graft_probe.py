@@ -39,7 +39,6 @@ class GraftSource(DraftSource):
     the context before it) in the suffix source's indexes."""
     name = "graft"
     role = "branches"
-    lexical = True
 
     def __init__(self, suffix, recycling, name: str = "graft", depth: int = DEPTH, min_len: int = MIN_L):
         self.suffix, self.recycling, self.name = suffix, recycling, name

@@ -23,7 +23,6 @@ ROLE_OF = {c.name: c.role for c in (PromptLookupSource, SuffixSource, RecyclingS
 class _Fixed(DraftSource):
     """A stub source returning fixed chains; named like a built-in one, it takes that one's
     pass and, for "semantic", retrieves (its chains' meta are neighbour records)."""
-    lexical = True
 
     def __init__(self, name, chains, match_len=0):
         self.name, self._chains, self.match_len = name, chains, match_len
@@ -41,7 +40,6 @@ def test_drafter_semantic_chain_rewalks_spine_and_respects_budgets():
     sem = _Fixed("semantic", [Chain([5, 6, 8, 9, 10, 11], 0.95,
                                     meta={"record": 0, "request_id": "p", "position": 0,
                                           "similarity": 0.95, "proposed": [5, 6, 8, 9, 10, 11]})])
-    sem.lexical = False
     d = Drafter([spine, sem], TreeConfig(budget=8, semantic_budget=3))
     tree, info = d.draft([1, 2], "r", np.ones(D, dtype=np.float32))
     assert len(tree) <= 8
@@ -84,7 +82,6 @@ def test_adjacency_row_for_the_root_opens_the_semantic_gate():
         if known:
             rec.update(_verdict(DraftTree(tokens=[7], parents=[-1]), [8], [[8]], [[0.9]]))
         sem = _Seen("semantic", [])
-        sem.lexical = False
         d = Drafter([_Fixed("suffix", []), rec, sem], TreeConfig(budget=6, semantic_budget=2))
         _, info = d.draft([3, 7], "r", np.ones(D, dtype=np.float32))
         assert rec.knows(7) is known
@@ -198,7 +195,6 @@ def test_expected_fill_lets_a_semantic_chain_take_more_than_the_reservation():
     trees = {}
     for fill in ("reserved", "expected"):
         sem = _Fixed("semantic", [sem_chain])
-        sem.lexical = False
         rec = _Fixed("recycling", [Chain([30 + k], 0.2, attach=0) for k in range(6)])
         d = Drafter([_Fixed("suffix", [Chain([4], 1.0)], match_len=3), sem, rec],
                     TreeConfig(budget=8, semantic_budget=2, fill=fill))
@@ -246,7 +242,6 @@ def test_expected_fill_without_branches_still_lets_the_chains_compete():
     got = {}
     for fill in ("reserved", "expected"):
         sem = _Fixed("semantic", [Chain([20, 21, 22, 23], 0.95, meta={"record": 0})])
-        sem.lexical = False
         d = Drafter([spine, sem], TreeConfig(budget=8, semantic_budget=2, fill=fill, spine_share=0.3,
                                              min_spine_share=0.3))
         if fill == "expected":
@@ -357,7 +352,6 @@ def test_each_cycle_records_the_semantic_outcome_and_why_a_neighbour_got_no_node
     spine = _Fixed("suffix", [Chain([5], 0.9)], match_len=2)
     sem = _Fixed("semantic", [_neighbour(0, [7, 8], 0.95), _neighbour(1, [], 0.85),
                               _neighbour(2, [9], 0.84)])
-    sem.lexical = False
     d = Drafter([spine, sem], TreeConfig(budget=6, semantic_budget=2))
     tree, info = d.draft([1, 2], "r", np.ones(D, dtype=np.float32))
     assert info.retrieval == "retrieved"

@@ -51,7 +51,6 @@ from typing import TypedDict
 
 import numpy as np
 
-from ..trace import LEXICAL_SOURCES
 from ..trace import RETRIEVAL_OUTCOMES as TRACE_RETRIEVAL_OUTCOMES
 from ..tree import DraftTree
 
@@ -160,11 +159,6 @@ class DraftSource:
 
     name = "source"
     role = "spine"      # which pass of the tree asks it: "spine" | "chains" | "branches" (module doc)
-    @property
-    def lexical(self) -> bool:
-        """An exact-match key copying text? Named once, in :data:`oilbird.trace.LEXICAL_SOURCES`
-        (token recycling is not one: its table holds the verifier's own guesses)."""
-        return self.name in LEXICAL_SOURCES
     retrieves = False   # its chains carry store records: the trace's nearest neighbours (module doc)
 
     def start_request(self, tokens: list[int], request_id: str) -> None:
