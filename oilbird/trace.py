@@ -31,8 +31,8 @@ from .jsonio import MAX_BYTES, NOT_JSON_LINES, loads, one_document, read_text
 # write it again, so a view never derives provenance.
 TRACE_VERSION = 2
 
-# "bonus" is the verifier's own token at the end of each cycle (the source names are the
-# sources' own: oilbird.presets.SOURCE_NAMES)
+# "bonus" is the verifier's own token at the end of each cycle (the other source names in a trace
+# are the sources' own ``name`` attributes, oilbird.sources: "pld", "suffix", "semantic", ...)
 BONUS = "bonus"
 
 
@@ -53,7 +53,8 @@ def common_prefix(a, b) -> int:
 # --------------------------------------------------------------------------- provenance vocabulary
 # The one place its words are defined: the drafter and the sources record them, the views say them.
 
-# what the semantic key did in one cycle (CycleTrace.retrieval), in the order the source checks
+# what the semantic key did in one cycle (CycleTrace.retrieval; oilbird.sources.semantic checks the
+# gate, the query, the store, a root-checked match, then the floor and muting)
 RETRIEVAL_OUTCOMES = {
     "no-source": "the method drafts without the semantic key",
     "gate-closed": "its gate was closed: no lexical match and no token-adjacency row for the root token; "
@@ -197,15 +198,15 @@ class RequestTrace:
         return len(self.output_ids) / max(1, len(self.cycles))
 
 
-# the exact-match (lexical) sources: the keys the identifiability gap sets the hidden state against,
-# which copy text whose context matches ours (prompt lookup, the suffix index, SuffixDecoding, the
-# live outputs of requests decoded together). Token recycling is not one: its table holds the
-# verifier's own past guesses, keyed by one token. Every view and the funnel count these alone.
 # ``meta["gap_pool"]`` of a trace whose gap labels were computed against its own decoder's store
 # (the outputs that decoder's earlier runs produced: oilbird.evaluation.labels.RunningLabels), not
 # against the requests before it in a trace file
 GAP_POOL_STORE = "decoder store"
 
+# the exact-match (lexical) sources: the keys the identifiability gap sets the hidden state against,
+# which copy text whose context matches ours (prompt lookup, the suffix index, SuffixDecoding, the
+# live outputs of requests decoded together). Token recycling is not one: its table holds the
+# verifier's own past guesses, keyed by one token. Every view and the funnel count these alone.
 LEXICAL_SOURCES = frozenset({"pld", "suffix", "suffix-arctic", "live"})
 
 

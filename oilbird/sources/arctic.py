@@ -61,7 +61,7 @@ def arctic_available() -> bool:
 @dataclass
 class ArcticConfig:
     """Arctic's own defaults (its simulator and vLLM plugin), except ``max_spec_tokens``."""
-    max_spec_tokens: int = 23      # draft nodes per cycle; the drafter passes budget - 1
+    max_spec_tokens: int = 23      # draft nodes per cycle; presets.make_decoder passes budget - 1
     max_tree_depth: int = 64       # suffix-tree depth = longest context suffix matched
     max_spec_factor: float = 1.0   # draft length <= factor * match length + offset
     max_spec_offset: float = 0.0
