@@ -111,4 +111,6 @@ class RecyclingSource(DraftSource):
                 continue   # the root's predecessor is not in the tree; the unigram row covers it
             if len(self.bigram) >= self.cfg.max_bigrams:
                 self.bigram.pop(next(iter(self.bigram)))   # oldest first (dicts keep order)
-            self.bigram[(tree.tokens[p], tree.tokens[i])] = (ids[i], probs[i])
+            # copies: a row of the verdict's arrays would keep the whole verdict alive for as long
+            # as the entry lives
+            self.bigram[(tree.tokens[p], tree.tokens[i])] = (ids[i].copy(), probs[i].copy())
