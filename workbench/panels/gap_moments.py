@@ -70,8 +70,8 @@ class GapMoment:
             shared = self.lexical - self.exact_only
             how = ([f"{self.exact_only} delivered by exact match alone"] if self.exact_only else []) + \
                   ([f"{shared} by exact match and the key"] if shared else [])
-        # (why exact match delivers what the labels call a gap is said once, over the list:
-        # moment_summary; on every line it pushed the line past what a projector's menu shows)
+        # (why exact match delivers what the labels call a gap, its copying the prompt and this output,
+        # is the gap strip's pool line; on every line of the menu it ran past what a projector shows)
         got = f" · {', '.join(how)}" if how else ""
         # the cycle it jumps to first: a narrow menu (a projector's) cuts the end of the line
         return f"{at} · {where} · {text!r} · {GAP_DESCRIPTIONS.get(self.label, self.label)}{reach}{got}"
@@ -201,9 +201,7 @@ def moment_summary(request: RequestTrace | None) -> str:
         return no_labels_why(request)          # it begins "no gap labels", as this line would
     ms = gap_moments(request)
     count = {lab: sum(m.label == lab for m in ms) for lab in MOMENT_LABELS}
-    also = (" (a moment's tokens \"delivered by exact match\" were copied from the prompt or this output, "
-            "which the labels' pool leaves out)") if any(m.lexical for m in ms) else ""
     return (f"moments (runs of tokens after the first, which the prefill gives): {count['gap_recovered']} "
             f"within the semantic key's reach · {count['gap_missed']} missed by exact match and by the key at "
             f"the token's own state · "
-            f"{count['absent']} absent from the pool{also}")
+            f"{count['absent']} absent from the pool")
