@@ -327,6 +327,7 @@ def _replay(args) -> int:
     from .data.template_form import check_template
     from .model import load_model, load_tokenizer
     from .evaluation.replay import replay, replay_methods, time_lines
+    from .evaluation.report import skipped_words
     from .evaluation.results import format_table
     from .verifier import Verifier
     methods = replay_methods(args.methods)               # hf-pld: refused before any work
@@ -393,11 +394,11 @@ def _replay(args) -> int:
     r = res["replay"]
     recorded_by = r["recorded_by"] or "no model (every conversation skipped)"
     print(format_table(res))
-    skipped = r["skipped_over_context"]["conversations"]
     print(f"{r['turns']} turns of {r['conversations']} conversations recorded by {recorded_by}, replayed in "
           f"{mode} mode on {lm.name}"
           + ("; tool calls as the model's chat template spells them" if args.tool_calls == "template" else "")
-          + (f"; {skipped} conversations longer than the model's context skipped" if skipped else "")
+          + (f"; {skipped_words(r['skipped_over_context'], mode)}" if r["skipped_over_context"]["conversations"]
+             else "")
           + (f"; {_left_out(bad)} left out (--skip-bad)" if bad else "")
           + (f"; {_folded(folded)} left out (held whole by another)" if folded else ""))
     print("tau is what each drafter would have committed per forward on the recorded outputs; "

@@ -428,6 +428,23 @@ def whose(res: dict) -> str:
     return ""
 
 
+def skipped_words(skipped: dict, mode: str | None) -> str:
+    """A replay's conversations skipped past the model's context, in words, with the ids (three,
+    then how many more): what replay prints and ``report`` repeats. Fast mode windows a long
+    conversation and skips one only for a single recorded turn past the context; exact mode
+    skips every conversation longer than the context.
+
+    >>> skipped_words({"conversations": 1, "turns": 5, "ids": ["long-1"]}, "fast")
+    "1 conversation (5 turns) skipped, a recorded turn in it longer than the model's context: long-1"
+    """
+    n, ids = skipped.get("conversations", 0), [str(i) for i in skipped.get("ids") or []]
+    why = ("a recorded turn in it longer than the model's context" if mode == "fast" else
+           "longer than the model's context (exact mode does not window; fast mode does)")
+    named = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    return (f"{n} conversation{'s' * (n != 1)} ({skipped.get('turns', '?')} turns) skipped, {why}"
+            + (f": {named}" if named else ""))
+
+
 def replay_caveats(res: dict) -> list[str]:
     """What a replay's results.json says besides its numbers, as the replay printed it: turns
     left out (past the context, bad lines, conversations another holds whole), turns read with
@@ -438,8 +455,7 @@ def replay_caveats(res: dict) -> list[str]:
     out = []
     over = rp.get("skipped_over_context") if isinstance(rp.get("skipped_over_context"), dict) else {}
     if over.get("conversations"):
-        out.append(f"{over['conversations']} conversations ({over.get('turns', '?')} turns) longer than the "
-                   "model's context were skipped")
+        out.append(skipped_words(over, rp.get("mode")))
     for key, what in (("skipped_bad_lines", "bad lines (or files) of the recording left out (--skip-bad)"),
                       ("folded_conversations", "conversations left out: another one holds each whole")):
         if isinstance(res.get(key), list) and res[key]:
