@@ -795,6 +795,30 @@ def test_engine_settings_reach_vllm_and_the_table(capsys, monkeypatch, tmp_path)
     assert "--dtype must be one of" in err and len(err.strip().splitlines()) == 1
 
 
+def test_serve_bench_by_default_leaves_out_suffix_where_the_vllm_environment_cannot_run_it(capsys, monkeypatch, tmp_path):
+    """arctic-inference is optional in the vLLM environment (a C++ build): the documented first
+    run, with no --methods, stopped on 'suffix'. Left out with a note where it is missing; named
+    explicitly, it is still refused before any engine."""
+    import oilbird.serving.serve_bench as sb
+    from oilbird.__main__ import main
+    monkeypatch.setattr(sb, "has_arctic", lambda py: False)
+    seen = {}
+    monkeypatch.setattr(sb, "run_serve_bench", lambda data, methods, *a, **k: seen.update(methods=methods) or {
+        "batch_sizes": {}, "lossless": True, "engine": {}})
+    assert main(["serve-bench", "--out", str(tmp_path / "a")]) == 0
+    assert seen["methods"] == ["nospec", "ngram", "oilbird"]
+    assert "note: suffix left out: the vLLM environment has no arctic-inference" in capsys.readouterr().out
+    monkeypatch.setattr(sb, "has_arctic", lambda py: True)
+    assert main(["serve-bench", "--out", str(tmp_path / "b")]) == 0 and seen["methods"] == list(sb.METHODS)
+    assert "left out" not in capsys.readouterr().out
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sb, "has_arctic", lambda py: False)
+    with pytest.raises(sb.ServeBenchError, match="method 'suffix' needs arctic-inference"):
+        sb.check_python(str(fake), ["suffix"])
+
+
 def test_the_engines_environment_gives_the_flags_precedence_and_checks_the_shells_config(monkeypatch):
     """--kv-cache-gb and --oilbird-config (even '{}') win over the shell's variables; without
     them the shell's stay (else 1 GB), and a bad proposer config in the shell is refused before

@@ -123,6 +123,26 @@ def engine_env(kv_cache_gb: int | None = None, oilbird_config: dict | None = Non
     return env
 
 
+def has_arctic(py: str) -> bool:
+    """Can the vLLM environment ``py`` run vLLM's ``suffix`` method (arctic-inference, which
+    scripts/setup_vllm_env.sh installs where its C++ build succeeds)?"""
+    try:
+        return subprocess.run([py, "-c", "import arctic_inference.suffix_decoding"],
+                              capture_output=True, timeout=300).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def default_methods(py: str) -> tuple[list[str], str]:
+    """``serve-bench``'s methods when none are named: every one of :data:`METHODS`, without
+    ``suffix`` where the vLLM environment lacks arctic-inference (its install is optional: a
+    first run failed on it); and the note that says so ("" when nothing was left out)."""
+    if "suffix" not in METHODS or has_arctic(py):
+        return list(METHODS), ""
+    return [m for m in METHODS if m != "suffix"], ("suffix left out: the vLLM environment has no arctic-inference "
+                                                   "(scripts/setup_vllm_env.sh installs it where its C++ build works)")
+
+
 def check_python(py: str, methods=()) -> None:
     """ServeBenchError naming what is missing if ``py`` cannot run the engines ``methods`` need."""
     if not Path(py).is_file():
@@ -138,8 +158,7 @@ def check_python(py: str, methods=()) -> None:
         last = (res.stderr.strip().splitlines() or ["?"])[-1]
         raise ServeBenchError(f"the vLLM environment {py} cannot import vllm/faiss: {last} "
                               f"(rerun scripts/setup_vllm_env.sh)")
-    if "suffix" in methods and subprocess.run([py, "-c", "import arctic_inference.suffix_decoding"],
-                                              capture_output=True, timeout=300).returncode != 0:
+    if "suffix" in methods and not has_arctic(py):
         raise ServeBenchError(f"method 'suffix' needs arctic-inference in the vLLM environment {py}: rerun "
                               f"scripts/setup_vllm_env.sh (see its note on the C++ build), or leave 'suffix' out")
 
