@@ -700,7 +700,7 @@ def test_serve_becomes_vllms_server_with_what_it_was_told(tmp_path, capsys, monk
     assert sv.served_name(None) == "SmolLM2-135M-Instruct" and sv.served_name("/x/tiny.gguf") == "tiny"
 
 
-def test_summary_flags_a_differing_output_and_computes_speedups():
+def test_summary_flags_a_differing_output_and_computes_speedups(tmp_path, capsys):
     from oilbird.serving.serve_bench import check_methods, format_serve_table, summarize
 
     def run(tps, outputs, spec=None, proposer=None, steps=None):
@@ -731,6 +731,17 @@ def test_summary_flags_a_differing_output_and_computes_speedups():
     assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
     with pytest.raises(ValueError, match="eagle"):
         check_methods("ngram,eagle")
+    # report reads a serve-bench results.json (it said "not a bench results.json") and prints its table
+    import json
+
+    from oilbird.evaluation.report import main as report
+    (tmp_path / "results.json").write_text(json.dumps(res))
+    assert report([str(tmp_path)]) == 0 and format_serve_table(res) in capsys.readouterr().out
+    del res["batch_sizes"]["1"]["oilbird"]["speedup"]
+    (tmp_path / "results.json").write_text(json.dumps(res))
+    assert report([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "a serve-bench results.json whose table cannot be read" in err and len(err.strip().splitlines()) == 1
 
 
 def test_sampled_serve_bench_reports_acceptance_and_speed_never_lossless():

@@ -384,7 +384,8 @@ def check_funnel(fun, path=None) -> dict:
 def load_results(path) -> tuple[str, dict]:
     """What ``python -m oilbird.evaluation.report`` reads, checked: ``("traces", results)`` for a trace
     file (folded by :func:`trace_methods`), ``("diagnosis", diagnosis.json)`` or
-    ``("bench", results.json)``; a folder means the results.json or diagnosis.json in it.
+    ``("bench", results.json)``, or ``("serve-bench", {"table": ...})`` for a ``serve-bench``
+    results.json; a folder means the results.json or diagnosis.json in it.
     Any bytes that are none of these raise one :class:`~oilbird.errors.InputError` (a
     ``TraceError`` or :class:`ResultsError`) naming the file."""
     path = Path(path)
@@ -402,7 +403,20 @@ def load_results(path) -> tuple[str, dict]:
     res = read_json(path, ResultsError)
     if isinstance(res, dict) and "present_2" in res and "methods" not in res:   # diagnose's output
         return "diagnosis", check_diagnosis(res, path)
+    if isinstance(res, dict) and "batch_sizes" in res and "methods" not in res:  # serve-bench's output
+        return "serve-bench", {"table": serve_table(res, path)}
     return "bench", check_results(res, path)
+
+
+def serve_table(res: dict, path) -> str:
+    """The table ``serve-bench`` printed, from its results.json; :class:`ResultsError` naming
+    ``path`` where a field it reads is missing or of the wrong type."""
+    from ..serving.serve_bench import format_serve_table
+    try:
+        return format_serve_table(res)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ResultsError(f"a serve-bench results.json whose table cannot be read ({type(exc).__name__}: "
+                           f"{str(exc)[:120]})", path) from None
 
 
 def whose(res: dict) -> str:
@@ -478,8 +492,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
     (``python -m oilbird report`` and ``python -m oilbird.evaluation.report`` are the same.)"""
     import argparse
     ap = argparse.ArgumentParser(prog=prog, description=main.__doc__)
-    ap.add_argument("results", help="a bench, replay or diagnose results.json or diagnosis.json (or the --out "
-                                    "folder that holds it), or a trace file (.jsonl or .jsonl.gz) from "
+    ap.add_argument("results", help="a bench, replay, diagnose or serve-bench results.json or diagnosis.json "
+                                    "(or the --out folder that holds it), or a trace file (.jsonl or .jsonl.gz) from "
                                     "bench --traces, replay --traces or python -m oilbird trace")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also compare method A with method B request by request (repeatable)")
@@ -489,6 +503,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if kind == "serve-bench":
+        print(res["table"])
+        return 0
     if res.get("complete") is False:
         unit = "turns" if res.get("replay") else "requests"
         print(f"note: {args.results} is an incomplete run (interrupted): {res.get('n_requests')} of "
