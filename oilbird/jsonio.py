@@ -179,7 +179,8 @@ def loads(text: str, error: type[InputError] = InputError, path=None, line: int 
     try:
         return ((_STRICT_ONCE if strict else _FAST_ONCE) if keys_once else (_STRICT if strict else _FAST)).decode(text)
     except json.JSONDecodeError as exc:
-        raise error(f"not valid JSON ({exc.msg}, column {exc.colno})", path, first + exc.lineno - 1) from None
+        # ("Unterminated string starting at" ends where its position is given: a colon, not a comma)
+        raise error(f"not valid JSON ({exc.msg}: column {exc.colno})", path, first + exc.lineno - 1) from None
     except _BadNumber as exc:
         at = text.find(exc.literal)
         raise error(str(exc), path, first + _line_of(text, at) - 1 if at >= 0 else line) from None

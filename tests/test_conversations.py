@@ -38,7 +38,7 @@ BAD = {
                 ["'c1'", "message 1", "without 'role'"]),
     "no content": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "y"}, '
                    '{"role": "user", "content": "and?"}, {"role": "assistant"}]}',
-                   ["'c1'", "message 3", "an assistant message without 'content'"]),
+                   ["'c1'", "message 3", "a message of role 'assistant' without 'content'"]),
     "arguments disagree": (
         '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", '
         '"tool_calls": [{"name": "f", "arguments": {"a": 1}, "arguments_json": "{\\"a\\": 2}"}]}]}',

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..errors import shown
+
 
 ROLES = ("system", "user", "assistant", "tool")
 # other spellings read as one of ROLES: OpenAI's newer name for the system message, and the
@@ -111,7 +113,7 @@ def read_message(m: dict, err, before: list[dict], calls_by_id: dict[str, tuple[
     role = ALIASES.get(m.get("role"), m.get("role"))
     if "content" not in m and not m.get("tool_calls") and m.get("function_call") is None:
         # OpenAI's spelling leaves it out only beside calls; "" or null says "no text" on purpose
-        raise err(f"{'an' if str(m.get('role'))[:1] in 'aeiou' else 'a'} {m.get('role')} message without 'content' "
+        raise err(f"a message of role {shown(m.get('role'))} without 'content' "
                   "(give \"\" or null for one with no text)")
     content = m.get("content")
     if role == "tool" and content is not None and not isinstance(content, str) and not (
