@@ -4,6 +4,7 @@
     python -m oilbird bench --data builtin --methods ar,hf-greedy,goose,oilbird --limit 8
     python -m oilbird trace --data builtin --methods goose,oilbird --out runs/builtin.jsonl
     python -m oilbird diagnose --data builtin --out runs/diag
+    python -m oilbird replay --data my-logs.jsonl --methods goose,oilbird     # recorded agent traffic (docs/replay.md)
     python -m oilbird serve-bench --data builtin --limit 16 --out runs/serve   # inside vLLM (docs/serving.md)
     python -m oilbird serve --port 8000                                        # vLLM's OpenAI server, Oilbird drafting
     python -m oilbird report runs/diag/diagnosis.json                          # a saved run's tables again

@@ -243,7 +243,7 @@ def _recorded(data: str, limit: int | None, bad: list[dict] | None, folded: list
 
 def main(argv: list[str] | None = None) -> int:
     from oilbird.data.template_form import FORMS
-    ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))   # the first sentence, whole
     ap.add_argument("run", nargs="?", help="a serve-bench --out folder with an oilbird engine at batch 1")
     ap.add_argument("--recording", metavar="DATA", default=None,
                     help="instead of a run: recorded conversations, as `python -m oilbird replay --data` takes them")
@@ -319,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         res["suffix"] = replay_suffix(reqs, k)
         res["steps_ratio"] = res["suffix"]["steps"] / res["steps"]   # = oilbird / suffix in tokens per step
     res["k"] = k
+    # whose outputs these are, in the one line printed (a bare count read as the local model's decoding)
+    res["outputs"] = ("recorded turns (--recording), counted as a batch-1 engine whose model wrote them would count "
+                      "them; the semantic key reads the local model's hidden states of them" if args.recording else
+                      "the serve-bench run's outputs: the local model's own decoding")
     if skipped is not None:
         res["skipped_turns"] = skipped
         res["tool_calls"] = args.tool_calls

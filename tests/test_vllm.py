@@ -728,6 +728,9 @@ def test_summary_flags_a_differing_output_and_computes_speedups(tmp_path, capsys
     assert not rows["ngram"]["steps_counted"] and "| 1 | ngram | 12.00 | 1.20x | 1.50 (est.) | 1.50 |" in \
         format_serve_table(res)
     assert "| 1 | oilbird | 15.00 | 1.50x | 1.50 | 2.00 | 2.50 | 3 / 4 | 2.0 | 1 | NO |" in format_serve_table(res)
+    # what was served, above the table (the model and data by name: no path of this machine)
+    assert format_serve_table({**res, "model": "/x/cache/SmolLM2", "data": "/y/builtin"}).startswith(
+        "SmolLM2 serving its own outputs of --data builtin: 2 requests, up to 3 new tokens, 2 speculative tokens")
     assert check_methods("oilbird,ngram") == ["nospec", "oilbird", "ngram"]
     with pytest.raises(ValueError, match="eagle"):
         check_methods("ngram,eagle")

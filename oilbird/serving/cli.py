@@ -41,7 +41,10 @@ def _proposer_config(args) -> dict | None:
 
 def add_serving_commands(sub) -> None:
     p = sub.add_parser("serve-bench", help="the workload through vLLM: no speculation, ngram, suffix, oilbird "
-                                           "(needs the vLLM environment: scripts/setup_vllm_env.sh)")
+                                           "(needs the vLLM environment: scripts/setup_vllm_env.sh)",
+                       description="Serve one workload through vLLM once per method (each engine in the vLLM "
+                                   "environment's python), check every output against no speculation, and print "
+                                   "tokens/s and tokens per engine step per batch size (docs/serving.md).")
     common_options(p, default_max=64, state_layer=False, default_limit=16)
     p.add_argument("--methods", default=None,
                    help="comma-separated: nospec (always run: the reference), ngram, suffix, oilbird (default: all "

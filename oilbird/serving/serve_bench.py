@@ -274,8 +274,15 @@ def summarize(runs: dict, spec: dict, k: int, temperature: float = 0.0) -> dict:
 
 
 def format_serve_table(res: dict) -> str:
+    """The table serve-bench prints (and ``report`` of its results.json), under a line saying
+    what was served: the model (its own outputs), the workload, and the engine's draft size."""
     rows = ["| batch | method | tokens/s | speedup | tokens/step | (est.) | mean acc. len | accepted / drafted "
             "| draft % of step | failures | lossless |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    if res.get("model") and res.get("data"):
+        model, data = Path(str(res["model"])).name, Path(str(res["data"])).name      # no path of this machine
+        rows.insert(0, f"{model} serving its own outputs of --data {data}: "
+                       f"{res.get('n_requests', '?')} requests, up to {res.get('max_new_tokens', '?')} new tokens, "
+                       f"{res.get('num_speculative_tokens', '?')} speculative tokens per step\n")
     for b, methods in res["batch_sizes"].items():
         for m, r in methods.items():
             s = r.get("spec") or {}
