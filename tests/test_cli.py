@@ -57,6 +57,7 @@ def _fails(argv, capsys, message):
     (["decode", "hi", "--max-new-tokens", "-3"], "must be at least 1, not -3"),
     (["replay", "--methods", "goose,hf-pld"], "'hf-pld' cannot replay"),
     (["replay", "--methods", "bogus"], "unknown method 'bogus'; replay takes ar, pld,"),
+    (["replay", "--methods", ""], "no method given; replay takes ar, pld,"),        # (not hf-greedy, hf-pld)
     (["replay", "--methods", "oilbird,oilbird"], "method 'oilbird' is named twice"),
     (["replay", "--data", "no/such/conversations.jsonl"], "conversations.jsonl"),
     (["replay", "--cache-max-gb", "inf"], "must be a finite number >= 0, not inf"),

@@ -89,9 +89,12 @@ def replay_methods(text: str) -> list[Method]:
     """``--methods`` of a replay, parsed and each checked (:func:`check_method`); an unknown name
     is refused with the methods replay takes, not every method (hf-pld would be refused next)."""
     from ..methods import known_methods, parse_methods
-    for name in (x.strip() for x in text.split(",") if x.strip()):
+    takes = [m for m in known_methods() if m not in CANNOT_REPLAY]
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise ValueError(f"no method given; replay takes {', '.join(takes)}")
+    for name in names:
         if name.split(":")[0] not in known_methods():
-            takes = [m for m in known_methods() if m not in CANNOT_REPLAY]
             raise ValueError(f"unknown method '{name}'; replay takes {', '.join(takes)} (a tree method may add a "
                              f"fill after a colon, e.g. oilbird:reserved)")
     methods = parse_methods(text)
