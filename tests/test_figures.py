@@ -802,6 +802,9 @@ def test_compare_says_what_each_sides_store_held():
     assert "store" not in titles[1]                       # goose's cycles record no store: nothing said
     held = replace(b, cycles=[replace(c, store_records=1234) for c in b.cycles])
     assert "store at its start: 1,234 earlier tokens" in F.compare_figure(live, held).layout.annotations[1].text
+    # the third line fits: the title's two lines from the top, then three of a subplot title, then the plots
+    lay, s = F.compare_figure(live, held).layout, F.Style()
+    assert lay.title.yref == "container" and lay.margin.t >= 26 + 2 * (s.font_size + 2) * 1.3 + 3 * s.font_size * 1.3
 
 
 def test_panels_name_their_rule_for_a_token_several_sources_proposed():
@@ -989,7 +992,7 @@ def test_a_live_run_that_found_the_store_empty_says_so_where_the_key_would_have_
     # an exported tree (cycle_figures) says it too: as a handout it was not told from the shipped one
     assert "· live run" in F.cycle_figures(live, 1)["tree"].layout.title.text
     assert "live run" not in F.cycle_figures(shipped, 1)["tree"].layout.title.text
-    assert F.trace_marks(live) == {"replay": False, "live": True, "rows": F.tree_rows(live)}   # every view passes a tree
+    assert F.trace_marks(live) == {"replay": False, "live": True, "rows": F.tree_rows(live)}   # what views pass a tree
     assert "· live run" in F.tree_figure(live.cycles[1], **F.trace_marks(live)).layout.title.text
 
 

@@ -12,7 +12,7 @@ from oilbird.trace import RequestTrace
 
 from ..palette import BONUS, Style, primary_source, shown_sources
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, label_of, panel_layout,
-                   style_or_default, vline)
+                   pin_title, style_or_default, vline)
 from .provenance import REPLAYED, is_replay, live_mark, sampling_note, token_cycles, token_sources
 
 
@@ -46,7 +46,8 @@ def outputs_differ_why(a: RequestTrace, b: RequestTrace, diff: int) -> str:
 def _compare_title(r: RequestTrace, s: Style) -> str:
     """A subplot title that fits half the figure: "method: τ 2.50" (the method name cut to
     what fits; the figure's title names both in full), then tokens and forwards on a second,
-    smaller line. One line held all of it and ran into its neighbour at 1400 px."""
+    smaller line, and what its store held when it began on a third where the trace says
+    (:func:`store_at_start`). One line held all of it and ran into its neighbour at 1400 px."""
     half = ((s.width or TABLE_WIDTH) - 50) * 0.47 / (CHAR_EM * s.font_size)
     tau = f": τ {r.tau:.2f}"
     limit = max(8, int(half) - len(tau))
@@ -128,10 +129,15 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         title += f"<b>outputs differ from token {diff}</b>" + (f" ({html.escape(why)})" if why else "")
         shapes += [vline(diff - 0.5, *ref[(2, col)], {"width": 2, "color": "#111111"}) for col in (1, 2)]
     title += (REPLAYED if is_replay(a) else "") + "</span>"
-    layout = panel_layout(s, title, height=max(s.height, 485), barmode="stack", bargap=0.15, shapes=shapes,
-                     legend={"orientation": "h", "y": -0.14, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},
-                     margin={"l": 40, "r": 10, "t": 115, "b": 60}, **axes)
-    return {"data": data, "layout": layout}
+    # the title's two lines from the top, then the subplot titles' lines (two, or three with a
+    # store line) above the plots: at a fixed 115 px a third line ran into the verdict
+    lines = max(t.count("<br>") + 1 for t in titles)
+    top = 26 + 2 * (s.font_size + 8) + lines * (s.font_size + 4) + 8
+    layout = panel_layout(s, title, height=max(s.height, 485) + top - 115, barmode="stack", bargap=0.15,
+                          shapes=shapes, margin={"l": 40, "r": 10, "t": top, "b": 60},
+                          legend={"orientation": "h", "y": -0.14, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},
+                          **axes)
+    return {"data": data, "layout": pin_title(layout)}
 
 
 def compare_figure(a: RequestTrace, b: RequestTrace, selection: int | None = None,
