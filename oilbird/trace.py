@@ -36,6 +36,20 @@ TRACE_VERSION = 2
 BONUS = "bonus"
 
 
+def recorder_words(recorded_by) -> tuple[str, str]:
+    """Who recorded a replay, as a possessive, and the note in brackets its name may carry, for
+    words about a replay's outputs; "a recorded model's" where it is not a name.
+
+    >>> recorder_words("gpt-4o")
+    ("gpt-4o's", '')
+    >>> recorder_words("oilbird scripted agent (rule-based, no language model)")
+    ("oilbird scripted agent's", 'rule-based, no language model')
+    """
+    who = recorded_by if isinstance(recorded_by, str) and recorded_by else "a recorded model"
+    name, _, note = who.partition(" (")
+    return f"{name}'s", note.removesuffix(")")
+
+
 def common_prefix(a, b) -> int:
     """How many leading tokens two token sequences share (here, where both the library and the
     views can import it without the model runtime).

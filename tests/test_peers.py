@@ -328,7 +328,7 @@ def test_report_on_a_replay_prints_what_the_replay_said_besides_its_numbers(tmp_
     res = {"model": "m", "replay": rp, "skipped_bad_lines": [{"file": "f", "line": 2, "error": "e"}],
            "folded_conversations": [{"id": "a", "into": "b", "source": "f:1"}] * 2}
     lines = replay_caveats(res)
-    assert lines == ["2 conversations (9 turns) skipped, a recorded turn in it longer than the model's context",
+    assert lines == ["2 conversations (9 turns) skipped, a recorded turn in each longer than the model's context",
                      "1 bad lines (or files) of the recording left out (--skip-bad); listed under skipped_bad_lines",
                      "2 conversations left out: another one holds each whole; listed under folded_conversations",
                      "3 turns past the model's context read windowed states", "replay under-states X"]
@@ -343,7 +343,7 @@ def test_report_on_a_replay_prints_what_the_replay_said_besides_its_numbers(tmp_
     (tmp_path / "diagnosis.json").write_text("{}")
     assert main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "note: 2 conversations (9 turns) skipped, a recorded turn in it longer than the model's context" in out
+    assert "note: 2 conversations (9 turns) skipped, a recorded turn in each longer than the model's context" in out
     assert "note: replay under-states X" in out and "diagnosis.json is beside it" in out
     assert main([str(tmp_path / "results.json")]) == 0                  # the file itself, not its folder
     assert "diagnosis.json is beside it" in capsys.readouterr().out

@@ -26,6 +26,7 @@ import plotly.io as pio
 
 from ..errors import InputError
 from ..jsonio import read_json
+from ..trace import recorder_words
 from .results import TIMED, MethodStats, num_cell, check_cell, check_header, measured
 
 BASE_COLUMNS = ("method", "tau", "tokens_per_s", "speedup", "decode_speedup", "lossless",
@@ -429,13 +430,13 @@ def whose(res: dict) -> str:
     model = res.get("model") if isinstance(res.get("model"), str) else "the local model"
     rp = res.get("replay")
     if isinstance(rp, dict) or rp is True:
-        who = res.get("recorded_by") if rp is True else rp.get("recorded_by")
-        who = who if isinstance(who, str) else "a recorded model"
+        whose, note = recorder_words(res.get("recorded_by") if rp is True else rp.get("recorded_by"))
         if rp is True:               # a replay diagnosis
-            return f"labels on {who}'s recorded outputs, with {model}'s hidden states"
+            return f"labels on {whose} recorded outputs{f' ({note})' if note else ''}, with {model}'s hidden states"
         mode = rp.get("mode") if isinstance(rp.get("mode"), str) else "?"
         timed = "; tokens/s is the local model's cost of verifying them" if mode == "exact" else ""
-        return (f"a replay of {who}'s recorded outputs on {model} ({mode} mode): tau is what each drafter "
+        notes = "; ".join(n for n in (note, f"{mode} mode") if n)
+        return (f"a replay of {whose} recorded outputs on {model} ({notes}): tau is what each drafter "
                 f"would have committed per forward on them{timed}")
     if isinstance(res.get("model"), str):
         return f"{model}'s own {'sampled' if res.get('sampling') else 'greedy'} outputs"
@@ -450,12 +451,17 @@ def skipped_words(skipped: dict, mode: str | None) -> str:
 
     >>> skipped_words({"conversations": 1, "turns": 5, "ids": ["long-1"]}, "fast")
     "1 conversation (5 turns) skipped, a recorded turn in it longer than the model's context: long-1"
+    >>> skipped_words({"conversations": 2, "turns": 1, "ids": ["a", "b"]}, "exact")
+    "2 conversations (1 turn) skipped, each longer than the model's context (exact mode does not window;
+    fast mode does): a, b"
     """
     n, ids = skipped.get("conversations", 0), [str(i) for i in skipped.get("ids") or []]
-    why = ("a recorded turn in it longer than the model's context" if mode == "fast" else
-           "longer than the model's context (exact mode does not window; fast mode does)")
+    turns = skipped.get("turns", "?")
+    why = (f"a recorded turn in {'each' if n != 1 else 'it'} longer than the model's context" if mode == "fast"
+           else f"{'each ' if n != 1 else ''}longer than the model's context (exact mode does not window; fast "
+                "mode does)")
     named = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-    return (f"{n} conversation{'s' * (n != 1)} ({skipped.get('turns', '?')} turns) skipped, {why}"
+    return (f"{n} conversation{'s' * (n != 1)} ({turns} turn{'s' * (turns != 1)}) skipped, {why}"
             + (f": {named}" if named else ""))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from oilbird.trace import CycleTrace, RequestTrace
+from oilbird.trace import CycleTrace, RequestTrace, recorder_words
 
 from ..palette import BONUS, shown_sources
 
@@ -62,7 +62,7 @@ def trace_marks(request) -> dict:
     return {"replay": is_replay(request), "live": is_live(request), "rows": tree_rows(request)}
 
 
-def tree_rows(request) -> int:
+def tree_rows(request) -> float:
     """How many rows the widest draft tree of ``request`` may take below its top row: its most
     leaves in one cycle less one (a row each, :func:`~workbench.panels.tree.tree_layout`), and
     the bonus token's spot, up to :data:`~workbench.panels.tree.BONUS_CLEARANCE` rows above or
@@ -90,18 +90,10 @@ def replay_note(request: RequestTrace) -> str:
     rp = request.meta.get("replay")
     if not isinstance(rp, dict):
         return ""
-    whose, note = _recorder(rp)
+    whose, note = recorder_words(rp.get("recorded_by"))
     notes = "; ".join(n for n in (note, f"{rp['mode']} mode" if rp.get("mode") else "") if n)
     return (f"replay of {whose} recorded turn{f' ({notes})' if notes else ''}: the verdict is the recording; "
             f"the hidden states are {local_model(request)}")
-
-
-def _recorder(rp: dict) -> tuple[str, str]:
-    """Who recorded a replay, as a possessive, and the note in brackets its name may carry
-    (``("gpt-4o's", "")``; the built-in agent's ``("oilbird scripted agent's", "rule-based, no
-    language model")``): "X (note)'s recorded turn" read badly."""
-    name, _, note = (rp.get("recorded_by") or "a recorded model").partition(" (")
-    return f"{name}'s", note.removesuffix(")")
 
 
 def local_model(request: RequestTrace) -> str:
@@ -124,7 +116,7 @@ def traffic(request: RequestTrace) -> str:
     """
     rp = request.meta.get("replay")
     if isinstance(rp, dict):
-        whose, note = _recorder(rp)
+        whose, note = recorder_words(rp.get("recorded_by"))
         return f"{whose} recorded turns, replayed" + (f" ({note})" if note else "")
     sampled = sampling_note(request)
     # (live or precomputed: a trace file of the model's decoding is what a live run would give)
