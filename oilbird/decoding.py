@@ -266,7 +266,8 @@ class SpeculativeDecoder:
             if out is not None:          # (a judge of one's own may leave meta out)
                 out.meta.update(getattr(judge, "meta", dict)())
             # fast replay runs no forward: its teacher rows may come from a window past the context
-            check_prompt(self.verifier.lm, ids if judge.runs_model else ids[:1], max_new_tokens)
+            # (a judge of one's own that does not say runs the model, as the live one does)
+            check_prompt(self.verifier.lm, ids if getattr(judge, "runs_model", True) else ids[:1], max_new_tokens)
             v, drafter = self.verifier, self.drafter
             generated: list[int] = []
             t0 = time.perf_counter()

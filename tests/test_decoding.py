@@ -222,6 +222,17 @@ def test_empty_and_overlong_prompts_rejected(tiny_lm):
         autoregressive(v, [], 5)
     with pytest.raises(PromptError, match="context"):
         make_decoder("oilbird", v).run("x", [5] * 600, 5)
+    # judges say whether their verdicts run the model: fast replay does not (its rows may be
+    # windowed past the context), exact replay and the live ones do; a judge of one's own that
+    # does not say is checked as the live one is
+    from oilbird.decoding import Greedy, Replay
+    from oilbird.sampled import Sampled
+    from oilbird.sampling import SamplingParams
+    assert Greedy().runs_model and Sampled(SamplingParams(0.7)).runs_model and Replay([1]).runs_model
+    assert not Replay([1], teacher=object()).runs_model
+    with pytest.raises(PromptError, match="context"):
+        make_decoder("oilbird", v).run("x", [5] * 600, 5, judge=type("Plain", (), {
+            "limit": lambda self, n: n, "start": Greedy.start, "verdict": Greedy.verdict})())
 
 
 def test_a_run_checks_every_prompt_first_and_names_the_bad_one(tiny_lm):
