@@ -83,12 +83,12 @@ def panel_layout(s: Style, title: str, height: int | None = None, **extra) -> di
     return lay
 
 
-def pin_title(layout: dict) -> dict:
-    """Put a panel's title with its first line a fixed distance from the figure's top (plotly
+def pin_title(layout: dict, top: int = 26) -> dict:
+    """Put a panel's title with its first line ``top`` pixels from the figure's top (plotly
     centres a title in the top margin, which grows with its lines: stepping cycles, a title that
     holds still on a projector; and a title of several lines no longer runs into what is below
     the margin). ``layout``'s height must be set; returned for chaining."""
-    layout["title"].update(y=1 - 26 / layout["height"], yref="container", yanchor="top")
+    layout["title"].update(y=1 - top / layout["height"], yref="container", yanchor="top")
     return layout
 
 

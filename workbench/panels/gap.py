@@ -25,7 +25,7 @@ from oilbird.trace import GAP_POOL_STORE, RequestTrace
 from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
                        DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
                        GAP_PATTERNS, GAP_POOL, GAP_POOL_RECORDED, Style, source_label)
-from .base import PATTERN, centred_note, esc, figure, panel_layout, style_or_default, visible
+from .base import PATTERN, centred_note, esc, figure, panel_layout, pin_title, style_or_default, visible
 from .provenance import committed_upto, is_live, is_replay, local_model, token_sources
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
@@ -321,8 +321,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                        margin={"l": 20, "r": 10, "t": 85 + 25 * more, "b": 20},
                        xaxis={"range": [-0.5, max(g.n_tokens, 1) - 0.5], "showgrid": False},
                        yaxis={"visible": False, "range": [MOMENT_BAR[0] - 0.03 if under else 0, 1.15]})
-    lay["title"].update(y=1 - 22 / lay["height"], yanchor="top")   # its lines run downwards from the top
-    return {"data": data, "layout": lay}
+    return {"data": data, "layout": pin_title(lay, top=22)}     # its lines run downwards from the top
 
 
 def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None,
@@ -342,13 +341,15 @@ def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Sty
     return figure(gap_strip_spec(request, cycle, style, moment), style)
 
 
-_CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 6px 0;vertical-align:top;"   # room for the bar
+_CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 10px 0;vertical-align:top;"   # room for the bar
 _KEY = "display:inline-block;padding:1px 6px;margin:4px 4px 0 0;font-size:0.85em;"
 
 
 _BAND = "inset 0 5px 0 #111"     # the drafter's mark: a black band across a cell's top
 _MARK = f"box-shadow:{_BAND};"
-_UNDER = f"0 5px 0 {MOMENT_COLOUR}"
+# the moment's bar 4 px below the cell, white between: the cycle's frame (the same black) is
+# drawn around the cell, and a bar against it read as a thicker frame
+_UNDER = f"0 4px 0 white, 0 9px 0 {MOMENT_COLOUR}"
 
 
 def _html_key(g: GapStrip) -> str:
@@ -405,7 +406,7 @@ def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band:
             f"border-bottom:{border}px {GAP_BORDERS.get(c.label, 'solid')} #333;{mark}{now}'></span>")
 
 
-_MINI = "display:inline-block;width:{w}px;height:12px;margin:0 1px 6px 0;vertical-align:top;"
+_MINI = "display:inline-block;width:{w}px;height:12px;margin:0 1px 10px 0;vertical-align:top;"
 MINI_ROW = 900     # pixels the small strip's cells may take on one line (a 1024-pixel window's bar)
 MINI_WIDEST = 12   # a short output's cells widen up to this (a projector shows them), a long one's narrow to 1
 MINI_PATTERNED = 8   # cells at least this wide keep their label's border pattern

@@ -128,7 +128,9 @@ def _free_spot(pos: dict[int, tuple[float, float]], x: float, y: float) -> float
     return min(free, key=lambda c: (abs(c - y), -c))
 
 
-# the tallest tree figure: a 768-pixel projector shows it whole under the app's bar of buttons
+# the height a tree's rows close up toward so that a 768-pixel projector shows it whole under the
+# app's bar of buttons (a tree of more than ~15 leaves grows past it: its rows never close further
+# than a marker and its label)
 TREE_MAX_HEIGHT = 600
 TITLE_ROOM = 50 + 20 * 3      # the top margin of a title of four lines (head, verdict, flags, stop)
 
