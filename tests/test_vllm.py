@@ -809,7 +809,7 @@ def test_engine_settings_reach_vllm_and_the_table(capsys, monkeypatch, tmp_path)
     assert "--dtype must be one of" in err and len(err.strip().splitlines()) == 1
 
 
-def test_serve_bench_by_default_leaves_out_suffix_where_the_vllm_environment_cannot_run_it(capsys, monkeypatch, tmp_path):
+def test_serve_bench_by_default_leaves_out_suffix_where_vllm_cannot_run_it(capsys, monkeypatch, tmp_path):
     """arctic-inference is optional in the vLLM environment (a C++ build): the documented first
     run, with no --methods, stopped on 'suffix'. Left out with a note where it is missing; named
     explicitly, it is still refused before any engine."""
@@ -822,6 +822,9 @@ def test_serve_bench_by_default_leaves_out_suffix_where_the_vllm_environment_can
     assert main(["serve-bench", "--out", str(tmp_path / "a")]) == 0
     assert seen["methods"] == ["nospec", "ngram", "oilbird"]
     assert "note: suffix left out: the vLLM environment has no arctic-inference" in capsys.readouterr().out
+    import json
+    saved = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert saved["note"].startswith("suffix left out")          # so report of the file says it too
     monkeypatch.setattr(sb, "has_arctic", lambda py: True)
     assert main(["serve-bench", "--out", str(tmp_path / "b")]) == 0 and seen["methods"] == list(sb.METHODS)
     assert "left out" not in capsys.readouterr().out

@@ -81,25 +81,24 @@ def add_serving_commands(sub) -> None:
 def serve_bench(args) -> int:
     from .serve_bench import (check_dtype, check_methods, check_temperature, default_methods, format_serve_table,
                               run_serve_bench, vllm_python)
-    note = ""
-    if args.methods is None:
-        methods, note = default_methods(vllm_python())
-    else:
-        methods = check_methods(args.methods)
+    methods = None if args.methods is None else check_methods(args.methods)
     temperature = check_temperature(args.temperature)                       # before any engine starts
     check_dtype(args.dtype)
     cfg = _proposer_config(args)
     run = Run(args.out or fresh_out("serve-bench", args.data), args.force, ("results.json",), unit="methods")
     run.check()
+    note = ""
+    if methods is None:                         # (asks the vLLM environment: after the flags are checked)
+        methods, note = default_methods(vllm_python())
     res = run_serve_bench(args.data, methods, args.limit, args.max_new_tokens, args.batch_sizes, run.out,
                           k=args.num_spec_tokens, model=args.model, skip=args.skip,
                           kv_cache_gb=args.kv_cache_gb, oilbird_config=cfg, temperature=temperature,
                           dtype=args.dtype, prefix_caching=args.prefix_caching, compile=args.compile)
+    if note:
+        res["note"] = note                      # report of the results.json says it too
     with run.recording(len(methods)):          # atomic; --force replaces the earlier run's results here
         run.write_json("results.json", res)
     print(format_serve_table(res))
-    if note:
-        print(f"note: {note}")
     print(f"wrote {run.path('results.json')}")
     return 0 if res["lossless"] or res["lossless"] is None else 1
 

@@ -35,6 +35,7 @@ and speed only: ``lossless`` is null, never true.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -123,9 +124,11 @@ def engine_env(kv_cache_gb: int | None = None, oilbird_config: dict | None = Non
     return env
 
 
+@functools.lru_cache(maxsize=8)
 def has_arctic(py: str) -> bool:
     """Can the vLLM environment ``py`` run vLLM's ``suffix`` method (arctic-inference, which
-    scripts/setup_vllm_env.sh installs where its C++ build succeeds)?"""
+    scripts/setup_vllm_env.sh installs where its C++ build succeeds)? Asked once per process
+    (choosing the default methods and checking the environment both ask)."""
     try:
         return subprocess.run([py, "-c", "import arctic_inference.suffix_decoding"],
                               capture_output=True, timeout=300).returncode == 0
@@ -303,6 +306,8 @@ def format_serve_table(res: dict) -> str:
     said = {engine_settings(e) for e in (res.get("engine") or {}).values() if e}
     if said:
         rows.append("\nengines: " + "; ".join(sorted(said)))
+    if res.get("note"):
+        rows.append(f"note: {res['note']}")
     return "\n".join(rows)
 
 
