@@ -296,7 +296,7 @@ BAD_LINES = {
     "Infinity": ('{"prompt": "x", "id": -Infinity}', "Infinity is not a number"),
     "a float overflowing": ('{"prompt": "x", "n": 1e999}', "overflows a float"),
     # Python's message ends where the position follows: it read "(Unterminated string starting at, column 12)"
-    "an unterminated string": ('{"prompt": "x", "id": "1}', r"not valid JSON \(Unterminated string starting at: column"),
+    "an unterminated string": ('{"prompt": "x", "id": "1}', "Unterminated string starting at: column"),
 }
 
 

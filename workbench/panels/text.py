@@ -31,7 +31,7 @@ class TokenCell:
     index: int                 # position in the output
     text: str                  # the token's text, raw
     token_id: int | None       # None where the trace has fewer ids than texts
-    delivered_by: str          # the sources that delivered it, as the legend names them; "?" where the trace does not say
+    delivered_by: str          # its sources as the legend names them; "?" where the trace does not say
     source: str                # the one it is coloured by (primary_source: exact match first)
     cycle: int | str           # the recorded number of the cycle that committed it ("?": unknown)
     now: bool                  # committed in the selected cycle
