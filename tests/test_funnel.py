@@ -315,6 +315,13 @@ def test_a_method_that_drafts_no_tree_has_no_funnel():
     acc = Accumulator()
     acc.add(traces)
     assert list(acc.result()) == ["oilbird", "mine"]
+    # a name the registry does not know whose cycles all say it drafts without the key has no marks
+    # of the key and no funnel of the key's stages (keyless reads its trace)
+    from workbench.panels.gap import keyless
+    without = replace(request_goose(), method="[pld+mine]",
+                      cycles=[replace(c, retrieval="no-source") for c in request_goose().cycles])
+    assert keyless("[pld+mine]", without) and not keyless("[pld+mine]", request_oilbird())
+    assert not keyless("[pld+mine]") and keyless("goose") and not keyless("oilbird")
 
 
 def test_the_apps_funnel_counts_the_selected_requests_traffic_with_the_key():

@@ -49,7 +49,7 @@ def funnel_scope(traces: Iterable[RequestTrace], selected: RequestTrace | None,
     the same place: two runs of one traffic (say a shipped replay and one uploaded, each with
     trees of its own size) are not summed; ``named`` says an origin in the words. Without a
     selection, every such trace of the first traffic (and origin) among them."""
-    keyed = [t for t in traces if not keyless(t.method)]
+    keyed = [t for t in traces if not keyless(t.method, t)]
     if not keyed:
         return [], ""
     first = selected if selected is not None else keyed[0]

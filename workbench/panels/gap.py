@@ -169,13 +169,18 @@ class GapStrip:
         return f"{DRAFTER_LEGEND}: {self.drafter.words()}"
 
 
-def keyless(method: str) -> bool:
+def keyless(method: str, request: RequestTrace | None = None) -> bool:
     """Does ``method`` draft without the hidden-state key (``goose``, ``oilbird-no-semantic``, the
     peers)? Its trace carries the request's ``drafter_reach`` (the diagnosis of the output), but
-    no drafter of its own asks that key. False for a name this
-    version does not know (a trace from elsewhere: its marks are shown)."""
+    no drafter of its own asks that key. For a name this version does not know (a decoder built
+    without a preset, a trace from elsewhere), its trace ``request`` says: every drafting cycle
+    recorded that the method drafts without the key ("no-source"); False where it does not say
+    (its marks are shown)."""
     m = lookup(method)
-    return m is not None and not m.has_semantic
+    if m is not None:
+        return not m.has_semantic
+    said = [c.retrieval for c in (request.cycles if request is not None else []) if c.retrieval is not None]
+    return bool(said) and all(r == "no-source" for r in said)
 
 
 def drafter_marks(request: RequestTrace) -> list[bool | None] | None:
@@ -185,7 +190,7 @@ def drafter_marks(request: RequestTrace) -> list[bool | None] | None:
     lists of another length), or its method has no hidden-state key (:func:`keyless`). The one
     rule of the strip's marks and the moments' counts."""
     labels, reach = request.gap_labels, request.drafter_reach
-    if labels is None or reach is None or len(reach) != len(labels) or keyless(request.method):
+    if labels is None or reach is None or len(reach) != len(labels) or keyless(request.method, request):
         return None
     return [bool(x) if lab in GAP_KINDS and k > 0 else None for k, (lab, x) in enumerate(zip(labels, reach))]
 
