@@ -281,7 +281,8 @@ def test_a_requests_trees_keep_one_height_and_fit_a_projector():
     for leaves in (14, 30):      # rows close up, never so far that a label touches the next row's marker
         lay = F.tree_spec(wide(leaves + 1))["layout"]
         rows = lay["yaxis"]["range"][1] - lay["yaxis"]["range"][0]
-        assert rows >= leaves and (lay["height"] - 150) / rows >= s.node_size + s.font_size - 0.5
+        plot = lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]
+        assert rows >= leaves and plot / rows >= s.node_size + s.font_size - 0.5
         assert (lay["height"] <= TREE_MAX_HEIGHT) == (leaves == 14)
 
 

@@ -132,7 +132,9 @@ def _free_spot(pos: dict[int, tuple[float, float]], x: float, y: float) -> float
 # app's bar of buttons (a tree of more than ~15 leaves grows past it: its rows never close further
 # than a marker and its label)
 TREE_MAX_HEIGHT = 600
-TITLE_ROOM = 50 + 20 * 3      # the top margin of a title of four lines (head, verdict, flags, stop)
+# the top margin the height allows for, whatever this cycle's title: three lines (head, verdict,
+# and flags or the stop); a cycle with both takes its fourth line from the plot, not the height
+TITLE_ROOM = 50 + 20 * 2
 
 
 def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
@@ -256,9 +258,9 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     top = 50 + 20 * title.count("<br>")
     # the y range, in rows from the top row down: this tree's, or as many as the widest tree of its
     # request needs (``rows``), so that stepping through a request the figure keeps one height and
-    # nothing below it moves; room for the longest title whatever this one's length
+    # nothing below it moves; room for a three-line title whatever this one's length
     span = max(max(ys, default=0) - min(ys, default=0), rows) + 1.4
-    room = max(top, TITLE_ROOM) + 40
+    room = TITLE_ROOM + 40
     # a row holds a marker and the label above it with a gap, which closes up where that many
     # rows would not fit TREE_MAX_HEIGHT (a projector shows the whole tree); the label never
     # touches the next row's marker, so a tree wider than that still grows taller
