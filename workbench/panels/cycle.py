@@ -73,8 +73,9 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
     if live and empty_store(request):
         live += (f" ({html.escape(request.method)}'s store in this session was empty: the semantic key had "
                  f"nothing to retrieve yet; each live run of {html.escape(request.method)} adds its output to it)")
-    if replay_note(request):
-        live = f" · {html.escape(replay_note(request))}"
+    replayed = replay_note(request)
+    if replayed:
+        live = f" · {html.escape(replayed)}"
     elif not live:          # a trace file of the local model: whose decoding it is, as replays and live runs say
         live = f" · {html.escape(local_model(request))} own decoding, precomputed"
     sampled = sampling_note(request)
