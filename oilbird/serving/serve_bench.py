@@ -140,7 +140,7 @@ def default_methods(py: str) -> tuple[list[str], str]:
     """``serve-bench``'s methods when none are named: every one of :data:`METHODS`, without
     ``suffix`` where the vLLM environment lacks arctic-inference (its install is optional: a
     first run failed on it); and the note that says so ("" when nothing was left out)."""
-    if "suffix" not in METHODS or has_arctic(py):
+    if has_arctic(py):
         return list(METHODS), ""
     return [m for m in METHODS if m != "suffix"], ("suffix left out: the vLLM environment has no arctic-inference "
                                                    "(scripts/setup_vllm_env.sh installs it where its C++ build works)")
