@@ -210,6 +210,22 @@ def test_recycling_later_forward_overwrites_row():
     assert src.table[7][:2].tolist() == [5, 6]
 
 
+def test_recycling_bigram_table_full_drops_the_row_written_longest_ago():
+    from oilbird.sources.recycling import RecyclingConfig
+    src = RecyclingSource(vocab_size=20, config=RecyclingConfig(max_bigrams=3))
+
+    def write(parent, child):
+        src.update(_verdict(DraftTree(tokens=[parent, child], parents=[-1, 0]), [child, 0],
+                            [[child, 1], [2, 3]], [[0.6, 0.3], [0.5, 0.4]]))
+
+    for pair in [(1, 2), (3, 4), (5, 6), (3, 4)]:   # (3, 4) rewritten: the newest row, nothing dropped
+        write(*pair)
+    assert list(src.bigram) == [(1, 2), (5, 6), (3, 4)]
+    write(7, 8)             # full: (1, 2) was written longest ago
+    write(9, 10)            # then (5, 6): the rewrite kept (3, 4)
+    assert list(src.bigram) == [(3, 4), (7, 8), (9, 10)]
+
+
 # -- semantic source --------------------------------------------------------------------------------
 @pytest.mark.parametrize("sim,depth", [(0.95, 48), (0.90, 48), (0.85, 8), (0.82, 8), (0.81, 0)])
 def test_copy_depth_by_similarity(sim, depth):

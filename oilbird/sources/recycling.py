@@ -30,7 +30,7 @@ class RecyclingConfig:
     width: int = 4          # alternatives at the root; ceil(width / (d + 1)) at spine depth d
     max_depth: int = 6      # longest branch
     min_score: float = 0.01
-    max_bigrams: int = 200_000
+    max_bigrams: int = 200_000   # bigram rows kept; past it the one written longest ago goes
 
 
 class RecyclingSource(DraftSource):
@@ -109,8 +109,9 @@ class RecyclingSource(DraftSource):
         for i, p in enumerate(tree.parents):
             if p < 0:
                 continue   # the root's predecessor is not in the tree; the unigram row covers it
-            if len(self.bigram) >= self.cfg.max_bigrams:
-                self.bigram.pop(next(iter(self.bigram)))   # oldest first (dicts keep order)
-            # copies: a row of the verdict's arrays would keep the whole verdict alive for as long
-            # as the entry lives
-            self.bigram[(tree.tokens[p], tree.tokens[i])] = (ids[i].copy(), probs[i].copy())
+            key = (tree.tokens[p], tree.tokens[i])
+            if self.bigram.pop(key, None) is None and len(self.bigram) >= self.cfg.max_bigrams:
+                self.bigram.pop(next(iter(self.bigram)))   # full: the row written longest ago goes
+            # (re)inserted last, so the dict's order is the order of the last write; copies: a row
+            # of the verdict's arrays would keep the whole verdict alive for as long as it lives
+            self.bigram[key] = (ids[i].copy(), probs[i].copy())
