@@ -16,7 +16,7 @@ from oilbird.trace import NO_NODE_REASONS, CycleTrace
 from workbench import figures as F
 from workbench.panels.neighbours import _cell_chars as cell_chars
 from workbench.palette import (ALL_SOURCES, DRAFT_SOURCES, GAP_COLOURS, PEER_SOURCES, PRECEDENCE, SOURCE_COLOURS,
-                               SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, Style, primary_source,
+                               SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, Style, ink, primary_source,
                                source_label)
 
 LABELS = ["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]
@@ -214,11 +214,34 @@ def test_text_figure_colours_tokens_by_delivering_source():
     fig = F.text_figure(request_oilbird(), cycle=1)
     lines = by_meta(fig, "text").text
     assert len(lines) == 2                                          # "Hi·there⏎" then "!!"
-    assert f"color:{SOURCE_COLOURS['bonus']}'>Hi" in lines[0]
-    assert f"color:{SOURCE_COLOURS['pld']}'><b><u>·there" in lines[0]   # cycle 1 is emphasised; pld + semantic: pld
-    assert f"color:{SOURCE_COLOURS['pld']}'><b><u>⏎" in lines[0]
+    assert f"color:{ink(SOURCE_COLOURS['bonus'])}'>Hi" in lines[0]        # the hue, dark enough to read
+    assert f"color:{ink(SOURCE_COLOURS['pld'])}'><b><u>·there" in lines[0]   # cycle 1 is emphasised; pld + semantic: pld
+    assert f"color:{ink(SOURCE_COLOURS['pld'])}'><b><u>⏎" in lines[0]
     assert {source_label(s) for s in DRAFT_SOURCES + ("bonus",)} <= legend_names(fig)
     assert source_label("suffix-arctic") not in legend_names(fig)   # a peer's source: only where present
+
+
+def test_every_source_is_told_apart_without_hue_where_hues_draw_close():
+    """A cue beside the colour, checked: the text's letters read (WCAG AA on the cycle's highlight),
+    the underline styles and the comparison's fill patterns differ for the pairs that draw close
+    under a colour-vision deficiency, and a value printed in a funnel bar reads on its colour."""
+    from workbench.palette import SOURCE_PATTERNS, TEXT_HIGHLIGHT, contrast, on_colour
+    from workbench.panels.funnel import METHOD_COLOURS
+    from workbench.panels.text import NOW_BACKGROUND, TEXT_BORDERS
+    over_white = "#" + "".join(f"{round(int(NOW_BACKGROUND[k:k + 2], 16) * 0.4 + 255 * 0.6):02X}" for k in (1, 3, 5))
+    assert NOW_BACKGROUND.endswith("66") and contrast(TEXT_HIGHLIGHT, over_white) < 1.02
+    for src, colour in SOURCE_COLOURS.items():
+        assert contrast(ink(colour), TEXT_HIGHLIGHT) >= 4.5, src
+    close = [("semantic", "bonus"), ("suffix", "pld"), ("suffix", "recycling"), ("pld", "recycling"),
+             ("rejected", "recycling"), ("suffix", "suffix-arctic"), ("pld", "rejected")]
+    for a, b in close:
+        assert TEXT_BORDERS[a] != TEXT_BORDERS[b] and SOURCE_PATTERNS[a] != SOURCE_PATTERNS[b], (a, b)
+    assert all(contrast(on_colour(c), c) >= 4.5 for c in METHOD_COLOURS)
+    html = F.text_html(request_oilbird(), cycle=1)
+    assert f"color:{ink(SOURCE_COLOURS['pld'])};border-bottom:3px double {SOURCE_COLOURS['pld']}" in html
+    cmp = F.compare_figure(request_oilbird(), request_oilbird(), 0)
+    bars = [t for t in cmp.data if t.type == "bar" and t.showlegend]
+    assert {t.legendgroup: t.marker.pattern.shape for t in bars}["semantic"] == SOURCE_PATTERNS["semantic"]
 
 
 def test_text_html_marks_sources_and_current_cycle():
@@ -456,7 +479,7 @@ def test_a_neighbours_proposal_says_which_tokens_were_accepted_and_which_got_no_
     c = replace(cycle1(), neighbours=[nb])
     [row] = F.neighbour_table(c).rows
     assert row.parts == ('"JFK', '",', "·dest") and row.proposed == '"JFK",¦·dest'
-    assert """<b>"JFK</b>",<span style='color:#999' title='no node in the tree'>·dest</span>""" in F.neighbours_html(c)
+    assert """<b>"JFK</b>",<span style='color:#767676' title='no node in the tree'>·dest</span>""" in F.neighbours_html(c)
     assert "after ¦ = no node in the tree" in F.neighbours_figure(c).layout.title.text
     dash = replace(nb, proposed=[], proposed_text=[], walked_nodes=[], paid_nodes=[], accepted=0,
                    why_no_node="no-tokens")

@@ -4,8 +4,10 @@ Every figure in :mod:`workbench.figures` (and so the app and the notebooks) take
 from here, so a source looks the same in every view.
 
 Colour-blind safety: the hues are the Okabe-Ito set, and no hue carries meaning alone: each
-source also has its own marker shape, each status its own line width and dash, and each gap
-label its own fill pattern.
+source also has its own marker shape (the tree), fill pattern (the comparison's bars) and
+underline style (the text panel; in the text figure the key's tokens are italic), each status its
+own line width and dash, and each gap label its own fill pattern. Text set in a source's colour
+uses its :func:`ink`, dark enough to read (WCAG AA).
 
 Nodes proposed by several sources (a chain that re-walks nodes another source paid for) are
 coloured by one of them, in the order of :data:`PRECEDENCE`, *exact match first*::
@@ -77,6 +79,21 @@ SOURCE_SYMBOLS = {
     "recycling": "triangle-up",
     BONUS: "hexagram",
     ROOT: "circle",
+}
+
+# A second cue beside the hue wherever a source fills an area (the comparison's bars): a fill
+# pattern. The pairs that draw close under a colour-vision deficiency differ here (the key and the
+# bonus; suffix, prompt lookup and recycling; rejected and recycling); the bonus, the verifier's
+# own token and no draft, is plain, as in the text's underlines (workbench.panels.text)
+SOURCE_PATTERNS = {
+    "semantic": "/",
+    "rejected": "\\",
+    "suffix": "",
+    "suffix-arctic": "-",
+    "live": "|",
+    "pld": ".",
+    "recycling": "x",
+    BONUS: "",
 }
 
 SOURCE_LABELS = {
@@ -170,6 +187,9 @@ STATUS_STYLES = {
     "uncommitted": LineStyle(2.5, "longdash", "#222222", 0.7, 1.0, "accepted, not committed (output ended)"),
 }
 MULTI_SOURCE_RING = "#555555"
+# a warning inside a panel or a notebook's widget, as the app's banner shows one: dark text and a
+# grey bar, no source's colour (vermillion, its colour until the thirty-sixth session, is the key's)
+WARNING_CSS = "color:#222;border-left:4px solid #555;padding-left:6px"
 SELECTION_RING = "#000000"       # the node a view points at: no source's colour, never faded
 
 
@@ -210,6 +230,52 @@ def shown_sources(seen=()) -> list[str]:
     """
     others = {s for s in seen if s not in DRAFT_SOURCES and s not in (BONUS, ROOT)}
     return OWN_SOURCES + sorted(others, key=lambda s: (s not in PRECEDENCE, s)) + [BONUS]
+
+
+def _luminance(colour: str) -> float:
+    """WCAG 2 relative luminance of ``#RRGGBB``."""
+    lin = [(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+           for c in (int(colour.lstrip("#")[k:k + 2], 16) / 255 for k in (0, 2, 4))]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two ``#RRGGBB`` colours (1 to 21; text wants 4.5).
+
+    >>> round(contrast("#000000", "#FFFFFF"))
+    21
+    """
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def on_colour(fill: str) -> str:
+    """Black or white, whichever reads better on ``fill`` (a value printed inside a bar)."""
+    return "#000000" if contrast("#000000", fill) >= contrast("#FFFFFF", fill) else "#FFFFFF"
+
+
+# the text panel's lightest background under a token: the selected cycle's pale yellow highlight
+# (workbench.panels.text.NOW_BACKGROUND, 40% over white)
+TEXT_HIGHLIGHT = "#F9F4B3"
+
+
+def ink(colour: str, background: str = TEXT_HIGHLIGHT, ratio: float = 4.5) -> str:
+    """``colour`` darkened toward black until text in it reads on ``background`` (WCAG AA,
+    ``ratio``): the hue of a source, dark enough for the letters of the text panel (the sky
+    blue of the suffix index reads at 2.3:1 on white; its ink at 4.5:1).
+
+    >>> ink("#0072B2")                   # prompt lookup's blue reads as it is
+    '#0072B2'
+    >>> contrast(ink("#56B4E9"), TEXT_HIGHLIGHT) >= 4.5
+    True
+    """
+    rgb = [int(colour.lstrip("#")[k:k + 2], 16) for k in (0, 2, 4)]
+    out = colour
+    for step in range(21):
+        out = "#" + "".join(f"{round(c * (1 - step / 20)):02X}" for c in rgb)
+        if contrast(out, background) >= ratio:
+            break
+    return out
 
 
 def source_symbol(source: str) -> str:

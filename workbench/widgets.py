@@ -30,7 +30,7 @@ from oilbird.trace import RequestTrace
 from . import figures as F
 from .figures import first_cycle, last_cycle
 from .offline import figure_bundle
-from .palette import Style
+from .palette import WARNING_CSS, Style
 
 VIEWS = ("tree", "neighbours", "gap")
 
@@ -243,7 +243,7 @@ class Stepper:
             self.last_error = f"{type(exc).__name__}: {exc}"
             if self._w is not None:
                 from IPython.display import HTML
-                self._draw([HTML(f"<div style='color:#D55E00'><b>error</b>: {html.escape(self.last_error)}</div>")])
+                self._draw([HTML(f"<div style='{WARNING_CSS}'><b>error</b>: {html.escape(self.last_error)}</div>")])
             return None
 
     def _draw(self, items) -> None:

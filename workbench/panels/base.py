@@ -17,7 +17,9 @@ import plotly.io as pio
 from ..palette import BONUS, DEFAULT_STYLE, Style, source_label, source_symbol
 
 WHITESPACE = {" ": "·", "\n": "⏎", "\t": "→", "\r": "␍"}
-CURSOR = {"width": 1.5, "dash": "dot", "color": "#D55E00"}   # the selected-cycle marker line
+# the selected-cycle marker line: black, as the cycle's frame in the strips (vermillion, its colour
+# until the thirty-sixth session, is the semantic key's)
+CURSOR = {"width": 2, "dash": "dot", "color": "#111111"}
 PATTERN = {"fillmode": "overlay", "size": 8, "solidity": 0.25}  # hatching drawn over the fill colour
 # plotly's and kaleido's figure width where style.width is not set, and a monospace character's
 # width in em (about 0.6, a little slack): what a panel counts to make its text fit

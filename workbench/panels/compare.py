@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 
 from oilbird.trace import RequestTrace
 
-from ..palette import BONUS, Style, primary_source, shown_sources
-from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, TABLE_WIDTH, axis_key, esc, figure, grid, label_of, panel_layout,
-                   pin_title, style_or_default, vline)
+from ..palette import BONUS, SOURCE_PATTERNS, Style, primary_source, shown_sources
+from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, TABLE_WIDTH, axis_key, esc, figure, grid, label_of,
+                   panel_layout, pin_title, style_or_default, vline)
 from .provenance import REPLAYED, is_replay, live_mark, sampling_note, token_cycles, token_sources
 
 
@@ -62,6 +62,14 @@ def _compare_title(r: RequestTrace, s: Style) -> str:
             f"{len(r.output_ids)} tokens / {r.forwards} forwards{live}{store}</span>")
 
 
+def _pattern(sources) -> dict:
+    """The fill pattern of one source's bars, or per bar of a list (the cue beside the hue:
+    :data:`~workbench.palette.SOURCE_PATTERNS`; none for a source it does not know)."""
+    shape = ([SOURCE_PATTERNS.get(x, "") for x in sources] if isinstance(sources, list)
+             else SOURCE_PATTERNS.get(sources, ""))
+    return {"shape": shape, "fgcolor": "#333333", **PATTERN}
+
+
 def store_at_start(r: RequestTrace) -> int | None:
     """How many earlier output tokens the cross-request store held when ``r`` began (its first
     drafting cycle's ``store_records``); None where the trace does not say."""
@@ -93,7 +101,8 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         for k in order:
             data.append({"type": "bar", "x": cyc, "y": counts[col].get(k, [0] * len(r.cycles)),
                          "name": label_of(k, is_replay(r)), "legendgroup": k,
-                         "showlegend": col == 1, "marker": {"color": s.colour(k)}, "meta": f"{r.method}:{k}",
+                         "showlegend": col == 1, "marker": {"color": s.colour(k), "pattern": _pattern(k)},
+                         "meta": f"{r.method}:{k}",
                          "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} coloured {k} (one source "
                                           f"per token, exact match first)<extra></extra>",
                          "xaxis": xr, "yaxis": yr})
@@ -101,7 +110,8 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         prim = [primary_source(x or [BONUS]) for x in srcs]
         xs, ys = ref[(2, col)]
         data.append({"type": "bar", "x": list(range(len(prim))), "y": [1] * len(prim), "width": 1,
-                     "showlegend": False, "marker": {"color": [s.colour(p) for p in prim], "line": {"width": 0}},
+                     "showlegend": False, "marker": {"color": [s.colour(p) for p in prim], "line": {"width": 0},
+                                                     "pattern": _pattern(prim)},
                      "hovertext": [f"token {k}: {esc(r.output_text[k]) if k < len(r.output_text) else '?'}"
                                    f"<br>{', '.join(x)}" for k, x in enumerate(srcs)],
                      "hoverinfo": "text", "name": f"{r.method} tokens", "meta": f"{r.method}:strip",

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from oilbird.evaluation.funnel import LOST_HELP, REACHED, SHORT, SHORT_HELP, STAGE_HELP, STAGES, funnel
 from oilbird.trace import RequestTrace
 
-from ..palette import OKABE_ITO, Style
+from ..palette import OKABE_ITO, Style, on_colour
 from .base import axis_key, centred_note, figure, grid, panel_layout, pin_title, style_or_default
 from .gap import keyless
 from .provenance import traffic
@@ -87,6 +87,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
         colour = METHOD_COLOURS[k % len(METHOD_COLOURS)]
         data.append({"type": "funnel", "name": m, "y": stage_names, "x": counts, "meta": f"funnel-{m}",
                      "legendgroup": m, "marker": {"color": colour}, "textinfo": "value+percent initial",
+                     "insidetextfont": {"color": on_colour(colour)},     # readable on the bar's colour
                      "hoverinfo": "text", "hovertext": hover, "xaxis": ref[(1, 1)][0], "yaxis": ref[(1, 1)][1]})
         lost = fun[m]["lost"]
         short = fun[m]["tokens"]["short"]

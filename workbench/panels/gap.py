@@ -24,7 +24,7 @@ from oilbird.trace import GAP_POOL_STORE, RequestTrace
 
 from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
                        DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
-                       GAP_PATTERNS, GAP_POOL, GAP_POOL_RECORDED, Style, source_label)
+                       GAP_PATTERNS, GAP_POOL, GAP_POOL_RECORDED, WARNING_CSS, Style, source_label)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, pin_title, style_or_default, visible
 from .provenance import committed_upto, is_live, is_replay, local_model, token_sources
 
@@ -318,7 +318,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                if g.marked
                else f"<br>{html.escape(g.drafter_line, quote=False)}" if g.drafter_line else "")
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
-             f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#777'>"
+             f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#666'>"
              f"{html.escape(g.scope, quote=False)}<br>{pool}{drafter}</span>")
     more = title.count("<br>") - 2          # lines below the head, scope and pool: the title grows downwards
     lay = panel_layout(s, title, height=240 + 30 * more, annotations=notes,
@@ -347,7 +347,9 @@ def gap_strip_figure(request: RequestTrace, cycle: int | None = None, style: Sty
 
 
 _CELL = "display:inline-block;width:9px;height:22px;margin:0 1px 10px 0;vertical-align:top;"   # room for the bar
-_KEY = "display:inline-block;padding:1px 6px;margin:4px 4px 0 0;font-size:0.85em;"
+# black text on the key's swatches, set here: the theme's text colour read at 3.9:1 on vermillion,
+# and a dark theme turns it light on the light swatches
+_KEY = "display:inline-block;padding:1px 6px;margin:4px 4px 0 0;font-size:0.85em;color:#000;"
 
 
 _BAND = "inset 0 5px 0 #111"     # the drafter's mark: a black band across a cell's top
@@ -383,16 +385,16 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
     g = gap_cells(request, cycle, moment)
     under = (f" · <span style='border-bottom:4px solid {MOMENT_COLOUR}'>the gap moment shown</span> underlined"
              if moment else "")
-    head = (f"<b>gap strip</b> · one cell per output token{under} · <span style='color:#777'>"
+    head = (f"<b>gap strip</b> · one cell per output token{under} · <span style='color:#666'>"
             f"{html.escape(g.scope, quote=False)}<br>"
             f"{html.escape(g.pool, quote=False)}</span>")
     if g.missing:
         command = diagnose_command(request)
         why = html.escape(g.missing).replace(command, f"<code>{command}</code>")
-        return f"<div class='wb-gap'>{head}<div style='color:#777;padding:6px 0'>{why}</div>{_html_key(g)}</div>"
+        return f"<div class='wb-gap'>{head}<div style='color:#666;padding:6px 0'>{why}</div>{_html_key(g)}</div>"
     now = "outline:2px solid #111;outline-offset:-2px;"
     cells = "".join(_cell_html(c, g.method, "gap-cell", _CELL, 4, _BAND, now) for c in g.cells)
-    warn = f"<div style='color:#D55E00'>{g.inconsistent}</div>" if g.inconsistent else ""
+    warn = f"<div style='{WARNING_CSS}'>{g.inconsistent}</div>" if g.inconsistent else ""
     return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{cells}</div>{_html_key(g)}</div>"
 
 

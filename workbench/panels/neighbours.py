@@ -49,7 +49,7 @@ NB_HEADER_HELP = (
 NB_CAPTION = ("[ ] = the record the key found (the token before our root); the token after it is our root, and "
               "'proposed' follows that · 'N agree' = our last N tokens, the root first, equal its own")
 # how each renderer marks the parts of a "proposed" cell (NeighbourRow.parts)
-HTML_PARTS = " · proposed: <b>bold</b> = accepted, <span style='color:#999'>grey</span> = no node in the tree"
+HTML_PARTS = " · proposed: <b>bold</b> = accepted, <span style='color:#767676'>grey</span> = no node in the tree"
 FIGURE_PARTS = " · proposed: after ¦ = no node in the tree"
 # oilbird.sources.semantic.SemanticConfig.entry_floor, the default (a view never imports the
 # runtime; tests/test_figures.py checks it)
@@ -280,7 +280,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
     chars = int(((s.width or TABLE_WIDTH) - 20) / (CHAR_EM * font))
     notes = [line for n in notes for line in _wrap(n, chars)]
     for line in notes:
-        title += f"<br><span style='font-size:{font}px;color:#777'>{html.escape(line)}</span>"
+        title += f"<br><span style='font-size:{font}px;color:#666'>{html.escape(line)}</span>"
     top = 70 + 18 * len(notes)
     body = (CELL_HEIGHT + line_px * (max(head_lines) - 1)
             + sum(CELL_HEIGHT + line_px * (n - 1) for n in lines))
@@ -320,7 +320,7 @@ def _proposed_html(r: NeighbourRow) -> str:
     if not (acc or tried or left):
         return html.escape(r.proposed, quote=False)
     return ((f"<b>{acc}</b>" if acc else "") + tried
-            + (f"<span style='color:#999' title='no node in the tree'>{left}</span>" if left else ""))
+            + (f"<span style='color:#767676' title='no node in the tree'>{left}</span>" if left else ""))
 
 
 def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> str:
@@ -347,11 +347,11 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
                     f"{td}{'yes' if r.lexical else '<b>no</b>'}</td></tr>")
     if not rows:
         why = html.escape(t.empty_why, quote=False)
-        rows.append(f"<tr><td colspan='7' style='color:#777;{_WRAP}'>no neighbours this cycle ({why})</td></tr>")
-    notes = "".join(f"<div style='color:#777;font-size:0.85em'>{html.escape(n)}</div>" for n in t.footnotes)
+        rows.append(f"<tr><td colspan='7' style='color:#666;{_WRAP}'>no neighbours this cycle ({why})</td></tr>")
+    notes = "".join(f"<div style='color:#666;font-size:0.85em'>{html.escape(n)}</div>" for n in t.footnotes)
     return (f"<div class='wb-neighbours' style='max-width:100%;overflow-x:auto'>"
             f"<b>nearest neighbours</b> · cycle {t.cycle}: {len(t.rows)} retrieved{t.store}"
-            + (f"<div style='color:#777;font-size:0.8em'>{html.escape(NB_CAPTION, quote=False)}{HTML_PARTS}</div>"
+            + (f"<div style='color:#666;font-size:0.8em'>{html.escape(NB_CAPTION, quote=False)}{HTML_PARTS}</div>"
                if t.rows else "")
             + f"<table style='font-size:0.85em;width:100%;min-width:480px;table-layout:fixed'>"
             f"<colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead>"

@@ -16,13 +16,18 @@ import plotly.graph_objects as go
 
 from oilbird.trace import RequestTrace
 
-from ..palette import BONUS, Style, primary_source, shown_sources
+from ..palette import BONUS, Style, ink, primary_source, shown_sources
 from .base import (BY_PRIMARY, centred_note, esc, figure, label_of, legend_marker, panel_layout, style_or_default,
                    visible)
 from .provenance import committed_upto, is_replay, replay_note, token_cycles, token_sources
 
-TEXT_BORDERS = {"semantic": "double", "rejected": "dashed", "suffix": "solid",
-                "pld": "solid", "recycling": "dashed", BONUS: "dotted"}
+# each token's underline, in its source's colour, by a line style that tells apart the sources
+# whose hues draw close under a colour-vision deficiency (the key and the bonus; suffix, prompt
+# lookup and recycling; rejected and recycling; suffix and the arctic peer): the pairs that share a
+# style differ by more than 15 in CIEDE2000 under deuteranopia, protanopia and tritanopia (and
+# the two dashed ones never share a trace). The bonus, the verifier's own token, is not underlined
+TEXT_BORDERS = {"suffix": "solid", "live": "solid", "semantic": "double", "pld": "double",
+                "recycling": "dashed", "suffix-arctic": "dashed", "rejected": "dotted", BONUS: "none"}
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,9 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
         text = esc(t.text)
         if t.now:
             text = f"<b><u>{text}</u></b>"
-        return f"<span style='color:{s.colour(t.source)}'>{text}</span>"
+        if t.source == "semantic":      # the cue beside the hue for the key's tokens (the title says so)
+            text = f"<i>{text}</i>"
+        return f"<span style='color:{ink(s.colour(t.source))}'>{text}</span>"
 
     def hover(t: TokenCell) -> str:
         return f"{t.index}: {esc(t.text)} ← {t.delivered_by} (cycle {t.cycle})"
@@ -101,7 +108,7 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     n_rows = max(1, len(lines))
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens "
-             f"<span style='font-size:{s.font_size - 1}px;color:#777'>({BY_PRIMARY})</span>")
+             f"<span style='font-size:{s.font_size - 1}px;color:#666'>({BY_PRIMARY}; the key's in italics)</span>")
     if replay_note(request):
         title += f"<br><span style='font-size:{s.font_size - 1}px;color:#555'>{html.escape(replay_note(request))}</span>"
     lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows),
@@ -124,9 +131,10 @@ def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | 
 
 
 def _underline(src: str, s: Style) -> str:
-    """A source's colour and underline style (the line style says the source without hue), set
-    below the text (an underscore must stay visible above the line)."""
-    return (f"color:{s.colour(src)};border-bottom:3px {TEXT_BORDERS.get(src, 'solid')} {s.colour(src)};"
+    """A source's colour, as text dark enough to read (:func:`~workbench.palette.ink`), and its
+    underline in the colour itself, whose line style says the source without hue
+    (:data:`TEXT_BORDERS`), set below the text (an underscore must stay visible above the line)."""
+    return (f"color:{ink(s.colour(src))};border-bottom:3px {TEXT_BORDERS.get(src, 'solid')} {s.colour(src)};"
             "padding-bottom:2px;")
 
 
@@ -163,8 +171,8 @@ def text_html(request: RequestTrace, cycle: int | None = None, style: Style | No
     replay = is_replay(request)
     legend = " ".join(f'<span style="{_underline(x, s).rstrip(";")}">{html.escape(label_of(x, replay))}</span>'
                       for x in text_key(request))
-    body = "".join(parts) or '<span style="color:#777">(no tokens committed yet)</span>'
-    legend = f'<span style="color:#777">{BY_PRIMARY}:</span> {legend}'
+    body = "".join(parts) or '<span style="color:#666">(no tokens committed yet)</span>'
+    legend = f'<span style="color:#666">{BY_PRIMARY}:</span> {legend}'
     if cycle is not None:        # the highlight is keyed too
         legend += f' · <span style="background:{NOW_BACKGROUND}">this cycle\'s tokens</span>'
     # a box of a few lines that opens scrolled to its end (column-reverse), so the panels below
