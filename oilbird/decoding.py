@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .drafter import Drafter
+from .drafter import Drafter, check_vocabulary
 from .errors import PromptError
 from .model import LoadedModel
 from .sampling import decisions_per_node
@@ -214,6 +214,20 @@ def _teacher_rows(teacher: NodeOutputs, before: int, n: int) -> NodeOutputs:
                        teacher.states[rows])
 
 
+def _store_of(drafter: Drafter, store: Store | None) -> Store | None:
+    """The store a decoder fills: ``store``, or the one its sources read when none is given;
+    ValueError where a source reads another store than the decoder's (it would never see what
+    the decoder stores)."""
+    read = {id(s.store): (s.name, s.store) for s in drafter.sources if isinstance(getattr(s, "store", None), Store)}
+    if store is None and len(read) == 1:
+        return next(iter(read.values()))[1]
+    other = next((name for name, st in read.values() if st is not store), None)
+    if other is not None:
+        raise ValueError(f"draft source {other!r} reads another store than the decoder fills: build the "
+                         f"sources over the store you give the decoder (oilbird.presets.make_sources)")
+    return store
+
+
 class SpeculativeDecoder:
     """Tree-verifying decoder around one drafter and (optionally) one tenant's store.
 
@@ -222,14 +236,17 @@ class SpeculativeDecoder:
     next prompt after it when that prompt starts with it (a conversation's next turn).
     ``method``: the name its traces carry (a preset's, :func:`oilbird.presets.make_decoder`);
     without one, the sources' names in brackets, e.g. ``[pld+mine]``, which no view mistakes for a
-    preset (they read what a preset drafts from its name: the key, a tree).
+    preset (they read what a preset drafts from its name: the key, a tree). Without ``store``, the
+    store the drafter's sources read (the semantic key's, the suffix index's) is the one it fills:
+    a decoder that filled none would leave their store empty for good.
     """
 
     def __init__(self, verifier: Verifier, drafter: Drafter, store: Store | None = None,
                  method: str | None = None, trace: bool = True, reuse_prefix: bool = False):
         self.verifier = verifier
         self.drafter = drafter
-        self.store = store
+        self.store = _store_of(drafter, store)
+        self._vocab = int(getattr(verifier.lm.model.config, "vocab_size", 0) or 0)   # 0: not checked
         self.method = method or "[" + "+".join(s.name for s in drafter.sources) + "]"
         self.trace = trace
         self.reuse_prefix = reuse_prefix
@@ -295,6 +312,8 @@ class SpeculativeDecoder:
                 t_a = time.perf_counter()
                 # 2) draft: a tree rooted at the newest committed token
                 tree, info = drafter.draft(list(ids) + generated, request_id, query_state)
+                if self._vocab:
+                    check_vocabulary(tree, self._vocab)
                 t_b = time.perf_counter()
                 # 3) verify: the judge's verdict on the whole tree (live, Greedy.verdict: one
                 #    forward, greedy_accept, and Verifier.commit keeps only the accepted nodes' cache)

@@ -32,6 +32,7 @@ Which sources run is decided by the preset (see :mod:`oilbird.presets`).
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -39,6 +40,7 @@ import numpy as np
 from .acceptance import AcceptanceRates
 from .methods import TreeConfig
 from .sources.base import Chain, DraftContext, DraftSource, LookedUp, Proposal
+from .trace import BONUS
 from .tree import DraftTree
 from .verdict import TreeVerdict
 
@@ -60,12 +62,27 @@ class DraftInfo:
 
 
 def _attach(tree: DraftTree, source: str, chain: Chain) -> int:
-    """The node ``chain`` hangs below, checked: a source's bad index is named here, not later
-    as a malformed tree in the verifier."""
+    """The node ``chain`` hangs below, the chain checked: a source's bad index, score or token
+    is named here, not later as a malformed tree in the verifier or a trace file nothing reads
+    (token ids past the vocabulary: :func:`check_vocabulary`, which knows the model)."""
     if not 0 <= chain.attach < len(tree):
         raise ValueError(f"a {source!r} chain attaches below node {chain.attach}, but the tree has "
                          f"{len(tree)} nodes (0 = the root)")
+    if not math.isfinite(chain.score):
+        raise ValueError(f"a {source!r} chain has score {chain.score}: a score is a finite number")
+    if chain.tokens and min(chain.tokens) < 0:
+        raise ValueError(f"a {source!r} chain proposes token id {min(chain.tokens)}: token ids are >= 0")
     return chain.attach
+
+
+def check_vocabulary(tree: DraftTree, vocab_size: int) -> None:
+    """Raise ValueError naming the sources of the first node whose token id is past the model's
+    vocabulary (the embedding lookup would fail without saying whose token it was)."""
+    if tree.tokens and max(tree.tokens) >= vocab_size:
+        i = next(k for k, t in enumerate(tree.tokens) if t >= vocab_size)
+        who = ", ".join(repr(x) for x in sorted(tree.sources[i])) or "the root"
+        raise ValueError(f"draft source {who} proposed token id {tree.tokens[i]}, past the model's vocabulary "
+                         f"of {vocab_size}")
 
 
 def add_chain(tree: DraftTree, chain: Chain, source: str, budget: int) -> tuple[list[int], list[int]]:
@@ -199,6 +216,9 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
     return list(zip(walked, paid))
 
 
+# names no source may take: the trace credits these tokens to the verifier, not to a drafter
+RESERVED_NAMES = {BONUS: "verifier's bonus token", "root": "tree's root (the last committed token)"}
+
 # the three passes of a tree, by the ``role`` a source declares (oilbird/sources/base.py)
 ROLES = ("spine", "chains", "branches")
 
@@ -226,6 +246,10 @@ class Drafter:
         if twice:
             raise ValueError(f"two draft sources named {twice[0]!r}: names must be unique (the trace credits "
                              f"tokens by name)")
+        taken = next((n for n in names if n in RESERVED_NAMES), None)
+        if taken:
+            raise ValueError(f"a draft source is named {taken!r}, which the trace keeps for the "
+                             f"{RESERVED_NAMES[taken]}: name it otherwise")
         roles = {s.name: getattr(s, "role", "spine") for s in sources}
         bad = next((n for n, r in roles.items() if r not in ROLES), None)
         if bad:

@@ -378,11 +378,19 @@ def _check_request(r: RequestTrace) -> None:
 
 
 def request_to_lines(r: RequestTrace) -> list[str]:
+    """One request's JSONL lines; TraceError for a value no reader takes back (NaN, infinity),
+    naming the request and cycle, before anything is written."""
     head = {k: v for k, v in asdict(r).items() if k != "cycles"}
     head["kind"] = "request"
     head["version"] = TRACE_VERSION
-    lines = [json.dumps(head, ensure_ascii=False)]
-    lines += [json.dumps(_cycle_to_dict(c), ensure_ascii=False) for c in r.cycles]
+    records = [("its header", head)] + [(f"cycle {c.cycle}", _cycle_to_dict(c)) for c in r.cycles]
+    lines = []
+    for where, d in records:
+        try:
+            lines.append(json.dumps(d, ensure_ascii=False, allow_nan=False))
+        except ValueError as exc:
+            raise TraceError(f"request {r.request_id!r}, {where}: {exc} (NaN or infinity: a trace holds finite "
+                             f"numbers)") from None
     return lines
 
 
@@ -392,14 +400,18 @@ def save_traces(traces: Iterable[RequestTrace], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as raw:
-        # gzip without a name or a time in its header: the same traces give the same bytes
-        out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
-        for r in traces:
-            for line in request_to_lines(r):
-                out.write((line + "\n").encode("utf-8"))
-        if out is not raw:
-            out.close()                 # the gzip trailer; the file itself closes with the block
+    try:
+        with tmp.open("wb") as raw:
+            # gzip without a name or a time in its header: the same traces give the same bytes
+            out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
+            for r in traces:
+                for line in request_to_lines(r):
+                    out.write((line + "\n").encode("utf-8"))
+            if out is not raw:
+                out.close()                 # the gzip trailer; the file itself closes with the block
+    except BaseException:
+        tmp.unlink(missing_ok=True)         # the file at ``path``, if any, is as it was
+        raise
     tmp.replace(path)
     return path
 

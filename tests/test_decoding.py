@@ -1,5 +1,6 @@
 """The decoder on the tiny mock model: every preset equals plain greedy, counters add up."""
 import random
+import re
 
 import pytest
 import torch
@@ -67,6 +68,20 @@ def test_trace_jsonl_round_trip(tiny_lm, tmp_path):
     traces = [dec.run(f"r{i}", ids, 20) for i, ids in enumerate(_prompts(3))]
     path = save_traces(traces, tmp_path / "t.jsonl")
     assert load_traces(path) == traces
+
+
+def test_a_trace_with_a_nan_is_refused_before_the_file_is_touched(tiny_lm, tmp_path):
+    """The writer refuses what the reader refuses (NaN, infinity), naming request and cycle; the
+    file already there stays as it was, and no half-written file is left beside it."""
+    from oilbird.trace import TraceError
+    tr = make_decoder("goose", Verifier(tiny_lm)).run("r0", _prompts(1)[0], 12)
+    path = save_traces([tr], tmp_path / "t.jsonl")
+    before = path.read_bytes()
+    bad = tr.cycles[-1]
+    bad.scores[0] = {"suffix": float("nan")}
+    with pytest.raises(TraceError, match=f"request 'r0', cycle {bad.cycle}: .*finite numbers"):
+        save_traces([tr], path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
 
 
 def test_cycles_record_whether_the_adjacency_table_opened_the_gate(tiny_lm):
@@ -359,6 +374,66 @@ def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
     # no method given: the trace is named by its sources, not passed off as the oilbird preset
     from oilbird.methods import has_semantic
     assert tr.method == "[pld+oracle]" and not has_semantic(tr.method)
+
+
+@pytest.mark.parametrize("chain, message", [
+    ({"tokens": [5, 10**6]}, "'bad' proposed token id 1000000, past the model's vocabulary of 259"),
+    ({"tokens": [5, -1]}, "a 'bad' chain proposes token id -1: token ids are >= 0"),
+    ({"tokens": [5], "score": float("nan")}, "a 'bad' chain has score nan: a score is a finite number"),
+])
+def test_a_source_of_ones_own_with_a_bad_chain_is_named(tiny_lm, chain, message):
+    """A custom source's bad token id or score is refused naming the source, not an IndexError in
+    the embedding lookup or a trace file nothing can read back."""
+    from oilbird.decoding import SpeculativeDecoder
+    from oilbird.drafter import Drafter
+    from oilbird.sources.base import Chain, DraftSource, Proposal
+
+    class Bad(DraftSource):
+        name = "bad"
+
+        def propose(self, ctx, budget):
+            return Proposal([Chain(**{"score": 1.0, **chain})])
+
+    dec = SpeculativeDecoder(Verifier(tiny_lm), Drafter([Bad()], TreeConfig()))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dec.run("r", _prompts(1)[0], 8)
+
+
+@pytest.mark.parametrize("name", ["bonus", "root"])
+def test_a_source_may_not_take_a_name_the_trace_keeps(name):
+    from oilbird.drafter import Drafter
+    from oilbird.sources.prompt_lookup import PromptLookupSource
+    src = PromptLookupSource()
+    src.name = name
+    with pytest.raises(ValueError, match=f"named '{name}', which the trace keeps"):
+        Drafter([src], TreeConfig())
+
+
+def test_a_decoder_without_a_store_fills_the_one_its_sources_read(tiny_lm):
+    """The recipe of oilbird/sources/base.py with the key: built over a store and given no
+    ``store=``, the decoder fills that store (it left it empty for good, every cycle "empty-store");
+    a source over another store than the decoder's is refused."""
+    from oilbird.decoding import SpeculativeDecoder
+    from oilbird.drafter import Drafter
+    from oilbird.sources.semantic import SemanticSource
+    from oilbird.store import Store
+    v = Verifier(tiny_lm)
+    store = Store(dim=int(tiny_lm.model.config.hidden_size))
+    dec = SpeculativeDecoder(v, Drafter([SemanticSource(store)], TreeConfig()))
+    dec.run("a", _prompts(1)[0], 12)
+    assert dec.store is store and len(store) > 0
+    with pytest.raises(ValueError, match="'semantic' reads another store than the decoder fills"):
+        SpeculativeDecoder(v, Drafter([SemanticSource(store)], TreeConfig()), store=Store(dim=store.dim))
+
+
+def test_report_says_not_audited_for_traces_nothing_compared_with_greedy(tiny_lm):
+    from oilbird.evaluation.report import trace_methods
+    from oilbird.evaluation.results import check_cell
+    tr = make_decoder("goose", Verifier(tiny_lm)).run("r", _prompts(1)[0], 8)
+    assert tr.lossless is None
+    assert check_cell(trace_methods([tr])["goose"]) == "not audited"
+    tr.lossless = True
+    assert check_cell(trace_methods([tr])["goose"]) == "yes"
 
 
 def test_make_decoder_variant_reaches_the_drafter(tiny_lm):

@@ -36,13 +36,39 @@ went; the drafter adds what the tree did with it (a :class:`LookedUp`, in ``Draf
 and the decoder makes the trace's :class:`~oilbird.trace.Neighbour` of it, the cycle's nearest
 neighbours. Names must be unique in one drafter.
 
-To decode with a source of your own, give it to a drafter beside the others::
+To decode with a source of your own, give it to a drafter beside the others (a preset's
+sources, over one store, come from :func:`oilbird.presets.make_sources`)::
 
+    from oilbird.audit import audit
+    from oilbird.data.requests import builtin_requests, encode
     from oilbird.decoding import SpeculativeDecoder
     from oilbird.drafter import Drafter, TreeConfig
-    from oilbird.sources.prompt_lookup import PromptLookupSource
-    dec = SpeculativeDecoder(verifier, Drafter([PromptLookupSource(), MySource()], TreeConfig()))
-    trace = dec.run("r0", ids, 64)        # lossless whatever MySource proposes
+    from oilbird.model import load_model
+    from oilbird.presets import make_sources
+    from oilbird.store import Store
+    from oilbird.trace import save_traces
+    from oilbird.verifier import Verifier
+
+    lm = load_model()                                  # SmolLM2-135M-Instruct, offline
+    store = Store(dim=lm.model.config.hidden_size, state_key=lm.state_key)
+    sources = make_sources(["suffix", "pld", "semantic", "recycling"], store, store.dim,
+                           lm.model.config.vocab_size) + [MySource()]
+    dec = SpeculativeDecoder(Verifier(lm), Drafter(sources, TreeConfig(fill="expected")), store=store)
+    traces = []
+    for req in builtin_requests()[:4]:
+        ids = encode(lm.tokenizer, req)
+        tr = dec.run(req.id, ids, 64)                  # lossless whatever MySource proposes
+        tr.lossless = audit(lm, ids, tr.output_ids, 64).lossless   # checked, for report and the app
+        traces.append(tr)
+    save_traces(traces, "runs/mine.jsonl")             # python -m workbench.app --traces runs/mine.jsonl
+
+The decoder fills the store it is given (without one, the store its sources read), a request's
+records joining it when the request ends. A source names itself (``name``; not ``bonus`` or
+``root``, which the trace keeps for the verifier's tokens) and proposes token ids of the model's
+vocabulary with finite scores: a chain that breaks either is refused naming the source. Its
+chains are drawn under its name, in grey with an ``x`` marker (:mod:`workbench.palette`), and a
+node it shares with another source takes that source's colour. To measure it on recorded
+traffic, see docs/replay.md ("A drafter of your own").
 """
 from __future__ import annotations
 
