@@ -202,6 +202,7 @@ def trace_methods(traces) -> dict:
     and sole-source tokens by source, per-request rows for :func:`paired_tau`. A trace has no
     wall-clock time of its own, so these summaries carry no tokens/s."""
     stats: dict = {}
+    unaudited: set[str] = set()      # methods with a greedy trace nothing compared with greedy decoding
     for tr in traces:
         st = stats.setdefault(tr.method, MethodStats())
         st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0)
@@ -211,7 +212,13 @@ def trace_methods(traces) -> dict:
         elif tr.lossless is False:
             st.lossless = False
             st.first_failure = st.first_failure or tr.request_id
-    return {m: st.summary() for m, st in stats.items()}
+        elif tr.lossless is None and not tr.meta.get("replay"):   # a replay follows its recording
+            unaudited.add(tr.method)
+    out = {m: st.summary() for m, st in stats.items()}
+    for m in unaudited:
+        if out[m]["lossless"] is True:      # a failure or a sampled verdict says more
+            out[m].update(lossless=None, audited=False)
+    return out
 
 
 def trace_origin(traces) -> dict:
