@@ -104,6 +104,38 @@ def test_fast_replay_follows_the_recording_and_matches_exact_for_copying_sources
     assert fast["methods"]["oilbird"]["speedup"] is None and exact["methods"]["oilbird"]["speedup"]
 
 
+def test_a_drafter_of_ones_own_replays_beside_the_methods(tiny_lm):
+    """docs/replay.md's recipe: a decoder the caller built (here goose's tree with a source of
+    one's own) replays under its name, its trees following the recording, beside a method."""
+    from oilbird.decoding import SpeculativeDecoder
+    from oilbird.drafter import Drafter, TreeConfig
+    from oilbird.presets import make_sources
+    from oilbird.sources.base import Chain, DraftSource, Proposal
+    from oilbird.store import Store
+
+    class Sevens(DraftSource):
+        name = "sevens"
+
+        def propose(self, ctx, budget):
+            return Proposal([Chain([7, 7], 0.5)])
+
+    v = Verifier(tiny_lm)
+    turns = [RecordedTurn(f"c/{i}", "c", i, ids, autoregressive(v, ids, MAX_NEW).output_ids)
+             for i, ids in enumerate(_prompts(2))]
+    cfg = tiny_lm.model.config
+    store = Store(dim=cfg.hidden_size, state_key=tiny_lm.state_key)
+    sources = make_sources(["suffix", "pld", "recycling"], store, cfg.hidden_size, cfg.vocab_size) + [Sevens()]
+    mine = SpeculativeDecoder(v, Drafter(sources, TreeConfig()))          # goose's sources, and one's own
+    traces = []
+    res = replay([turns], ["goose"], v, own={"mine": mine}, on_request=lambda trs, _: traces.extend(trs))
+    assert list(res["methods"]) == ["goose", "mine"] and res["methods"]["mine"]["lossless"]
+    assert res["methods"]["mine"]["fill"] == "reserved" and len(res["methods"]["mine"]["per_request"]) == 2
+    drafted = {s for t in traces if t.method == "mine" for c in t.cycles for node in c.sources for s in node}
+    assert "sevens" in drafted and all(t.output_ids == turns[i // 2].recording_ids for i, t in enumerate(traces))
+    with pytest.raises(ValueError, match="'goose' names both a method and a decoder of one's own"):
+        replay([turns], ["goose"], v, own={"goose": mine})
+
+
 def test_teacher_forcing_reuses_the_conversation_cache(tiny_lm):
     """Turn 2's prompt extends turn 1's prompt + recording: its teacher rows equal a fresh
     forward's, though only the new tokens were fed."""

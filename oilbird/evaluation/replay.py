@@ -40,6 +40,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 import numpy as np
 
 from ..decoding import Replay, SpeculativeDecoder
+from ..errors import repeated
 from ..methods import Method, TreeConfig, as_methods
 from ..presets import make_decoder
 from .results import MethodStats, with_speedups
@@ -132,8 +133,11 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
            recorded_by: str | Mapping[str, str] | None = None, on_request: Callable[[list[RequestTrace], dict], None] | None = None,
            progress: Callable[[int], None] | None = None, store_kwargs: dict | None = None,
            teacher: TeacherForcer | None = None, timing: dict | None = None,
-           teacher_sink: Callable[[Turn, NodeOutputs], None] | None = None) -> dict:
-    """Replay ``conversations`` (each a list of turns, in order) with every method.
+           teacher_sink: Callable[[Turn, NodeOutputs], None] | None = None,
+           own: Mapping[str, SpeculativeDecoder] | None = None) -> dict:
+    """Replay ``conversations`` (each a list of turns, in order) with every method, and with
+    ``own``'s decoders (a name to a :class:`~oilbird.decoding.SpeculativeDecoder` built by the
+    caller: a drafter of one's own, docs/replay.md), each under its name beside the methods.
 
     Returns the results dict (``oilbird.evaluation.results`` shape: tau, mean nodes, source shares, per
     request rows; in exact mode tokens/s and speedup over ``ar``, the local model's cost of these
@@ -157,7 +161,11 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     methods = as_methods(methods, (tree or TreeConfig()).fill)   # (a name without a fill takes the tree's)
-    names = [m.name for m in methods]
+    own = dict(own or {})
+    names = [m.name for m in methods] + list(own)
+    twice = repeated(names)
+    if twice:
+        raise ValueError(f"'{twice}' names both a method and a decoder of one's own; name each once")
     for m in methods:
         check_method(m)
     lm = verifier.lm
@@ -165,6 +173,9 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     if mode == "fast" and teacher is None:
         teacher = TeacherForcer(verifier)
     decoders = {m.name: make_replay_decoder(m, verifier, tree, trace, store_kwargs) for m in methods}
+    for name, dec in own.items():           # as make_replay_decoder leaves a method's decoder
+        dec.reuse_prefix, dec.method = True, name
+        decoders[name] = dec
     stats = {n: MethodStats() for n in names}
     drafting = {n: 0.0 for n in names}
     skipped = {"conversations": 0, "turns": 0, "ids": []}      # ids: which traffic tau leaves out
@@ -173,7 +184,7 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
 
     def results() -> dict:
         who = (", ".join(sorted(set(whom.values()))) or None) if isinstance(recorded_by, Mapping) else recorded_by
-        return _results(stats, methods, lm, mode, tree, who, run, skipped, teacher, drafting, timing)
+        return _results(stats, methods, lm, mode, tree, who, run, skipped, teacher, drafting, timing, own)
 
     for turns in conversations:
         turns = list(turns)
@@ -228,18 +239,20 @@ WHOSE = {m: ("tau: what each drafter, run on the local model, would have committ
          for m in ("fast", "exact")}
 
 
-def _results(stats, methods, lm, mode, tree, recorded_by, run, skipped, teacher, drafting, timing) -> dict:
+def _results(stats, methods, lm, mode, tree, recorded_by, run, skipped, teacher, drafting, timing, own) -> dict:
     from dataclasses import asdict
-    res = {m.name: stats[m.name].summary() for m in methods}
-    for m in methods:
-        if m.drafts_tree:
-            res[m.name]["fill"] = m.tree(tree).fill
+    fills = {m.name: m.tree(tree).fill if m.drafts_tree else None for m in methods}
+    fills.update({name: dec.drafter.cfg.fill for name, dec in own.items()})
+    res = {name: stats[name].summary() for name in fills}
+    for name, fill in fills.items():
+        if fill is not None:
+            res[name]["fill"] = fill
         if mode == "fast":          # no forward runs per method: time means nothing here
             for k in ("tokens_per_s", "decode_tokens_per_s", "seconds", "overhead_share", "stage_share"):
-                res[m.name].pop(k, None)
-            res[m.name]["per_request"] = [      # (nor per turn: not measured, not 0; copies: stats keeps its rows)
+                res[name].pop(k, None)
+            res[name]["per_request"] = [      # (nor per turn: not measured, not 0; copies: stats keeps its rows)
                 {k: v for k, v in row.items() if k not in ("seconds", "prefill_seconds")}
-                for row in res[m.name].get("per_request", [])]
+                for row in res[name].get("per_request", [])]
     if mode == "exact":
         with_speedups(res)
     else:
