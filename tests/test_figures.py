@@ -17,7 +17,7 @@ from workbench import figures as F
 from workbench.panels.neighbours import _cell_chars as cell_chars
 from workbench.palette import (ALL_SOURCES, DRAFT_SOURCES, GAP_COLOURS, PEER_SOURCES, PRECEDENCE, SOURCE_COLOURS,
                                SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, Style, ink, primary_source,
-                               source_label)
+                               source_label, source_symbol)
 
 LABELS = ["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]
 
@@ -648,6 +648,10 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     goose = replace(r, method="goose")                              # no hidden-state key: no marks, and why
     assert F.gap_cells(goose).drafter is None and not F.drafter_marks(goose)
     assert "goose has no hidden-state key" in F.gap_cells(goose).drafter_line
+    # a method of one's own: its trace says it drafts without the key (every cycle "no-source"),
+    # so the strip says so, not that the trace is older than the field
+    own = replace(request_goose(), method="[suffix+mine]", gap_labels=LABELS, drafter_reach=None)
+    assert "[suffix+mine] has no hidden-state key" in F.gap_cells(own).drafter_line
     assert not any(d.meta == "drafter" for d in F.gap_strip_figure(goose).data)
     assert all("drafter's key" not in m.describe() for m in F.gap_moments(goose))
     old = request_oilbird(LABELS)                       # a trace from before the field
@@ -775,6 +779,8 @@ def test_a_replay_says_so_in_the_titles_of_figures_shown_on_their_own():
     a, b = replace(request_oilbird(), meta=meta), replace(request_goose(), meta=meta)
     assert (f"a fast replay: the recording's tokens; the drafters' trees, keyed on {a.model}'s states"
             in F.metrics_figure(a).layout.title.text)
+    exact = replace(a, meta={"replay": {"mode": "exact", "recorded_by": "gpt-4o"}})
+    assert "an exact replay: the recording's tokens" in F.metrics_figure(exact).layout.title.text
     assert "replayed (the recording decides)" in F.compare_figure(a, b).layout.title.text
     assert "replay" not in F.metrics_figure(request_oilbird()).layout.title.text
     assert "replayed" not in F.compare_figure(request_oilbird(), request_goose()).layout.title.text
@@ -865,6 +871,7 @@ def test_peer_and_unknown_sources_keep_their_tokens_colour_and_legend():
     assert sum(share.values()) == pytest.approx(1.0)
     colour = dict(zip(bars.x, bars.marker.color))
     assert colour["suffix-arctic"] == SOURCE_COLOURS["suffix-arctic"] and colour["mystery"] == UNKNOWN_COLOUR
+    assert source_symbol("mystery") == "x" and "x" not in SOURCE_SYMBOLS.values()   # not the "several sources" ring
 
     cmp = F.compare_figure(r, request_goose())
     stacks = [t.y for t in cmp.data if t.meta.startswith("oilbird:") and t.meta != "oilbird:strip"]

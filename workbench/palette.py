@@ -68,6 +68,9 @@ SOURCE_COLOURS = {
     ROOT: OKABE_ITO["black"],
 }
 UNKNOWN_COLOUR = OKABE_ITO["grey"]
+# a source this palette does not know (one of a researcher's own): a shape no other entry of a key
+# has (an open circle, its shape until the thirty-sixth session, read as the "several sources" ring)
+UNKNOWN_SYMBOL = "x"
 
 SOURCE_SYMBOLS = {
     "semantic": "star",
@@ -279,7 +282,7 @@ def ink(colour: str, background: str = TEXT_HIGHLIGHT, ratio: float = 4.5) -> st
 
 
 def source_symbol(source: str) -> str:
-    return SOURCE_SYMBOLS.get(source, "circle-open")
+    return SOURCE_SYMBOLS.get(source, UNKNOWN_SYMBOL)
 
 
 def source_label(source: str) -> str:

@@ -89,7 +89,7 @@ def dialogue_messages(records: list[tuple[int, object]], path) -> list[dict]:
             raise err(f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
         if role in ("User", "AI"):
             if not isinstance(r.get("text"), str):
-                raise err(f"a {role} record needs a 'text' string")
+                raise err(f"{'an' if role == 'AI' else 'a'} {role} record needs a 'text' string")
             msgs.append({"role": "user" if role == "User" else "assistant", "content": r["text"]})
             continue
         name, params, result = r.get("api_name"), r.get("param_dict"), r.get("result")

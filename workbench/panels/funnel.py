@@ -108,8 +108,11 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     layout = panel_layout(s, title, height=max(s.height, 460) + top - 50, barmode="group", funnelmode="group",
                           margin={"l": 40, "r": 10, "t": top, "b": 40},
                           legend={"title": {"text": "method"}, "orientation": "h", "y": -0.12},
-                          # the values in the bars stay readable (plotly shrinks them to fit the bar)
-                          uniformtext={"minsize": max(9, s.font_size - 2), "mode": "show"}, **axes)
+                          # the values in the bars stay readable (plotly shrinks them to fit the bar); beside
+                          # a second method's bars they would run into each other, so those that do not fit
+                          # are left to the hover
+                          uniformtext={"minsize": max(9, s.font_size - 2), "mode": "show" if len(names) < 2 else "hide"},
+                          **axes)
     layout[axis_key(ref[(1, 1)][1])].update({"autorange": "reversed", "automargin": True})
     layout[axis_key(ref[(1, 2)][1])].update({"autorange": "reversed", "automargin": True})
     # (what lost: and short: mean is in each bar's hover and in funnel_glossary; a note under the

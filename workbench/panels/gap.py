@@ -149,6 +149,7 @@ class GapStrip:
     drafter: DrafterCount | None = None   # None: the trace does not say where the drafter's key reaches
     scope: str = ""                     # what the labels describe, and their pool (gap_words)
     pool: str = GAP_POOL
+    keyless: bool = False               # its method drafts without the hidden-state key (:func:`keyless`)
 
     @property
     def marked(self) -> bool:
@@ -163,7 +164,7 @@ class GapStrip:
             return ""
         if self.drafter is None:
             return (f"{self.method} has no hidden-state key: no drafter's key to mark (the labels are the "
-                    "output's, not its drafter's)" if keyless(self.method) else DRAFTER_MISSING)
+                    "output's, not its drafter's)" if self.keyless else DRAFTER_MISSING)
         if not self.marked:
             return "no gap tokens a drafter drafts in this request: nothing for the drafter's own key to mark"
         return f"{DRAFTER_LEGEND}: {self.drafter.words()}"
@@ -223,7 +224,8 @@ def gap_cells(request: RequestTrace, cycle: int | None = None, moment: tuple[int
         drafter = DrafterCount(sum(c.drafter for c in seen), len(seen), sum(c.drafter for c in rec), len(rec),
                                bool(cells) and cells[0].prefill)
     bad = f"{len(labels)} labels for {n} output tokens: the trace is inconsistent" if len(labels) != n else ""
-    return GapStrip(request.method, n, cells, counts, span, "", bad, drafter, *gap_words(request))
+    return GapStrip(request.method, n, cells, counts, span, "", bad, drafter, *gap_words(request),
+                    keyless=keyless(request.method, request))
 
 
 def cell_hover(c: GapCell, method: str = "") -> str:

@@ -18,6 +18,11 @@ from .base import (CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, label_o
 from .provenance import accepted_share, is_replay, local_model, sampling_note, sole_share, verdict_text
 
 
+def _a(word: str) -> str:
+    """``word`` after its indefinite article ("an exact", "a fast")."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
     """Four metric panels for one request (see :func:`metrics_figure`)."""
     s = style_or_default(style)
@@ -71,7 +76,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
              f"tokens / {request.forwards} forwards" + (
-                 f";<br>a {mode} replay: the recording's tokens; the drafters' trees, keyed on "
+                 f";<br>{_a(mode)} replay: the recording's tokens; the drafters' trees, keyed on "
                  f"{html.escape(local_model(request), quote=False)} states"
                  if mode else f";<br>{html.escape(local_model(request), quote=False)} own decoding") + (
                  f"; {sampled}" if (sampled := sampling_note(request)) else "") + ")</span>")
