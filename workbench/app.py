@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"workbench: preview of the first cycle at http://{args.host}:{args.port}/ "
                   f"({time.perf_counter() - t0:.2f} s); the app replaces it when ready", flush=True)
     try:
-        from .ui import CSS, UPLOAD_MAX_BYTES, build_app   # imports gradio: the slow part of the start (~7 s on 2 cores)
+        from .ui import CSS, JS, UPLOAD_MAX_BYTES, build_app   # imports gradio: the slow part of the start (~7 s on 2 cores)
         demo = build_app(cat, data, ModelHolder(args.model), args.max_new_tokens, args.budget)
         demo.queue(default_concurrency_limit=4)
     finally:
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     before = (signal.signal(signal.SIGTERM, _stop_as_interrupt)
               if threading.current_thread() is threading.main_thread() else None)
     try:
-        demo.launch(server_name=args.host, server_port=args.port, css=CSS, show_error=True, quiet=False,
+        demo.launch(server_name=args.host, server_port=args.port, css=CSS, js=JS, show_error=True, quiet=False,
                     max_file_size=UPLOAD_MAX_BYTES,
                     auth=auth, auth_message=None if auth is None else f"{TITLE}: log in")
     except OSError:   # taken since the check above; gradio's own advice names an env variable

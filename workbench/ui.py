@@ -45,7 +45,9 @@ from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, LIVE_ORIGIN, PLAY_PACES,
 # `python -m oilbird report` reads up to 2 GiB. app.py gives gradio the same bound on the file
 UPLOAD_MAX_BYTES = 512 << 20
 
-CSS = (Path(__file__).resolve().parents[1] / "assets" / "workbench.css").read_text(encoding="utf-8")
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+CSS = (ASSETS / "workbench.css").read_text(encoding="utf-8")
+JS = (ASSETS / "workbench.js").read_text(encoding="utf-8")     # names each figure for a screen reader
 
 # --------------------------------------------------------------------------- the outputs, named
 # Each event returns one of these; the components it updates are listed from the same field
