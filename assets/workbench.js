@@ -5,7 +5,9 @@
   const name = () => {
     for (const plot of document.querySelectorAll(".js-plotly-plot")) {
       const title = plot.querySelector(".gtitle");
-      const label = title ? title.textContent.trim() : "figure";
+      const lines = title ? [...title.querySelectorAll(".line")].map(l => l.textContent.trim()) : [];
+      const label = lines.length ? lines.filter(Boolean).join("; ")       // a title's lines, apart
+                    : title ? title.textContent.trim() : "figure";
       if (plot.getAttribute("aria-label") !== label) {
         plot.setAttribute("role", "img");
         plot.setAttribute("aria-label", label);

@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .drafter import Drafter, check_vocabulary
+from .drafter import Drafter
 from .errors import PromptError
 from .model import LoadedModel
 from .sampling import decisions_per_node
@@ -221,6 +221,10 @@ def _store_of(drafter: Drafter, store: Store | None) -> Store | None:
     read = {id(s.store): (s.name, s.store) for s in drafter.sources if isinstance(getattr(s, "store", None), Store)}
     if store is None and len(read) == 1:
         return next(iter(read.values()))[1]
+    if store is None and len(read) > 1:
+        names = " and ".join(repr(name) for name, _ in read.values())
+        raise ValueError(f"draft sources {names} read different stores, and a decoder fills one: build the "
+                         f"sources over one store (oilbird.presets.make_sources)")
     other = next((name for name, st in read.values() if st is not store), None)
     if other is not None:
         raise ValueError(f"draft source {other!r} reads another store than the decoder fills: build the "
@@ -246,7 +250,8 @@ class SpeculativeDecoder:
         self.verifier = verifier
         self.drafter = drafter
         self.store = _store_of(drafter, store)
-        self._vocab = int(getattr(verifier.lm.model.config, "vocab_size", 0) or 0)   # 0: not checked
+        if drafter.vocab_size is None:       # every proposed token id is checked against it
+            drafter.vocab_size = int(getattr(verifier.lm.model.config, "vocab_size", 0) or 0) or None
         self.method = method or "[" + "+".join(s.name for s in drafter.sources) + "]"
         self.trace = trace
         self.reuse_prefix = reuse_prefix
@@ -312,8 +317,6 @@ class SpeculativeDecoder:
                 t_a = time.perf_counter()
                 # 2) draft: a tree rooted at the newest committed token
                 tree, info = drafter.draft(list(ids) + generated, request_id, query_state)
-                if self._vocab:
-                    check_vocabulary(tree, self._vocab)
                 t_b = time.perf_counter()
                 # 3) verify: the judge's verdict on the whole tree (live, Greedy.verdict: one
                 #    forward, greedy_accept, and Verifier.commit keeps only the accepted nodes' cache)

@@ -62,27 +62,26 @@ class DraftInfo:
 
 
 def _attach(tree: DraftTree, source: str, chain: Chain) -> int:
-    """The node ``chain`` hangs below, the chain checked: a source's bad index, score or token
-    is named here, not later as a malformed tree in the verifier or a trace file nothing reads
-    (token ids past the vocabulary: :func:`check_vocabulary`, which knows the model)."""
+    """The node ``chain`` hangs below, checked: a source's bad index is named here, not later
+    as a malformed tree in the verifier."""
     if not 0 <= chain.attach < len(tree):
         raise ValueError(f"a {source!r} chain attaches below node {chain.attach}, but the tree has "
                          f"{len(tree)} nodes (0 = the root)")
-    if not math.isfinite(chain.score):
-        raise ValueError(f"a {source!r} chain has score {chain.score}: a score is a finite number")
-    if chain.tokens and min(chain.tokens) < 0:
-        raise ValueError(f"a {source!r} chain proposes token id {min(chain.tokens)}: token ids are >= 0")
     return chain.attach
 
 
-def check_vocabulary(tree: DraftTree, vocab_size: int) -> None:
-    """Raise ValueError naming the sources of the first node whose token id is past the model's
-    vocabulary (the embedding lookup would fail without saying whose token it was)."""
-    if tree.tokens and max(tree.tokens) >= vocab_size:
-        i = next(k for k, t in enumerate(tree.tokens) if t >= vocab_size)
-        who = ", ".join(repr(x) for x in sorted(tree.sources[i])) or "the root"
-        raise ValueError(f"draft source {who} proposed token id {tree.tokens[i]}, past the model's vocabulary "
-                         f"of {vocab_size}")
+def check_chains(source: str, chains, vocab_size: int | None = None) -> None:
+    """Raise ValueError naming ``source`` for a chain no tree can hold: a score that is not a
+    finite number (a trace file nothing reads back), a negative token id, or one past the
+    model's vocabulary (an IndexError deep in another source's table or the embedding)."""
+    for c in chains:
+        if not math.isfinite(c.score):
+            raise ValueError(f"a {source!r} chain has score {c.score}: a score is a finite number")
+        if len(c.tokens) and min(c.tokens) < 0:
+            raise ValueError(f"a {source!r} chain proposes token id {min(c.tokens)}: token ids are >= 0")
+        if vocab_size and len(c.tokens) and max(c.tokens) >= vocab_size:
+            raise ValueError(f"a {source!r} chain proposes token id {max(c.tokens)}, past the model's "
+                             f"vocabulary of {vocab_size}")
 
 
 def add_chain(tree: DraftTree, chain: Chain, source: str, budget: int) -> tuple[list[int], list[int]]:
@@ -271,6 +270,8 @@ class Drafter:
         if rates is None and self.cfg.valued:
             rates = value_rates(sources)
         self.rates = rates
+        # the verifier's vocabulary, which every proposed token id must fall in (the decoder sets it)
+        self.vocab_size: int | None = None
 
     def start_request(self, tokens: list[int], request_id: str) -> None:
         for s in self.sources:
@@ -375,13 +376,14 @@ class Drafter:
     def _branches(self, source: DraftSource, ctx: DraftContext) -> list[tuple[str, Chain]]:
         """A branch source's proposals for the tree built so far, best score first."""
         p = source.propose(ctx, self.cfg.budget - len(ctx.tree))
+        check_chains(source.name, p.chains, self.vocab_size)
         return [(source.name, c) for c in sorted(p.chains, key=lambda c: -c.score)]
 
-    @staticmethod
-    def _ask(source: DraftSource, ctx: DraftContext, budget: int, info: DraftInfo) -> Proposal:
+    def _ask(self, source: DraftSource, ctx: DraftContext, budget: int, info: DraftInfo) -> Proposal:
         """One source's proposal; a retrieving source's outcome goes to ``info`` (the first
         retrieving source's, where a method had several)."""
         p = source.propose(ctx, budget)
+        check_chains(source.name, p.chains, self.vocab_size)
         if source.retrieves and info.retrieval == "no-source":
             info.retrieval, info.retrieval_floor, info.semantic_muted = p.retrieval, p.floor, p.muted
         return p

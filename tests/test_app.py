@@ -1196,10 +1196,13 @@ def test_browser_next_changes_tree_and_counter(app_url):
         # a keyboard user sees where focus is (gradio drew none on the slider)
         assert page.eval_on_selector("#wb-slider input[type=range]", "e => getComputedStyle(e).outlineStyle") != "none"
         # a screen reader hears each figure as one image named by its title, kept current as it redraws
-        title = page.text_content("#wb-tree .gtitle").strip()
+        # (its lines apart: run together, "...bonus(exact-match key..." read as one word)
+        title = page.eval_on_selector_all("#wb-tree .gtitle .line",
+                                          "ls => ls.map(l => l.textContent.trim()).filter(Boolean).join('; ')")
         _until(lambda: page.get_attribute("#wb-tree .js-plotly-plot", "aria-label") == title,
                "the tree named by its title")
         assert page.get_attribute("#wb-tree .js-plotly-plot", "role") == "img" and "cycle 1" in title
+        assert "bonus; (exact-match key" in title
     print(f"\npage -> first figure {secs:.2f} s; step {ms:.0f} ms, then {[round(x) for x in steps]} ms "
           f"(load average {measure.load_average()})")
     assert external == [], f"the page fetched from outside: {external}"

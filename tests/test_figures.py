@@ -239,6 +239,7 @@ def test_every_source_is_told_apart_without_hue_where_hues_draw_close():
     assert all(contrast(on_colour(c), c) >= 4.5 for c in METHOD_COLOURS)
     html = F.text_html(request_oilbird(), cycle=1)
     assert f"color:{ink(SOURCE_COLOURS['pld'])};border-bottom:3px double {SOURCE_COLOURS['pld']}" in html
+    assert "italics" not in F.text_figure(request_goose()).layout.title.text      # no key's token to set so
     cmp = F.compare_figure(request_oilbird(), request_oilbird(), 0)
     bars = [t for t in cmp.data if t.type == "bar" and t.showlegend]
     assert {t.legendgroup: t.marker.pattern.shape for t in bars}["semantic"] == SOURCE_PATTERNS["semantic"]

@@ -29,6 +29,7 @@ in :data:`UNKNOWN_COLOUR` under its own name (:func:`shown_sources`), never drop
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour
 # vision deficiencies.
@@ -262,6 +263,7 @@ def on_colour(fill: str) -> str:
 TEXT_HIGHLIGHT = "#F9F4B3"
 
 
+@lru_cache(maxsize=256)       # a handful of colours, asked once per token of every step's text
 def ink(colour: str, background: str = TEXT_HIGHLIGHT, ratio: float = 4.5) -> str:
     """``colour`` darkened toward black until text in it reads on ``background`` (WCAG AA,
     ``ratio``): the hue of a source, dark enough for the letters of the text panel (the sky

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..decoding import Replay, SpeculativeDecoder
 from ..errors import repeated
-from ..methods import Method, TreeConfig, as_methods
+from ..methods import Method, TreeConfig, as_methods, lookup
 from ..presets import make_decoder
 from .results import MethodStats, with_speedups
 from ..trace import RequestTrace
@@ -137,7 +137,9 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
            own: Mapping[str, SpeculativeDecoder] | None = None) -> dict:
     """Replay ``conversations`` (each a list of turns, in order) with every method, and with
     ``own``'s decoders (a name to a :class:`~oilbird.decoding.SpeculativeDecoder` built by the
-    caller: a drafter of one's own, docs/replay.md), each under its name beside the methods.
+    caller over ``verifier``'s model: a drafter of one's own, docs/replay.md), each under its name
+    beside the methods (a name no method has); it keeps what its store and sources hold from
+    before, and what this replay adds.
 
     Returns the results dict (``oilbird.evaluation.results`` shape: tau, mean nodes, source shares, per
     request rows; in exact mode tokens/s and speedup over ``ar``, the local model's cost of these
@@ -163,9 +165,14 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
     methods = as_methods(methods, (tree or TreeConfig()).fill)   # (a name without a fill takes the tree's)
     own = dict(own or {})
     names = [m.name for m in methods] + list(own)
+    for name, dec in own.items():
+        if lookup(name) is not None:     # the views would read it as that method (its key, its tree)
+            raise ValueError(f"'{name}' is a method's name; name a decoder of one's own otherwise (e.g. '[{name}]')")
+        if dec.verifier.lm is not verifier.lm:
+            raise ValueError(f"decoder '{name}' verifies with another model than the replay's")
     twice = repeated(names)
     if twice:
-        raise ValueError(f"'{twice}' names both a method and a decoder of one's own; name each once")
+        raise ValueError(f"'{twice}' names two decoders of one's own; name each once")
     for m in methods:
         check_method(m)
     lm = verifier.lm

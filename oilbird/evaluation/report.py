@@ -203,6 +203,7 @@ def trace_methods(traces) -> dict:
     wall-clock time of its own, so these summaries carry no tokens/s."""
     stats: dict = {}
     unaudited: set[str] = set()      # methods with a greedy trace nothing compared with greedy decoding
+    # (its ``lossless`` None, which source_table prints as "not audited"; oilbird.audit.audit sets it)
     for tr in traces:
         st = stats.setdefault(tr.method, MethodStats())
         st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0)
@@ -216,8 +217,8 @@ def trace_methods(traces) -> dict:
             unaudited.add(tr.method)
     out = {m: st.summary() for m, st in stats.items()}
     for m in unaudited:
-        if out[m]["lossless"] is True:      # a failure or a sampled verdict says more
-            out[m].update(lossless=None, audited=False)
+        if out[m]["lossless"] is True:      # a failure says more
+            out[m]["lossless"] = None
     return out
 
 

@@ -108,11 +108,7 @@ def with_speedups(methods: dict[str, dict]) -> dict[str, dict]:
 def check_cell(r: dict) -> str:
     """A method's verdict for a table: lossless (audited against greedy, or under sampling against
     plain sampling with the same seed), or invalid tokens; a sampled run of a version before the
-    sampled audit (``lossless`` null) says the checks it passed instead; a trace file's requests
-    that nothing compared with greedy decoding (``audited`` false: :func:`oilbird.audit.audit`
-    sets a trace's ``lossless``) say so."""
-    if r.get("audited") is False:
-        return "not audited"
+    sampled audit (``lossless`` null) says the checks it passed instead."""
     if r.get("lossless") is None:
         ok = r.get("reproducible") and r.get("valid")
         return "seed-reproducible, valid" if ok else "NOT reproducible or invalid"

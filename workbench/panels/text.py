@@ -106,9 +106,10 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
              "hoverinfo": "text", "showlegend": False, "name": "text", "meta": "text"}]
     data.extend(legend_marker(src, s, is_replay(request)) for src in text_key(request))
     n_rows = max(1, len(lines))
+    italic = "; the key's in italics" if any(t.source == "semantic" for t in cells) else ""
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens "
-             f"<span style='font-size:{s.font_size - 1}px;color:#666'>({BY_PRIMARY}; the key's in italics)</span>")
+             f"<span style='font-size:{s.font_size - 1}px;color:#666'>({BY_PRIMARY}{italic})</span>")
     if replay_note(request):
         title += f"<br><span style='font-size:{s.font_size - 1}px;color:#555'>{html.escape(replay_note(request))}</span>"
     lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows),
