@@ -211,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"workbench: preview of the first cycle at http://{args.host}:{args.port}/ "
                   f"({time.perf_counter() - t0:.2f} s); the app replaces it when ready", flush=True)
     try:
-        from .ui import CSS, JS, UPLOAD_MAX_BYTES, build_app   # imports gradio: the slow part of the start (~7 s on 2 cores)
+        # (imports gradio: the slow part of the start, ~7 s on 2 cores)
+        from .ui import CSS, JS, UPLOAD_MAX_BYTES, build_app
         demo = build_app(cat, data, ModelHolder(args.model), args.max_new_tokens, args.budget)
         demo.queue(default_concurrency_limit=4)
     finally:

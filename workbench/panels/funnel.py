@@ -111,7 +111,8 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                           # the values in the bars stay readable (plotly shrinks them to fit the bar); beside
                           # a second method's bars they would run into each other, so those that do not fit
                           # are left to the hover
-                          uniformtext={"minsize": max(9, s.font_size - 2), "mode": "show" if len(names) < 2 else "hide"},
+                          uniformtext={"minsize": max(9, s.font_size - 2),
+                                       "mode": "show" if len(names) < 2 else "hide"},
                           **axes)
     layout[axis_key(ref[(1, 1)][1])].update({"autorange": "reversed", "automargin": True})
     layout[axis_key(ref[(1, 2)][1])].update({"autorange": "reversed", "automargin": True})
