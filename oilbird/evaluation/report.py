@@ -202,24 +202,18 @@ def trace_methods(traces) -> dict:
     and sole-source tokens by source, per-request rows for :func:`paired_tau`. A trace has no
     wall-clock time of its own, so these summaries carry no tokens/s."""
     stats: dict = {}
-    unaudited: set[str] = set()      # methods with a greedy trace nothing compared with greedy decoding
-    # (its ``lossless`` None, which source_table prints as "not audited"; oilbird.audit.audit sets it)
     for tr in traces:
         st = stats.setdefault(tr.method, MethodStats())
         st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0)
         st.add_trace(tr)
-        if tr.meta.get("sampling") and tr.lossless is None:   # sampled before the sampled audit
-            st.lossless = None
-        elif tr.lossless is False:
+        if tr.lossless is False:
             st.lossless = False
             st.first_failure = st.first_failure or tr.request_id
-        elif tr.lossless is None and not tr.meta.get("replay"):   # a replay follows its recording
-            unaudited.add(tr.method)
-    out = {m: st.summary() for m, st in stats.items()}
-    for m in unaudited:
-        if out[m]["lossless"] is True:      # a failure says more
-            out[m]["lossless"] = None
-    return out
+        elif tr.lossless is None and st.lossless is not False:
+            # nothing compared it with greedy decoding (oilbird.audit.audit sets it), or it was sampled
+            # before the sampled audit: source_table prints "not audited"
+            st.lossless = None
+    return {m: st.summary() for m, st in stats.items()}
 
 
 def trace_origin(traces) -> dict:
