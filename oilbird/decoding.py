@@ -287,6 +287,8 @@ class SpeculativeDecoder:
             max_new_tokens = judge.limit(max_new_tokens)
             if out is not None:          # (a judge of one's own may leave meta out)
                 out.meta.update(getattr(judge, "meta", dict)())
+                # the views count these as exact match (oilbird.trace.lexical_sources)
+                out.meta["lexical_sources"] = sorted(self.drafter.lexical_names)
             # fast replay runs no forward: its teacher rows may come from a window past the context
             # (a judge of one's own that does not say runs the model, as the live one does)
             check_prompt(self.verifier.lm, ids if getattr(judge, "runs_model", True) else ids[:1], max_new_tokens)
@@ -409,7 +411,8 @@ class SpeculativeDecoder:
         (``info.neighbours``: :class:`~oilbird.sources.base.LookedUp`)."""
         acc = set(accepted)
         out = []
-        lexical_first = lexical_first_tokens(tree.tokens, tree.parents, tree.sources)
+        lexical_first = lexical_first_tokens(tree.tokens, tree.parents, tree.sources,
+                                             self.drafter.lexical_names)
         for nb in info.neighbours:
             ctx, at = (self.store.context(nb["record"]) if self.store is not None else ([], 0))
             walked = nb.get("walked", [])

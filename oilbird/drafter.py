@@ -258,6 +258,8 @@ class Drafter:
         self.spine_sources = [s for s in sources if roles[s.name] == "spine"]
         self.chain_sources = [s for s in sources if roles[s.name] == "chains"]
         self.branch_sources = [s for s in sources if roles[s.name] == "branches"]
+        # the exact-match sources, as every view counts them: the spine's (oilbird.trace.lexical_sources)
+        self.lexical_names = frozenset(s.name for s in self.spine_sources)
         self.spine_share = self.cfg.spine_share
         # GOOSE's share of the lexical head applies where something else competes for the rest:
         # branches, or under ``expected`` / ``open`` the chain sources (without it a tree with no

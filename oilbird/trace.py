@@ -220,21 +220,35 @@ GAP_POOL_STORE = "decoder store"
 # the exact-match (lexical) sources: the keys the identifiability gap sets the hidden state against,
 # which copy text whose context matches ours (prompt lookup, the suffix index, SuffixDecoding, the
 # live outputs of requests decoded together). Token recycling is not one: its table holds the
-# verifier's own past guesses, keyed by one token. Every view and the funnel count these alone.
+# verifier's own past guesses, keyed by one token. They are the drafter's spine sources
+# (oilbird.drafter, pass 1), and a trace says which it had (``meta["lexical_sources"]``:
+# :func:`lexical_sources`); this set is what a trace written before that held.
 LEXICAL_SOURCES = frozenset({"pld", "suffix", "suffix-arctic", "live"})
 
 
-def lexical_first_tokens(tokens, parents, sources) -> set[int]:
-    """The tokens a lexical source (:data:`LEXICAL_SOURCES`) proposed as children of the root of a
-    tree (its tokens, parent indices and per-node sources: a DraftTree's or a CycleTrace's)."""
-    return {tokens[i] for i in range(1, len(tokens)) if parents[i] == 0 and LEXICAL_SOURCES & set(sources[i])}
+def lexical_sources(trace: "RequestTrace | None") -> frozenset[str]:
+    """The exact-match sources of the drafter that wrote ``trace``: its spine sources, which the
+    decoder records in ``meta["lexical_sources"]`` (a source of one's own in the spine pass
+    counts, as the drafter counts its match), else :data:`LEXICAL_SOURCES` (an older trace, or
+    none). Every view and the funnel count these alone."""
+    names = trace.meta.get("lexical_sources") if trace is not None else None
+    return LEXICAL_SOURCES if names is None else frozenset(names)
 
 
-def lexically_reachable(cycle: "CycleTrace", nb: Neighbour) -> bool:
-    """Did a lexical source propose the neighbour's first token as a child of the root in
-    ``cycle``'s tree (:func:`lexical_first_tokens`)? Read from the tree, so every trace, whatever
-    its version recorded in ``Neighbour.lexical_reachable``, answers alike."""
-    return bool(nb.proposed) and nb.proposed[0] in lexical_first_tokens(cycle.tokens, cycle.parents, cycle.sources)
+def lexical_first_tokens(tokens, parents, sources, lexical: frozenset[str] = LEXICAL_SOURCES) -> set[int]:
+    """The tokens a lexical source (``lexical``: :func:`lexical_sources` of the trace) proposed as
+    children of the root of a tree (its tokens, parent indices and per-node sources: a
+    DraftTree's or a CycleTrace's)."""
+    return {tokens[i] for i in range(1, len(tokens)) if parents[i] == 0 and lexical & set(sources[i])}
+
+
+def lexically_reachable(cycle: "CycleTrace", nb: Neighbour, lexical: frozenset[str] = LEXICAL_SOURCES) -> bool:
+    """Did a lexical source (``lexical``: :func:`lexical_sources` of the trace) propose the
+    neighbour's first token as a child of the root in ``cycle``'s tree
+    (:func:`lexical_first_tokens`)? Read from the tree, so every trace, whatever its version
+    recorded in ``Neighbour.lexical_reachable``, answers alike."""
+    return bool(nb.proposed) and nb.proposed[0] in lexical_first_tokens(cycle.tokens, cycle.parents, cycle.sources,
+                                                                        lexical)
 
 
 # fields earlier traces carry that this version no longer records: dropped on load, so old files
@@ -375,6 +389,9 @@ def _check_request(r: RequestTrace) -> None:
         raise TraceError("gap_labels is not one label per output token")
     if r.drafter_reach is not None and len(r.drafter_reach) != len(r.output_ids):
         raise TraceError("drafter_reach is not one entry per output token")
+    names = r.meta.get("lexical_sources")
+    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise TraceError("meta 'lexical_sources' is not a list of source names")
 
 
 def request_to_lines(r: RequestTrace) -> list[str]:

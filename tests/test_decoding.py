@@ -375,6 +375,12 @@ def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
     # no method given: the trace is named by its sources, not passed off as the oilbird preset
     from oilbird.methods import has_semantic
     assert tr.method == "[pld+oracle]" and not has_semantic(tr.method)
+    # a spine source (the default role) is an exact-match key to every view, and the trace says so
+    from oilbird.trace import lexical_sources
+    assert tr.meta["lexical_sources"] == ["oracle", "pld"] and lexical_sources(tr) == {"oracle", "pld"}
+    Oracle.role = "chains"
+    tr = SpeculativeDecoder(v, Drafter([PromptLookupSource(), Oracle(ref)], TreeConfig(fill="expected"))).run("r", ids, 24)
+    assert tr.output_ids == ref and lexical_sources(tr) == {"pld"}
 
 
 @pytest.mark.parametrize("chain, message", [

@@ -331,6 +331,35 @@ def test_the_lexical_key_column_counts_the_exact_match_sources_as_the_funnel_doe
     assert not lexically_reachable(c, replace(nb, proposed=[]))
 
 
+def test_a_spine_source_of_ones_own_counts_as_exact_match_where_its_trace_names_it():
+    """A trace whose drafter had a spine source of its own ("mine") names it in
+    meta["lexical_sources"]: the funnel, the neighbour table and the gap moments count its
+    nodes as the exact-match key's, as they count pld's; a trace without the list (an older
+    one) keeps the built-in set, where "mine" is no lexical source."""
+    from oilbird.evaluation.funnel import cycle_facts
+    from oilbird.trace import LEXICAL_SOURCES, lexical_sources
+    c = copy.deepcopy(cycle1())
+    c.sources[1] = ["mine", "semantic"]
+    old = replace(request_oilbird(), cycles=[request_oilbird().cycles[0], c], output_ids=[10, 11, 12, 99])
+    new = replace(old, meta={"lexical_sources": ["mine", "pld", "suffix"]})
+    assert lexical_sources(old) == LEXICAL_SOURCES and lexical_sources(new) == {"mine", "pld", "suffix"}
+    for req, counted in ((old, False), (new, True)):
+        facts = [f for f in cycle_facts(req) if f.t == 1]
+        assert facts and facts[0].lexical_had is counted
+        cells = [list(col) for col in F.neighbours_figure(c, lexical=F.lexical_sources(req)).data[0].cells.values]
+        assert cells[6] == ["yes" if counted else "no"]
+        html = F.neighbours_html(c, lexical=F.lexical_sources(req))
+        assert ("<b>no</b>" in html) is not counted
+
+
+def test_a_trace_whose_lexical_sources_are_not_names_is_refused(tmp_path):
+    from oilbird.trace import TraceError, load_traces, save_traces
+    p = tmp_path / "t.jsonl"
+    save_traces([replace(request_oilbird(), meta={"lexical_sources": "pld"})], p)
+    with pytest.raises(TraceError, match="meta 'lexical_sources' is not a list of source names"):
+        load_traces(p)
+
+
 def test_neighbours_table_and_empty_state():
     fig = F.neighbours_figure(cycle1())
     cells = [list(col) for col in fig.data[0].cells.values]

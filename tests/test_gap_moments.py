@@ -39,6 +39,20 @@ def test_a_missed_run_that_exact_match_delivered_anyway_says_so():
     assert "1 delivered by exact match alone, 1 by exact match and the key" in recovered.describe()
 
 
+def test_exact_match_is_what_the_trace_names_so():
+    """A trace whose drafter had no prompt lookup in its spine (``meta["lexical_sources"]``)
+    does not count pld's tokens as delivered by exact match; one that names a source of its
+    own counts that source's."""
+    labels = ["absent", "gap_missed", "gap_missed", "lexical_hit", "gap_missed"]
+    r = request_oilbird(gap_labels=labels)                      # tokens 1 and 2 came from pld
+    r.meta = {"lexical_sources": ["suffix"]}
+    assert [m.lexical for m in F.gap_moments(r)] == [0, 0]
+    for c in r.cycles:
+        c.committed_sources = [["mine" if s == "pld" else s for s in srcs] for srcs in c.committed_sources]
+    r.meta = {"lexical_sources": ["mine"]}
+    assert [m.lexical for m in F.gap_moments(r)] == [2, 0]
+
+
 def test_a_gap_run_says_how_many_of_its_tokens_the_drafters_key_reaches():
     r = request_oilbird(gap_labels=LABELS)
     r.drafter_reach = [True, True, False, True, False]      # token 0 (absent) and 3 (lexical hit) count for nothing

@@ -43,6 +43,8 @@ semantic key did in a cycle and why a neighbour got no node are each answered by
 """
 from __future__ import annotations
 
+from oilbird.trace import lexical_sources    # which sources a trace counts as exact match (its drafter's spine)
+
 from .palette import DEFAULT_STYLE, Style
 from .panels.base import (BY_PRIMARY, BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, SHARE_TITLE, TABLE_WIDTH,
                           WHITESPACE, figure, message_spec, spec_json, visible)
@@ -72,7 +74,7 @@ __all__ = [
     "figure", "message_spec", "spec_json", "visible",
     # provenance and the cycle
     "NO_CYCLES", "accepted_share", "bonus_committed", "committed_drafts", "committed_upto", "drafted_sources",
-    "output_stops", "token_cycles", "token_sources", "verdict_text",
+    "lexical_sources", "output_stops", "token_cycles", "token_sources", "verdict_text",
     "counter_html", "cycle_at", "cycle_count", "cycle_figures", "cycle_specs", "first_cycle", "last_cycle",
     # the panels
     "is_live", "is_replay", "live_mark", "trace_marks", "tree_figure", "tree_layout", "tree_rows", "tree_spec",

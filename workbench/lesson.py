@@ -27,15 +27,13 @@ from typing import Callable, Iterable, Sequence
 
 import plotly.graph_objects as go
 
-from oilbird.trace import (BONUS, LEXICAL_SOURCES, CycleTrace, Neighbour, RequestTrace,  # noqa: F401
-                           common_prefix, lexically_reachable)  # (L.common_prefix: the notebooks')
+from oilbird.trace import (BONUS, CycleTrace, Neighbour, RequestTrace, common_prefix,  # noqa: F401
+                           lexical_sources, lexically_reachable)  # (L.common_prefix: the notebooks')
 
 from .palette import (DEFAULT_STYLE, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_LABELS,
                       GAP_PATTERNS, Style, shown_sources, source_label)
 from .panels.provenance import token_cycles
 from .session import LIVE_BUDGET, live_decoder
-
-LEXICAL = tuple(sorted(LEXICAL_SOURCES))
 
 
 # --------------------------------------------------------------------------- the situation
@@ -215,9 +213,10 @@ def _best_discard(cycle: CycleTrace, answer: Sequence[int], sources, window: int
     return best
 
 
-def discarded_frames(request: RequestTrace, sources: Iterable[str] = LEXICAL, window: int = 4,
+def discarded_frames(request: RequestTrace, sources: Iterable[str] | None = None, window: int = 4,
                      min_behind: int = 2) -> list[Discarded]:
-    """Cycles where a chain of ``sources`` was rejected at one token although at least
+    """Cycles where a chain of ``sources`` (by default the trace's exact-match sources,
+    :func:`oilbird.trace.lexical_sources`) was rejected at one token although at least
     ``min_behind`` tokens behind it were right: what the verifier's commit-the-prefix rule threw
     away (paper section 3, Figure 1). Most tokens behind first.
 
@@ -225,7 +224,7 @@ def discarded_frames(request: RequestTrace, sources: Iterable[str] = LEXICAL, wi
     just after the rejected position; see :func:`_best_discard` for the alignment.
     """
     out = []
-    srcs = tuple(sources)
+    srcs = tuple(sorted(lexical_sources(request) if sources is None else sources))
     for k, c in enumerate(request.cycles):
         found = _best_discard(c, request.output_ids, srcs, window)
         if not found or len(found[2]) < min_behind:
@@ -261,9 +260,10 @@ def semantic_finds(request: RequestTrace, only_unreachable: bool = True) -> list
     (:func:`oilbird.trace.lexically_reachable` false): what the lexical key could not propose
     (another non-lexical source, token recycling or the rejected-branch pool, may still have)."""
     out = []
+    lexical = lexical_sources(request)
     for k, c in enumerate(request.cycles):
         for j, nb in enumerate(c.neighbours):
-            if nb.accepted > 0 and nb.proposed and not (only_unreachable and lexically_reachable(c, nb)):
+            if nb.accepted > 0 and nb.proposed and not (only_unreachable and lexically_reachable(c, nb, lexical)):
                 out.append(Find(request.request_id, request.method, k, j, c.generated_before, nb))
     return sorted(out, key=_find_rank)
 

@@ -54,10 +54,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..trace import LEXICAL_SOURCES, common_prefix
+from ..trace import common_prefix, lexical_sources
 
-# lexical sources: their nodes are the "lexical spine" (oilbird.drafter: pass 1)
-LEXICAL = LEXICAL_SOURCES
 # outcomes of the semantic key that mean no lookup ran (oilbird.sources.base.RETRIEVAL_OUTCOMES)
 NO_LOOKUP = ("gate-closed", "no-query", "empty-store")
 
@@ -149,6 +147,7 @@ def cycle_facts(trace, labels: list[str] | None = None) -> list[CycleFacts]:
     out = []
     output = trace.output_ids
     labels = labels if labels is not None else trace.gap_labels
+    lexical = lexical_sources(trace)
     for c in trace.cycles:
         if not c.tokens or c.generated_before >= len(output):
             continue                    # the prefill, or nothing left to draft
@@ -157,7 +156,7 @@ def cycle_facts(trace, labels: list[str] | None = None) -> list[CycleFacts]:
         nxt = truth[0]
         right_child = next((i for i in range(1, len(c.tokens)) if c.parents[i] == 0 and c.tokens[i] == nxt), None)
         srcs = set(c.sources[right_child]) if right_child is not None else set()
-        lexical_had = bool(srcs & LEXICAL)
+        lexical_had = bool(srcs & lexical)
         cap = max(0, len(c.tokens) - 1)
         best_stage, best_full, best_nb, best_prop = -1, 0, None, 0
         top1 = False

@@ -20,7 +20,11 @@ sources were given:
 
 * ``"spine"`` (the default): lexical chains from the root, merged first (prompt lookup, the
   suffix index). Put the length of the context suffix your key matched in
-  ``Proposal.match_len``: the longest one opens the semantic key's gate.
+  ``Proposal.match_len``: the longest one opens the semantic key's gate. The views count the
+  spine as the exact-match keys the hidden state is set against (the funnel's "a lexical source
+  had it", the neighbour table's "lexical key?"; a trace names them in
+  ``meta["lexical_sources"]``), so a source that does not copy matching text, a small model's
+  guesses say, belongs in ``"chains"``.
 * ``"chains"``: chains that re-walk the tree from the root after the spine and pay for nodes
   out of ``TreeConfig.semantic_budget`` under the reserved fill, or compete node by node by
   learned acceptance under the ``expected`` and ``open`` fills (the semantic key, the

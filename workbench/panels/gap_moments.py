@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import accumulate
 
-from oilbird.trace import LEXICAL_SOURCES, CycleTrace, RequestTrace
+from oilbird.trace import LEXICAL_SOURCES, CycleTrace, RequestTrace, lexical_sources
 
 from ..palette import GAP_DESCRIPTIONS, GAP_KINDS
 from .base import visible
@@ -29,7 +29,6 @@ from .provenance import token_cycles
 
 MOMENT_LABELS = ("gap_recovered", "gap_missed", "absent")
 SHOWN = MOMENT_LABELS        # what a menu lists by default
-LEXICAL = LEXICAL_SOURCES  # the exact-match (lexical) sources
 
 
 @dataclass(frozen=True)
@@ -92,6 +91,7 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
     starts = list(accumulate((len(c.committed) for c in request.cycles), initial=0))   # each cycle's first token
     offset = [p - starts[k] for p, k in enumerate(where)]
     marks = drafter_marks(request)
+    lex = lexical_sources(request)       # the exact-match sources of the drafter that wrote it
     out: list[GapMoment] = []
     k = 1             # not the first token: the prefill gives it, no drafter drafts it (no tree shows it)
     while k < n:
@@ -101,27 +101,28 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
         if lab[k] in labels:
             text = "".join(visible(request.output_text[i]) for i in range(k, j) if i < len(request.output_text))
             sem = [i for i in range(k, j) if i < len(sources) and sources[i] == ["semantic"]]
-            rivals = {i: len(lexical_rivals(request.cycles[where[i]], offset[i])) for i in sem}
+            rivals = {i: len(lexical_rivals(request.cycles[where[i]], offset[i], lex)) for i in sem}
             won = [i for i in sem if rivals[i]]
             shown = (won or sem or [k])[0]
             drafted = [x for x in marks[k:j] if x is not None] if marks is not None else []
-            lexical = [set(sources[i]) for i in range(k, j) if i < len(sources) and LEXICAL & set(sources[i])]
+            lexical = [set(sources[i]) for i in range(k, j) if i < len(sources) and lex & set(sources[i])]
             out.append(GapMoment(lab[k], k, j, text, where[shown] if shown < len(where) else None, len(sem),
                                  len(won), max(rivals.values(), default=0), sum(drafted) if drafted else None,
-                                 len(drafted), len(lexical), sum(s <= LEXICAL for s in lexical)))
+                                 len(drafted), len(lexical), sum(s <= lex for s in lexical)))
         k = j
     return out
 
 
-def lexical_rivals(c: CycleTrace, j: int) -> set[int]:
+def lexical_rivals(c: CycleTrace, j: int, lexical: frozenset[str] = LEXICAL_SOURCES) -> set[int]:
     """The tokens other than the one committed ``j``-th in cycle ``c`` that a lexical source
-    (:data:`LEXICAL`: the exact-match keys) proposed at the same place of the tree (siblings of
-    the accepted node); empty for the bonus token (it was not drafted)."""
+    (``lexical``: the exact-match keys, :func:`oilbird.trace.lexical_sources` of its trace)
+    proposed at the same place of the tree (siblings of the accepted node); empty for the bonus
+    token (it was not drafted)."""
     if j + 1 >= len(c.accepted):
         return set()
     node, parent = c.accepted[j + 1], c.accepted[j]
     return {c.tokens[n] for n in range(1, len(c.tokens)) if c.parents[n] == parent and n != node
-            and c.tokens[n] != c.tokens[node] and any(src in LEXICAL for src in c.sources[n])}
+            and c.tokens[n] != c.tokens[node] and any(src in lexical for src in c.sources[n])}
 
 
 def moment_choices(request: RequestTrace | None, labels: tuple[str, ...] = SHOWN) -> list[tuple[str, str]]:

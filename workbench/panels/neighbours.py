@@ -25,7 +25,8 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from oilbird.trace import NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace, Neighbour, lexically_reachable
+from oilbird.trace import (LEXICAL_SOURCES, NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace, Neighbour,
+                           lexically_reachable)
 
 from ..palette import Style
 from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, style_or_default, visible
@@ -172,8 +173,10 @@ class NeighbourTable:
     footnotes: list[str]       # one per distinct reason a neighbour is not in the tree
 
 
-def neighbour_table(cycle: CycleTrace, selection: int | None = None) -> NeighbourTable:
-    """The rows of ``cycle``'s neighbour table; ``selection``: a neighbour index to highlight."""
+def neighbour_table(cycle: CycleTrace, selection: int | None = None,
+                    lexical: frozenset[str] = LEXICAL_SOURCES) -> NeighbourTable:
+    """The rows of ``cycle``'s neighbour table; ``selection``: a neighbour index to highlight;
+    ``lexical``: the exact-match sources of its trace (:func:`oilbird.trace.lexical_sources`)."""
     order = sorted(range(len(cycle.neighbours)), key=lambda k: -cycle.neighbours[k].similarity)
     rows = []
     for k in order:
@@ -186,7 +189,8 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None) -> Neighbou
             context=tuple(nb.context_text), matched=nb.context_index,
             proposed=(f"{parts[0]}{parts[1]}¦{parts[2]}" if parts[2] and (parts[0] or parts[1]) else "".join(parts))
             or f"— ({EMPTY_PROPOSAL.get(nb.why_no_node, 'nothing proposed')})", parts=parts,
-            result=neighbour_result(cycle, nb), lexical=lexically_reachable(cycle, nb), selected=k == selection))
+            result=neighbour_result(cycle, nb), lexical=lexically_reachable(cycle, nb, lexical),
+            selected=k == selection))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
     return NeighbourTable(
         cycle=cycle.cycle, rows=rows,
@@ -251,11 +255,12 @@ def _plain_context(row: NeighbourRow) -> str:
     return "".join(f"⟦{visible(t)}⟧" if j == row.matched else visible(t) for j, t in enumerate(row.context)) or "—"
 
 
-def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> dict:
+def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
+                    lexical: frozenset[str] = LEXICAL_SOURCES) -> dict:
     """The nearest-neighbour table of one cycle (see :func:`neighbours_figure`)."""
     s = style_or_default(style)
     font = s.font_size - 1
-    t = neighbour_table(cycle, selection)
+    t = neighbour_table(cycle, selection, lexical)
     if t.rows:
         plain = [[str(r.index) for r in t.rows], [r.similarity_cell for r in t.rows],
                  [r.origin for r in t.rows], [_plain_context(r) for r in t.rows], [r.proposed for r in t.rows],
@@ -288,7 +293,8 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
     return {"data": [table], "layout": pin_title(lay)}     # (a centred title's last line ran into the table)
 
 
-def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> go.Figure:
+def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
+                      lexical: frozenset[str] = LEXICAL_SOURCES) -> go.Figure:
     """A table of the store records the semantic key retrieved in this cycle, most similar
     first: cosine similarity (and, where the trace recorded it, the record's context agreement:
     how many of our tokens, the root first, equal its own, "0.945 · 9 agree", what the tree
@@ -301,8 +307,10 @@ def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: St
     (:func:`semantic_outcome`). Cells are plain text broken into lines that fit their column at
     the figure's width (``style.width``, else plotly's 700 px), and the height holds every row,
     so a static export shows them all.
-    ``selection``: a neighbour index (into ``cycle.neighbours``) to highlight."""
-    return figure(neighbours_spec(cycle, selection, style), style)
+    ``selection``: a neighbour index (into ``cycle.neighbours``) to highlight; ``lexical``: the
+    exact-match sources of the cycle's trace (:func:`oilbird.trace.lexical_sources`: a trace
+    whose drafter had a spine source of its own names it)."""
+    return figure(neighbours_spec(cycle, selection, style, lexical), style)
 
 
 # --------------------------------------------------------------------------- HTML table
@@ -323,13 +331,14 @@ def _proposed_html(r: NeighbourRow) -> str:
             + (f"<span style='color:#767676' title='no node in the tree'>{left}</span>" if left else ""))
 
 
-def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Style | None = None) -> str:
+def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
+                    lexical: frozenset[str] = LEXICAL_SOURCES) -> str:
     """The table of :func:`neighbours_figure` as an HTML fragment (the app's panel: a plain
     table redraws far faster than a plotly one on every step). It fits its panel: fixed
     column shares (context and proposed capped), cells that wrap, and a horizontally
     scrolling div only below a minimum width."""
     s = style_or_default(style)
-    t = neighbour_table(cycle, selection)
+    t = neighbour_table(cycle, selection, lexical)
     head = "".join(f"<th style='{_WRAP}' title='{html.escape(why, quote=True)}'>{h}</th>"
                    for h, why in zip(NB_HEADER, NB_HEADER_HELP))
     cols = "".join(f"<col style='width:{w}%'>" for w in NB_COLUMN_PCT)
