@@ -736,6 +736,19 @@ def test_run_live_starts_greyed_out_when_the_app_opens_on_a_request_it_cannot_de
         assert (live["interactive"], live["value"]) == want
 
 
+def test_a_panel_warning_looks_like_the_banner():
+    """The app's banner (#wb-error in assets/workbench.css) and a warning inside a panel or a
+    notebook widget (palette.WARNING_CSS) draw one bar with one padding."""
+    import re
+
+    from workbench.palette import WARNING_CSS
+    from workbench.ui import CSS
+    rule = re.search(r"#wb-error:not\(:empty\) \{([^}]*)\}", CSS).group(1)
+    banner = {k.strip(): v.strip() for k, v in (d.split(":") for d in rule.split(";") if d.strip())}
+    panel = dict(d.split(":") for d in WARNING_CSS.split(";"))
+    assert banner == {k: panel[k] for k in ("border-left", "padding-left")}
+
+
 def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monkeypatch):
     from workbench import figures as F
     from workbench.panels import tree

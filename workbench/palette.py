@@ -192,8 +192,9 @@ STATUS_STYLES = {
 }
 MULTI_SOURCE_RING = "#555555"
 # a warning inside a panel or a notebook's widget, as the app's banner shows one: dark text and a
-# grey bar, no source's colour (vermillion, its colour until the thirty-sixth session, is the key's)
-WARNING_CSS = "color:#222;border-left:4px solid #555;padding-left:6px"
+# grey bar, no source's colour (vermillion, its colour until the thirty-sixth session, is the key's);
+# assets/workbench.css draws the banner (#wb-error) with the same bar and padding
+WARNING_CSS = "color:#222;border-left:4px solid #555;padding-left:8px"
 SELECTION_RING = "#000000"       # the node a view points at: no source's colour, never faded
 
 
