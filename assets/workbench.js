@@ -16,4 +16,17 @@
   };
   new MutationObserver(name).observe(document.body, { subtree: true, childList: true });
   name();
+  /* An accordion's header says whether it is open (gradio marks it with a class alone, so a
+     screen reader heard a button and nothing of what it hides). */
+  const expanded = () => {
+    for (const b of document.querySelectorAll(".gr-accordion > button.label-wrap")) {
+      const open = String(b.classList.contains("open"));
+      if (b.getAttribute("aria-expanded") !== open) b.setAttribute("aria-expanded", open);
+    }
+  };
+  new MutationObserver(records => {
+    if (records.some(r => r.target.classList && r.target.classList.contains("label-wrap"))) expanded();
+  }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ["class"] });
+  new MutationObserver(expanded).observe(document.body, { subtree: true, childList: true });
+  expanded();
 }

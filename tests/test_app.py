@@ -1216,6 +1216,11 @@ def test_browser_next_changes_tree_and_counter(app_url):
                "the tree named by its title")
         assert page.get_attribute("#wb-tree .js-plotly-plot", "role") == "img" and "cycle 1" in title
         assert "bonus; (exact-match key" in title
+        # an accordion's header says whether it is open
+        head = page.locator(".gr-accordion > button.label-wrap", has_text="prompt").first
+        _until(lambda: head.get_attribute("aria-expanded") == "false", "a closed accordion said so")
+        head.click()
+        _until(lambda: head.get_attribute("aria-expanded") == "true", "an opened accordion said so")
     print(f"\npage -> first figure {secs:.2f} s; step {ms:.0f} ms, then {[round(x) for x in steps]} ms "
           f"(load average {measure.load_average()})")
     assert external == [], f"the page fetched from outside: {external}"
