@@ -21,7 +21,7 @@ import time
 from .errors import InputError, run_cli
 from .model import ModelError
 from .evaluation.runs import Run, RunStopped
-from .cli_options import (at_least, common_options, force_option, fresh_out, model_options, non_negative,
+from .cli_options import (at_least, common_options, data_arg, force_option, fresh_out, model_options, non_negative,
                           out_path)
 from .serving.cli import add_serving_commands, serve, serve_bench
 from .serving.serve_bench import ServeBenchError
@@ -84,7 +84,7 @@ def _decode(args) -> int:
     from .methods import parse_method
     from .model import load_model
     from .presets import make_decoder
-    from .data.requests import PromptError, Request, encode
+    from .data.requests import NOT_TEXT, PromptError, Request, encode, not_text
     from .verifier import Verifier
     method = parse_method(args.method)                   # checked before the model loads
     if method.kind != "tree":
@@ -92,6 +92,8 @@ def _decode(args) -> int:
                          f"(oilbird, goose, pld, ...), optionally with a fill, e.g. oilbird:reserved")
     if not args.prompt.strip():
         raise PromptError("the prompt is empty: give some text to answer.")
+    if not_text(args.prompt):
+        raise PromptError(NOT_TEXT)
     sampling = _sampling(args)
     lm = load_model(args.model, state_layer=args.state_layer)
     req = Request("prompt", [{"role": "user", "content": args.prompt}])
@@ -495,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
                        description="Replay recorded conversations (every assistant turn is one request) through each "
                                    "drafter on the local model: tau is what each would have committed per forward on "
                                    "the recorded outputs, whose verdict is the recording's. docs/replay.md says how.")
-    p.add_argument("--data", default="agent-builtin",
+    p.add_argument("--data", type=data_arg, default="agent-builtin",
                    help="agent-builtin (generated here) | agent-builtin-long (the same, ~6k-token system prompt) | "
                         "agent-transcripts, api-bank-dialogues (../shared/data) | a .jsonl or .jsonl.gz file of "
                         "conversations, or a folder of them (one per line; OpenAI chat, OpenAI Responses or "

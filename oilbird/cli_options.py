@@ -46,6 +46,14 @@ def out_path(text: str) -> str:
     return text
 
 
+def data_arg(text: str) -> str:
+    """An argparse type for ``--data``: a set's name or a path, not an empty string (which
+    would read the current folder without saying so)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: name a data set or give a file or folder to read")
+    return text
+
+
 def non_negative(text: str) -> float:
     """An argparse type: a finite number >= 0 (argparse prints the message as one error line)."""
     try:
@@ -59,7 +67,8 @@ def non_negative(text: str) -> float:
 
 def common_options(p: argparse.ArgumentParser, default_max: int | None = 128, state_layer: bool = True,
             max_help: str | None = None, default_limit: int | None = None) -> None:
-    p.add_argument("--data", default="builtin", help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
+    p.add_argument("--data", type=data_arg, default="builtin",
+                   help="builtin | api-bank | humaneval | gsm8k | mt-bench | PATH")
     p.add_argument("--limit", type=at_least(1), default=default_limit, help="serve only the first N requests"
                    + (f" (default {default_limit})" if default_limit else ""))
     p.add_argument("--skip", type=at_least(0), default=0,

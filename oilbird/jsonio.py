@@ -169,6 +169,28 @@ def undecodable(line: str) -> bool:
     return _ESCAPED.search(line) is not None
 
 
+# a \\u escape of a UTF-16 surrogate: only then may a decoded string hold a lone one
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value) -> bool:
+    """Does a decoded JSON value hold a string (or key) with a lone surrogate (``"\\ud800"``)?
+    Such a string is not text: no encoder or tokenizer takes it."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
 def loads(text: str, error: type[InputError] = InputError, path=None, line: int | None = None,
           keys_once: bool = False):
     """One JSON value from ``text``; ``line`` is the line ``text`` starts on in ``path``
@@ -177,7 +199,7 @@ def loads(text: str, error: type[InputError] = InputError, path=None, line: int 
     first = line or 1
     strict = _SUSPECT.search(text)
     try:
-        return ((_STRICT_ONCE if strict else _FAST_ONCE) if keys_once else (_STRICT if strict else _FAST)).decode(text)
+        value = ((_STRICT_ONCE if strict else _FAST_ONCE) if keys_once else (_STRICT if strict else _FAST)).decode(text)
     except json.JSONDecodeError as exc:
         # ("Unterminated string starting at" ends where its position is given: a colon, not a comma)
         raise error(f"not valid JSON ({exc.msg}: column {exc.colno})", path, first + exc.lineno - 1) from None
@@ -190,6 +212,11 @@ def loads(text: str, error: type[InputError] = InputError, path=None, line: int 
         raise error("nested too deeply to read", path, line) from None
     except ValueError as exc:               # anything else the decoder refuses about a number
         raise error(f"not readable as JSON ({exc})", path, line) from None
+    escape = _SURROGATE_ESCAPE.search(text)      # (a pair, one astral character, decodes whole)
+    if escape and _lone_surrogate(value):
+        raise error(f"a string holds a lone UTF-16 surrogate ({escape.group()}, or one after it), which is "
+                    f"not text", path, first + _line_of(text, escape.start()) - 1)
+    return value
 
 
 def json_lines(text: str, error: type[InputError] = InputError, path=None) -> Iterator[tuple[int, object]]:

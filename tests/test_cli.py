@@ -38,6 +38,10 @@ def _fails(argv, capsys, message):
     (["replay", "--methods", "goose,goose:reserved"], "'goose:reserved' is 'goose' again"),
     (["bench", "--max-new-tokens", "0"], "must be at least 1, not 0"),
     (["bench", "--out", ""], "--out: is empty: give a folder or file to write"),
+    (["bench", "--data", ""], "--data: is empty: name a data set or give a file or folder to read"),
+    (["replay", "--data", " "], "--data: is empty"),
+    (["serve-bench", "--data", ""], "--data: is empty"),
+    (["decode", "hi \udcff there"], "the prompt holds bytes that are not UTF-8 text"),  # argv's surrogateescape
     (["trace", "--methods", "goose", "--out", " "], "--out: is empty"),
     (["bench", "--skip", "-1"], "must be at least 0, not -1"),
     (["replay", "--state-layer", "-1"], "must be at least 0, not -1"),

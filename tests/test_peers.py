@@ -230,9 +230,12 @@ def test_report_cli_extra_pairs(tmp_path, capsys):
     assert "| y vs x | 0 / 0 / 1 | -1.000 | - | 10 vs 5 |" in out
     assert out.count("| y vs x |") == 1
     assert "| x:expected vs x | 1 / 0 / 0 | +1.000 |" in out
+    path.write_text(json.dumps({**res, "model": "m"}))      # a file that says whose numbers it holds
     with pytest.raises(SystemExit):
         main([str(path), "--pair", "x,nope"])
-    assert "give two methods of this run" in capsys.readouterr().err
+    path.write_text(json.dumps(res))
+    out, err = capsys.readouterr()
+    assert "give two methods of this run" in err and out == ""      # the usage error alone, nothing before it
     for r in res["methods"].values():           # a run from before per-request rows
         del r["per_request"]
     path.write_text(json.dumps(res))

@@ -369,6 +369,41 @@ def test_bad_utf8_and_empty_files(tmp_path, data, reason, line):
         assert e.value.path == str(p) and e.value.line == line
 
 
+def test_a_lone_surrogate_is_refused_by_line_and_a_pair_reads(tmp_path):
+    """``"\\ud800"`` is valid JSON but no text: every reader refused it only later, in a tokenizer
+    or an encoder, with a traceback. A pair is one astral character; an escaped backslash before
+    ``ud800`` is plain text."""
+    p = _two_lines(tmp_path, "x.jsonl", '{"id": "s", "prompt": "hello \\ud800 there"}')
+    lines = _traces_bytes(tmp_path).decode().split("\n")
+    assert '"method": "' in lines[1]
+    lines[1] = lines[1].replace('"method": "', '"method": "\\ud800', 1)
+    (tmp_path / "t.jsonl").write_text("\n".join(lines))
+    for load, error, path in ((load_requests, DataError, p), (load_traces, TraceError, tmp_path / "t.jsonl"),
+                              (load_results, TraceError, tmp_path / "t.jsonl")):
+        with pytest.raises(error, match=r"lone UTF-16 surrogate \(\\ud800") as e:
+            load(path)
+        assert e.value.line == 2
+    p = tmp_path / "r.json"
+    p.write_text('{"methods": {\n"x\\udfff": {}}}')
+    with pytest.raises(InputError, match="lone UTF-16 surrogate") as e:
+        load_results(p)
+    assert e.value.line == 2
+    ok = _two_lines(tmp_path, "ok.jsonl", '{"id": "p", "prompt": "a \\ud83d\\ude00 and \\\\ud800"}')
+    assert load_requests(ok)[1].messages[0]["content"] == "a \U0001f600 and \\ud800"
+
+
+def test_report_reads_a_trace_file_under_any_name(tmp_path):
+    """The app's upload takes a .txt; report judged a trace by its name (not valid JSON: Extra data)."""
+    p = tmp_path / "oil.txt"
+    p.write_bytes(_traces_bytes(tmp_path))
+    kind, res = load_results(p)
+    assert kind == "traces" and res["methods"]
+    bad = tmp_path / "bad.txt"
+    bad.write_text('{"a":\n')
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_results(bad)
+
+
 def test_a_huge_line_loads_or_fails_without_echoing_it(tmp_path):
     huge = "y" * 5_000_000
     p = _two_lines(tmp_path, "big.jsonl", json.dumps({"id": "big", "prompt": huge}))

@@ -151,3 +151,25 @@ def test_the_shared_data_is_looked_for_beside_the_checkout_from_any_folder(tmp_p
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
     assert requests.data_root() == tmp_path / "shared" / "data"
+
+
+@pytest.mark.parametrize("text", ["caf\udce9", "lone \ud800"])
+def test_a_prompt_that_is_not_text_is_refused_before_the_tokenizer(text):
+    """A byte that was not UTF-8 (kept by surrogateescape) or a lone surrogate: the tokenizer
+    raised a TypeError from inside the Rust binding; one PromptError names the request."""
+    from oilbird.data.requests import PromptError, Request, encode
+
+    class NeverCalled:
+        chat_template = "x"
+
+        def apply_chat_template(self, *a, **k):
+            raise AssertionError("the tokenizer was called")
+    with pytest.raises(PromptError, match="request 'r': the prompt holds bytes that are not UTF-8 text"):
+        encode(NeverCalled(), Request("r", [{"role": "user", "content": text}]))
+
+
+@pytest.mark.parametrize("name", ["humaneval", "gsm8k", "mt-bench"])
+def test_a_named_set_that_is_not_there_says_where_to_point(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("OILBIRD_DATA", str(tmp_path))
+    with pytest.raises(DataError, match=f"the {name} set is not there \\(set \\$OILBIRD_DATA"):
+        load_requests(name)

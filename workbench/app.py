@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from oilbird.cli_options import at_least
+from oilbird.cli_options import at_least, data_arg
 
 from .preview import Preview, preview_html
 from .session import LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, TITLE, Catalogue, Data, ModelHolder, find, new_session
@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--auth", default=None, metavar="USER:PASSWORD",
                     help=f"require this login (gradio's); default ${AUTH_ENV} if set, else no login")
     ap.add_argument("--model", default=None, help="local HF model dir or .gguf for live runs (default SmolLM2-135M)")
-    ap.add_argument("--data", default="builtin", help="requests for live runs: builtin | api-bank | PATH")
+    ap.add_argument("--data", type=data_arg, default="builtin",
+                    help="requests for live runs: builtin | api-bank | PATH")
     ap.add_argument("--traces", nargs="+", default=None,
                     help="precomputed trace files (.jsonl or .jsonl.gz), from python -m oilbird trace or replay "
                          "--traces (default: the shipped ones in assets/traces); a file that cannot be read "

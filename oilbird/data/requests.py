@@ -240,6 +240,10 @@ def builtin_requests(n_conversations: int = 12, seed: int = 0) -> list[Request]:
     return [Request(**f) for f in builtin_request_fields(n_conversations, seed)]
 
 
+# the non-repetitive sets' files under the data root (data_root)
+SHARED_FILES = {"humaneval": "HumanEval.jsonl.gz", "gsm8k": "test.jsonl", "mt-bench": "question.jsonl"}
+
+
 def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, skip: int = 0) -> list[Request]:
     """Resolve ``data`` (a named set or a path) to an ordered list of requests: the ``limit``
     requests after the first ``skip`` (e.g. to check a setting on requests it was not chosen on)."""
@@ -248,12 +252,12 @@ def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, ski
         reqs = builtin_requests(seed=seed)
     elif name == "api-bank":
         reqs = load_api_bank()
-    elif name == "humaneval":
-        reqs = load_jsonl(default_path("humaneval") / "HumanEval.jsonl.gz", "humaneval")
-    elif name == "gsm8k":
-        reqs = load_jsonl(default_path("gsm8k") / "test.jsonl", "gsm8k")
-    elif name == "mt-bench":
-        reqs = load_jsonl(default_path("mt-bench") / "question.jsonl", "mt-bench")
+    elif name in SHARED_FILES:
+        f = default_path(name) / SHARED_FILES[name]
+        if not f.is_file():
+            raise DataError(f"the {name} set is not there (set $OILBIRD_DATA to the folder that holds {name}/, "
+                            f"give --data PATH to a requests file, or use --data builtin)", f)
+        reqs = load_jsonl(f, name)
     else:
         p = Path(name).expanduser()
         try:
@@ -289,6 +293,20 @@ def has_text(messages: list[dict]) -> bool:
     return any(str(m.get("content") or "").strip() for m in messages)
 
 
+NOT_TEXT = ("the prompt holds bytes that are not UTF-8 text (or a lone UTF-16 surrogate), which no "
+            "tokenizer takes: give it as UTF-8")
+
+
+def not_text(s: str) -> bool:
+    """Does ``s`` hold a surrogate code point (a byte that was not UTF-8, kept by Python's
+    ``surrogateescape`` as one, or a lone ``\\ud800``)? Such a string cannot be encoded."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def encode(tokenizer, request: Request) -> list[int]:
     """Token ids of the request under the model's chat template (generation prompt added).
 
@@ -296,6 +314,8 @@ def encode(tokenizer, request: Request) -> list[int]:
     still give the model tokens to answer, and it would answer a question nobody asked."""
     if not has_text(request.messages):
         raise PromptError(f"request '{request.id}': the prompt is empty: give a request with some text.")
+    if any(not_text(str(m.get("content") or "")) for m in request.messages):
+        raise PromptError(f"request '{request.id}': {NOT_TEXT}")
     if getattr(tokenizer, "chat_template", None):
         ids = tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, tokenize=True)
         if isinstance(ids, dict) or hasattr(ids, "keys"):

@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from ..errors import InputError
-from ..jsonio import read_json
+from ..jsonio import loads, read_json, read_text
 from ..trace import recorder_words
 from .results import TIMED, MethodStats, num_cell, check_cell, check_header, measured
 
@@ -396,19 +396,38 @@ def load_results(path) -> tuple[str, dict]:
         path = next((path / f for f in ("results.json", "diagnosis.json") if (path / f).is_file()),
                     path / "results.json")
     if path.name.endswith((".jsonl", ".jsonl.gz")):
-        from ..trace import load_traces
-        from .funnel import funnel
-        traces = load_traces(path)
-        return "traces", {"methods": trace_methods(traces), "funnel": funnel(traces), **trace_origin(traces)}
+        return _traces(path)
     if not path.exists():
         raise ResultsError("no such file (give a bench results.json, a diagnosis.json, a trace .jsonl, "
                            "or the folder bench, replay or diagnose wrote)", path)
-    res = read_json(path, ResultsError)
+    try:
+        res = read_json(path, ResultsError)
+    except ResultsError:
+        if _trace_lines(path):        # a trace file under another name (the app's upload takes .txt)
+            return _traces(path)
+        raise
     if isinstance(res, dict) and "present_2" in res and "methods" not in res:   # diagnose's output
         return "diagnosis", check_diagnosis(res, path)
     if isinstance(res, dict) and "batch_sizes" in res and "methods" not in res:  # serve-bench's output
         return "serve-bench", {"table": serve_table(res, path)}
     return "bench", check_results(res, path)
+
+
+def _traces(path: Path) -> tuple[str, dict]:
+    from ..trace import load_traces
+    from .funnel import funnel
+    traces = load_traces(path)
+    return "traces", {"methods": trace_methods(traces), "funnel": funnel(traces), **trace_origin(traces)}
+
+
+def _trace_lines(path: Path) -> bool:
+    """Does ``path`` open with a trace's request line (whatever its name)?"""
+    try:
+        first = next((line for line in read_text(path, ResultsError).split("\n") if line.strip()), "")
+        d = loads(first, ResultsError)
+    except InputError:
+        return False
+    return isinstance(d, dict) and d.get("kind") == "request"
 
 
 def serve_table(res: dict, path) -> str:
@@ -514,6 +533,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
     if kind == "serve-bench":
         print(res["table"])
         return 0
+    extra = tuple(tuple(p.split(",")) for p in args.pair) if kind != "diagnosis" else ()
+    bad = next((p for p in extra if len(p) != 2 or not all(m in res["methods"] for m in p)), None)
+    if bad:                      # before anything is printed: the usage error alone
+        ap.error(f"--pair {','.join(bad)}: give two methods of this run, A,B ({', '.join(res['methods'])})")
     if res.get("complete") is False:
         unit = "turns" if res.get("replay") else "requests"
         print(f"note: {args.results} is an incomplete run (interrupted): {res.get('n_requests')} of "
@@ -540,10 +563,6 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
             print()
             print("\n".join(funnel_lines(res["funnel"])))
         return 0
-    extra = tuple(tuple(p.split(",")) for p in args.pair)
-    bad = next((p for p in extra if len(p) != 2 or not all(m in res["methods"] for m in p)), None)
-    if bad:
-        ap.error(f"--pair {','.join(bad)}: give two methods of this run, A,B ({', '.join(res['methods'])})")
     print(source_table(res["methods"], check_header(res)) if kind == "traces" else markdown_table(res))
     if kind == "traces":
         from .funnel import funnel_lines
