@@ -22,7 +22,7 @@ GOOD = ('{"id": "c0", "messages": [{"role": "user", "content": "hi"}, '
 BAD = {
     "not json": ('{"id": "c1", "messages": [', ["not valid JSON"]),
     "not an object": ('[{"role": "user", "content": "hi"}]', ["expected a JSON object"]),
-    "no messages": ('{"id": "c1", "prompt": "hi"}', ["'c1'", "'messages'"]),
+    "no messages": ('{"id": "c1", "prompt": "hi"}', ["'c1'", "'messages'", "this is a request, a 'prompt' to answer"]),
     "no assistant turn": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}]}',
                           ["'c1'", "no assistant turn"]),
     "opens with assistant": ('{"id": "c1", "messages": [{"role": "assistant", "content": "hi"}]}',
@@ -33,6 +33,17 @@ BAD = {
     "unknown role": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, '
                      '{"role": "robot", "content": "x"}, {"role": "assistant", "content": "y"}]}',
                      ["'c1'", "message 1", "unknown role 'robot'"]),
+    "a trace record": ('{"kind": "request", "request_id": "r", "method": "goose"}',
+                       ["a trace record, not a conversation (open traces in the app"]),
+    "a role that is not a string": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, '
+                                    '{"role": [], "content": "x"}, {"role": "assistant", "content": "y"}]}',
+                                    ["'c1'", "message 1", "unknown role []"]),
+    "a content block whose type is not a string": (
+        '{"id": "c1", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": '
+        '[{"type": [], "text": "x"}, {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]}',
+        ["'c1'", "message 1", "content part 0 is not text (type [])"]),
+    "a lone surrogate": ('{"id": "c1", "messages": [{"role": "user", "content": "hi \\ud800"}, '
+                         '{"role": "assistant", "content": "y"}]}', ["lone UTF-16 surrogate (\\ud800"]),
     "no role": ('{"id": "c1", "messages": [{"role": "user", "content": "hi"}, '
                 '{"content": "x"}, {"role": "assistant", "content": "y"}]}',
                 ["'c1'", "message 1", "without 'role'"]),

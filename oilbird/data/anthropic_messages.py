@@ -37,7 +37,7 @@ def from_blocks(m: dict, err) -> list[dict]:
     role, blocks = m.get("role"), m["content"]
     if m.get("tool_calls") or m.get("function_call"):
         raise err("tool calls both as 'tool_use' blocks and as 'tool_calls': give the calls once")
-    kinds = {b.get("type") for b in blocks if isinstance(b, dict)}
+    kinds = {b["type"] for b in blocks if isinstance(b, dict) and isinstance(b.get("type"), str)}
     text = message_text(blocks, err, skip=BLOCKS)        # the text blocks, a refused one by its own index
     if role == "assistant":
         if "tool_result" in kinds:

@@ -155,8 +155,9 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
     """Validate and normalise one conversation object; ``source`` names where it came from
     (e.g. ``"file.jsonl:3"``, as :class:`~oilbird.errors.InputError` names a line) in every error."""
     if not isinstance(d, dict):
-        raise ConversationError(f"{source}: expected a JSON object (a conversation), "
-                                f"got {type(d).__name__}")
+        raise ConversationError(f"{source}: expected a JSON object (a conversation), got {type(d).__name__}")
+    if d.get("kind") in ("request", "cycle"):
+        raise ConversationError(f"{source}: a trace record, not a conversation (open traces in the app, or report)")
     raw_id = d.get("id", default_id)
     if not isinstance(raw_id, (str, int)) or isinstance(raw_id, bool) or str(raw_id) == "":
         raise ConversationError(f"{source}: 'id' must be a non-empty string")
@@ -166,7 +167,9 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
         raise ConversationError(f"{_where(source, cid)}: 'model' must be a string")
     msgs = d.get("messages")
     if not isinstance(msgs, list) or not msgs:
-        raise ConversationError(f"{_where(source, cid)}: needs 'messages', a non-empty list")
+        what = (" (this is a request, a 'prompt' to answer: bench and trace --data; replay reads recorded turns)"
+                if "prompt" in d and msgs is None else "")
+        raise ConversationError(f"{_where(source, cid)}: needs 'messages', a non-empty list{what}")
     out: list[dict] = []
     for key in ("system", "instructions"):   # Anthropic's and the Responses API's system prompt, beside the messages
         if d.get(key) is not None:
@@ -190,7 +193,8 @@ def conversation_from_obj(d, source: str, default_id: str) -> Conversation:
                       f"and the Responses API's {', '.join(ITEMS)} items")
         if "role" not in raw:
             raise err(f"a message without 'role' (one of {', '.join(ROLES + tuple(ALIASES))})")
-        if ALIASES.get(raw.get("role"), raw.get("role")) not in ROLES:
+        role = raw["role"]
+        if not isinstance(role, str) or ALIASES.get(role, role) not in ROLES:
             raise err(f"unknown role {raw.get('role')!r} (expected one of {', '.join(ROLES + tuple(ALIASES))})")
         for m in from_blocks(raw, err) if uses_blocks(raw) else (raw,):   # Anthropic's blocks: one or more
             out.append(read_message(m, err, out, calls_by_id))
