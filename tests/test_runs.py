@@ -252,6 +252,16 @@ def test_force_replaces_the_whole_earlier_run(tmp_path, capsys, tiny_model):
     assert (out / "notes.txt").read_text() == "earlier"  # not a run's file: left alone
 
 
+def test_a_folder_where_a_run_writes_a_file_is_refused_before_the_model_loads(tmp_path, capsys):
+    """--force would remove nothing there and the write failed after the whole run."""
+    out = tmp_path / "run"
+    (out / "results.json").mkdir(parents=True)
+    for extra in ((), ("--force",)):
+        assert main(["bench", "--out", str(out), "--model", str(tmp_path / "no-such-model"), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "holds results.json, which is not a file (a folder?)" in err and "no-such-model" not in err
+
+
 def test_force_leaves_the_earlier_run_alone_until_the_new_one_writes(tmp_path, capsys, tiny_model, monkeypatch):
     """A forced run stopped before its first request finished has replaced nothing."""
     out = tmp_path / "run"

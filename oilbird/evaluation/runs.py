@@ -113,6 +113,10 @@ class Run:
             if p.exists() and not p.is_dir():
                 raise InputError(f"--out {p} is a file; this command writes a folder ({', '.join(self.writes)})")
             held = self.earlier_files()
+            odd = next((f for f in held if not (p / f).is_file()), None)
+            if odd:              # --force would replace nothing: the write fails after the whole run
+                raise InputError(f"--out {p} holds {odd}, which is not a file (a folder?): it is not replaced, "
+                                 f"even with --force; choose another --out")
         if held and not self.force:
             where = f"{p} already exists" if self.is_file else f"{p} already holds {', '.join(held)}"
             raise InputError(f"--out {where} (an earlier run's): pass --force to replace it, or choose another --out")
