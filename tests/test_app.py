@@ -390,6 +390,25 @@ def test_a_file_uploaded_during_a_live_run_is_kept_when_the_run_ends(app_fns, se
     assert uploaded["out"].state is session and out.state is session
 
 
+def test_an_upload_leaves_this_sessions_live_runs_in_place(app_fns, session, monkeypatch, tmp_path):
+    """A live run cannot be remade (its store has moved on): an upload holding a trace of the
+    same request and method leaves the live one in place and says so; a file of nothing else
+    loads nothing."""
+    from workbench import ui
+    monkeypatch.setattr(ui, "decode_live", lambda *a, **k: replace(request_other("r1"), method="goose",
+                                                                    meta={"live": True}))
+    app_fns[2]["run_live"](session, "r1", "goose", progress=lambda *a, **k: None)
+    live = session.extra[("r1", "goose")]
+    path = save_traces([replace(request_other("r1"), method="goose"), request_other("other")], tmp_path / "up.jsonl")
+    out = app_fns[2]["load_traces"](session, str(path))
+    assert session.extra[("r1", "goose")] is live and ("other", "oilbird") in session.extra
+    assert "Loaded up.jsonl: 1 trace" in out.error and "this session's live run of r1 with goose stays" in out.error
+    only = save_traces([replace(request_other("r1"), method="goose")], tmp_path / "only.jsonl")
+    with pytest.warns(UserWarning, match="Nothing loaded from only.jsonl"):
+        out = app_fns[2]["load_traces"](session, str(only))
+    assert session.extra[("r1", "goose")] is live and "live run of r1 with goose stays" in out.error
+
+
 def test_every_session_field_is_either_the_view_or_shared_with_live_runs():
     """An upload takes its drawn copy's view field by field (session.take_view); a field added to
     Session and named in neither list would silently not follow an upload, or undo a live run's."""
@@ -784,6 +803,7 @@ def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
     with pytest.warns(UserWarning, match="cannot be decoded"):
         out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
     assert "9031 tokens" in out.error and out.state.extra == {} and "r1 · oilbird" in out.counter
+    assert "(--max-new-tokens 48)" in out.error          # the app's own setting: what to lower
 
 
 def test_a_live_run_that_fails_otherwise_is_one_line_and_changes_nothing(app_fns, session, monkeypatch):

@@ -211,12 +211,30 @@ def take_view(st: Session, drawn: Session) -> None:
         setattr(st, name, getattr(drawn, name))
 
 
-def loaded_note(name: str, traces: list[RequestTrace], first: RequestTrace) -> str:
+def loaded_note(name: str, traces: list[RequestTrace], first: RequestTrace,
+                left_out: list[RequestTrace] = ()) -> str:
     """The banner's line after an upload drew (a file of the request on screen looked unchanged):
-    what came in and what is shown of it."""
+    what came in and what is shown of it, and what was left out (:func:`upload_split`)."""
     n = len({t.request_id for t in traces})
     return (f"Loaded {name}: {len(traces)} trace{'s' * (len(traces) != 1)} of {n} request{'s' * (n != 1)}; "
-            f"showing {first.request_id} with {first.method}.")
+            f"showing {first.request_id} with {first.method}." + (f" {left_out_note(left_out)}" if left_out else ""))
+
+
+def left_out_note(left_out: list[RequestTrace]) -> str:
+    """What an upload left out, in words (:func:`upload_split`)."""
+    out = [f"{t.request_id} with {t.method}" for t in left_out]
+    return (f"Left out {len(out)}: this session's live run{'s' * (len(out) != 1)} of {', '.join(out[:3])}"
+            f"{', ...' if len(out) > 3 else ''} stay{'s' * (len(out) == 1)} (a live run cannot be remade: its "
+            f"store has moved on).")
+
+
+def upload_split(st: "Session", traces: list[RequestTrace]) -> tuple[list[RequestTrace], list[RequestTrace]]:
+    """An upload's traces the session takes, and those it leaves out: one of a request and
+    method this session ran live (its trace stays: a live run cannot be remade, the store it
+    read has moved on; an upload can be loaded again)."""
+    live = {k for k in st.extra if st.extra_from.get(k) == LIVE_ORIGIN}
+    return ([t for t in traces if (t.request_id, t.method) not in live],
+            [t for t in traces if (t.request_id, t.method) in live])
 
 
 LIVE_ORIGIN = "this session's live runs"     # where a live run's trace comes from (Session.extra_from)

@@ -36,13 +36,13 @@ from .export import FORMATS, ExportError, export_figures, export_traces, safe_na
 from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update, shown_moment  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, LIVE_ORIGIN, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
-                      Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, live_sampling,
-                      loaded_note, method_choices, method_menu, new_session, opening, opening_cycle, origin,
-                      origin_name, public, read_error, request_choices, request_menu, same_place, take_view)
+                      Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, left_out_note,
+                      live_sampling, loaded_note, method_choices, method_menu, new_session, opening, opening_cycle,
+                      origin, origin_name, public, read_error, request_choices, request_menu, same_place, take_view,
+                      upload_split)
 
-# the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; it is refused
-# unread past that), about 3 GB of memory and minutes of drawing: one upload at a time.
-# `python -m oilbird report` reads up to 2 GiB. app.py gives gradio the same bound on the file
+# the most an uploaded trace file may hold: 512 MiB of text (a .gz decompressed; refused unread past that), about
+# 3 GB of memory and minutes of drawing: one upload at a time (`report` reads 2 GiB; app.py gives gradio this bound)
 UPLOAD_MAX_BYTES = 512 << 20
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -438,6 +438,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 traces = load_traces(path, max_bytes=UPLOAD_MAX_BYTES)
             except Exception as exc:   # noqa: BLE001 - TraceError, or whatever a loader lets through: one line
                 return unchanged(st, _warn(f"Not a usable trace file: {read_error(exc, path)}"))
+            traces, left_out = upload_split(st, traces)    # this session's live runs stay
+            if not traces:
+                return unchanged(st, _warn(f"Nothing loaded from {name}. {left_out_note(left_out)}"))
             first = opening(traces)      # oilbird's trace that shows the key best, if the file has one
             added = {(t.request_id, t.method): t for t in traces}
             new = replace(st, extra={**st.extra, **added}, request=first.request_id, method=first.method,
@@ -445,7 +448,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             try:
                 for t in traces:
                     draw_all(t)
-                out = _render(new, cat, loaded_note(name, traces, first), full=True, data=data)
+                out = _render(new, cat, loaded_note(name, traces, first, left_out), full=True, data=data)
             except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
                 return unchanged(st, _warn(f"Not a usable trace file: {name}: {exc}"))
             # every trace draws: the session takes them in place, so a live run that holds this
@@ -490,7 +493,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 tr = decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling,
                                  stopped=lambda: ticket <= st.stop_upto, budget=budget)
             except PromptError as exc:   # empty, or too long for the model
-                return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc}"))
+                return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc} "
+                                           f"(--max-new-tokens {max_new_tokens})"))
             except Exception:            # out of memory, a tokenizer's own error...: run_live says so
                 if not had:
                     st.decoders.pop(method, None)      # a decoder made for this run only
