@@ -350,6 +350,15 @@ def test_a_spine_source_of_ones_own_counts_as_exact_match_where_its_trace_names_
         assert cells[6] == ["yes" if counted else "no"]
         html = F.neighbours_html(c, lexical=F.lexical_sources(req))
         assert ("<b>no</b>" in html) is not counted
+        # the tree colours the node by it (exact match before the key), and so do the text and compare
+        nodes = {d["meta"]: d["customdata"] for d in F.tree_spec(c, **F.trace_marks(req))["data"]
+                 if d.get("meta") in ("mine", "semantic") and d.get("customdata")}      # (not the key's entries)
+        assert (1 in nodes.get("mine", []), 1 in nodes.get("semantic", [])) == (counted, not counted)
+        c.committed_sources[0] = ["mine", "semantic"]
+        first = F.text_cells(req, 1)[c.generated_before]
+        assert first.source == ("mine" if counted else "semantic")
+        bars = {d["meta"] for d in F.compare_spec(req, req, 1)["data"] if d.get("type") == "bar" and d.get("meta")}
+        assert ("oilbird:mine" in bars) is counted
 
 
 def test_a_trace_whose_lexical_sources_are_not_names_is_refused(tmp_path):
@@ -1053,7 +1062,8 @@ def test_a_live_run_that_found_the_store_empty_says_so_where_the_key_would_have_
     # an exported tree (cycle_figures) says it too: as a handout it was not told from the shipped one
     assert "· live run" in F.cycle_figures(live, 1)["tree"].layout.title.text
     assert "live run" not in F.cycle_figures(shipped, 1)["tree"].layout.title.text
-    assert F.trace_marks(live) == {"replay": False, "live": True, "rows": F.tree_rows(live)}   # what views pass a tree
+    assert F.trace_marks(live) == {"replay": False, "live": True, "rows": F.tree_rows(live),   # what views pass a tree
+                                   "lexical": F.lexical_sources(live)}
     assert "· live run" in F.tree_figure(live.cycles[1], **F.trace_marks(live)).layout.title.text
 
 

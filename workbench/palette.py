@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Iterable
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour
 # vision deficiencies.
@@ -198,23 +199,32 @@ WARNING_CSS = "color:#222;border-left:4px solid #555;padding-left:8px"
 SELECTION_RING = "#000000"       # the node a view points at: no source's colour, never faded
 
 
-def primary_source(sources) -> str:
+def primary_source(sources, lexical: Iterable[str] = ()) -> str:
     """The source a node (or committed token) is coloured by: the first in :data:`PRECEDENCE`
-    (an exact-match source where one proposed it, else the hidden-state key, ...).
+    (an exact-match source where one proposed it, else the hidden-state key, ...). ``lexical``:
+    the exact-match sources of its trace (:func:`oilbird.trace.lexical_sources`); one the
+    palette does not rank, a spine source of one's own, comes before the key too.
 
     >>> primary_source(["pld", "semantic"])
     'pld'
     >>> primary_source(["semantic", "recycling"])
     'semantic'
+    >>> primary_source(["mine", "semantic"]), primary_source(["mine", "semantic"], lexical={"mine", "pld"})
+    ('semantic', 'mine')
     >>> primary_source([])
     'root'
     """
     srcs = list(sources or ())
     if not srcs:
         return ROOT
+    own = sorted(s for s in srcs if s in lexical and s not in PRECEDENCE)
     for s in PRECEDENCE:
+        if s == "semantic" and own:
+            return own[0]
         if s in srcs:
             return s
+    if own:
+        return own[0]
     if BONUS in srcs:
         return BONUS
     return sorted(srcs)[0]

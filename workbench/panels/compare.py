@@ -8,7 +8,7 @@ import html
 
 import plotly.graph_objects as go
 
-from oilbird.trace import RequestTrace
+from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, SOURCE_PATTERNS, Style, primary_source, shown_sources
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, TABLE_WIDTH, axis_key, esc, figure, grid, label_of,
@@ -87,10 +87,10 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     axes["yaxis2"]["matches"] = "y"
     counts: dict[int, dict[str, list[int]]] = {}     # column -> source -> tokens per cycle
     for col, r in ((1, a), (2, b)):
-        counts[col] = {}
+        counts[col], lexical = {}, lexical_sources(r)
         for i, c in enumerate(r.cycles):
             for srcs in c.committed_sources:
-                counts[col].setdefault(primary_source(srcs or [BONUS]), [0] * len(r.cycles))[i] += 1
+                counts[col].setdefault(primary_source(srcs or [BONUS], lexical), [0] * len(r.cycles))[i] += 1
     order = shown_sources(set(counts[1]) | set(counts[2]))
     data, shapes = [], []
     pos = a.cycles[selection].generated_before if selection is not None and 0 <= selection < len(a.cycles) else None
@@ -107,7 +107,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                                           f"per token, exact match first)<extra></extra>",
                          "xaxis": xr, "yaxis": yr})
         srcs = token_sources(r)
-        prim = [primary_source(x or [BONUS]) for x in srcs]
+        prim = [primary_source(x or [BONUS], lexical_sources(r)) for x in srcs]
         xs, ys = ref[(2, col)]
         data.append({"type": "bar", "x": list(range(len(prim))), "y": [1] * len(prim), "width": 1,
                      "showlegend": False, "marker": {"color": [s.colour(p) for p in prim], "line": {"width": 0},

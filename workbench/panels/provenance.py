@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from oilbird.trace import CycleTrace, RequestTrace, recorder_words
+from oilbird.trace import CycleTrace, RequestTrace, lexical_sources, recorder_words
 
 from ..palette import BONUS, shown_sources
 
@@ -57,9 +57,11 @@ def live_mark(request) -> str:
 
 def trace_marks(request) -> dict:
     """What a cycle's tree takes of its request (:func:`~workbench.panels.tree.tree_figure`'s
-    ``replay`` and ``live``, which its title marks, and ``rows``, which keeps its height):
+    ``replay`` and ``live``, which its title marks, ``rows``, which keeps its height, and
+    ``lexical``, its exact-match sources, which colour a node before the key):
     ``F.tree_figure(c, **F.trace_marks(request))`` wherever a view draws one."""
-    return {"replay": is_replay(request), "live": is_live(request), "rows": tree_rows(request)}
+    return {"replay": is_replay(request), "live": is_live(request), "rows": tree_rows(request),
+            "lexical": lexical_sources(request)}
 
 
 def tree_rows(request) -> float:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from oilbird.trace import RequestTrace
+from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, Style, ink, primary_source, shown_sources
 from .base import (BY_PRIMARY, centred_note, esc, figure, label_of, legend_marker, panel_layout, style_or_default,
@@ -45,14 +45,14 @@ class TokenCell:
 def text_cells(request: RequestTrace, cycle: int | None = None) -> list[TokenCell]:
     """The tokens committed once cycle index ``cycle`` has run (all of them for None)."""
     srcs, cyc = token_sources(request), token_cycles(request)
-    replay = is_replay(request)
+    replay, lexical = is_replay(request), lexical_sources(request)
     out = []
     for k, piece in enumerate(request.output_text[:committed_upto(request, cycle)]):
         known = k < len(srcs)
         out.append(TokenCell(
             index=k, text=piece, token_id=request.output_ids[k] if k < len(request.output_ids) else None,
             delivered_by=", ".join(label_of(x, replay) for x in srcs[k]) if known else "?",   # the legend's names
-            source=primary_source(srcs[k] if known else [BONUS]),
+            source=primary_source(srcs[k] if known else [BONUS], lexical),
             cycle=request.cycles[cyc[k]].cycle if k < len(cyc) else "?",
             now=cycle is not None and k < len(cyc) and cyc[k] == cycle))
     return out
@@ -61,7 +61,8 @@ def text_cells(request: RequestTrace, cycle: int | None = None) -> list[TokenCel
 def text_key(request: RequestTrace) -> list[str]:
     """The sources the key lists: the colouring source (primary_source) of every output token (so the key
     holds still while one steps through the cycles)."""
-    return shown_sources(primary_source(x) for x in token_sources(request))
+    lexical = lexical_sources(request)
+    return shown_sources(primary_source(x, lexical) for x in token_sources(request))
 
 
 def _token_rows(pieces: list[str], line_chars: int) -> list[tuple[int, int, int]]:

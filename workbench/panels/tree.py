@@ -138,7 +138,8 @@ TITLE_ROOM = 50 + 20 * 2
 
 
 def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-              keyed: Iterable[str] = (), replay: bool = False, live: bool = False, rows: float = 0) -> dict:
+              keyed: Iterable[str] = (), replay: bool = False, live: bool = False, rows: float = 0,
+              lexical: Iterable[str] = ()) -> dict:
     """The draft tree of one cycle (see :func:`tree_figure`)."""
     s = style_or_default(style)
     n = len(cycle.tokens)
@@ -189,7 +190,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     # nodes, one trace per primary source
     groups: dict[str, list[int]] = {}
     for i in range(n):
-        src = ROOT if i == 0 else primary_source(cycle.sources[i] if i < len(cycle.sources) else [])
+        src = ROOT if i == 0 else primary_source(cycle.sources[i] if i < len(cycle.sources) else [], lexical)
         groups.setdefault(src, []).append(i)
     mode = "markers+text" if s.show_node_labels else "markers"
     shown_status = {"accepted": "accepted", "rejected": "rejected",
@@ -277,7 +278,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
 
 
 def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-                keyed: Iterable[str] = (), replay: bool = False, live: bool = False, rows: float = 0) -> go.Figure:
+                keyed: Iterable[str] = (), replay: bool = False, live: bool = False, rows: float = 0,
+                lexical: Iterable[str] = ()) -> go.Figure:
     """The draft tree of one cycle.
 
     One marker per draft node at (depth, row) (:func:`tree_layout`), coloured and shaped by its
@@ -297,8 +299,10 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     bonus the recording's, which decided the verdict. ``rows``: lay the tree out in at least
     this many rows (:func:`~workbench.panels.provenance.tree_rows` of its request, the widest
     tree's), so that every cycle of a request has one height; a tree that would be taller than
-    :data:`TREE_MAX_HEIGHT` closes its rows up instead. :func:`trace_marks` gives ``replay``,
-    ``live`` and ``rows`` of a request: ``F.tree_figure(c, **F.trace_marks(request))``.
+    :data:`TREE_MAX_HEIGHT` closes its rows up instead. ``lexical``: the exact-match sources of
+    the request (:func:`oilbird.trace.lexical_sources`), so a spine source of one's own colours a
+    node before the key. :func:`trace_marks` gives ``replay``, ``live``, ``rows`` and ``lexical``
+    of a request: ``F.tree_figure(c, **F.trace_marks(request))``.
 
     Traces, in order: one edge trace per status (``meta`` "edges-accepted" / "edges-uncommitted"
     (only where it occurs) / "edges-rejected" / "edges-bonus"), the several-sources ring
@@ -306,4 +310,4 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     bonus node ("bonus"; only when it was committed), then one legend-only trace per
     source in :data:`~workbench.palette.ALL_SOURCES` and per other source in the tree or in ``keyed``.
     """
-    return figure(tree_spec(cycle, selection, style, keyed, replay, live, rows), style)
+    return figure(tree_spec(cycle, selection, style, keyed, replay, live, rows, lexical), style)
