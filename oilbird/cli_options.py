@@ -51,6 +51,10 @@ def data_arg(text: str) -> str:
     would read the current folder without saying so)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty: name a data set or give a file or folder to read")
+    try:                # a name in bytes that are not UTF-8: results and traces record it as text
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError("names a path in bytes that are not UTF-8: rename it") from None
     return text
 
 

@@ -38,7 +38,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .drafter import Drafter
-from .errors import PromptError
+from .errors import ContextError, PromptError
 from .model import LoadedModel
 from .sampling import decisions_per_node
 from .request_records import RequestRecords
@@ -56,7 +56,7 @@ def check_prompt(lm: LoadedModel, ids: list[int], max_new_tokens: int) -> None:
         raise PromptError("The prompt is empty: give a request with some text.")
     limit = int(getattr(lm.model.config, "max_position_embeddings", 0) or 0)
     if limit and len(ids) + max_new_tokens > limit:
-        raise PromptError(f"The prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it "
+        raise ContextError(f"The prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it "
                           f"exceeds the model's context of {limit} tokens. Shorten it or lower max_new_tokens.")
 
 

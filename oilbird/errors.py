@@ -48,6 +48,11 @@ class PromptError(InputError):
     """The prompt is empty or too long for the model."""
 
 
+class ContextError(PromptError):
+    """The prompt with ``max_new_tokens`` exceeds the model's context (a :class:`PromptError`:
+    a caller may say which of its own settings to lower)."""
+
+
 def repeated(items):
     """The first item named twice in ``items``, or None (for the one-line refusals of a list
     option or setting whose repeats would run, or count, twice).

@@ -9,7 +9,8 @@ a value or raise one error of the class the caller names (a subclass of
 * more than :data:`MAX_BYTES` of text (a gzip bomb included), bytes that are not UTF-8;
 * invalid JSON, ``NaN`` / ``Infinity``, an integer beyond 64 bits (Python would take 4,300
   digits and then refuse), a float that overflows to infinity, nesting deeper than Python's
-  parser can go;
+  parser can go, a string holding a lone UTF-16 surrogate (``"\\ud800"``: valid JSON, but no
+  text any encoder or tokenizer takes);
 * in a whole document (:func:`read_json`), an object that gives one key twice.
 
 It knows nothing about what the values mean: each loader checks its own fields
@@ -169,8 +170,11 @@ def undecodable(line: str) -> bool:
     return _ESCAPED.search(line) is not None
 
 
-# a \\u escape of a UTF-16 surrogate: only then may a decoded string hold a lone one
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# a \\u escape of a lone UTF-16 surrogate (a high one not followed by a low one, or a low one not
+# after a high one): only then may a decoded string hold one (an escaped backslash before "ud800"
+# matches too: the decoded value says)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                               r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -212,10 +216,10 @@ def loads(text: str, error: type[InputError] = InputError, path=None, line: int 
         raise error("nested too deeply to read", path, line) from None
     except ValueError as exc:               # anything else the decoder refuses about a number
         raise error(f"not readable as JSON ({exc})", path, line) from None
-    escape = _SURROGATE_ESCAPE.search(text)      # (a pair, one astral character, decodes whole)
+    escape = _SURROGATE_ESCAPE.search(text) if "\\ud" in text or "\\uD" in text else None   # (a fast look first)
     if escape and _lone_surrogate(value):
-        raise error(f"a string holds a lone UTF-16 surrogate ({escape.group()}, or one after it), which is "
-                    f"not text", path, first + _line_of(text, escape.start()) - 1)
+        raise error(f"a string holds a lone UTF-16 surrogate ({escape.group()}), which is not text", path,
+                    first + _line_of(text, escape.start()) - 1)
     return value
 
 

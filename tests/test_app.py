@@ -794,16 +794,23 @@ def test_a_trace_that_cannot_be_drawn_shows_in_the_banner(app_fns, session, monk
 
 
 def test_a_prompt_too_long_shows_in_the_banner(app_fns, session, monkeypatch):
-    from oilbird.data.requests import PromptError
+    from oilbird.errors import ContextError, PromptError
     from workbench import ui
 
     def too_long(*a, **k):
-        raise PromptError("The prompt has 9031 tokens; it exceeds the model's context of 8192 tokens.")
+        raise ContextError("The prompt has 9031 tokens; it exceeds the model's context of 8192 tokens.")
     monkeypatch.setattr(ui, "decode_live", too_long)
     with pytest.warns(UserWarning, match="cannot be decoded"):
         out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
     assert "9031 tokens" in out.error and out.state.extra == {} and "r1 · oilbird" in out.counter
     assert "(--max-new-tokens 48)" in out.error          # the app's own setting: what to lower
+
+    def empty(*a, **k):
+        raise PromptError("the prompt is empty")
+    monkeypatch.setattr(ui, "decode_live", empty)
+    with pytest.warns(UserWarning, match="cannot be decoded"):
+        out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
+    assert "--max-new-tokens" not in out.error            # not a setting's fault
 
 
 def test_a_live_run_that_fails_otherwise_is_one_line_and_changes_nothing(app_fns, session, monkeypatch):

@@ -40,6 +40,7 @@ def _fails(argv, capsys, message):
     (["bench", "--out", ""], "--out: is empty: give a folder or file to write"),
     (["bench", "--data", ""], "--data: is empty: name a data set or give a file or folder to read"),
     (["replay", "--data", " "], "--data: is empty"),
+    (["bench", "--data", "caf\udce9.jsonl"], "--data: names a path in bytes that are not UTF-8: rename it"),
     (["serve-bench", "--data", ""], "--data: is empty"),
     (["decode", "hi \udcff there"], "the prompt holds bytes that are not UTF-8 text"),  # argv's surrogateescape
     (["trace", "--methods", "goose", "--out", " "], "--out: is empty"),

@@ -388,6 +388,11 @@ def test_a_lone_surrogate_is_refused_by_line_and_a_pair_reads(tmp_path):
     with pytest.raises(InputError, match="lone UTF-16 surrogate") as e:
         load_results(p)
     assert e.value.line == 2
+    # a tool call's recorded argument text is read as JSON too: one with a lone surrogate is broken
+    # JSON, replayed as written (its text is ASCII), not a value the chat template chokes on
+    from oilbird.data.openai_messages import ToolCall
+    assert ToolCall("f", '{"a": "\\ud800"}').arguments is None
+    assert ToolCall("f", '{"a": "\\ud83d\\ude00"}').arguments == {"a": "\U0001f600"}
     ok = _two_lines(tmp_path, "ok.jsonl", '{"id": "p", "prompt": "a \\ud83d\\ude00 and \\\\ud800"}')
     assert load_requests(ok)[1].messages[0]["content"] == "a \U0001f600 and \\ud800"
 
@@ -398,6 +403,10 @@ def test_report_reads_a_trace_file_under_any_name(tmp_path):
     p.write_bytes(_traces_bytes(tmp_path))
     kind, res = load_results(p)
     assert kind == "traces" and res["methods"]
+    one = tmp_path / "one.txt"                     # one request without cycles: one JSON document
+    one.write_text(p.read_text().split("\n")[0] + "\n")
+    with pytest.raises(TraceError, match="its cycles commit 0 tokens"):
+        load_results(one)
     bad = tmp_path / "bad.txt"
     bad.write_text('{"a":\n')
     with pytest.raises(InputError, match="not valid JSON"):

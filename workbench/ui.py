@@ -27,7 +27,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 from gradio.components.plot import PlotData  # noqa: E402
 
-from oilbird.data.requests import PromptError  # noqa: E402
+from oilbird.errors import ContextError, PromptError  # noqa: E402
 from oilbird.errors import shown  # noqa: E402
 from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
@@ -493,8 +493,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 tr = decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling,
                                  stopped=lambda: ticket <= st.stop_upto, budget=budget)
             except PromptError as exc:   # empty, or too long for the model
-                return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc} "
-                                           f"(--max-new-tokens {max_new_tokens})"))
+                return unchanged(st, _warn(f"Request {shown(rid)} cannot be decoded: {exc}" + (
+                    f" (--max-new-tokens {max_new_tokens})" if isinstance(exc, ContextError) else "")))
             except Exception:            # out of memory, a tokenizer's own error...: run_live says so
                 if not had:
                     st.decoders.pop(method, None)      # a decoder made for this run only

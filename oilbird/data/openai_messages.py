@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 from ..errors import shown
+from ..jsonio import loads
 
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -31,7 +32,7 @@ class ToolCall:
         """The arguments parsed, or None when the recorded text is not a JSON object (an agent
         that wrote broken JSON: the text is replayed as written all the same)."""
         try:
-            parsed = json.loads(self.arguments_json)
+            parsed = loads(self.arguments_json)     # (a lone surrogate in it, no text, is broken JSON too)
         except ValueError:
             return None
         return parsed if isinstance(parsed, dict) else None

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..jsonio import loads
 from .openai_messages import render_tools
 from .requests import ConversationError
 
@@ -161,7 +162,7 @@ def _arguments(call, args_text: bool):
     if args_text:
         return call.arguments_json
     try:
-        return json.loads(call.arguments_json)
+        return loads(call.arguments_json)
     except ValueError:
         return call.arguments_json
 

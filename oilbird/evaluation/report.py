@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from ..errors import InputError
-from ..jsonio import loads, read_json, read_text
+from ..jsonio import read_json
 from ..trace import recorder_words
 from .results import TIMED, MethodStats, num_cell, check_cell, check_header, measured
 
@@ -403,9 +403,12 @@ def load_results(path) -> tuple[str, dict]:
     try:
         res = read_json(path, ResultsError)
     except ResultsError:
-        if _trace_lines(path):        # a trace file under another name (the app's upload takes .txt)
+        from .runs import opens_a_trace
+        if opens_a_trace(path):       # a trace file under another name (the app's upload takes .txt)
             return _traces(path)
         raise
+    if isinstance(res, dict) and res.get("kind") == "request":       # a one-line trace file under another name
+        return _traces(path)
     if isinstance(res, dict) and "present_2" in res and "methods" not in res:   # diagnose's output
         return "diagnosis", check_diagnosis(res, path)
     if isinstance(res, dict) and "batch_sizes" in res and "methods" not in res:  # serve-bench's output
@@ -418,16 +421,6 @@ def _traces(path: Path) -> tuple[str, dict]:
     from .funnel import funnel
     traces = load_traces(path)
     return "traces", {"methods": trace_methods(traces), "funnel": funnel(traces), **trace_origin(traces)}
-
-
-def _trace_lines(path: Path) -> bool:
-    """Does ``path`` open with a trace's request line (whatever its name)?"""
-    try:
-        first = next((line for line in read_text(path, ResultsError).split("\n") if line.strip()), "")
-        d = loads(first, ResultsError)
-    except InputError:
-        return False
-    return isinstance(d, dict) and d.get("kind") == "request"
 
 
 def serve_table(res: dict, path) -> str:

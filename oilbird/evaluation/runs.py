@@ -50,19 +50,35 @@ RUN_FILES = ("results.json", "traces.jsonl", "results.csv", "tau.html", "tau.png
 RESULTS_FILES = RUN_FILES[:-1]
 
 
-def _holds_traces(p: Path) -> bool:
-    """Is ``p`` empty, or does its first line (gzipped where it says so) begin a trace file, a
-    ``{"kind": "request", ...}`` record? What a trace run may replace with ``force``."""
+def first_record(p: Path):
+    """The first non-blank line of ``p`` (gzipped where it says so) as JSON, read alone; None where
+    it has none, :data:`UNREADABLE` where it cannot be read or is no JSON."""
     try:
         with (gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz" and p.stat().st_size
               else open(p, encoding="utf-8")) as f:
-            for line in f:
-                if line.strip():
-                    d = json.loads(line)
-                    return isinstance(d, dict) and d.get("kind") == "request"
-        return True
+            line = next((line for line in f if line.strip()), None)
+            return None if line is None else json.loads(line)
     except (OSError, EOFError, UnicodeDecodeError, ValueError, RecursionError):
-        return False
+        return UNREADABLE
+
+
+UNREADABLE = object()
+
+
+def _request_record(d) -> bool:
+    return isinstance(d, dict) and d.get("kind") == "request"
+
+
+def opens_a_trace(p: Path) -> bool:
+    """Does ``p`` begin as a trace file does, with a ``{"kind": "request", ...}`` record?"""
+    return _request_record(first_record(p))
+
+
+def holds_traces(p: Path) -> bool:
+    """Is ``p`` empty, or does it begin a trace file (:func:`opens_a_trace`)? What a trace run
+    may replace with ``force``."""
+    d = first_record(p)
+    return d is None or _request_record(d)
 
 
 class Terminated(KeyboardInterrupt):
@@ -106,7 +122,7 @@ class Run:
             if p.is_dir():
                 raise InputError(f"--out {p} is a folder; this command writes one file, e.g. runs/traces.jsonl")
             held = [p.name] if p.exists() else []
-            if held and not _holds_traces(p):
+            if held and not holds_traces(p):
                 raise InputError(f"--out {p} exists and is not a trace file (its first line is no trace record): "
                                  f"it is not replaced, even with --force; choose another --out")
         else:
