@@ -313,17 +313,41 @@ def test_static_export_error_is_clear(monkeypatch, tmp_path):
     with pytest.raises(export.ExportError, match="HTML export works"):
         export.export_figures({"tree": figures.tree_figure(request_oilbird().cycles[1])}, tmp_path, "png")
 
+    def kaleido(*a, **k):      # kaleido's own advice is an online download, cut mid-command at 200 characters
+        raise RuntimeError("Kaleido requires Google Chrome to be installed.\n\nEither download and install "
+                           "Chrome yourself following Google's instructions for your operating system, or "
+                           "install it from your terminal by running:\n\n    $ plotly_get_chrome")
+    monkeypatch.setattr(pio, "write_images", kaleido)
+    with pytest.raises(export.ExportError) as e:
+        export.export_figures({"tree": figures.tree_figure(request_oilbird().cycles[1])}, tmp_path, "png")
+    assert "(RuntimeError: no Chrome/Chromium found)" in str(e.value) and "download" not in str(e.value)
+
+
+def test_the_export_is_what_the_screen_shows_named_for_what_it_holds():
+    """The metrics and the comparison as the app draws them (whole requests: no cycle line), the
+    comparison named for the other method, the funnel for how many requests it counts."""
+    from workbench import export, figures
+    from wb_traces import request_goose, request_oilbird
+    tr, other = request_oilbird(), request_goose()
+    figs, left_out = export.cycle_export(tr, 1, other, funnel=([tr], "1 request"))
+    assert left_out == "" and list(figs) == ["tree", "text", "neighbours", "gap", "metrics", "compare-with-goose",
+                                             "funnel-of-1-request"]
+    assert figs["metrics"].to_dict() == figures.metrics_figure(tr).to_dict()
+    assert figs["compare-with-goose"].to_dict() == figures.compare_figure(tr, other).to_dict()
+    assert list(export.cycle_export(tr, 1)[0]) == ["tree", "text", "neighbours", "gap", "metrics"]
+
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="PNG export needs Chromium")
 def test_static_export_is_wide_enough_to_read(tmp_path):
-    """A figure that fills its container in the app is exported 1200 px wide, not kaleido's 700."""
+    """A figure that fills its container in the app is exported 1200 px wide, not kaleido's 700, at
+    twice its pixels (a projector, a print)."""
     import struct
 
     from workbench import export, figures
     from wb_traces import request_oilbird
     [png] = export.export_figures({"tree": figures.tree_figure(request_oilbird().cycles[1])}, tmp_path, "png")
     width, height = struct.unpack(">II", png.read_bytes()[16:24])
-    assert (width, height) == (export.STATIC_WIDTH, figures.DEFAULT_STYLE.height)
+    assert (width, height) == (export.STATIC_WIDTH * 2, figures.DEFAULT_STYLE.height * 2) and export.PNG_SCALE == 2
 
 
 # -- the app's functions called in this process (no server): failures forced by monkeypatch ----
@@ -890,6 +914,7 @@ def test_an_app_makes_its_export_folder_on_the_first_export_only(monkeypatch, tm
     cat = Catalogue.load(save_traces(all_requests(), tmp_path / "traces.jsonl"))
     demo = build_app(cat, Data("builtin"), ModelHolder(None))
     assert "oilbird-workbench-" not in made
+    assert demo.delete_cache == (3600, 3600)      # gradio's served copies of the exports go too, an hour on
     fns = {f.api_name: f.fn for f in demo.fns.values()}
     from workbench.session import new_session
     st = new_session(cat, Data("builtin"))

@@ -2,9 +2,15 @@
 
 HTML needs nothing beyond plotly: one self-contained page holding every figure, with
 plotly.js embedded once (``include_plotlyjs=True``), so it opens offline and fetches nothing.
-PNG and SVG go through kaleido, which drives a Chrome/Chromium (Debian's ``chromium`` is found
-on the PATH, or set ``BROWSER_PATH``); when that fails, :class:`ExportError` says so and that
-HTML still works.
+PNG (at twice the figure's pixels, :data:`PNG_SCALE`) and SVG go through kaleido, which drives a
+Chrome/Chromium (Debian's ``chromium`` is found on the PATH, or set ``BROWSER_PATH``); when that
+fails, :class:`ExportError` says so and that HTML still works.
+
+From a notebook, the same files as the app's export (1200 px wide, not plotly's 700)::
+
+    from workbench import figures as F
+    from workbench.export import export_figures
+    export_figures(F.cycle_figures(trace, 3), "slides", "png", stem="cycle3")
 """
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ FORMATS = ("html", "png", "svg")
 # static images of figures that fill their container in the app (no layout width): kaleido's
 # default, 700 px, crowds a tree's token labels and cuts table columns
 STATIC_WIDTH = 1200
+# a PNG's pixels per figure pixel: sharp on a projector and in print (an SVG scales by itself)
+PNG_SCALE = 2
 
 
 class ExportError(RuntimeError):
@@ -55,6 +63,30 @@ def safe_name(*parts: object) -> str:
     return f"{stem[:NAME_CHARS - len(digest) - 1].rstrip('_.-')}-{digest}"
 
 
+def cycle_export(tr: RequestTrace, k: int, other: RequestTrace | None = None, moment=None,
+                 funnel: tuple[list[RequestTrace], str] | None = None) -> tuple[dict[str, go.Figure], str]:
+    """The figures the app exports for cycle index ``k`` of ``tr``, as its screen shows them: the
+    cycle's tree, text, neighbours and gap strip (the bar under the tokens ``moment`` spans), the
+    request's metrics and its comparison with ``other`` (whole requests, no cycle line: the screen
+    draws none), named for what they hold (``compare-with-goose``, ``funnel-of-4-requests``);
+    ``funnel``: the traces the funnel panel counts and the words for them. Returns the figures by
+    name and a line that says what was left out ("" when nothing was). A figure of the cycle that
+    cannot be drawn raises."""
+    from . import figures as F
+    figs = F.cycle_figures(tr, k, moment=moment)
+    figs["metrics"] = F.metrics_figure(tr)
+    if other is not None:
+        figs[f"compare-with-{other.method}"] = F.compare_figure(tr, other)
+    counted, scope = funnel or ([], "")
+    try:
+        if any(c.tokens for t in counted for c in t.cycles):
+            n = len({t.request_id for t in counted})
+            figs[f"funnel-of-{n}-request{'s' * (n != 1)}"] = F.funnel_figure(counted, scope=scope)
+    except Exception as exc:   # noqa: BLE001 - the cycle's figures go out without it, said
+        return figs, f"The funnel was left out: {type(exc).__name__}: {exc}"
+    return figs, ""
+
+
 def write_html(figs: dict[str, go.Figure], path: str | Path, title: str = "Oilbird workbench") -> Path:
     """One offline HTML page with every figure (plotly.js embedded once)."""
     path = Path(path)
@@ -76,12 +108,14 @@ def write_static(figs: dict[str, go.Figure], folder: str | Path, fmt: str, stem:
     try:
         pio.write_images(list(figs.values()), paths, format=fmt,
                          width=[f.layout.width or STATIC_WIDTH for f in figs.values()],
-                         height=[f.layout.height for f in figs.values()])
+                         height=[f.layout.height for f in figs.values()], scale=PNG_SCALE if fmt == "png" else 1)
     except Exception as exc:  # noqa: BLE001 - kaleido/choreographer raise many types; all mean the same
+        # kaleido's own advice is to download Chrome: not what an offline machine can do
+        why = "no Chrome/Chromium found" if "chrome" in str(exc).lower() else str(exc).split("\n")[0][:160]
         raise ExportError(
-            f"{fmt.upper()} export failed ({type(exc).__name__}: {str(exc)[:200]}). Static images need "
-            "kaleido and a Chrome/Chromium (e.g. Debian's `chromium`, or set BROWSER_PATH). "
-            "HTML export works without them.") from None
+            f"{fmt.upper()} export failed ({type(exc).__name__}: {why}). Static images need kaleido and a "
+            "Chrome/Chromium (Debian's `chromium`, or set BROWSER_PATH to one). HTML export works without them.") \
+            from None
     return paths
 
 

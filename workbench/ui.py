@@ -32,7 +32,7 @@ from oilbird.errors import shown  # noqa: E402
 from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
-from .export import FORMATS, ExportError, export_figures, export_traces, safe_name  # noqa: E402
+from .export import FORMATS, ExportError, cycle_export, export_figures, export_traces, safe_name  # noqa: E402
 from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update, shown_moment  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, LIVE_ORIGIN, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
@@ -241,7 +241,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             atexit.register(shutil.rmtree, made[0], True)
         return made[0]
 
-    with gr.Blocks(title=TITLE, analytics_enabled=False) as demo:
+    # (the copies of exports gradio serves are removed an hour on, as its own uploads are)
+    with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         state = gr.State(init)
         gr.Markdown(f"### {TITLE} · every decoding cycle: draft tree → verify → commit", elem_id="wb-title")
         error = gr.Markdown(first.error, elem_id="wb-error")
@@ -552,19 +553,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             progress(0.1, desc=f"exporting {fmt_name}")
             k = min(st.cycle, len(tr.cycles) - 1)
             other = find(st, cat, st.request, st.compare)
-            try:
-                figs = F.cycle_figures(tr, k, moment=F.moment_span(tr, st.moment_shown))   # the strip as on screen
-                if other is not None:
-                    figs["compare"] = F.compare_figure(tr, other, k)
+            try:      # as on screen (the strip's moment), with the funnel panel's count, for a handout
+                figs, left_out = cycle_export(tr, k, other, F.moment_span(tr, st.moment_shown), funnel_traces(st, cat))
             except Exception as exc:   # noqa: BLE001 - a trace that cannot be drawn: say so
                 return [], _warn(f"Nothing exported: the figures cannot be drawn: {type(exc).__name__}: {exc}")
-            counted, scope = funnel_traces(st, cat)                    # the funnel panel's, for a handout
-            left_out = ""
-            try:
-                if any(c.tokens for t in counted for c in t.cycles):
-                    figs["funnel"] = F.funnel_figure(counted, scope=scope)
-            except Exception as exc:   # noqa: BLE001 - the cycle's figures go out without it, said
-                left_out = f"The funnel was left out: {type(exc).__name__}: {exc}"
             stem = safe_name(tr.request_id, tr.method, f"cycle{tr.cycles[k].cycle}")
             out_dir = export_dir() / safe_name(f"{time.time_ns()}")
             try:
