@@ -6,6 +6,7 @@ are valid plotly too) or the HTML fragments.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -240,6 +241,12 @@ def test_every_source_is_told_apart_without_hue_where_hues_draw_close():
     html = F.text_html(request_oilbird(), cycle=1)
     assert f"color:{ink(SOURCE_COLOURS['pld'])};border-bottom:3px double {SOURCE_COLOURS['pld']}" in html
     assert "italics" not in F.text_figure(request_goose()).layout.title.text      # no key's token to set so
+    # the key on a line of its own, which an export's width holds (after the counts it was cut), and
+    # no "hover" in a figure that may be a static image; the cycle's tokens are said
+    title = F.text_figure(request_oilbird(), cycle=1).layout.title.text
+    lines = [re.sub("<[^>]+>", "", x) for x in title.split("<br>")]
+    assert lines[1].startswith("colour: one source per token") and "hover" not in title
+    assert "this cycle's in bold, underlined" in lines[1] and len(lines[1]) * F.CHAR_EM * 13 < 1200 - 20
     cmp = F.compare_figure(request_oilbird(), request_oilbird(), 0)
     bars = [t for t in cmp.data if t.type == "bar" and t.showlegend]
     assert {t.legendgroup: t.marker.pattern.shape for t in bars}["semantic"] == SOURCE_PATTERNS["semantic"]
@@ -663,6 +670,9 @@ def test_gap_strip_marks_the_gap_tokens_the_drafters_key_reaches():
     fig = F.gap_strip_figure(r, 1)
     marks = by_meta(fig, "drafter")
     assert list(marks.x) == [2] and "1 of 2 gap tokens" in marks.name
+    # its key swatch is a square, as the moment's bar's: each name says where the mark lies
+    moment = by_meta(F.gap_strip_figure(r, 1, moment=(2, 3)), "moment")
+    assert marks.name.startswith("band across the top: ") and moment.name.startswith("bar under: ")
     assert "1 of the 2 gap tokens" in fig.layout.title.text
     # drawn as the app draws it (an exported strip matched the screen): a black band over the
     # top of the cell, not a marker above it

@@ -290,7 +290,8 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
         data.append({
             "type": "bar", "x": [c.index for c in marked] or [None], "base": BAND[0], "y": [BAND[1]] * len(marked)
             if marked else [None], "width": 1,
-            "name": f"{DRAFTER_MARK} ({g.drafter.marked} of {g.drafter.gaps} gap tokens)",
+            # (its key swatch is a square, as the moment's bar's is: the name says where each lies)
+            "name": f"band across the top: {DRAFTER_MARK} ({g.drafter.marked} of {g.drafter.gaps} gap tokens)",
             "marker": {"color": "#111111", "line": {"width": 0.5, "color": "white"}}, "showlegend": True,
             "hovertext": [f"token {c.index}: {esc(c.text)}<br>"
                           f"{html.escape(DRAFTER_MARK + ': ' + DRAFTER_EXPLANATION, quote=False)}"
@@ -301,8 +302,9 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
         # the app's bar under the tokens of the gap moment shown (gap_strip_html's _UNDER)
         data.append({
             "type": "bar", "x": [c.index for c in under], "base": MOMENT_BAR[0], "y": [MOMENT_BAR[1]] * len(under),
-            "width": 1, "name": "the gap moment shown (" + (f"token {under[0].index})" if len(under) == 1 else
-                                                            f"tokens {under[0].index}-{under[-1].index})"),
+            "width": 1, "name": "bar under: the gap moment shown ("
+                                + (f"token {under[0].index})" if len(under) == 1
+                                   else f"tokens {under[0].index}-{under[-1].index})"),
             "marker": {"color": MOMENT_COLOUR, "line": {"width": 0}}, "showlegend": True,
             "hovertext": [f"token {c.index}: {esc(c.text)}<br>the gap moment shown" for c in under],
             "hoverinfo": "text", "meta": "moment"})

@@ -80,6 +80,10 @@ def _token_rows(pieces: list[str], line_chars: int) -> list[tuple[int, int, int]
     return out
 
 
+# the figure's key: :data:`BY_PRIMARY` without the hover, which a static image has not
+TEXT_KEY = BY_PRIMARY.removesuffix(", hover: all")
+
+
 def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
     """The generated text so far (see :func:`text_figure`)."""
     s = style_or_default(style)
@@ -107,16 +111,19 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
              "hoverinfo": "text", "showlegend": False, "name": "text", "meta": "text"}]
     data.extend(legend_marker(src, s, is_replay(request)) for src in text_key(request))
     n_rows = max(1, len(lines))
-    italic = "; the key's in italics" if any(t.source == "semantic" for t in cells) else ""
+    # the key on a line of its own (after the counts it was cut at an export's width), and what a
+    # static image shows: no hover
+    key = (TEXT_KEY + ("; the key's in italics" if any(t.source == "semantic" for t in cells) else "")
+           + ("; this cycle's in bold, underlined" if any(t.now for t in cells) else ""))
+    notes = [key] + ([replay_note(request)] if replay_note(request) else [])
+    small = f"<br><span style='font-size:{s.font_size - 1}px;color:#555'>"
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
-             f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens "
-             f"<span style='font-size:{s.font_size - 1}px;color:#666'>({BY_PRIMARY}{italic})</span>")
-    if replay_note(request):
-        title += f"<br><span style='font-size:{s.font_size - 1}px;color:#555'>{html.escape(replay_note(request))}</span>"
-    lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows),
+             f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens"
+             + "".join(f"{small}{html.escape(n, quote=False)}</span>" for n in notes))
+    lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows) + 18 * len(notes) - 18,
                        annotations=[] if cells else [centred_note("no tokens committed yet")],
                        legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
-                       margin={"l": 10, "r": 10, "t": 50, "b": 10},
+                       margin={"l": 10, "r": 10, "t": 32 + 18 * len(notes), "b": 10},
                        xaxis={"visible": False, "range": [-0.02, 1]},
                        yaxis={"visible": False, "range": [-n_rows + 0.5, 0.7]})
     return {"data": data, "layout": lay}
