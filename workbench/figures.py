@@ -19,9 +19,12 @@ colours, markers and line styles come from :mod:`workbench.palette`. From a note
 
     from oilbird.trace import load_traces
     from workbench import figures as F
-    req = load_traces("assets/traces/builtin.jsonl")[1]
-    F.tree_figure(req.cycles[3])
+    from workbench.app import TRACES_DIR        # the shipped traces, from any working folder
+    req = load_traces(TRACES_DIR / "builtin.jsonl")[7]          # builtin/00-3 with oilbird
+    F.tree_figure(req.cycles[3], **F.trace_marks(req))
     F.metrics_figure(req, cycle=3)
+
+(for slides: :func:`workbench.export.export_figures`, the app's export)
 
 Every legend lists all sources / statuses / labels even when a view has none of them (legend
 entries are carried by data-less traces, ``x=[None]``), so the key never changes between views
