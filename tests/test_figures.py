@@ -833,6 +833,10 @@ def test_a_replay_says_so_in_the_titles_of_figures_shown_on_their_own():
     assert "replayed (the recording decides)" in F.compare_figure(a, b).layout.title.text
     assert "replay" not in F.metrics_figure(request_oilbird()).layout.title.text
     assert "replayed" not in F.compare_figure(request_oilbird(), request_goose()).layout.title.text
+    # each title line closes what it opens (a parenthesis across the break read as unclosed)
+    for r in (a, exact, request_oilbird()):
+        lines = re.sub("<(?!br)[^>]+>", "", F.metrics_figure(r).layout.title.text).split("<br>")
+        assert all(x.count("(") == x.count(")") for x in lines), lines
 
 
 def test_compare_side_by_side_same_request_only():

@@ -73,13 +73,14 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
         x = request.cycles[cycle].cycle
         shapes = [vline(x, *ref[rc], CURSOR) for rc in ((1, 1), (1, 2), (2, 2))]
     # two lines: the panel is half the page wide in the app, and one line was cut off there
+    # (the counts and whose they are on lines of their own: a parenthesis across the break read as unclosed)
     title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
-             f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f} ({len(request.output_ids)} "
-             f"tokens / {request.forwards} forwards" + (
-                 f";<br>{_a(mode)} replay: the recording's tokens; the drafters' trees, keyed on "
+             f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f}: {len(request.output_ids)} "
+             f"tokens / {request.forwards} forwards<br>" + (
+                 f"{_a(mode)} replay: the recording's tokens; the drafters' trees, keyed on "
                  f"{html.escape(local_model(request), quote=False)} states"
-                 if mode else f";<br>{html.escape(local_model(request), quote=False)} own decoding") + (
-                 f"; {sampled}" if (sampled := sampling_note(request)) else "") + ")</span>")
+                 if mode else f"{html.escape(local_model(request), quote=False)} own decoding") + (
+                 f"; {sampled}" if (sampled := sampling_note(request)) else "") + "</span>")
     layout = panel_layout(s, title, height=max(s.height, 470 + 30 * title.count("<br>")), barmode="stack", shapes=shapes,
                      margin={"l": 40, "r": 10, "t": 60 + 30 * title.count("<br>"), "b": 40},
                      legend={"title": {"text": stage_key}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
