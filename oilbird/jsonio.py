@@ -170,29 +170,33 @@ def undecodable(line: str) -> bool:
     return _ESCAPED.search(line) is not None
 
 
-# a \\u escape of a lone UTF-16 surrogate (a high one not followed by a low one, or a low one not
-# after a high one): only then may a decoded string hold one (an escaped backslash before "ud800"
-# matches too: the decoded value says)
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-                               r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# a JSON string's escapes that matter here, read left to right as the decoder reads them: an
+# escaped backslash (after one, "ud800" is text) and a \\u escape of a UTF-16 surrogate, high
+# (d800-dbff) or low (dc00-dfff)
+_ESCAPES = re.compile(r"\\\\|\\u([dD][89abAB]|[dD][c-fC-F])[0-9a-fA-F]{2}")
 
 
-def _lone_surrogate(value) -> bool:
-    """Does a decoded JSON value hold a string (or key) with a lone surrogate (``"\\ud800"``)?
-    Such a string is not text: no encoder or tokenizer takes it."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            if _SURROGATE.search(v):
-                return True
-        elif isinstance(v, dict):
-            stack.extend(v)
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return False
+def _lone_surrogate(text: str) -> re.Match | None:
+    """The first \\u escape of ``text`` (valid JSON) that leaves a lone surrogate: a high one not
+    followed at once by a low one, or a low one not right after a high one. A pair is one astral
+    character; a lone one decodes to a string that is no text (no encoder or tokenizer takes it)."""
+    high = None                         # a high surrogate's escape waiting for its low one
+    for m in _ESCAPES.finditer(text):
+        kind = m.group(1)
+        if kind is None:                # an escaped backslash
+            if high is not None:
+                return high
+            continue
+        is_high = kind[1] in "89abAB"
+        if high is not None and (is_high or m.start() != high.end()):
+            return high
+        if is_high:
+            high = m
+        elif high is None:
+            return m
+        else:
+            high = None
+    return high
 
 
 def loads(text: str, error: type[InputError] = InputError, path=None, line: int | None = None,
@@ -216,10 +220,10 @@ def loads(text: str, error: type[InputError] = InputError, path=None, line: int 
         raise error("nested too deeply to read", path, line) from None
     except ValueError as exc:               # anything else the decoder refuses about a number
         raise error(f"not readable as JSON ({exc})", path, line) from None
-    escape = _SURROGATE_ESCAPE.search(text) if "\\ud" in text or "\\uD" in text else None   # (a fast look first)
-    if escape and _lone_surrogate(value):
-        raise error(f"a string holds a lone UTF-16 surrogate ({escape.group()}), which is not text", path,
-                    first + _line_of(text, escape.start()) - 1)
+    lone = _lone_surrogate(text) if "\\ud" in text or "\\uD" in text else None   # (a fast look first)
+    if lone:
+        raise error(f"a string holds a lone UTF-16 surrogate ({lone.group()}), which is not text", path,
+                    first + _line_of(text, lone.start()) - 1)
     return value
 
 

@@ -393,6 +393,14 @@ def test_a_lone_surrogate_is_refused_by_line_and_a_pair_reads(tmp_path):
     from oilbird.data.openai_messages import ToolCall
     assert ToolCall("f", '{"a": "\\ud800"}').arguments is None
     assert ToolCall("f", '{"a": "\\ud83d\\ude00"}').arguments == {"a": "\U0001f600"}
+    # escapes read as the decoder reads them: after an escaped backslash "ud800" is text, and the
+    # line named is the lone one's
+    for text, line in (('{"a": "\\\\ud800\\udc00"}', 1), ('{"a": "\\\\ud800 text",\n "b": "\\ud800"}', 2),
+                       ('["\\ud83d\\ud83d\\ude00"]', 1), ('["\\ud83d\\\\"]', 1)):
+        (tmp_path / "d.json").write_text(text)
+        with pytest.raises(InputError, match="lone UTF-16 surrogate") as e:
+            load_results(tmp_path / "d.json")
+        assert e.value.line == line, text
     ok = _two_lines(tmp_path, "ok.jsonl", '{"id": "p", "prompt": "a \\ud83d\\ude00 and \\\\ud800"}')
     assert load_requests(ok)[1].messages[0]["content"] == "a \U0001f600 and \\ud800"
 
@@ -403,6 +411,9 @@ def test_report_reads_a_trace_file_under_any_name(tmp_path):
     p.write_bytes(_traces_bytes(tmp_path))
     kind, res = load_results(p)
     assert kind == "traces" and res["methods"]
+    bom = tmp_path / "bom.txt"                     # a byte-order mark, which every reader drops
+    bom.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())
+    assert load_results(bom)[0] == "traces"
     one = tmp_path / "one.txt"                     # one request without cycles: one JSON document
     one.write_text(p.read_text().split("\n")[0] + "\n")
     with pytest.raises(TraceError, match="its cycles commit 0 tokens"):

@@ -50,14 +50,23 @@ RUN_FILES = ("results.json", "traces.jsonl", "results.csv", "tau.html", "tau.png
 RESULTS_FILES = RUN_FILES[:-1]
 
 
+# the longest first line read to tell what a file is (a trace's request line holds its prompt)
+FIRST_LINE_CHARS = 1 << 26
+
+
 def first_record(p: Path):
-    """The first non-blank line of ``p`` (gzipped where it says so) as JSON, read alone; None where
-    it has none, :data:`UNREADABLE` where it cannot be read or is no JSON."""
+    """The first non-blank line of ``p`` (gzipped where it says so; a byte-order mark dropped, as
+    the readers drop it) as JSON, read alone; None where it has none, :data:`UNREADABLE` where it
+    cannot be read, is no JSON or runs past :data:`FIRST_LINE_CHARS`."""
     try:
-        with (gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz" and p.stat().st_size
-              else open(p, encoding="utf-8")) as f:
-            line = next((line for line in f if line.strip()), None)
-            return None if line is None else json.loads(line)
+        with (gzip.open(p, "rt", encoding="utf-8-sig") if p.suffix == ".gz" and p.stat().st_size
+              else open(p, encoding="utf-8-sig")) as f:
+            while line := f.readline(FIRST_LINE_CHARS + 1):
+                if len(line) > FIRST_LINE_CHARS:
+                    return UNREADABLE
+                if line.strip():
+                    return json.loads(line)
+            return None
     except (OSError, EOFError, UnicodeDecodeError, ValueError, RecursionError):
         return UNREADABLE
 
