@@ -313,14 +313,39 @@ def test_static_export_error_is_clear(monkeypatch, tmp_path):
     with pytest.raises(export.ExportError, match="HTML export works"):
         export.export_figures({"tree": figures.tree_figure(request_oilbird().cycles[1])}, tmp_path, "png")
 
-    def kaleido(*a, **k):      # kaleido's own advice is an online download, cut mid-command at 200 characters
-        raise RuntimeError("Kaleido requires Google Chrome to be installed.\n\nEither download and install "
-                           "Chrome yourself following Google's instructions for your operating system, or "
-                           "install it from your terminal by running:\n\n    $ plotly_get_chrome")
-    monkeypatch.setattr(pio, "write_images", kaleido)
-    with pytest.raises(export.ExportError) as e:
-        export.export_figures({"tree": figures.tree_figure(request_oilbird().cycles[1])}, tmp_path, "png")
-    assert "(RuntimeError: no Chrome/Chromium found)" in str(e.value) and "download" not in str(e.value)
+    def raising(message, kind=RuntimeError):
+        def write_images(*a, **k):
+            raise kind(message)
+        return write_images
+    tree = {"tree": figures.tree_figure(request_oilbird().cycles[1])}
+    # kaleido's own advice without a browser is an online download (cut mid-command at 200
+    # characters); plotly's without kaleido opens with a blank line (the reason came out empty);
+    # a browser that is there but crashed is no missing browser
+    from plotly.io._kaleido import KALEIDO_REQUIRED_MSG
+    for message, said in (
+            ("\nKaleido requires Google Chrome to be installed.\n\nEither download and install Chrome yourself "
+             "following Google's instructions for your operating system, or install it from your terminal by "
+             "running:\n\n    $ plotly_get_chrome", "(RuntimeError: no Chrome/Chromium found)"),
+            (KALEIDO_REQUIRED_MSG, "(RuntimeError: Image export requires the Kaleido package"),
+            ("The browser seemed to close immediately after starting.", "(RuntimeError: The browser seemed to close")):
+        monkeypatch.setattr(pio, "write_images", raising(message))
+        with pytest.raises(export.ExportError) as e:
+            export.export_figures(tree, tmp_path, "png")
+        assert said in str(e.value) and "download" not in str(e.value), str(e.value)
+
+
+def test_a_long_stem_keeps_the_panels_name_in_each_file(monkeypatch, tmp_path):
+    """A long request id shortened the whole name to a hash, so no file said which panel it held."""
+    import plotly.io as pio
+
+    from workbench import export, figures
+    from wb_traces import request_oilbird
+    seen = []
+    monkeypatch.setattr(pio, "write_images", lambda figs, paths, **k: seen.extend(paths))
+    tree = figures.tree_figure(request_oilbird().cycles[1])
+    export.export_figures({"tree": tree, "compare-with-goose": tree}, tmp_path, "png", stem="r" * 300)
+    assert [p.name.split("-", 2)[-1] for p in seen] == ["tree.png", "compare-with-goose.png"]
+    assert all(len(p.name) <= export.NAME_CHARS * 2 + len(".png") for p in seen)
 
 
 def test_the_export_is_what_the_screen_shows_named_for_what_it_holds():

@@ -8,9 +8,9 @@ fails, :class:`ExportError` says so and that HTML still works.
 
 From a notebook, the same files as the app's export (1200 px wide, not plotly's 700)::
 
-    from workbench import figures as F
-    from workbench.export import export_figures
-    export_figures(F.cycle_figures(trace, 3), "slides", "png", stem="cycle3")
+    from workbench.export import cycle_export, export_figures
+    figs, _ = cycle_export(trace, 3)                # add other=, funnel= as the app does
+    export_figures(figs, "slides", "png", stem="cycle3")
 """
 from __future__ import annotations
 
@@ -104,14 +104,19 @@ def write_static(figs: dict[str, go.Figure], folder: str | Path, fmt: str, stem:
     if fmt not in ("png", "svg"):
         raise ExportError(f"unknown static format {fmt!r}; choose png or svg")
     folder = Path(folder)
-    paths = [folder / f"{safe_name(stem, name) if stem else safe_name(name)}.{fmt}" for name in figs]
+    # the panel's name whole after the stem (a long stem is shortened, with its hash, not the name)
+    paths = [folder / f"{safe_name(stem) + '-' if stem else ''}{safe_name(name)}.{fmt}" for name in figs]
     try:
         pio.write_images(list(figs.values()), paths, format=fmt,
                          width=[f.layout.width or STATIC_WIDTH for f in figs.values()],
                          height=[f.layout.height for f in figs.values()], scale=PNG_SCALE if fmt == "png" else 1)
     except Exception as exc:  # noqa: BLE001 - kaleido/choreographer raise many types; all mean the same
-        # kaleido's own advice is to download Chrome: not what an offline machine can do
-        why = "no Chrome/Chromium found" if "chrome" in str(exc).lower() else str(exc).split("\n")[0][:160]
+        # kaleido's own advice when it finds none is to download Chrome: not what an offline machine
+        # can do; anything else (a browser that crashed, kaleido missing) as it says, its first line
+        text = str(exc)
+        found_none = type(exc).__name__ == "ChromeNotFoundError" or "requires Google Chrome" in text
+        why = "no Chrome/Chromium found" if found_none else next(
+            (line.strip() for line in text.splitlines() if line.strip()), "no reason given")[:160]
         raise ExportError(
             f"{fmt.upper()} export failed ({type(exc).__name__}: {why}). Static images need kaleido and a "
             "Chrome/Chromium (Debian's `chromium`, or set BROWSER_PATH to one). HTML export works without them.") \

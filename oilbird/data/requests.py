@@ -334,7 +334,7 @@ def encode_requests(lm, requests: list[Request], max_new_tokens: int) -> list[tu
         ids = encode(lm.tokenizer, r)          # names the request when it holds no text
         try:
             check_prompt(lm, ids, max_new_tokens)
-        except PromptError as exc:
-            raise PromptError(f"request '{r.id}': {exc}") from None
+        except PromptError as exc:           # (a ContextError stays one)
+            raise type(exc)(f"request '{r.id}': {exc}") from None
         out.append((r, ids))
     return out

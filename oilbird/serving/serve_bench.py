@@ -82,7 +82,8 @@ def prepare(data: str, limit: int | None, max_new_tokens: int, out, model=None, 
     from transformers import AutoTokenizer
 
     from ..model import hf_model_dir
-    from ..data.requests import PromptError, encode, load_requests
+    from ..data.requests import encode, load_requests
+    from ..errors import ContextError
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1, not {max_new_tokens}")
     out = Path(out).resolve()      # the engines run in ROOT: every path they get is absolute
@@ -94,7 +95,7 @@ def prepare(data: str, limit: int | None, max_new_tokens: int, out, model=None, 
     for r in requests:
         ids = encode(tok, r)                   # names the request when it holds no text
         if context and len(ids) + max_new_tokens > context:
-            raise PromptError(f"request '{r.id}': the prompt has {len(ids)} tokens; with max_new_tokens="
+            raise ContextError(f"request '{r.id}': the prompt has {len(ids)} tokens; with max_new_tokens="
                               f"{max_new_tokens} it exceeds the model's context of {context} tokens")
         prompts.append({"id": r.id, "ids": ids})
     out.mkdir(parents=True, exist_ok=True)

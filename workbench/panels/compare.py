@@ -107,7 +107,8 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                                           f"per token, exact match first)<extra></extra>",
                          "xaxis": xr, "yaxis": yr})
         srcs = token_sources(r)
-        prim = [primary_source(x or [BONUS], lexical_sources(r)) for x in srcs]
+        lexical = lexical_sources(r)
+        prim = [primary_source(x or [BONUS], lexical) for x in srcs]
         xs, ys = ref[(2, col)]
         data.append({"type": "bar", "x": list(range(len(prim))), "y": [1] * len(prim), "width": 1,
                      "showlegend": False, "marker": {"color": [s.colour(p) for p in prim], "line": {"width": 0},
