@@ -84,7 +84,8 @@ def _decode(args) -> int:
     from .methods import parse_method
     from .model import load_model
     from .presets import make_decoder
-    from .data.requests import NOT_TEXT, PromptError, Request, encode, not_text
+    from .data.requests import NOT_TEXT, PromptError, Request, encode
+    from .jsonio import not_text
     from .verifier import Verifier
     method = parse_method(args.method)                   # checked before the model loads
     if method.kind != "tree":

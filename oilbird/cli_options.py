@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .data.requests import NAMED_SETS
 from .errors import repeated
+from .jsonio import not_text
 
 
 def at_least(low: int):
@@ -51,10 +52,8 @@ def data_arg(text: str) -> str:
     would read the current folder without saying so)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty: name a data set or give a file or folder to read")
-    try:                # a name in bytes that are not UTF-8: results and traces record it as text
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise argparse.ArgumentTypeError("names a path in bytes that are not UTF-8: rename it") from None
+    if not_text(text):      # a name in bytes that are not UTF-8: results and traces record it as text
+        raise argparse.ArgumentTypeError("names a path in bytes that are not UTF-8: rename it")
     return text
 
 

@@ -165,6 +165,17 @@ def read_text(path, error: type[InputError] = InputError, per_line: bool = False
 _ESCAPED = re.compile("[\udc80-\udcff]")       # what surrogateescape makes of a byte that is not UTF-8
 
 
+def not_text(s: str) -> bool:
+    """Does ``s`` hold a surrogate code point (a byte that was not UTF-8, kept by Python's
+    ``surrogateescape`` as one: a command-line argument, a file name; or a lone ``\\ud800``)?
+    Such a string is no text: it cannot be encoded, tokenized or written back."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def undecodable(line: str) -> bool:
     """Does a line of :func:`read_text` ``(per_line=True)`` hold bytes that are not UTF-8?"""
     return _ESCAPED.search(line) is not None

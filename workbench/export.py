@@ -73,8 +73,9 @@ def cycle_export(tr: RequestTrace, k: int, other: RequestTrace | None = None, mo
     name and a line that says what was left out ("" when nothing was). A figure of the cycle that
     cannot be drawn raises."""
     from . import figures as F
-    figs = F.cycle_figures(tr, k, moment=moment)
-    figs["metrics"] = F.metrics_figure(tr)
+    specs = F.cycle_specs(tr, k, moment=moment)
+    specs["metrics"] = F.metrics_spec(tr)             # (each spec validated once, below)
+    figs = {name: F.figure(spec) for name, spec in specs.items()}
     if other is not None:
         figs[f"compare-with-{other.method}"] = F.compare_figure(tr, other)
     counted, scope = funnel or ([], "")

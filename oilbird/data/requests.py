@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, PromptError, shown
-from ..jsonio import json_lines, loads, read_json, read_text
+from ..jsonio import json_lines, loads, not_text, read_json, read_text
 
 
 class DataError(InputError):
@@ -295,16 +295,6 @@ def has_text(messages: list[dict]) -> bool:
 
 NOT_TEXT = ("the prompt holds bytes that are not UTF-8 text (or a lone UTF-16 surrogate), which no "
             "tokenizer takes: give it as UTF-8")
-
-
-def not_text(s: str) -> bool:
-    """Does ``s`` hold a surrogate code point (a byte that was not UTF-8, kept by Python's
-    ``surrogateescape`` as one, or a lone ``\\ud800``)? Such a string cannot be encoded."""
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def encode(tokenizer, request: Request) -> list[int]:

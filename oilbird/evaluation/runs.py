@@ -52,6 +52,7 @@ RESULTS_FILES = RUN_FILES[:-1]
 
 # the longest first line read to tell what a file is (a trace's request line holds its prompt)
 FIRST_LINE_CHARS = 1 << 26
+UNREADABLE = object()           # first_record's answer for a file it cannot read as a JSON line
 
 
 def first_record(p: Path):
@@ -69,9 +70,6 @@ def first_record(p: Path):
             return None
     except (OSError, EOFError, UnicodeDecodeError, ValueError, RecursionError):
         return UNREADABLE
-
-
-UNREADABLE = object()
 
 
 def _request_record(d) -> bool:

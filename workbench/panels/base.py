@@ -30,7 +30,9 @@ CHAR_EM = 0.62
 # contradiction: a token several sources proposed is coloured by one (exact match first) in the
 # text, the comparison and the strips, and split evenly among them in the metrics' share (its
 # hatched part; the solid part: tokens one source alone proposed, the same in every accounting)
-BY_PRIMARY = "colour: one source per token, exact match first (the semantic colour: what the key added), hover: all"
+# (a static figure's key: it has no hover)
+BY_PRIMARY_STATIC = "colour: one source per token, exact match first (the semantic colour: what the key added)"
+BY_PRIMARY = BY_PRIMARY_STATIC + ", hover: all"
 SHARE_TITLE = "tokens by source: alone + shared (hatched)"
 BY_PRIMARY_KEY = "each token under one source, exact match first:"
 

@@ -86,11 +86,12 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     axes, ref = grid(2, 2, titles, hspace=0.06, vspace=0.2, row_heights=[0.72, 0.28])
     axes["yaxis2"]["matches"] = "y"
     counts: dict[int, dict[str, list[int]]] = {}     # column -> source -> tokens per cycle
+    lexical = {1: lexical_sources(a), 2: lexical_sources(b)}     # each side's exact-match sources
     for col, r in ((1, a), (2, b)):
-        counts[col], lexical = {}, lexical_sources(r)
+        counts[col] = {}
         for i, c in enumerate(r.cycles):
             for srcs in c.committed_sources:
-                counts[col].setdefault(primary_source(srcs or [BONUS], lexical), [0] * len(r.cycles))[i] += 1
+                counts[col].setdefault(primary_source(srcs or [BONUS], lexical[col]), [0] * len(r.cycles))[i] += 1
     order = shown_sources(set(counts[1]) | set(counts[2]))
     data, shapes = [], []
     pos = a.cycles[selection].generated_before if selection is not None and 0 <= selection < len(a.cycles) else None
@@ -107,8 +108,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
                                           f"per token, exact match first)<extra></extra>",
                          "xaxis": xr, "yaxis": yr})
         srcs = token_sources(r)
-        lexical = lexical_sources(r)
-        prim = [primary_source(x or [BONUS], lexical) for x in srcs]
+        prim = [primary_source(x or [BONUS], lexical[col]) for x in srcs]
         xs, ys = ref[(2, col)]
         data.append({"type": "bar", "x": list(range(len(prim))), "y": [1] * len(prim), "width": 1,
                      "showlegend": False, "marker": {"color": [s.colour(p) for p in prim], "line": {"width": 0},

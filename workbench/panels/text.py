@@ -17,8 +17,8 @@ import plotly.graph_objects as go
 from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, Style, ink, primary_source, shown_sources
-from .base import (BY_PRIMARY, centred_note, esc, figure, label_of, legend_marker, panel_layout, style_or_default,
-                   visible)
+from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, centred_note, esc, figure, label_of, legend_marker, panel_layout,
+                   style_or_default, visible)
 from .provenance import committed_upto, is_replay, replay_note, token_cycles, token_sources
 
 # each token's underline, in its source's colour, by a line style that tells apart the sources
@@ -80,10 +80,6 @@ def _token_rows(pieces: list[str], line_chars: int) -> list[tuple[int, int, int]
     return out
 
 
-# the figure's key: :data:`BY_PRIMARY` without the hover, which a static image has not
-TEXT_KEY = BY_PRIMARY.removesuffix(", hover: all")
-
-
 def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> dict:
     """The generated text so far (see :func:`text_figure`)."""
     s = style_or_default(style)
@@ -113,9 +109,10 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     n_rows = max(1, len(lines))
     # the key on a line of its own (after the counts it was cut at an export's width), and what a
     # static image shows: no hover
-    key = (TEXT_KEY + ("; the key's in italics" if any(t.source == "semantic" for t in cells) else "")
+    key = (BY_PRIMARY_STATIC + ("; the key's in italics" if any(t.source == "semantic" for t in cells) else "")
            + ("; this cycle's in bold, underlined" if any(t.now for t in cells) else ""))
-    notes = [key] + ([replay_note(request)] if replay_note(request) else [])
+    notes = [key, replay_note(request)]
+    notes = [n for n in notes if n]
     small = f"<br><span style='font-size:{s.font_size - 1}px;color:#555'>"
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens"
