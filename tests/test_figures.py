@@ -622,6 +622,30 @@ def test_gap_strip_counts_and_empty_note():
     assert F.gap_strip_html(request_oilbird(LABELS), 1).count("outline:") == 3
 
 
+def test_gap_strip_says_the_outlined_cells_in_words():
+    """A projector has no hover: under the strip, the selected cycle's tokens (cycle 1: tokens
+    1-3) with their labels and, at a gap token, whether the drafter's key reaches it; runs said
+    the same way are one item, and a long cycle's rest is counted, not listed."""
+    r = request_oilbird(LABELS)
+    r.drafter_reach = [False, True, True, False, False]
+    page = F.gap_strip_html(r, 1)
+    now = page.split("class='gap-now'")[1].split("</div>")[0]
+    assert "outlined, this cycle's tokens:" in now
+    said = F.now_words(F.gap_cells(r, 1))
+    assert [w for _, w in said] == ["lexical hit", "gap: semantic key reaches; drafter's key reaches it",
+                                    "gap missed; drafter's key does not reach it"]
+    assert [ts for ts, _ in said] == [[F.visible(r.output_text[k])] for k in (1, 2, 3)]
+    assert "gap-now" not in F.gap_strip_html(r)                          # no cycle selected: no line
+    title = F.gap_strip_figure(r, 1).layout.title.text                   # an export says the same
+    assert "outlined, this cycle's tokens: " in title and "gap missed; drafter's key does not reach it" in title
+    assert "outlined" not in F.gap_strip_figure(r).layout.title.text
+    labels = ["lexical_hit", "absent"] * 10                             # 20 outlined tokens, no two alike in a row
+    cells = [F.GapCell(k, lab, f"t{k}", True) for k, lab in enumerate(labels)]
+    said = F.now_words(F.GapStrip("oilbird", 20, cells, {}, (0, 20), "", ""))
+    assert len(said) == F.NOW_SHOWN + 1 and said[-1] == (["…"], "and 4 more tokens")
+    assert [ts for ts, _ in said[:2]] == [["t0"], ["t1"]]
+
+
 def test_gap_strip_says_its_labels_describe_the_output_not_the_method():
     """The labels are one diagnosis of the output: a goose strip's "gap: semantic key reaches"
     does not mean goose used a semantic key."""

@@ -321,9 +321,14 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
     drafter = (f"<br>black band: {html.escape(DRAFTER_LEGEND, quote=False)}:<br>{g.drafter.words().replace('; ', ';<br>')}"
                if g.marked
                else f"<br>{html.escape(g.drafter_line, quote=False)}" if g.drafter_line else "")
+    # the outlined cells in words (an export has no hover; the app's strip says the same under its cells)
+    said = "; ".join(f"{' '.join(ts)}: {w}" if ts != ["…"] else w for ts, w in now_words(g)) if not g.missing else ""
+    now = "".join(f"<br>{html.escape(line, quote=False)}"
+                  for line in textwrap.wrap(f"outlined, this cycle's tokens: {said}", 110)) if said else ""
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#666'>"
-             f"{html.escape(g.scope, quote=False)}<br>{pool}{drafter}</span>")
+             f"{html.escape(g.scope, quote=False)}<br>{pool}{drafter}</span>"
+             + (f"<span style='font-size:{s.font_size - 1}px'>{now}</span>" if now else ""))
     more = title.count("<br>") - 2          # lines below the head, scope and pool: the title grows downwards
     lay = panel_layout(s, title, height=240 + 30 * more, annotations=notes,
                        shapes=shapes, barmode="overlay", bargap=0, legend={"orientation": "h", "y": -0.3},
@@ -399,7 +404,46 @@ def gap_strip_html(request: RequestTrace, cycle: int | None = None, style: Style
     now = "outline:2px solid #111;outline-offset:-2px;"
     cells = "".join(_cell_html(c, g.method, "gap-cell", _CELL, 4, _BAND, now) for c in g.cells)
     warn = f"<div style='{WARNING_CSS}'>{g.inconsistent}</div>" if g.inconsistent else ""
-    return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{cells}</div>{_html_key(g)}</div>"
+    return f"<div class='wb-gap'>{head}{warn}<div class='gap-row'>{cells}</div>{_now_html(g)}{_html_key(g)}</div>"
+
+
+NOW_SHOWN = 16     # the outlined cells said in words, at most (a long cycle's rest is counted)
+
+
+def now_words(g: GapStrip) -> list[tuple[list[str], str]]:
+    """The selected cycle's cells (the outlined ones) in words, for a screen where nobody hovers
+    (a projector): runs of neighbouring tokens said the same way, each as its tokens' texts and
+    its words (the label, and at a gap token a drafter drafts whether the drafter's own key
+    reaches it); at most :data:`NOW_SHOWN` tokens, then how many more.
+
+    >>> cells = [GapCell(0, "absent", " a", True), GapCell(1, "absent", "b", True),
+    ...          GapCell(2, "gap_recovered", "c", True, drafter=True)]
+    >>> now_words(GapStrip("oilbird", 3, cells, {}, (0, 3), "", ""))
+    [(['·a', 'b'], 'absent from pool (as a pair)'), (['c'], "gap: semantic key reaches; drafter's key reaches it")]
+    """
+    now = [c for c in g.cells if c.now]
+    said: list[tuple[list[str], str]] = []
+    for c in now[:NOW_SHOWN]:
+        words = GAP_DESCRIPTIONS.get(c.label, c.label) + (
+            "" if c.drafter is None else f"; {DRAFTER_MARK}" if c.drafter else "; drafter's key does not reach it")
+        if said and said[-1][1] == words:
+            said[-1][0].append(visible(c.text))
+        else:
+            said.append(([visible(c.text)], words))
+    more = len(now) - NOW_SHOWN
+    return said + ([(["…"], f"and {more} more token{'s' * (more != 1)}")] if more > 0 else [])
+
+
+def _now_html(g: GapStrip) -> str:
+    """:func:`now_words` as a line under the strip ("" where the cycle committed no labelled token)."""
+    said = now_words(g)
+    if not said:
+        return ""
+    # tokens apart by a thin space (a space shows as '·')
+    items = " · ".join(f"<code>{html.escape(chr(0x2009).join(ts), quote=False)}</code> {html.escape(w, quote=False)}"
+                       if ts != ["…"] else html.escape(w, quote=False) for ts, w in said)
+    return (f"<div class='gap-now' style='font-size:0.85em;margin:2px 0 4px 0'>outlined, this cycle's tokens: "
+            f"{items}</div>")
 
 
 def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band: str, now: str) -> str:
