@@ -371,3 +371,48 @@ def test_each_cycle_records_the_semantic_outcome_and_why_a_neighbour_got_no_node
     assert [nb["why_no_node"] for nb in info.neighbours] == ["muted"] and 7 not in tree.tokens
     _, info = Drafter([spine], TreeConfig(budget=6, semantic_budget=0)).draft([1, 2], "r", None)
     assert info.retrieval == "no-source" and info.neighbours == []
+
+
+def test_acceptance_cells_share_one_rate_past_the_depth_cap():
+    """Depths past max_depth are one cell (a tree's deep nodes are few: they learn together), and
+    depths below it are cells of their own."""
+    from oilbird.acceptance import AcceptanceRates
+    rates = AcceptanceRates(max_depth=2)
+    assert rates.cell({"pld"}, 2) == rates.cell({"pld"}, 5) != rates.cell({"pld"}, 1)
+    chain = DraftTree([1, 5, 6, 7, 8], [-1, 0, 1, 2, 3], [set()] + [{"pld"}] * 4)
+    rates.observe(chain, [0, 1, 2, 3, 4], argmax=[5, 6, 7, 8, 0])        # depths 1-4 tested, all hits
+    assert rates.tested[("pld", 2, False)] == 3 and rates.tested[("pld", 1, False)] == 1
+    rates.warm = False                                                 # (the verdict made it warm)
+    assert rates.rate(rates.cell({"pld"}, 9)) == pytest.approx((3 + 1) / (3 + 2))
+
+
+def test_update_moves_the_spine_share_by_how_much_of_the_spine_was_accepted():
+    """GOOSE's anisotropy (Drafter.update): the lexical share is an EMA of the accepted part of
+    the spine (weight spine_alpha), kept within [min_spine_share, max_spine_share], and sizes the
+    next spine: a share that never moved, or moved the wrong way, fails here."""
+    from oilbird.verdict import TreeVerdict
+    spine = _Fixed("suffix", [Chain([5, 6, 7, 8, 9, 10, 11], 0.9)], match_len=3)
+    branches = _Fixed("recycling", [])          # a host with branches shares the head by the share
+    d = Drafter([spine, branches], TreeConfig(budget=11, semantic_budget=0, spine_share=0.5))
+
+    def cycle(n_accepted):
+        tree, info = d.draft([1, 2], "r", None)
+        assert info.spine == list(range(1, len(tree)))             # the spine is the whole tree here
+        acc = [0] + info.spine[:n_accepted]
+        n = len(tree)
+        argmax = np.array([tree.tokens[i + 1] if i + 1 < n else 3 for i in range(n)])
+        v = TreeVerdict(acc, 3, list(argmax), None, argmax, argmax[:, None], np.ones((n, 1)),
+                        np.ones((n, D), np.float32))
+        d.update(tree, v, info, [1, 2] + [tree.tokens[i] for i in acc[1:]] + [3], "r", 1)
+        return len(tree) - 1
+
+    assert cycle(5) == 5                                   # round(0.5 * 10) nodes of spine
+    assert d.spine_share == pytest.approx(0.7 * 0.5 + 0.3 * 1.0)
+    assert cycle(0) == 6                                   # round(0.65 * 10): the share sized the spine
+    assert d.spine_share == pytest.approx(0.7 * 0.65)
+    for _ in range(5):
+        cycle(0)
+    assert d.spine_share == pytest.approx(0.3)             # the floor
+    for _ in range(20):
+        cycle(20)
+    assert d.spine_share == pytest.approx(0.9)             # the ceiling

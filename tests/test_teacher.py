@@ -36,6 +36,13 @@ def _equal(a, b, exact=True):
             and same(a.states, b.states) and same(a.topk_probs, b.topk_probs))
 
 
+def _same_rows(xs, ys, turns, exact=True) -> bool:
+    """Two forcers' rows of ``turns``: one per turn each (a zip alone would pass a forcer that
+    dropped turns), equal turn by turn, with the same windowed flags."""
+    return len(xs) == len(ys) == len(turns) and all(
+        _equal(a, b, exact) and wa == wb for (a, wa), (b, wb) in zip(xs, ys))
+
+
 @pytest.fixture(scope="module")
 def small_lm():
     lm = make_tiny_lm()
@@ -119,8 +126,7 @@ def test_a_shared_system_prompt_is_computed_once_and_the_states_are_unchanged(ti
     plain = TeacherForcer(Verifier(tiny_lm), shared_prefix=False)
     shared = TeacherForcer(Verifier(tiny_lm))
     for turns in convs:
-        for (a, _), (b, _) in zip(_rows(plain, turns), _rows(shared, turns)):
-            assert _equal(a, b, exact=False)
+        assert _same_rows(_rows(plain, turns), _rows(shared, turns), turns, exact=False)
     assert shared.stats.shared_prefix_tokens >= 2 * len(system)
     assert shared.stats.tokens_forwarded <= plain.stats.tokens_forwarded - 2 * len(system)
 
@@ -133,7 +139,7 @@ def test_the_disk_cache_returns_the_computed_rows_and_refuses_what_does_not_matc
     warm = TeacherForcer(Verifier(tiny_lm), cache=TeacherCache(tmp_path))
     again = _rows(warm, turns)
     assert warm.stats.cache_hits == 1 and warm.stats.tokens_forwarded == 0
-    assert all(_equal(a, b) and wa == wb for (a, wa), (b, wb) in zip(rows, again))
+    assert _same_rows(rows, again, turns)
     # other bytes (one recorded token changed) are another key: never the stored rows
     other = [RecordedTurn(t.id, t.conversation, t.index, t.prompt_ids, t.recording_ids) for t in turns]
     other[-1].recording_ids = other[-1].recording_ids[:-2] + [7, 2]
@@ -149,7 +155,7 @@ def test_the_disk_cache_returns_the_computed_rows_and_refuses_what_does_not_matc
     entry = next(tmp_path.glob("*.npz"))
     entry.write_bytes(entry.read_bytes()[:200])
     third = TeacherForcer(Verifier(tiny_lm), cache=TeacherCache(tmp_path))
-    assert all(_equal(a, b) for (a, _), (b, _) in zip(rows, _rows(third, turns)))
+    assert _same_rows(rows, _rows(third, turns), turns)
     err = capsys.readouterr().err
     assert err.count("teacher cache:") == 1 and "recomputed" in err and third.stats.cache_misses == 1
     # rewritten whole: the next run hits again
@@ -161,7 +167,7 @@ def test_the_disk_cache_returns_the_computed_rows_and_refuses_what_does_not_matc
     _rows(TeacherForcer(Verifier(tiny_lm), cache=c), other)
     c.path(c.key(Verifier(tiny_lm), other, cold.settings())).replace(c.path(key))
     fifth = TeacherForcer(Verifier(tiny_lm), cache=TeacherCache(tmp_path))
-    assert all(_equal(a, b) for (a, _), (b, _) in zip(rows, _rows(fifth, turns)))
+    assert _same_rows(rows, _rows(fifth, turns), turns)
     assert "another conversation's key" in capsys.readouterr().err
 
 
