@@ -179,10 +179,15 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                      "opacity": ls.opacity, "line": {"width": ls.width, "dash": ls.dash, "color": ls.colour},
                      "meta": f"edges-{st}"})
 
-    # a ring under nodes that several sources proposed
+    # a ring under nodes that several sources proposed; it carries their labels, above the ring
+    # (the node's own label, placed by the smaller marker, ran into the ring)
     multi = [i for i in range(1, min(n, len(cycle.sources))) if len(cycle.sources[i]) > 1]
+    mode = "markers+text" if s.show_node_labels else "markers"
+    label = {i: esc(cycle.token_text[i], s.max_label_chars) if i < len(cycle.token_text) else "" for i in range(n)}
     data.append({"type": "scatter", "x": [pos[i][0] for i in multi] or [None],
-                 "y": [pos[i][1] for i in multi] or [None], "mode": "markers", "name": "several sources",
+                 "y": [pos[i][1] for i in multi] or [None], "mode": mode, "name": "several sources",
+                 "text": [label[i] for i in multi], "textposition": "top center",
+                 "textfont": {"size": s.font_size - 1},
                  "legendgroup": "multi", "hoverinfo": "skip", "meta": "multi-source",
                  "marker": {"symbol": "circle-open", "size": s.node_size + 12, "color": MULTI_SOURCE_RING,
                             "line": {"width": 2}}})
@@ -192,15 +197,13 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     for i in range(n):
         src = ROOT if i == 0 else primary_source(cycle.sources[i] if i < len(cycle.sources) else [], lexical)
         groups.setdefault(src, []).append(i)
-    mode = "markers+text" if s.show_node_labels else "markers"
     shown_status = {"accepted": "accepted", "rejected": "rejected",
                     "uncommitted": "accepted, not committed: the output stops before it"}
     for src in sorted(groups, key=lambda x: ALL_SOURCES.index(x) if x in ALL_SOURCES else 99):
         idx = groups[src]
         data.append({
             "type": "scatter", "x": [pos[i][0] for i in idx], "y": [pos[i][1] for i in idx], "mode": mode,
-            "text": [esc(cycle.token_text[i], s.max_label_chars) if i < len(cycle.token_text) else ""
-                     for i in idx],
+            "text": ["" if i in multi else label[i] for i in idx],
             "textposition": "top center", "textfont": {"size": s.font_size - 1},
             "hovertext": [_node_hover(cycle, i, shown_status[status[i]], replay, int(pos[i][0])) for i in idx], "hoverinfo": "text",
             "name": source_label(src), "legendgroup": src, "showlegend": False, "customdata": idx,
