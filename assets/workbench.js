@@ -29,4 +29,17 @@
   }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ["class"] });
   new MutationObserver(expanded).observe(document.body, { subtree: true, childList: true });
   expanded();
+  /* The title's "how to read this screen" link opens the note it jumps to (an anchor alone
+     scrolled to a closed accordion's header). */
+  document.addEventListener("click", e => {
+    const link = e.target.closest && e.target.closest('a[href="#wb-reading"]');
+    const head = link && document.querySelector("#wb-reading > button.label-wrap");
+    if (!head) return;
+    e.preventDefault();
+    if (!head.classList.contains("open")) head.click();
+    const bar = document.querySelector("#wb-controls");      // sticky: the header goes just under it
+    setTimeout(() => {      // once the note is drawn (before, the page may end too soon to scroll there)
+      window.scrollBy(0, head.getBoundingClientRect().top - ((bar && bar.offsetHeight) || 0) - 8);
+    }, 150);
+  });
 }

@@ -528,6 +528,20 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
 
 
+def test_the_screen_explains_its_terms_under_the_title(app_fns):
+    """A class meets τ, the root, the bonus, the prefill, replay and the sources' colours before
+    any panel explains them: the title links to a note that does (the browser test clicks it)."""
+    from workbench.reading import HOW_TO_READ
+    demo = app_fns[3]
+    title = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "wb-title")
+    assert "](#wb-reading)" in title.value
+    note = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "wb-reading")
+    assert note.open is False
+    for term in ("τ (tau)", "*root*", "*bonus*", "prefill", "recording decides", "grey\n  ring", "black band"):
+        assert term in HOW_TO_READ, term
+    assert any(str(getattr(b, "value", "")).strip() == HOW_TO_READ.strip() for b in demo.blocks.values())
+
+
 def test_stop_is_clickable_only_while_a_run_waits_or_decodes(tiny_lm, tmp_path):
     """Stop live run is greyed out on a fresh page and after a run ends; Run makes it clickable
     (a run may wait in the queue first), and it stays so while another pressed run has not ended."""
@@ -1298,6 +1312,13 @@ def test_browser_next_changes_tree_and_counter(app_url):
         _until(lambda: head.get_attribute("aria-expanded") == "false", "a closed accordion said so")
         head.click()
         _until(lambda: head.get_attribute("aria-expanded") == "true", "an opened accordion said so")
+        # the title's link opens the note on the screen's terms, and scrolls it into view under the bar
+        page.click('#wb-title a[href="#wb-reading"]')
+        note = page.locator("#wb-reading > button.label-wrap")
+        _until(lambda: note.get_attribute("aria-expanded") == "true", "the link opened the note")
+        _until(lambda: "τ (tau)" in page.inner_text("#wb-reading"), "the note drawn")
+        bar = page.eval_on_selector("#wb-controls", "e => e.getBoundingClientRect().bottom")
+        _until(lambda: note.bounding_box()["y"] >= bar, "the note's header below the sticky bar")
     print(f"\npage -> first figure {secs:.2f} s; step {ms:.0f} ms, then {[round(x) for x in steps]} ms "
           f"(load average {measure.load_average()})")
     assert external == [], f"the page fetched from outside: {external}"

@@ -35,6 +35,7 @@ from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, cycle_export, export_figures, export_traces, safe_name  # noqa: E402
 from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update, shown_moment  # noqa: E402
+from .reading import HOW_TO_READ  # noqa: E402
 from .session import (LIVE_BUDGET, LIVE_MAX_NEW_TOKENS, LIVE_ORIGIN, PLAY_PACES, PRESET_NAMES, TITLE,  # noqa: E402
                       Catalogue, Data, ModelHolder, Session, cannot_run_live, decode_live, find, left_out_note,
                       live_sampling, loaded_note, method_choices, method_menu, new_session, opening, opening_cycle,
@@ -244,7 +245,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
     # (the copies of exports gradio serves are removed an hour on, as its own uploads are)
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         state = gr.State(init)
-        gr.Markdown(f"### {TITLE} · every decoding cycle: draft tree → verify → commit", elem_id="wb-title")
+        gr.Markdown(f"### {TITLE} · every decoding cycle: draft tree → verify → commit "
+                    "<small>([how to read this screen](#wb-reading), below the panels)</small>", elem_id="wb-title")
         error = gr.Markdown(first.error, elem_id="wb-error")
         with gr.Row():
             request_dd = gr.Dropdown(request_menu(init, cat, data), value=init.request, label="request",
@@ -275,6 +277,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             compare = gr.Plot(first.compare, label="comparison", show_label=False, elem_id="wb-compare-plot",
                               min_width=640)
         funnel = funnel_component(state, cat)
+        with gr.Accordion("how to read this screen", open=False, elem_id="wb-reading"):   # the title links here
+            gr.Markdown(HOW_TO_READ)
         with gr.Accordion("prompt", open=False):
             prompt = gr.Textbox(first.prompt, show_label=False, lines=6, max_lines=20, interactive=False,
                                 elem_id="wb-prompt")
