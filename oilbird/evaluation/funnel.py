@@ -78,7 +78,9 @@ STAGE_HELP = {
               "drafted no more than the root",
     "gate_open": "the key only asks where a lexical source matched the text just written, or where the "
                  "adjacency table (the verifier's own top guesses after each token, learned while decoding) "
-                 "knows the token just written (the paper's Fig. 2 (ii)); elsewhere its gate stays shut",
+                 "knows the token just written; elsewhere its gate stays shut (the paper's Fig. 2 (ii) runs the "
+                 "key only where the lexical match is non-empty; the table, the host's other key in its (i), "
+                 "counts as a match here)",
     "looked_up": "it had a state to ask with and a store with something in it",
     "right_any": "one of the past positions it found was followed by the token that came next here",
     "right_floor": "the best match was similar enough for the key to use its lookup at all (the entry floor)",
