@@ -107,6 +107,7 @@ def test_tree_nodes_coloured_and_shaped_by_primary_source():
     assert len(ring.x) == 1
     # its label is the ring's, above the ring (the node's own, placed by the smaller marker, ran into it)
     assert list(ring.text) == [F.visible(cycle1().token_text[1])] and ring.mode == "markers+text"
+    assert ring.cliponaxis is False and by_meta(fig, "pld").cliponaxis is False     # a top row's label stays whole
     assert by_meta(fig, "pld").text[0] == "" and by_meta(fig, "pld").text[1] == F.visible(cycle1().token_text[2])
     both = by_meta(fig, "pld")
     assert "prompt lookup 1" in both.hovertext[0] and "semantic key 0.91" in both.hovertext[0]   # named as the key names them

@@ -22,6 +22,10 @@ from .base import centred_note, esc, figure, label_of, legend_marker, panel_layo
 from .provenance import LIVE_RUN, REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
 
 
+# the several-sources ring: this much wider than a node, so that its label (drawn above it) stays
+# clear of the ring of the row above at the row height the layout gives (a node, a label, a gap)
+MULTI_RING_PAD = 6
+
 def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
     """Tidy layered layout of a draft tree: x = depth, one row per leaf, parents centred.
 
@@ -187,9 +191,9 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     data.append({"type": "scatter", "x": [pos[i][0] for i in multi] or [None],
                  "y": [pos[i][1] for i in multi] or [None], "mode": mode, "name": "several sources",
                  "text": [label[i] for i in multi], "textposition": "top center",
-                 "textfont": {"size": s.font_size - 1},
+                 "textfont": {"size": s.font_size - 1}, "cliponaxis": False,     # a top row's label stays whole
                  "legendgroup": "multi", "hoverinfo": "skip", "meta": "multi-source",
-                 "marker": {"symbol": "circle-open", "size": s.node_size + 12, "color": MULTI_SOURCE_RING,
+                 "marker": {"symbol": "circle-open", "size": s.node_size + MULTI_RING_PAD, "color": MULTI_SOURCE_RING,
                             "line": {"width": 2}}})
 
     # nodes, one trace per primary source
@@ -204,7 +208,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
         data.append({
             "type": "scatter", "x": [pos[i][0] for i in idx], "y": [pos[i][1] for i in idx], "mode": mode,
             "text": ["" if i in multi else label[i] for i in idx],
-            "textposition": "top center", "textfont": {"size": s.font_size - 1},
+            "textposition": "top center", "textfont": {"size": s.font_size - 1}, "cliponaxis": False,
             "hovertext": [_node_hover(cycle, i, shown_status[status[i]], replay, int(pos[i][0])) for i in idx], "hoverinfo": "text",
             "name": source_label(src), "legendgroup": src, "showlegend": False, "customdata": idx,
             "marker": {"color": s.colour(src), "symbol": source_symbol(src), "size": s.node_size,
