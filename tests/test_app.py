@@ -1268,6 +1268,33 @@ def _until(ok, what: str, seconds: float = 120.0) -> None:
         time.sleep(0.2)
 
 
+SENT: list = []      # every request _in_flight saw (a check that it sees the app's events at all)
+
+
+def _in_flight(page) -> set:
+    """The page's requests still in flight, kept current as it sends and hears back (the app's
+    events are plain requests: none of the menus' and steps' events go through gradio's queue),
+    but for gradio's streams, which stay open. (Playwright takes functions, not a set's methods.)"""
+    pending: set = set()
+    long_lived = ("/heartbeat/", "/queue/data")              # gradio's streams stay open: not events
+    page.on("request", lambda r: None if any(x in r.url for x in long_lived) else (pending.add(r), SENT.append(r)))
+    page.on("requestfinished", lambda r: pending.discard(r))
+    page.on("requestfailed", lambda r: pending.discard(r))
+    return pending
+
+
+def _quiet(page, pending: set, quiet_ms: int = 500, seconds: float = 120.0) -> None:
+    """Wait until nothing the page sent is in flight, for ``quiet_ms`` on end: what an event sent
+    before (a menu's resend on blur) has been answered and drawn, however loaded the machine (a
+    fixed wait could end before it lands, and pass with the bug it looks for)."""
+    import time
+    end, calm = time.monotonic() + seconds, 0
+    while calm < quiet_ms:
+        assert time.monotonic() < end, f"requests still in flight after {seconds:.0f} s: {[r.url for r in pending]}"
+        page.wait_for_timeout(50)                  # (the page's events are heard during playwright's calls)
+        calm = 0 if pending else calm + 50
+
+
 @pytest.mark.browser
 def test_browser_next_changes_tree_and_counter(app_url):
     if measure.chromium_path() is None:
@@ -1427,6 +1454,7 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
     with measure.browser_page() as page:
         page.on("request", lambda r: external.append(r.url)
                 if not r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else None)
+        pending = _in_flight(page)
         t0 = time.perf_counter()
         (tmp_path / "broken-model.gguf").write_bytes(b"not a gguf")       # no model loads in this test
         proc, url = measure.start_app(["--model", str(tmp_path / "broken-model.gguf")], tmp_path / "app.log")
@@ -1450,14 +1478,15 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
             _until(lambda: measure.current_cycle(page) == other.cycle, f"cycle {other.cycle} after picking a moment")
             # the menu opened and left without a pick, then a cycle typed: the menu's blur re-sent its
             # value, which jumped back and left the slider and the counter on different cycles
-            typed = 0 if other.cycle else 1
+            typed, sent = 0 if other.cycle else 1, len(SENT)
             page.locator("#wb-moments input").click()
             page.keyboard.press("Escape")
             box = page.locator("#wb-slider input[type=number]")
             box.fill(str(typed))
             box.press("Enter")
             _until(lambda: measure.current_cycle(page) == typed, f"cycle {typed} typed")
-            page.wait_for_timeout(1500)                  # what the blur sent has landed by now
+            _quiet(page, pending)                        # what the blur sent has landed by now
+            assert len(SENT) > sent                      # (the typed cycle was seen going out)
             assert measure.current_cycle(page) == typed and box.input_value() == str(typed)
             ms = measure.step_ms(page, forward=typed < measure.last_cycle(page))
             page.wait_for_timeout(300)
@@ -1479,7 +1508,7 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
             page.locator("#wb-method input").click()
             page.get_by_role("option", name=st.compare, exact=True).click()
             _until(lambda: page.locator("#wb-compare input").input_value() == st.method, "the menus swapped")
-            page.wait_for_timeout(1500)                  # the blur's second send has landed by now
+            _quiet(page, pending)                        # the blur's second send has landed by now
             assert [page.locator(f"#{m} input").input_value() for m in ("wb-method", "wb-compare")] == \
                 [st.compare, st.method]
             # the text box shows whole lines (as tall as N of its lines, the top one never cut),
