@@ -108,6 +108,8 @@ def test_tree_nodes_coloured_and_shaped_by_primary_source():
     # its label is the ring's, above the ring (the node's own, placed by the smaller marker, ran into it)
     assert list(ring.text) == [F.visible(cycle1().token_text[1])] and ring.mode == "markers+text"
     assert ring.cliponaxis is False and by_meta(fig, "pld").cliponaxis is False     # a top row's label stays whole
+    # a selected node's ring goes outside the several-sources ring, which it would hide
+    assert by_meta(F.tree_figure(cycle1(), selection=1), "selection").marker.size > ring.marker.size
     assert by_meta(fig, "pld").text[0] == "" and by_meta(fig, "pld").text[1] == F.visible(cycle1().token_text[2])
     both = by_meta(fig, "pld")
     assert "prompt lookup 1" in both.hovertext[0] and "semantic key 0.91" in both.hovertext[0]   # named as the key names them
@@ -629,25 +631,31 @@ def test_gap_strip_counts_and_empty_note():
 def test_gap_strip_says_the_outlined_cells_in_words():
     """A projector has no hover: under the strip, the selected cycle's tokens (cycle 1: tokens
     1-3) with their labels and, at a gap token, whether the drafter's key reaches it; runs said
-    the same way are one item, and a long cycle's rest is counted, not listed."""
+    the same way are one item, a long cycle's rest is counted, not listed, and a token's text is
+    escaped (and kept, whatever it is) in the app's line and in an exported strip's title."""
     r = request_oilbird(LABELS)
     r.drafter_reach = [False, True, True, False, False]
+    r.output_text = ["Hi", "<b>&'", "…", "\n", ""]                     # markup, a real "…" token, a newline
     page = F.gap_strip_html(r, 1)
     now = page.split("class='gap-now'")[1].split("</div>")[0]
-    assert "outlined, this cycle's tokens:" in now
+    assert now.endswith("outlined, this cycle's tokens: <code>&lt;b&gt;&amp;'</code> lexical hit · <code>…</code> "
+                        "gap: semantic key reaches; drafter's key reaches it · <code>⏎</code> gap missed; drafter's "
+                        "key does not reach it")
     said = F.now_words(F.gap_cells(r, 1))
-    assert [w for _, w in said] == ["lexical hit", "gap: semantic key reaches; drafter's key reaches it",
-                                    "gap missed; drafter's key does not reach it"]
-    assert [ts for ts, _ in said] == [[F.visible(r.output_text[k])] for k in (1, 2, 3)]
+    assert said == [(["<b>&'"], "lexical hit"), (["…"], "gap: semantic key reaches; drafter's key reaches it"),
+                    (["⏎"], "gap missed; drafter's key does not reach it")]
     assert "gap-now" not in F.gap_strip_html(r)                          # no cycle selected: no line
-    title = F.gap_strip_figure(r, 1).layout.title.text                   # an export says the same
-    assert "outlined, this cycle's tokens: " in title and "gap missed; drafter's key does not reach it" in title
+    title = F.gap_strip_figure(r, 1).layout.title.text.replace("<br>", " ")   # an export says the same
+    assert "outlined, this cycle's tokens: '&lt;b&gt;&amp;'' lexical hit · '…' gap: semantic key reaches; " \
+           "drafter's key reaches it · '⏎' gap missed; drafter's key does not reach it" in title
     assert "outlined" not in F.gap_strip_figure(r).layout.title.text
     labels = ["lexical_hit", "absent"] * 10                             # 20 outlined tokens, no two alike in a row
     cells = [F.GapCell(k, lab, f"t{k}", True) for k, lab in enumerate(labels)]
-    said = F.now_words(F.GapStrip("oilbird", 20, cells, {}, (0, 20), "", ""))
-    assert len(said) == F.NOW_SHOWN + 1 and said[-1] == (["…"], "and 4 more tokens")
+    strip = F.GapStrip("oilbird", 20, cells, {}, (0, 20), "", "")
+    said = F.now_words(strip)
+    assert len(said) == F.NOW_SHOWN + 1 and said[-1] == ([], "and 4 more tokens")
     assert [ts for ts, _ in said[:2]] == [["t0"], ["t1"]]
+    assert F.now_line(strip).endswith("'t15' absent from pool (as a pair) · and 4 more tokens")
 
 
 def test_gap_strip_says_its_labels_describe_the_output_not_the_method():

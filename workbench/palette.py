@@ -153,6 +153,7 @@ GAP_EXPLANATIONS = {
 # when it drafts reaches the token too. The diagnosis' key reads the state whose head emits the
 # token; the drafter has it only after this cycle's forward, so it asks with the one before.
 DRAFTER_MARK = "drafter's key reaches it"
+DRAFTER_UNMARKED = "drafter's key does not reach it"     # (the words under the strip, beside DRAFTER_MARK)
 DRAFTER_EXPLANATION = ("the hidden-state key as the drafter must ask it, one token behind (the state of the token "
                        "before, among the records followed by the root token), has a top-8 record that continues right")
 DRAFTER_NOT = "the drafter's own key (one token behind) does not reach it"

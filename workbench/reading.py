@@ -20,14 +20,17 @@ commits.
   followed the same last tokens before: prompt lookup (this request's text) and the suffix index
   (earlier outputs and this request's text). *Token recycling* branches from the verifier's own top
   guesses after a token, remembered from earlier forwards. The *semantic key* finds past positions
-  whose stored hidden state is nearest to the current one, and proposes what followed them. A grey
+  whose stored hidden state is nearest to the current one, and proposes what followed them. The
+  *rejected-branch pool* proposes what the verifier endorsed after drafted tokens it once rejected,
+  found by the state too. A grey
   ring: several sources proposed that node (it takes an exact-match source's colour first).
 - **Replayed (the recording decides)**: recorded turns of another model: the recording plays the
   verifier, while the drafts, the states and the neighbours are the local model's.
 - **Gap strip**: one cell per output token, labelled by a diagnosis against earlier requests'
   outputs: *{GAP_DESCRIPTIONS["lexical_hit"]}* (an exact-match key finds the next token), *gap* (the
   tokens occur earlier but exact match misses them; the semantic key reaches them, or not), and
-  *absent* (not in that pool). A black band: the drafter's own key, asked one token behind, reaches
+  *absent* (the token and the next one never occur together in that pool; either alone may). A
+  black band: the drafter's own key, asked one token behind, reaches
   it. The labels describe the output, not the method's drafting.
 - **Nearest neighbours**: the stored positions the semantic key found this cycle, most similar
   first, with what each proposed and how much of it was accepted.

@@ -23,6 +23,7 @@ from oilbird.methods import lookup
 from oilbird.trace import GAP_POOL_STORE, RequestTrace
 
 from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
+                       DRAFTER_UNMARKED,
                        DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
                        GAP_PATTERNS, GAP_POOL, GAP_POOL_RECORDED, WARNING_CSS, Style, source_label)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, pin_title, style_or_default, visible
@@ -322,9 +323,9 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                if g.marked
                else f"<br>{html.escape(g.drafter_line, quote=False)}" if g.drafter_line else "")
     # the outlined cells in words (an export has no hover; the app's strip says the same under its cells)
-    said = "; ".join(f"{' '.join(ts)}: {w}" if ts != ["…"] else w for ts, w in now_words(g)) if not g.missing else ""
+    # (wrapped on the text: a line break inside an escape would break it)
     now = "".join(f"<br>{html.escape(line, quote=False)}"
-                  for line in textwrap.wrap(f"outlined, this cycle's tokens: {said}", 110)) if said else ""
+                  for line in textwrap.wrap(html.unescape(now_line(g)), 110))
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#666'>"
              f"{html.escape(g.scope, quote=False)}<br>{pool}{drafter}</span>"
@@ -414,7 +415,7 @@ def now_words(g: GapStrip) -> list[tuple[list[str], str]]:
     """The selected cycle's cells (the outlined ones) in words, for a screen where nobody hovers
     (a projector): runs of neighbouring tokens said the same way, each as its tokens' texts and
     its words (the label, and at a gap token a drafter drafts whether the drafter's own key
-    reaches it); at most :data:`NOW_SHOWN` tokens, then how many more.
+    reaches it); at most :data:`NOW_SHOWN` tokens, then how many more (an item with no tokens).
 
     >>> cells = [GapCell(0, "absent", " a", True), GapCell(1, "absent", "b", True),
     ...          GapCell(2, "gap_recovered", "c", True, drafter=True)]
@@ -425,25 +426,28 @@ def now_words(g: GapStrip) -> list[tuple[list[str], str]]:
     said: list[tuple[list[str], str]] = []
     for c in now[:NOW_SHOWN]:
         words = GAP_DESCRIPTIONS.get(c.label, c.label) + (
-            "" if c.drafter is None else f"; {DRAFTER_MARK}" if c.drafter else "; drafter's key does not reach it")
+            "" if c.drafter is None else f"; {DRAFTER_MARK if c.drafter else DRAFTER_UNMARKED}")
         if said and said[-1][1] == words:
             said[-1][0].append(visible(c.text))
         else:
             said.append(([visible(c.text)], words))
     more = len(now) - NOW_SHOWN
-    return said + ([(["…"], f"and {more} more token{'s' * (more != 1)}")] if more > 0 else [])
+    return said + ([([], f"and {more} more token{'s' * (more != 1)}")] if more > 0 else [])
+
+
+def now_line(g: GapStrip, code=lambda text: f"'{html.escape(text, quote=False)}'") -> str:
+    """:func:`now_words` as one line of HTML ("" where the cycle committed no labelled token, or
+    the strip has no labels): each run's tokens through ``code`` (already escaped; apart by a thin
+    space, as a space shows as '·'), then its words; items apart by " · "."""
+    said = now_words(g) if not g.missing else []
+    items = [(f"{code(chr(0x2009).join(ts))} " if ts else "") + html.escape(w, quote=False) for ts, w in said]
+    return f"outlined, this cycle's tokens: {' · '.join(items)}" if items else ""
 
 
 def _now_html(g: GapStrip) -> str:
-    """:func:`now_words` as a line under the strip ("" where the cycle committed no labelled token)."""
-    said = now_words(g)
-    if not said:
-        return ""
-    # tokens apart by a thin space (a space shows as '·')
-    items = " · ".join(f"<code>{html.escape(chr(0x2009).join(ts), quote=False)}</code> {html.escape(w, quote=False)}"
-                       if ts != ["…"] else html.escape(w, quote=False) for ts, w in said)
-    return (f"<div class='gap-now' style='font-size:0.85em;margin:2px 0 4px 0'>outlined, this cycle's tokens: "
-            f"{items}</div>")
+    """:func:`now_line` as a line under the strip, each run's tokens in ``<code>``."""
+    line = now_line(g, lambda text: f"<code>{html.escape(text, quote=False)}</code>")
+    return f"<div class='gap-now' style='font-size:0.85em;margin:2px 0 4px 0'>{line}</div>" if line else ""
 
 
 def _cell_html(c: GapCell, method: str, kind: str, size: str, border: int, band: str, now: str) -> str:

@@ -219,7 +219,9 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
         # its own trace, over the node: full opacity (a rejected node is faded) in no source's colour
         data.append({"type": "scatter", "x": [pos[selection][0]], "y": [pos[selection][1]], "mode": "markers",
                      "name": "selected", "showlegend": False, "hoverinfo": "skip", "meta": "selection",
-                     "marker": {"symbol": "circle-open", "size": s.node_size + 8, "color": SELECTION_RING,
+                     # outside the several-sources ring, which it would hide
+                     "marker": {"symbol": "circle-open", "size": s.node_size + MULTI_RING_PAD + 6,
+                                "color": SELECTION_RING,
                                 "opacity": 1.0, "line": {"width": 3}}})
     if bonus_xy is not None:
         ls = STATUS_STYLES["bonus"]
