@@ -545,6 +545,35 @@ def test_a_neighbours_proposal_says_which_tokens_were_accepted_and_which_got_no_
     assert "<img" not in counter_html(odd, 1) and "live run of &lt;img src=x&gt;" in counter_html(odd, 1)
 
 
+def test_a_neighbour_says_how_far_it_was_right_and_a_chain_without_nodes_opens_with_the_mark():
+    """Given its request, the table says how many tokens of each record's continuation (before
+    any cut: proposed + withheld) equal the output from the cycle on: "1 / 2 · right for 3" is a
+    right neighbour the tree cut short. Without the request it cannot say, and does not. A chain
+    that got no node at all has its whole proposal after the figure's ¦ (it read as in the tree)."""
+    from oilbird.trace import Neighbour
+    r = request_oilbird()                      # output 10 11 12 99 2; cycle 1 starts at output token 1
+    nb = Neighbour(record=3, request_id="r0", position=5, similarity=0.95, proposed=[11, 12],
+                   proposed_text=[" there", "\n"], context_text=["a", "b"], context_index=0,
+                   paid_nodes=[1], walked_nodes=[1], accepted=1, withheld=[99, 7])
+    wrong = replace(nb, similarity=0.9, proposed=[5], proposed_text=["x"], walked_nodes=[], paid_nodes=[],
+                    accepted=0, why_no_node="budget", withheld=[])
+    c = replace(r.cycles[1], neighbours=[nb, wrong])
+    rows = F.neighbour_table(c, request=r).rows
+    assert [row.right for row in rows] == [3, 0]
+    assert rows[0].accepted_cell == "1 / 1 · right for 3" and rows[1].accepted_cell == "not in the tree* · right for 0"
+    assert "1 / 1 · right for 3" in F.neighbours_html(c, request=r)
+    assert "1 / 1 · right for 3" in str(F.neighbours_figure(c, request=r).data[0].cells.values).replace("<br>", " ")
+    assert [row.right for row in F.neighbour_table(c).rows] == [None, None]     # no request: not said
+    assert F.neighbour_table(c).rows[0].accepted_cell == "1 / 1"
+    assert rows[1].proposed == "¦x"                                    # no node at all: all after the mark
+    last = replace(r.cycles[1], generated_before=len(r.output_ids), neighbours=[nb])  # past the output: unknown
+    assert F.neighbour_table(last, request=r).rows[0].right is None
+    # the request also names the exact-match sources the "lexical key?" column counts
+    own = replace(r, meta={"lexical_sources": ["mine"]})
+    mine = replace(c, sources=[set()] + [{"mine"}] * (len(c.sources) - 1))
+    assert F.neighbour_table(mine, request=own).rows[0].lexical and not F.neighbour_table(mine).rows[0].lexical
+
+
 def test_what_the_semantic_key_did_is_one_function():
     """semantic_outcome is the one place the views learn what the key did: the drafter's record,
     never derived from other fields (a cycle whose other fields say otherwise keeps the record)."""

@@ -149,7 +149,7 @@ def _cycle_panels(tr: RequestTrace, k: int, keyed: set[str] | None = None, momen
     c = tr.cycles[k]
     keyed = F.drafted_sources(tr) if keyed is None else keyed
     return (F.counter_html(tr, k), F.tree_spec(c, keyed=keyed, **F.trace_marks(tr)), F.text_html(tr, k),
-            F.neighbours_html(c, lexical=F.lexical_sources(tr)), F.gap_strip_html(tr, k, moment=moment),
+            F.neighbours_html(c, request=tr), F.gap_strip_html(tr, k, moment=moment),
             F.gap_strip_mini_html(tr, k, moment))
 
 

@@ -61,7 +61,7 @@ def figures_for(request: RequestTrace, cycle: int, views: Iterable[str] = VIEWS,
     if c is None:                                   # no cycle records: only cycle 0 (above) exists
         raise StepperError(f"cycle {cycle} is outside 0..0 for request {request.request_id!r} ({request.method})")
     make = {"tree": lambda: F.tree_figure(c, style=style, keyed=F.drafted_sources(request), **F.trace_marks(request)),
-            "neighbours": lambda: F.neighbours_figure(c, style=style, lexical=F.lexical_sources(request)),
+            "neighbours": lambda: F.neighbours_figure(c, style=style, request=request),
             "gap": lambda: F.gap_strip_figure(request, cycle, style, moment),
             "text": lambda: F.text_figure(request, cycle, style),
             "metrics": lambda: F.metrics_figure(request, cycle, style)}

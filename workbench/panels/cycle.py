@@ -10,7 +10,7 @@ import html
 
 import plotly.graph_objects as go
 
-from oilbird.trace import CycleTrace, RequestTrace, lexical_sources
+from oilbird.trace import CycleTrace, RequestTrace
 
 from ..palette import Style
 from . import gap, metrics, neighbours, text, tree
@@ -104,7 +104,7 @@ def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None,
                 "gap": gap.gap_strip_spec(request, None, style), "metrics": metrics.metrics_spec(request, None, style)}
     return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request), **trace_marks(request)),
             "text": text.text_spec(request, cycle, style),
-            "neighbours": neighbours.neighbours_spec(c, style=style, lexical=lexical_sources(request)),
+            "neighbours": neighbours.neighbours_spec(c, style=style, request=request),
             "gap": gap.gap_strip_spec(request, cycle, style, moment),
             "metrics": metrics.metrics_spec(request, cycle, style)}
 

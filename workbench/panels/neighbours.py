@@ -26,7 +26,7 @@ from typing import NamedTuple
 import plotly.graph_objects as go
 
 from oilbird.trace import (LEXICAL_SOURCES, NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace, Neighbour,
-                           lexically_reachable)
+                           RequestTrace, common_prefix, lexical_sources, lexically_reachable)
 
 from ..palette import Style
 from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, style_or_default, visible
@@ -43,7 +43,9 @@ NB_HEADER_HELP = (
     "after it equals our root, so its proposal starts one token later",
     "the tokens that followed in its request: the chain it offered the tree; bold: accepted, plain: in the "
     "tree and rejected, grey: no node in the tree (the figure puts ¦ before those)",
-    "of its chain's nodes in the tree, how many the verifier accepted (hover: why not more)",
+    "of its chain's nodes in the tree, how many the verifier accepted (hover: why not more); 'right for N': "
+    "how many tokens of the record's continuation, before any cut, equal the output from here (more than it "
+    "got accepted: the tree cut a neighbour that was right)",
     "did a lexical source (prompt lookup, the suffix index: the exact-match keys) propose the same first "
     "token? 'no': only the hidden-state key (or token recycling, or the rejected-branch pool) could",
 )
@@ -151,6 +153,9 @@ class NeighbourRow:
     result: NeighbourResult
     lexical: bool              # a lexical source proposed the same first token
     selected: bool
+    # how many tokens of the record's continuation, before any cut (proposed + withheld), equal the
+    # output from this cycle on; None where the table was not given the request's output
+    right: int | None = None
 
     @property
     def similarity_cell(self) -> str:
@@ -160,7 +165,8 @@ class NeighbourRow:
     @property
     def accepted_cell(self) -> str:
         """The "accepted" cell; a "*" sends the reader to the footnote that says why."""
-        return self.result.cell + ("*" if self.result.cell == NOT_IN_TREE else "")
+        return self.result.cell + ("*" if self.result.cell == NOT_IN_TREE else "") + (
+            "" if self.right is None else f" · right for {self.right}")
 
 
 @dataclass(frozen=True)
@@ -173,10 +179,20 @@ class NeighbourTable:
     footnotes: list[str]       # one per distinct reason a neighbour is not in the tree
 
 
-def neighbour_table(cycle: CycleTrace, selection: int | None = None,
-                    lexical: frozenset[str] = LEXICAL_SOURCES) -> NeighbourTable:
-    """The rows of ``cycle``'s neighbour table; ``selection``: a neighbour index to highlight;
-    ``lexical``: the exact-match sources of its trace (:func:`oilbird.trace.lexical_sources`)."""
+RIGHT_WINDOW = 64    # output tokens a neighbour's continuation is checked against (the funnel's window)
+
+
+def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: frozenset[str] | None = None,
+                    request: RequestTrace | None = None) -> NeighbourTable:
+    """The rows of ``cycle``'s neighbour table; ``selection``: a neighbour index to highlight.
+    ``request``: the cycle's request trace, whose output says how far each neighbour was right
+    (:attr:`NeighbourRow.right`) and whose exact-match sources (:func:`oilbird.trace.lexical_sources`)
+    the "lexical key?" column counts; ``lexical`` sets those sources instead (without either, the
+    built-in ones)."""
+    if lexical is None:
+        lexical = lexical_sources(request) if request is not None else LEXICAL_SOURCES
+    at, output = cycle.generated_before, request.output_ids if request is not None else []
+    truth = output[at:at + RIGHT_WINDOW] if at < len(output) else None
     order = sorted(range(len(cycle.neighbours)), key=lambda k: -cycle.neighbours[k].similarity)
     rows = []
     for k in order:
@@ -187,10 +203,12 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None,
         rows.append(NeighbourRow(
             index=k, similarity=nb.similarity, agreement=nb.agreement, origin=f"{nb.request_id} @ {nb.position}",
             context=tuple(nb.context_text), matched=nb.context_index,
-            proposed=(f"{parts[0]}{parts[1]}¦{parts[2]}" if parts[2] and (parts[0] or parts[1]) else "".join(parts))
+            # (a chain with no node at all is all after the ¦, which then opens the cell)
+            proposed=(f"{parts[0]}{parts[1]}¦{parts[2]}" if parts[2] else "".join(parts))
             or f"— ({EMPTY_PROPOSAL.get(nb.why_no_node, 'nothing proposed')})", parts=parts,
             result=neighbour_result(cycle, nb), lexical=lexically_reachable(cycle, nb, lexical),
-            selected=k == selection))
+            selected=k == selection,
+            right=None if truth is None else common_prefix(list(nb.proposed) + list(nb.withheld or []), truth)))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
     return NeighbourTable(
         cycle=cycle.cycle, rows=rows,
@@ -203,7 +221,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None,
 # --------------------------------------------------------------------------- plotly table
 # plotly wraps cell text only at spaces, and a static export draws only the rows that fit its
 # height, so lines are broken here and the height counted
-NB_COLUMN_PX = (30, 95, 95, 170, 130, 85, 75)   # relative widths (px at plotly's 700 px)
+NB_COLUMN_PX = (30, 95, 90, 165, 130, 95, 75)   # relative widths (px at plotly's 700 px)
 CELL_PAD = 8                 # plotly's table cell padding, px per side
 CELL_HEIGHT = 24             # one line of a cell, px
 
@@ -256,11 +274,11 @@ def _plain_context(row: NeighbourRow) -> str:
 
 
 def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-                    lexical: frozenset[str] = LEXICAL_SOURCES) -> dict:
+                    lexical: frozenset[str] | None = None, request: RequestTrace | None = None) -> dict:
     """The nearest-neighbour table of one cycle (see :func:`neighbours_figure`)."""
     s = style_or_default(style)
     font = s.font_size - 1
-    t = neighbour_table(cycle, selection, lexical)
+    t = neighbour_table(cycle, selection, lexical, request)
     if t.rows:
         plain = [[str(r.index) for r in t.rows], [r.similarity_cell for r in t.rows],
                  [r.origin for r in t.rows], [_plain_context(r) for r in t.rows], [r.proposed for r in t.rows],
@@ -294,7 +312,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
 
 
 def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-                      lexical: frozenset[str] = LEXICAL_SOURCES) -> go.Figure:
+                      lexical: frozenset[str] | None = None, request: RequestTrace | None = None) -> go.Figure:
     """A table of the store records the semantic key retrieved in this cycle, most similar
     first: cosine similarity (and, where the trace recorded it, the record's context agreement:
     how many of our tokens, the root first, equal its own, "0.945 · 9 agree", what the tree
@@ -307,10 +325,12 @@ def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: St
     (:func:`semantic_outcome`). Cells are plain text broken into lines that fit their column at
     the figure's width (``style.width``, else plotly's 700 px), and the height holds every row,
     so a static export shows them all.
-    ``selection``: a neighbour index (into ``cycle.neighbours``) to highlight; ``lexical``: the
-    exact-match sources of the cycle's trace (:func:`oilbird.trace.lexical_sources`: a trace
-    whose drafter had a spine source of its own names it)."""
-    return figure(neighbours_spec(cycle, selection, style, lexical), style)
+    ``selection``: a neighbour index (into ``cycle.neighbours``) to highlight; ``request``: the
+    cycle's request trace, for how far each neighbour was right ("6 / 6 · right for 31": the
+    tree cut a right neighbour short) and for the exact-match sources the "lexical key?" column
+    counts (:func:`oilbird.trace.lexical_sources`: a trace whose drafter had a spine source of
+    its own names it); ``lexical``: those sources, given instead."""
+    return figure(neighbours_spec(cycle, selection, style, lexical, request), style)
 
 
 # --------------------------------------------------------------------------- HTML table
@@ -332,13 +352,13 @@ def _proposed_html(r: NeighbourRow) -> str:
 
 
 def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
-                    lexical: frozenset[str] = LEXICAL_SOURCES) -> str:
+                    lexical: frozenset[str] | None = None, request: RequestTrace | None = None) -> str:
     """The table of :func:`neighbours_figure` as an HTML fragment (the app's panel: a plain
     table redraws far faster than a plotly one on every step). It fits its panel: fixed
     column shares (context and proposed capped), cells that wrap, and a horizontally
     scrolling div only below a minimum width."""
     s = style_or_default(style)
-    t = neighbour_table(cycle, selection, lexical)
+    t = neighbour_table(cycle, selection, lexical, request)
     head = "".join(f"<th style='{_WRAP}' title='{html.escape(why, quote=True)}'>{h}</th>"
                    for h, why in zip(NB_HEADER, NB_HEADER_HELP))
     cols = "".join(f"<col style='width:{w}%'>" for w in NB_COLUMN_PCT)
