@@ -560,7 +560,8 @@ def test_a_neighbour_says_how_far_it_was_right_and_a_chain_without_nodes_opens_w
     c = replace(r.cycles[1], neighbours=[nb, wrong])
     rows = F.neighbour_table(c, request=r).rows
     assert [row.right for row in rows] == [3, 0]
-    assert rows[0].accepted_cell == "1 / 1 · right for 3" and rows[1].accepted_cell == "not in the tree* · right for 0"
+    assert rows[0].accepted_cell == "1 / 1 · right for 3"
+    assert rows[1].accepted_cell == "not in the tree* · right for 0"
     assert "1 / 1 · right for 3" in F.neighbours_html(c, request=r)
     assert "1 / 1 · right for 3" in str(F.neighbours_figure(c, request=r).data[0].cells.values).replace("<br>", " ")
     assert [row.right for row in F.neighbour_table(c).rows] == [None, None]     # no request: not said
