@@ -289,6 +289,8 @@ class SpeculativeDecoder:
                 out.meta.update(getattr(judge, "meta", dict)())
                 # the views count these as exact match (oilbird.trace.lexical_sources)
                 out.meta["lexical_sources"] = sorted(self.drafter.lexical_names)
+                # the tree it drafted into: why a neighbour got no node depends on the fill
+                out.meta["tree"] = {"budget": self.drafter.cfg.budget, "fill": self.drafter.cfg.fill}
             # fast replay runs no forward: its teacher rows may come from a window past the context
             # (a judge of one's own that does not say runs the model, as the live one does)
             check_prompt(self.verifier.lm, ids if getattr(judge, "runs_model", True) else ids[:1], max_new_tokens)

@@ -90,6 +90,13 @@ NO_NODE_REASONS = {
     "budget": "no node was left for it: more similar neighbours took the semantic budget (under the "
               "expected and open fills, other candidates were worth more)",
 }
+# "budget" said for the fill a trace records (``meta["tree"]["fill"]``, oilbird.drafter)
+BUDGET_BY_FILL = {
+    "reserved": "no node was left for it: more similar neighbours took the semantic budget",
+    "expected": "no node was left for it: the tree's other candidates were worth more (the fill prices every "
+                "node by its learned chance of acceptance)",
+}
+BUDGET_BY_FILL["open"] = BUDGET_BY_FILL["expected"]
 # why a request's output ended (RequestTrace.stop)
 STOP_REASONS = {
     "eos": "an end-of-sequence token was committed",

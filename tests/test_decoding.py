@@ -381,6 +381,7 @@ def test_a_source_of_ones_own_plugs_in_by_role_and_stays_lossless(tiny_lm):
     Oracle.role = "chains"
     tr = SpeculativeDecoder(v, Drafter([PromptLookupSource(), Oracle(ref)], TreeConfig(fill="expected"))).run("r", ids, 24)
     assert tr.output_ids == ref and lexical_sources(tr) == {"pld"}
+    assert tr.meta["tree"] == {"budget": TreeConfig().budget, "fill": "expected"}   # why a chain got no node
 
 
 @pytest.mark.parametrize("chain, message", [

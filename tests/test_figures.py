@@ -567,6 +567,13 @@ def test_a_neighbour_says_how_far_it_was_right_and_a_chain_without_nodes_opens_w
     assert [row.right for row in F.neighbour_table(c).rows] == [None, None]     # no request: not said
     assert F.neighbour_table(c).rows[0].accepted_cell == "1 / 1"
     assert rows[1].proposed == "¦x"                                    # no node at all: all after the mark
+    # the footnote says why a chain found no node left, by the fill its trace records
+    reserved = F.neighbour_table(c, request=replace(r, meta={"tree": {"budget": 12, "fill": "reserved"}}))
+    expected = F.neighbour_table(c, request=replace(r, meta={"tree": {"budget": 12, "fill": "expected"}}))
+    assert reserved.footnotes == ["* not in the tree: no node was left for it: more similar neighbours took the "
+                                  "semantic budget"]
+    assert "other candidates were worth more (the fill prices every node" in expected.footnotes[0]
+    assert "under the expected and open fills" in F.neighbour_table(c, request=r).footnotes[0]   # not recorded
     last = replace(r.cycles[1], generated_before=len(r.output_ids), neighbours=[nb])  # past the output: unknown
     assert F.neighbour_table(last, request=r).rows[0].right is None
     # the request also names the exact-match sources the "lexical key?" column counts

@@ -24,6 +24,7 @@ import pytest
 import wb_traces as W
 from oilbird.trace import CycleTrace, save_traces
 from workbench import lesson as L
+from workbench import figures as F
 from workbench.widgets import Stepper, StepperError, figures_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +182,20 @@ def test_step_clamps_and_select_keeps_method(stepper):
     stepper.select("r2")                         # r2 has no goose trace: its first method
     assert (stepper.request, stepper.method, stepper.cycle) == ("r2", "oilbird", 0)
     assert "r2 · oilbird · cycle 0 / 0" in stepper.describe()
+
+
+def test_switching_method_keeps_the_token_in_view(stepper):
+    """The stepper's method menu, as the app's: the other method's cycle that commits the token
+    this cycle commits first (a class compares the two trees there), not its first cycle."""
+    stepper.show("r1", "oilbird", 2)
+    at = stepper.trace("r1", "oilbird").cycles[2].generated_before
+    stepper.switch("goose")
+    want = F.token_cycles(stepper.trace("r1", "goose"))[at]
+    assert (stepper.method, stepper.cycle) == ("goose", want) and want != F.first_cycle(stepper.trace("r1", "goose"))
+    with pytest.raises(StepperError, match="no trace of request 'r2' with method 'goose'"):
+        stepper.select("r2")
+        stepper.switch("goose")
+    assert (stepper.request, stepper.method) == ("r2", "oilbird")
 
 
 def test_figures_for_rejects_unknown_view():
@@ -547,3 +562,16 @@ def test_the_readmes_figures_snippet_runs_from_any_folder(tmp_path, monkeypatch)
     if png:
         pngs = sorted(p.name for p in (tmp_path / "slides").glob("*.png"))
         assert pngs == [f"00-3-cycle3-{k}.png" for k in ("gap", "metrics", "neighbours", "text", "tree")]
+
+
+def test_a_view_opens_on_a_method_with_the_key_when_oilbird_is_not_there():
+    """Notebook 02 with METHODS="goose,oilbird:reserved,recycling+sem" opened on goose and said
+    no token was the key's alone: a view prefers "oilbird", then a method with the hidden-state
+    key, then the first."""
+    from workbench.session import opening, preferred_method
+    assert preferred_method(["goose", "oilbird:reserved", "recycling+sem"]) == "oilbird:reserved"
+    assert preferred_method(["goose", "recycling+sem", "oilbird"]) == "oilbird"
+    assert preferred_method(["goose", "pld"]) == "goose" and preferred_method(["mine", "goose"]) == "mine"
+    from dataclasses import replace
+    traces = [replace(t, method="goose" if t.method == "goose" else "recycling+sem") for t in W.all_requests()]
+    assert opening(traces).method == "recycling+sem"

@@ -289,8 +289,11 @@ def opening_rank(tr: RequestTrace | None) -> tuple:
 
 def preferred_method(methods: list[str]) -> str:
     """The method a view opens on: "oilbird" when it is there (the method the workbench is
-    about), else the first."""
-    return "oilbird" if "oilbird" in methods else methods[0]
+    about), else the first whose drafter has the hidden-state key (``oilbird:reserved``,
+    ``recycling+sem``), else the first."""
+    from oilbird.methods import lookup
+    keyed = [m for m in methods if (spec := lookup(m)) is not None and spec.has_semantic]
+    return "oilbird" if "oilbird" in methods else keyed[0] if keyed else methods[0]
 
 
 def opening(traces: list[RequestTrace]) -> RequestTrace:

@@ -137,6 +137,14 @@ class Stepper:
         m = method if method is not None else (self.method if self.method in have else have[0])
         return self.show(request_id, m, first_cycle(self.trace(request_id, m)))
 
+    def switch(self, method: str) -> dict[str, go.Figure]:
+        """Another method's trace of the request shown, at the cycle that commits the token this
+        one's cycle commits first (as the app's method menu does: a class compares the two trees
+        there; :func:`~workbench.session.same_place`)."""
+        from .session import same_place
+        new = self.trace(self.request, method)        # (a method the request lacks: a StepperError)
+        return self.show(self.request, method, same_place(self.trace(self.request, self.method), self.cycle, new))
+
     def step(self, delta: int) -> dict[str, go.Figure]:
         """Move ``delta`` cycles, clamped to the request's cycles (Prev = -1, Next = +1)."""
         top = last_cycle(self.trace(self.request, self.method))
@@ -264,7 +272,7 @@ class Stepper:
 
     def _on_method(self, change) -> None:
         if not self._syncing and change["new"] is not None:
-            self._guard(self.select, self.request, change["new"])
+            self._guard(self.switch, change["new"])
 
     def _on_moment(self, change) -> None:
         if not self._syncing and change["new"] is not None:

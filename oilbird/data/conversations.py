@@ -356,7 +356,7 @@ def load_conversations(data: str | Path, limit: int | None = None, skipped: list
     one holds whole (a log with a line per call) is left out before the limit counts, and listed
     in ``folded`` (:func:`oilbird.data.overlaps.fold_overlaps`)."""
     if limit is not None and limit < 1:
-        raise DataError("--limit must be >= 1")
+        raise DataError(f"the number of conversations to read (--limit) must be >= 1, not {limit}")
     name = str(data)
     if name in ("agent-builtin", "agent-builtin-long"):
         from .agent_workload import generate_conversations

@@ -283,7 +283,7 @@ def load_requests(data: str | Path, limit: int | None = None, seed: int = 0, ski
         reqs = reqs[skip:]
     if limit is not None:
         if limit < 1:
-            raise DataError("--limit must be >= 1")
+            raise DataError(f"the number of requests to read (--limit) must be >= 1, not {limit}")
         reqs = reqs[:limit]
     return reqs
 

@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from oilbird.trace import (LEXICAL_SOURCES, NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace, Neighbour,
-                           RequestTrace, common_prefix, lexical_sources, lexically_reachable)
+from oilbird.trace import (BUDGET_BY_FILL, LEXICAL_SOURCES, NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace,
+                           Neighbour, RequestTrace, common_prefix, lexical_sources, lexically_reachable)
 
 from ..palette import Style
 from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, style_or_default, visible
@@ -122,7 +122,7 @@ class NeighbourResult(NamedTuple):
     why: str
 
 
-def neighbour_result(cycle: CycleTrace, nb: Neighbour) -> NeighbourResult:
+def neighbour_result(cycle: CycleTrace, nb: Neighbour, fill: str | None = None) -> NeighbourResult:
     """What became of neighbour ``nb``'s chain in ``cycle``.
 
     ``accepted / walked``: of the chain's nodes in the tree, how many the verifier accepted.
@@ -130,11 +130,13 @@ def neighbour_result(cycle: CycleTrace, nb: Neighbour) -> NeighbourResult:
     "0 / its length", with the reason the drafter recorded (``nb.why_no_node``, a key of
     :data:`oilbird.trace.NO_NODE_REASONS`): the semantic node budget was spent before its turn
     (the drafter gives the most similar neighbours the budget first), or the muted source only
-    looked it up; one whose similarity allowed it no tokens is a dash."""
+    looked it up; one whose similarity allowed it no tokens is a dash. ``fill``: the tree's fill,
+    as its trace records it (``meta["tree"]``), which says why a chain found no node left."""
     why = nb.why_no_node
     if not why:
         return NeighbourResult(f"{nb.accepted} / {len(nb.walked_nodes)}", "")
-    return NeighbourResult("—" if why == "no-tokens" else NOT_IN_TREE, NO_NODE_REASONS.get(why, why))
+    said = BUDGET_BY_FILL.get(fill, NO_NODE_REASONS["budget"]) if why == "budget" else NO_NODE_REASONS.get(why, why)
+    return NeighbourResult("—" if why == "no-tokens" else NOT_IN_TREE, said)
 
 
 # --------------------------------------------------------------------------- the rows
@@ -193,6 +195,8 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
         lexical = lexical_sources(request) if request is not None else LEXICAL_SOURCES
     at, output = cycle.generated_before, request.output_ids if request is not None else []
     truth = output[at:at + RIGHT_WINDOW] if at < len(output) else None
+    tree = request.meta.get("tree") if request is not None else None
+    fill = tree.get("fill") if isinstance(tree, dict) else None
     order = sorted(range(len(cycle.neighbours)), key=lambda k: -cycle.neighbours[k].similarity)
     rows = []
     for k in order:
@@ -206,7 +210,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
             # (a chain with no node at all is all after the ¦, which then opens the cell)
             proposed=(f"{parts[0]}{parts[1]}¦{parts[2]}" if parts[2] else "".join(parts))
             or f"— ({EMPTY_PROPOSAL.get(nb.why_no_node, 'nothing proposed')})", parts=parts,
-            result=neighbour_result(cycle, nb), lexical=lexically_reachable(cycle, nb, lexical),
+            result=neighbour_result(cycle, nb, fill), lexical=lexically_reachable(cycle, nb, lexical),
             selected=k == selection,
             right=None if truth is None else common_prefix(list(nb.proposed) + list(nb.withheld or []), truth)))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
