@@ -399,6 +399,10 @@ def _check_request(r: RequestTrace) -> None:
     names = r.meta.get("lexical_sources")
     if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
         raise TraceError("meta 'lexical_sources' is not a list of source names")
+    tree = r.meta.get("tree")
+    if tree is not None and not (isinstance(tree, dict) and isinstance(tree.get("budget"), int)
+                                 and isinstance(tree.get("fill"), str)):
+        raise TraceError("meta 'tree' is not {\"budget\": a whole number, \"fill\": a fill's name}")
 
 
 def request_to_lines(r: RequestTrace) -> list[str]:

@@ -380,6 +380,13 @@ def test_a_trace_whose_lexical_sources_are_not_names_is_refused(tmp_path):
     save_traces([replace(request_oilbird(), meta={"lexical_sources": "pld"})], p)
     with pytest.raises(TraceError, match="meta 'lexical_sources' is not a list of source names"):
         load_traces(p)
+    # nor one whose tree is not a budget and a fill's name (the neighbour table reads the fill)
+    for tree in ({"budget": 24, "fill": ["expected"]}, {"budget": 24}, "expected", {"budget": "24", "fill": "open"}):
+        save_traces([replace(request_oilbird(), meta={"tree": tree})], p)
+        with pytest.raises(TraceError, match="meta 'tree' is not"):
+            load_traces(p)
+    save_traces([replace(request_oilbird(), meta={"tree": {"budget": 24, "fill": "open"}})], p)
+    assert load_traces(p)[0].meta["tree"] == {"budget": 24, "fill": "open"}
 
 
 def test_neighbours_table_and_empty_state():
@@ -574,6 +581,12 @@ def test_a_neighbour_says_how_far_it_was_right_and_a_chain_without_nodes_opens_w
                                   "semantic budget"]
     assert "other candidates were worth more (the fill prices every node" in expected.footnotes[0]
     assert "under the expected and open fills" in F.neighbour_table(c, request=r).footnotes[0]   # not recorded
+    # the output ends inside the accepted path (its token limit): the verifier endorsed the whole
+    # path, so a neighbour is right for at least what it got accepted
+    cut = replace(r, output_ids=r.output_ids[:2])                     # output ends after cycle 1's first token
+    assert F.neighbour_table(c, request=cut).rows[0].right >= 1 and c.accepted[1:] and len(cut.output_ids[1:]) == 1
+    whole = replace(nb, proposed=[11, 12], withheld=[], walked_nodes=[1, 2], accepted=2)
+    assert F.neighbour_table(replace(c, neighbours=[whole]), request=cut).rows[0].right == 2   # the path: 11 12
     last = replace(r.cycles[1], generated_before=len(r.output_ids), neighbours=[nb])  # past the output: unknown
     assert F.neighbour_table(last, request=r).rows[0].right is None
     # the request also names the exact-match sources the "lexical key?" column counts

@@ -575,3 +575,4 @@ def test_a_view_opens_on_a_method_with_the_key_when_oilbird_is_not_there():
     from dataclasses import replace
     traces = [replace(t, method="goose" if t.method == "goose" else "recycling+sem") for t in W.all_requests()]
     assert opening(traces).method == "recycling+sem"
+    assert Stepper(traces).method == "recycling+sem"                    # a bare stepper opens the same way

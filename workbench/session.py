@@ -297,9 +297,9 @@ def preferred_method(methods: list[str]) -> str:
 
 
 def opening(traces: list[RequestTrace]) -> RequestTrace:
-    """Where a set of traces (an uploaded file) opens: an "oilbird" trace when there is one
-    (else the first trace's method), the request :func:`opening_rank` ranks first; ties keep
-    the file's order."""
+    """Where a set of traces (an uploaded file) opens: a trace of :func:`preferred_method`'s
+    method ("oilbird", else one with the hidden-state key, else the first trace's), the request
+    :func:`opening_rank` ranks first; ties keep the file's order."""
     method = preferred_method([t.method for t in traces])
     mine = [t for t in traces if t.method == method]
     return max(mine, key=opening_rank)                 # max keeps the first of equals

@@ -31,6 +31,7 @@ from . import figures as F
 from .figures import first_cycle, last_cycle
 from .offline import figure_bundle
 from .palette import WARNING_CSS, Style
+from .session import preferred_method, same_place
 
 VIEWS = ("tree", "neighbours", "gap")
 
@@ -87,7 +88,7 @@ class Stepper:
         self.request_ids = list(dict.fromkeys(r for r, _ in self.traces))
         self.methods = list(dict.fromkeys(m for _, m in self.traces))
         rid = self.request_ids[0]
-        method = "oilbird" if (rid, "oilbird") in self.traces else self.methods_of(rid)[0]
+        method = preferred_method(self.methods_of(rid))     # as the app and notebook 02 open
         self.request, self.method = rid, method
         self.cycle = first_cycle(self.traces[(rid, method)])
         # the gap moment shown (a value of moments()): the one picked while its cycle is on
@@ -141,7 +142,6 @@ class Stepper:
         """Another method's trace of the request shown, at the cycle that commits the token this
         one's cycle commits first (as the app's method menu does: a class compares the two trees
         there; :func:`~workbench.session.same_place`)."""
-        from .session import same_place
         new = self.trace(self.request, method)        # (a method the request lacks: a StepperError)
         return self.show(self.request, method, same_place(self.trace(self.request, self.method), self.cycle, new))
 

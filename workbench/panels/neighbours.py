@@ -195,6 +195,9 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
         lexical = lexical_sources(request) if request is not None else LEXICAL_SOURCES
     at, output = cycle.generated_before, request.output_ids if request is not None else []
     truth = output[at:at + RIGHT_WINDOW] if at < len(output) else None
+    path = [cycle.tokens[i] for i in cycle.accepted[1:] if i < len(cycle.tokens)]
+    if truth is not None and len(truth) < len(path):      # the output ends inside the accepted path (its
+        truth = path                                       # token limit): the verifier endorsed all of it
     tree = request.meta.get("tree") if request is not None else None
     fill = tree.get("fill") if isinstance(tree, dict) else None
     order = sorted(range(len(cycle.neighbours)), key=lambda k: -cycle.neighbours[k].similarity)
@@ -341,7 +344,7 @@ def neighbours_figure(cycle: CycleTrace, selection: int | None = None, style: St
 # fixed column shares of the panel's width, and cells that wrap anywhere (a token is one long
 # run with its spaces shown as '·'); the div scrolls as a last resort, below the table's
 # minimum width
-NB_COLUMN_PCT = (4, 10, 13, 27, 22, 13, 11)
+NB_COLUMN_PCT = (4, 10, 12, 26, 22, 15, 11)   # (the accepted cell says how far a record was right too)
 _WRAP = "overflow-wrap:anywhere;word-break:break-word;vertical-align:top;"
 
 
