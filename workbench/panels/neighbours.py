@@ -44,8 +44,8 @@ NB_HEADER_HELP = (
     "the tokens that followed in its request: the chain it offered the tree; bold: accepted, plain: in the "
     "tree and rejected, grey: no node in the tree (the figure puts ¦ before those)",
     "of its chain's nodes in the tree, how many the verifier accepted (hover: why not more); 'right for N': "
-    "how many tokens of the record's continuation, before any cut, equal the output from here (more than it "
-    "got accepted: the tree cut a neighbour that was right)",
+    "how many tokens of the record's continuation, before any cut (in traces that recorded it; older ones: "
+    "its proposal), equal the output from here (more than it got accepted: the tree cut a right neighbour)",
     "did a lexical source (prompt lookup, the suffix index: the exact-match keys) propose the same first "
     "token? 'no': only the hidden-state key (or token recycling, or the rejected-branch pool) could",
 )
