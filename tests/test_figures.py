@@ -543,6 +543,10 @@ def test_a_neighbours_proposal_says_which_tokens_were_accepted_and_which_got_no_
     dash = replace(nb, proposed=[], proposed_text=[], walked_nodes=[], paid_nodes=[], accepted=0,
                    why_no_node="no-tokens")
     assert F.neighbour_table(replace(c, neighbours=[dash])).rows[0].proposed == "— (copy depth 0)"
+    # nothing proposed: no first token to ask the lexical sources about (a bold "no" read as the key's find)
+    assert F.neighbour_table(replace(c, neighbours=[dash])).rows[0].lexical_cell == "—"
+    assert "<b>no</b>" not in F.neighbours_html(replace(c, neighbours=[dash]))
+    assert F.neighbour_table(c).rows[0].lexical_cell in ("yes", "no")
     low = replace(dash, why_no_node="below-floor")        # looked up below the entry floor: not the copy depth
     assert F.neighbour_table(replace(c, neighbours=[low])).rows[0].proposed == "— (below the entry floor)"
     # a model name is text, not markup, in the HTML counter

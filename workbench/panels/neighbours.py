@@ -165,6 +165,12 @@ class NeighbourRow:
         return f"{self.similarity:.3f}" + ("" if self.agreement is None else f" · {self.agreement} agree")
 
     @property
+    def lexical_cell(self) -> str:
+        """The "lexical key?" cell: "yes" / "no", or "—" where the record proposed nothing (no first
+        token to ask about: a bold "no" there read as a find of the key alone)."""
+        return "—" if not any(self.parts) else "yes" if self.lexical else "no"
+
+    @property
     def accepted_cell(self) -> str:
         """The "accepted" cell; a "*" sends the reader to the footnote that says why."""
         return self.result.cell + ("*" if self.result.cell == NOT_IN_TREE else "") + (
@@ -289,7 +295,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
     if t.rows:
         plain = [[str(r.index) for r in t.rows], [r.similarity_cell for r in t.rows],
                  [r.origin for r in t.rows], [_plain_context(r) for r in t.rows], [r.proposed for r in t.rows],
-                 [r.accepted_cell for r in t.rows], ["yes" if r.lexical else "no" for r in t.rows]]
+                 [r.accepted_cell for r in t.rows], [r.lexical_cell for r in t.rows]]
         fill = [["#FBE3D6" if r.selected else ("#F3F3F3" if n % 2 else "white") for n, r in enumerate(t.rows)]]
     else:
         plain = [[""], [""], [""], ["no neighbours this cycle"], [""], [""], [""]]
@@ -380,7 +386,7 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
         rows.append(f"<tr{bg}>{td}{r.index}</td>{td}{r.similarity_cell}</td>{td}{html.escape(r.origin)}</td>"
                     f"<td class='mono' style='{_WRAP}'>{ctx}</td>"
                     f"<td class='mono' style='{_WRAP}'>{_proposed_html(r)}</td>{td}{acc}</td>"
-                    f"{td}{'yes' if r.lexical else '<b>no</b>'}</td></tr>")
+                    f"{td}{'<b>no</b>' if r.lexical_cell == 'no' else r.lexical_cell}</td></tr>")
     if not rows:
         why = html.escape(t.empty_why, quote=False)
         rows.append(f"<tr><td colspan='7' style='color:#666;{_WRAP}'>no neighbours this cycle ({why})</td></tr>")
