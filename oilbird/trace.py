@@ -138,6 +138,16 @@ class Neighbour:
     agreement: int | None = None
 
 
+RIGHT_WINDOW = 64     # output tokens a record's continuation is checked against (the funnel, the views)
+
+
+def right_run(nb: Neighbour, truth) -> int:
+    """How many tokens of a retrieved record's continuation before any cut (``proposed`` then
+    ``withheld``; a trace written before ``withheld`` was recorded: ``proposed``) equal ``truth``,
+    the output from the cycle on (at most :data:`RIGHT_WINDOW` of it): how far the record was right."""
+    return common_prefix(list(nb.proposed) + list(nb.withheld or []), truth)
+
+
 @dataclass
 class CycleTrace:
     """Everything one draft -> verify -> commit cycle did."""

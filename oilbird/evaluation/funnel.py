@@ -54,7 +54,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..trace import common_prefix, lexical_sources
+from ..trace import RIGHT_WINDOW, common_prefix, lexical_sources, right_run
 
 # outcomes of the semantic key that mean no lookup ran (oilbird.sources.base.RETRIEVAL_OUTCOMES)
 NO_LOOKUP = ("gate-closed", "no-query", "empty-store")
@@ -154,7 +154,7 @@ def cycle_facts(trace, labels: list[str] | None = None) -> list[CycleFacts]:
         if not c.tokens or c.generated_before >= len(output):
             continue                    # the prefill, or nothing left to draft
         t = c.generated_before
-        truth = output[t:t + 64]
+        truth = output[t:t + RIGHT_WINDOW]
         nxt = truth[0]
         right_child = next((i for i in range(1, len(c.tokens)) if c.parents[i] == 0 and c.tokens[i] == nxt), None)
         srcs = set(c.sources[right_child]) if right_child is not None else set()
@@ -165,8 +165,7 @@ def cycle_facts(trace, labels: list[str] | None = None) -> list[CycleFacts]:
         acc = False
         ranked = sorted(c.neighbours, key=lambda nb: -nb.similarity)
         for k, nb in enumerate(ranked):
-            cont = list(nb.proposed) + list(nb.withheld or [])
-            full = common_prefix(cont, truth)
+            full = right_run(nb, truth)
             if full == 0:
                 continue
             top1 = top1 or k == 0

@@ -323,9 +323,8 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                if g.marked
                else f"<br>{html.escape(g.drafter_line, quote=False)}" if g.drafter_line else "")
     # the outlined cells in words (an export has no hover; the app's strip says the same under its cells)
-    # (wrapped on the text: a line break inside an escape would break it)
-    now = "".join(f"<br>{html.escape(line, quote=False)}"
-                  for line in textwrap.wrap(html.unescape(now_line(g)), 110))
+    # (wrapped as text, then escaped: a line break inside an escape would break it)
+    now = "".join(f"<br>{html.escape(line, quote=False)}" for line in textwrap.wrap(now_line(g), 110))
     title = (f"gap strip · {html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"one cell per output token ({g.n_tokens})<br><span style='font-size:{s.font_size - 1}px;color:#666'>"
              f"{html.escape(g.scope, quote=False)}<br>{pool}{drafter}</span>"
@@ -435,18 +434,19 @@ def now_words(g: GapStrip) -> list[tuple[list[str], str]]:
     return said + ([([], f"and {more} more token{'s' * (more != 1)}")] if more > 0 else [])
 
 
-def now_line(g: GapStrip, code=lambda text: f"'{html.escape(text, quote=False)}'") -> str:
-    """:func:`now_words` as one line of HTML ("" where the cycle committed no labelled token, or
-    the strip has no labels): each run's tokens through ``code`` (already escaped; apart by a thin
-    space, as a space shows as '·'), then its words; items apart by " · "."""
+def now_line(g: GapStrip, code=lambda text: f"'{text}'", escape=lambda text: text) -> str:
+    """:func:`now_words` as one line ("" where the cycle committed no labelled token, or the strip
+    has no labels): each run's tokens (apart by a thin space, as a space shows as '·') through
+    ``escape`` then ``code``, then its words through ``escape``; items apart by " · ". Plain text
+    by default (quoted tokens); the app's HTML escapes and puts the tokens in ``<code>``."""
     said = now_words(g) if not g.missing else []
-    items = [(f"{code(chr(0x2009).join(ts))} " if ts else "") + html.escape(w, quote=False) for ts, w in said]
+    items = [(f"{code(escape(chr(0x2009).join(ts)))} " if ts else "") + escape(w) for ts, w in said]
     return f"outlined, this cycle's tokens: {' · '.join(items)}" if items else ""
 
 
 def _now_html(g: GapStrip) -> str:
     """:func:`now_line` as a line under the strip, each run's tokens in ``<code>``."""
-    line = now_line(g, lambda text: f"<code>{html.escape(text, quote=False)}</code>")
+    line = now_line(g, lambda text: f"<code>{text}</code>", lambda text: html.escape(text, quote=False))
     return f"<div class='gap-now' style='font-size:0.85em;margin:2px 0 4px 0'>{line}</div>" if line else ""
 
 

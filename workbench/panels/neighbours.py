@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from oilbird.trace import (BUDGET_BY_FILL, LEXICAL_SOURCES, NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace,
-                           Neighbour, RequestTrace, common_prefix, lexical_sources, lexically_reachable)
+from oilbird.trace import (BUDGET_BY_FILL, LEXICAL_SOURCES, NO_NODE_REASONS, RETRIEVAL_OUTCOMES, RIGHT_WINDOW,
+                           CycleTrace, Neighbour, RequestTrace, lexical_sources, lexically_reachable, right_run)
 
 from ..palette import Style
 from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, style_or_default, visible
@@ -187,9 +187,6 @@ class NeighbourTable:
     footnotes: list[str]       # one per distinct reason a neighbour is not in the tree
 
 
-RIGHT_WINDOW = 64    # output tokens a neighbour's continuation is checked against (the funnel's window)
-
-
 def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: frozenset[str] | None = None,
                     request: RequestTrace | None = None) -> NeighbourTable:
     """The rows of ``cycle``'s neighbour table; ``selection``: a neighbour index to highlight.
@@ -221,7 +218,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
             or f"— ({EMPTY_PROPOSAL.get(nb.why_no_node, 'nothing proposed')})", parts=parts,
             result=neighbour_result(cycle, nb, fill), lexical=lexically_reachable(cycle, nb, lexical),
             selected=k == selection,
-            right=None if truth is None else common_prefix(list(nb.proposed) + list(nb.withheld or []), truth)))
+            right=None if truth is None else right_run(nb, truth)))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
     return NeighbourTable(
         cycle=cycle.cycle, rows=rows,
