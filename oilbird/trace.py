@@ -148,6 +148,19 @@ def right_run(nb: Neighbour, truth) -> int:
     return common_prefix(list(nb.proposed) + list(nb.withheld or []), truth)
 
 
+def cycle_truth(cycle: "CycleTrace", output) -> list[int] | None:
+    """What a record retrieved at ``cycle`` is checked against (:func:`right_run`): the output from
+    the cycle on, at most :data:`RIGHT_WINDOW` tokens of it, or the cycle's accepted path where the
+    output ends inside it (the request's token limit cut it: the verifier endorsed all of the path);
+    None where the cycle drafted after the output's end."""
+    at = cycle.generated_before
+    if at >= len(output):
+        return None
+    truth = list(output[at:at + RIGHT_WINDOW])
+    path = [cycle.tokens[i] for i in cycle.accepted[1:] if i < len(cycle.tokens)]
+    return path if len(truth) < len(path) else truth
+
+
 @dataclass
 class CycleTrace:
     """Everything one draft -> verify -> commit cycle did."""

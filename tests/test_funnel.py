@@ -54,6 +54,16 @@ def test_a_right_record_that_got_nodes_is_accepted_and_its_reach_counted():
     assert (f.accepted, f.reach, f.short) == (2, 2, None)
 
 
+def test_a_last_cycle_cut_at_the_token_limit_is_checked_against_its_accepted_path():
+    """The output ends inside the accepted path (the request's token limit cut it at 11, after the
+    verifier had accepted 11 12): a record right through the path reached both tokens, as the
+    neighbour table says (oilbird.trace.cycle_truth), not the one the shortened output kept."""
+    tr = request([nb(0.95, [11, 12, 99], withheld=[], walked=[1, 2], accepted=2)])
+    tr = replace(tr, output_ids=OUT[:2], cycles=tr.cycles[:2])
+    f = first(tr)
+    assert (f.accepted, f.reach, f.short, f.right_accepted) == (2, 2, None, True)
+
+
 @pytest.mark.parametrize("neighbour, reached", [
     (nb(0.7, [], withheld=[11, 12], why="below-floor"), "below-floor"),
     (nb(0.95, [11, 12], walked=[], why="muted"), "muted"),

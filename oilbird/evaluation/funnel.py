@@ -54,7 +54,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..trace import RIGHT_WINDOW, common_prefix, lexical_sources, right_run
+from ..trace import common_prefix, cycle_truth, lexical_sources, right_run
 
 # outcomes of the semantic key that mean no lookup ran (oilbird.sources.base.RETRIEVAL_OUTCOMES)
 NO_LOOKUP = ("gate-closed", "no-query", "empty-store")
@@ -151,10 +151,10 @@ def cycle_facts(trace, labels: list[str] | None = None) -> list[CycleFacts]:
     labels = labels if labels is not None else trace.gap_labels
     lexical = lexical_sources(trace)
     for c in trace.cycles:
-        if not c.tokens or c.generated_before >= len(output):
+        truth = cycle_truth(c, output)
+        if not c.tokens or truth is None:
             continue                    # the prefill, or nothing left to draft
         t = c.generated_before
-        truth = output[t:t + RIGHT_WINDOW]
         nxt = truth[0]
         right_child = next((i for i in range(1, len(c.tokens)) if c.parents[i] == 0 and c.tokens[i] == nxt), None)
         srcs = set(c.sources[right_child]) if right_child is not None else set()

@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import plotly.graph_objects as go
 
-from oilbird.trace import (BUDGET_BY_FILL, LEXICAL_SOURCES, NO_NODE_REASONS, RETRIEVAL_OUTCOMES, RIGHT_WINDOW,
-                           CycleTrace, Neighbour, RequestTrace, lexical_sources, lexically_reachable, right_run)
+from oilbird.trace import (BUDGET_BY_FILL, LEXICAL_SOURCES, NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace,
+                           Neighbour, RequestTrace, cycle_truth, lexical_sources, lexically_reachable, right_run)
 
 from ..palette import Style
 from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, style_or_default, visible
@@ -196,11 +196,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
     built-in ones)."""
     if lexical is None:
         lexical = lexical_sources(request) if request is not None else LEXICAL_SOURCES
-    at, output = cycle.generated_before, request.output_ids if request is not None else []
-    truth = output[at:at + RIGHT_WINDOW] if at < len(output) else None
-    path = [cycle.tokens[i] for i in cycle.accepted[1:] if i < len(cycle.tokens)]
-    if truth is not None and len(truth) < len(path):      # the output ends inside the accepted path (its
-        truth = path                                       # token limit): the verifier endorsed all of it
+    truth = cycle_truth(cycle, request.output_ids if request is not None else [])
     tree = request.meta.get("tree") if request is not None else None
     fill = tree.get("fill") if isinstance(tree, dict) else None
     order = sorted(range(len(cycle.neighbours)), key=lambda k: -cycle.neighbours[k].similarity)
