@@ -92,6 +92,13 @@ def _finish(tokens: list[int], new: list[int], eos: set[int], max_new: int) -> t
     return appended, len(tokens) >= max_new
 
 
+PRICE_DIGITS = 4       # the fill's prices in a trace (CycleTrace.prices, Neighbour.left_out)
+
+
+def _rounded(price: float | None) -> float | None:
+    return None if price is None else round(price, PRICE_DIGITS)
+
+
 def _stop(generated: list[int], eos: set[int]) -> str:
     """Why a finished output ended (:data:`oilbird.trace.STOP_REASONS`): EOS, or the token limit."""
     return "eos" if generated and generated[-1] in eos else "limit"
@@ -373,6 +380,8 @@ class SpeculativeDecoder:
                        committed_sources=([node_sources[i] for i in accepted[1:]] + [[BONUS]])[:len(appended)],
                        tokens=list(tree.tokens), parents=list(tree.parents), sources=node_sources,
                        argmax=argmax)
+        if info.prices is not None:         # (rounded: a trace file holds them for every cycle)
+            c.prices, c.fill_bar = [round(p, PRICE_DIGITS) for p in info.prices.nodes], _rounded(info.prices.bar)
         if verdict.decisions is not None:   # sampled: what decided each tried node (oilbird.sampling)
             c.decided_prob, c.residual_mass = decisions_per_node(verdict.decisions, len(tree))
         if self.trace:
@@ -425,7 +434,8 @@ class SpeculativeDecoder:
                 context_index=at, paid_nodes=nb.get("paid", []), walked_nodes=walked,
                 accepted=sum(1 for n in walked if n in acc),
                 lexical_reachable=bool(nb["proposed"]) and nb["proposed"][0] in lexical_first,
-                why_no_node=nb["why_no_node"], withheld=nb.get("withheld"), agreement=nb.get("agreement")))
+                why_no_node=nb["why_no_node"], withheld=nb.get("withheld"), agreement=nb.get("agreement"),
+                left_out=_rounded(nb.get("left_out"))))
         return out
 
     def run(self, request_id: str, ids: list[int], max_new_tokens: int,

@@ -46,6 +46,16 @@ from .verdict import TreeVerdict
 
 
 @dataclass
+class FillPrices:
+    """What :func:`fill_by_value` priced, for the trace (why a chain stopped where it did): a
+    node's price is the chance the fill gave its path of being accepted."""
+    nodes: list[float] = field(default_factory=list)    # per tree node, after the fill
+    bar: float | None = None       # the last node the fill added (None: it added none)
+    # per chain (input order): its first token the tree left out, priced (None: nothing left out)
+    left_out: list[float | None] = field(default_factory=list)
+
+
+@dataclass
 class DraftInfo:
     """What the drafter decided this cycle, recorded as it happened (the trace copies it; the
     views only read it)."""
@@ -59,6 +69,7 @@ class DraftInfo:
     # got no node ("" when it got one; else a key of oilbird.trace.NO_NODE_REASONS)
     neighbours: list[LookedUp] = field(default_factory=list)
     spine: list[int] = field(default_factory=list)
+    prices: FillPrices | None = None   # what the expected and open fills priced (None: reserved)
 
 
 def _attach(tree: DraftTree, source: str, chain: Chain) -> int:
@@ -139,7 +150,7 @@ class _Candidate:
 
 
 def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
-                  rates: AcceptanceRates) -> list[tuple[list[int], list[int]]]:
+                  rates: AcceptanceRates, prices: FillPrices | None = None) -> list[tuple[list[int], list[int]]]:
     """Merge ``(source, chain)`` pairs into ``tree`` one node at a time, most likely first.
 
     First each chain re-walks the nodes it shares with the tree (free: its source joins their
@@ -153,6 +164,8 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
     so nodes are added in non-increasing value, each after its parent. Ties go to the candidate
     an earlier chain proposed first. Stops after ``room`` new nodes. Returns (walked, paid) per
     chain, in input order; a node several chains propose is walked by all, paid by the first.
+
+    ``prices``: filled in with what the fill priced (:class:`FillPrices`), where given.
 
     Example: tree root->A, chains [("semantic", [A, B]), ("recycling", [C])], room 1: the
     semantic chain re-walks A and offers B at depth 2 (worth P(A) * rate), the adjacency
@@ -173,6 +186,7 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
     cands: list[_Candidate] = []
     index: dict[tuple, int] = {}
     kids: dict[tuple[str, int], list[int]] = {}
+    along: list[list[int]] = [[] for _ in chains]     # each chain's candidates, in its order
     for k, (name, chain) in enumerate(chains):
         node, j = starts[k]
         ref, depth = ("tree", node), depths[node]
@@ -187,14 +201,18 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
             c.scores[name] = max(chain.score, c.scores.get(name, chain.score))
             c.match = max(c.match, chain.match)
             c.chains.append(k)
+            along[k].append(cid)
             ref = ("cand", cid)
 
     heap: list[tuple[float, int, int]] = []
+    value: dict[int, float] = {}        # each offered candidate's worth
+    added: set[int] = set()
 
     def offer(cid: int, parent: int) -> None:
         c = cands[cid]
         cell = rates.cell(c.scores.keys(), c.depth, max(c.scores.values()), c.match, tree.sources[parent])
-        heapq.heappush(heap, (-probs[parent] * rates.rate(cell), cid, parent))
+        value[cid] = probs[parent] * rates.rate(cell)
+        heapq.heappush(heap, (-value[cid], cid, parent))
 
     for (kind, node), ids in kids.items():
         for cid in ids if kind == "tree" else ():
@@ -209,9 +227,13 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
         for k in c.chains:
             walked[k].append(i)
         paid[c.chains[0]].append(i)
+        added.add(cid)
         room -= 1
         for kid in kids.get(("cand", cid), ()):
             offer(kid, i)
+    if prices is not None:        # (a chain's first candidate left out was offered: its parent is in the tree)
+        prices.nodes, prices.bar = list(probs), (probs[-1] if added else None)
+        prices.left_out = [next((value[cid] for cid in ids if cid not in added), None) for ids in along]
     return list(zip(walked, paid))
 
 
@@ -306,13 +328,15 @@ class Drafter:
         room = cfg.budget - len(tree)
         semantic = self._chain_pass(ctx, info, room if valued else min(reserved, room))
         if valued:
-            merged = self._fill_expected(ctx, semantic, lexical_rest)
+            info.prices = FillPrices()
+            merged = self._fill_expected(ctx, semantic, lexical_rest, info.prices)
         else:
             merged = self._fill_reserved(ctx, semantic, min(reserved, room))
-        for (source, c), (walked, paid) in zip(semantic, merged):
+        left_out = info.prices.left_out if info.prices is not None else [None] * len(semantic)
+        for (source, c), (walked, paid), price in zip(semantic, merged, left_out):
             if source.retrieves:
                 why = "" if walked else ("no-tokens" if not c.tokens else "budget")
-                info.neighbours.append(LookedUp(**c.meta, walked=walked, paid=paid, why_no_node=why))
+                info.neighbours.append(LookedUp(**c.meta, walked=walked, paid=paid, why_no_node=why, left_out=price))
         return tree, info
 
     def _spine_pass(self, ctx: DraftContext, info: DraftInfo, budget: int) -> list[tuple[str, Chain]]:
@@ -368,12 +392,17 @@ class Drafter:
                 add_chain(tree, c, name, room)
         return merged
 
-    def _fill_expected(self, ctx: DraftContext, semantic, lexical_rest=()) -> list[tuple[list[int], list[int]]]:
+    def _fill_expected(self, ctx: DraftContext, semantic, lexical_rest=(),
+                       prices: FillPrices | None = None) -> list[tuple[list[int], list[int]]]:
         """2+3) semantic chains, what the spine pass cut off the lexical chains, and adjacency
-        branches compete node by node (fill_by_value). Returns (walked, paid) per semantic chain."""
+        branches compete node by node (fill_by_value, pricing into ``prices``, kept for the
+        semantic chains). Returns (walked, paid) per semantic chain."""
         branches = [pair for b in self.branch_sources for pair in self._branches(b, ctx)]
         pairs = [(s.name, c) for s, c in semantic] + list(lexical_rest) + branches
-        return fill_by_value(ctx.tree, pairs, self.cfg.budget - len(ctx.tree), self.rates)[: len(semantic)]
+        out = fill_by_value(ctx.tree, pairs, self.cfg.budget - len(ctx.tree), self.rates, prices)
+        if prices is not None:
+            prices.left_out = prices.left_out[: len(semantic)]
+        return out[: len(semantic)]
 
     def _branches(self, source: DraftSource, ctx: DraftContext) -> list[tuple[str, Chain]]:
         """A branch source's proposals for the tree built so far, best score first."""

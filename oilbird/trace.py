@@ -136,6 +136,10 @@ class Neighbour:
     # first, equal the record's own read backwards; what the fill prices a neighbour by beside its
     # similarity. None in traces written before it was recorded
     agreement: int | None = None
+    # where the expected or open fill cut its chain: what the first token it left out was worth to
+    # the fill (the chance it gave that token's path of being accepted; CycleTrace.fill_bar is the
+    # last node it took). None: nothing was left out, another fill, or an older trace
+    left_out: float | None = None
 
 
 RIGHT_WINDOW = 64     # output tokens a record's continuation is checked against (the funnel, the views)
@@ -205,6 +209,11 @@ class CycleTrace:
     # empty when greedy, replayed or written by an older version
     decided_prob: list[float | None] = field(default_factory=list)
     residual_mass: list[float | None] = field(default_factory=list)
+    # the expected and open fills' prices (oilbird.drafter.FillPrices): per tree node the chance
+    # they gave its path of being accepted, and the last node the fill added (None: it added
+    # none); empty / None under the reserved fill and in older traces
+    prices: list[float] = field(default_factory=list)
+    fill_bar: float | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -396,7 +405,7 @@ def _check_cycle(c: CycleTrace) -> None:
     n = len(c.tokens)
     # a decoder with trace=False keeps the tree and verdict but leaves text, depths and scores empty
     short = [k for k in ("parents", "sources", "argmax") if len(getattr(c, k)) != n]
-    short += [k for k in ("token_text", "depths", "scores", "argmax_text", "decided_prob", "residual_mass")
+    short += [k for k in ("token_text", "depths", "scores", "argmax_text", "decided_prob", "residual_mass", "prices")
               if len(getattr(c, k)) not in (0, n)]
     if short:
         raise TraceError(f"cycle {c.cycle}: {', '.join(short)} not one entry per tree node ({n})")

@@ -257,6 +257,8 @@ def _corrupt(tmp_path, line_no: int, change) -> str:
     (3, lambda d: d["parents"].__setitem__(4, 15), ":3: cycle 1: node 4 has parent 15"),
     (3, lambda d: d["parents"].__setitem__(3, -1), ":3: cycle 1: node 3 has parent -1"),
     (3, lambda d: d.update(depths=[0, 1]), ":3: cycle 1: depths not one entry per tree node (5)"),
+    (3, lambda d: d.update(prices=[1.0, 0.5]), ":3: cycle 1: prices not one entry per tree node (5)"),
+    (3, lambda d: d.update(fill_bar="high"), ":3: field 'fill_bar' is \"high\", not a number or null"),
     (3, lambda d: d.update(accepted=[0, 1, 7]), ":3: cycle 1: accepted nodes [0, 1, 7] outside"),
     (3, lambda d: d["neighbours"][0].update(similarity="high"), ":3: field 'similarity'"),
     (3, lambda d: d.update(neighbours=[3]), ":3: field 'neighbours' is not a list of objects"),

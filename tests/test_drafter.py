@@ -114,6 +114,50 @@ def test_fill_by_value_docstring_example_and_prefixes_are_trees():
     assert rates.path_probs(tree)[2] > rates.path_probs(DraftTree([1, 20], [-1, 0], [set(), {"recycling"}]))[1]
 
 
+def test_fill_by_value_reports_its_prices():
+    """The docstring's example, priced: every node's chance (the root 1, C at the unseen rate
+    0.5), the last node taken (C: 0.5) and, per chain, its first token left out (B: P(A) * 0.5;
+    the adjacency chain lost nothing)."""
+    from oilbird.drafter import FillPrices, fill_by_value
+    from oilbird.acceptance import AcceptanceRates
+    from oilbird.sources.base import Chain
+    rates = AcceptanceRates()
+    tree = DraftTree.root(1)
+    tree.add(0, 10, "suffix", 1.0)
+    prices = FillPrices()
+    fill_by_value(tree, [("semantic", Chain([10, 11], 0.9)), ("recycling", Chain([20], 0.5))], 1, rates, prices)
+    p_a = rates.path_probs(DraftTree([1, 10], [-1, 0], [set(), {"suffix"}]))[1]
+    assert prices.nodes == pytest.approx([1.0, p_a, 0.5]) and len(prices.nodes) == len(tree)
+    assert prices.bar == pytest.approx(0.5) and prices.left_out == pytest.approx([p_a * 0.5, None])
+    nothing = FillPrices()
+    fill_by_value(DraftTree.root(1), [("semantic", Chain([7], 0.9))], 0, rates, nothing)
+    assert nothing.bar is None and nothing.left_out == [pytest.approx(0.5)]
+
+
+def test_a_traced_cycle_records_the_fills_prices(tiny_lm):
+    """An oilbird trace (the expected fill) prices every tree node and says, for each neighbour
+    the fill cut, what its first token left out was worth: never more than the last node the
+    fill took (it adds nodes most valuable first). The reserved fill prices nothing."""
+    from oilbird.presets import make_decoder
+    from oilbird.verifier import Verifier
+    v = Verifier(tiny_lm)
+    base = [5, 9, 13, 17, 21, 25, 29, 33]
+    dec = make_decoder("oilbird", v, tree=TreeConfig(budget=6))
+    cut = 0
+    for i in range(4):
+        tr = dec.run(f"r{i}", [1] + base + [40 + i] + base[:4], 24)
+        for c in tr.cycles[1:]:
+            assert len(c.prices) == len(c.tokens) and c.prices[0] == 1.0
+            assert all(c.prices[i] <= c.prices[c.parents[i]] for i in range(1, len(c.tokens)))
+            for nb in c.neighbours:
+                if nb.left_out is not None:
+                    cut += 1
+                    assert c.fill_bar is None or nb.left_out <= c.fill_bar
+    assert cut > 0
+    reserved = make_decoder("oilbird:reserved", v).run("r", [1] + base, 12)
+    assert all(c.prices == [] and c.fill_bar is None for c in reserved.cycles)
+
+
 def test_fill_prices_a_node_with_every_chain_that_proposes_it():
     """Two chains proposing the same node are one candidate: its cell is "multi+semantic" (the
     semantic key among its proposers) with the longer context agreement, it is walked by both

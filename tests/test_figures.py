@@ -556,6 +556,32 @@ def test_a_neighbours_proposal_says_which_tokens_were_accepted_and_which_got_no_
     assert "<img" not in counter_html(odd, 1) and "live run of &lt;img src=x&gt;" in counter_html(odd, 1)
 
 
+def test_a_cut_neighbour_says_what_the_fill_priced_it_at_and_the_tree_hover_prices_nodes():
+    """Where the trace recorded the fill's prices, a chain the fill cut says what its first token
+    left out was worth ("next 0.06"), and a footnote names the bar it did not clear (the last node
+    the fill took); the tree's hover gives every node's price. A trace without them says neither."""
+    from oilbird.trace import Neighbour
+    r = request_oilbird()
+    nb = Neighbour(record=3, request_id="r0", position=5, similarity=0.95, proposed=[11, 12],
+                   proposed_text=[" there", "\n"], context_text=["a", "b"], context_index=0,
+                   paid_nodes=[1], walked_nodes=[1], accepted=1, left_out=0.0625)
+    out = replace(nb, proposed=[5], proposed_text=["x"], walked_nodes=[], paid_nodes=[], accepted=0,
+                  why_no_node="budget", left_out=0.0031)
+    n = len(r.cycles[1].tokens)
+    c = replace(r.cycles[1], neighbours=[nb, out], prices=[1.0] + [0.5 / k for k in range(1, n)], fill_bar=0.125)
+    t = F.neighbour_table(c, request=r)
+    assert [row.accepted_cell for row in t.rows] == ["1 / 1 · right for 2 · next 0.06",
+                                                     "not in the tree* · right for 0 · next 0.003"]
+    assert t.footnotes[-1].endswith("the last node the tree took was worth 0.12") and "next p" in t.footnotes[-1]
+    assert "next 0.06" in F.neighbours_html(c, request=r) and "worth 0.12" in F.neighbours_html(c, request=r)
+    hovers = lambda cyc: " ".join(h for tr in F.tree_figure(cyc).data for h in (tr.hovertext or ()))  # noqa: E731
+    assert "worth 0.25 to the fill" in hovers(c) and "worth 1 to" not in hovers(c)     # node 2's; not the root's
+    plain = replace(r.cycles[1], neighbours=[replace(nb, left_out=None)])
+    assert not any("next p" in f for f in F.neighbour_table(plain, request=r).footnotes)
+    assert "next" not in F.neighbour_table(plain, request=r).rows[0].accepted_cell
+    assert "to the fill" not in hovers(plain) and "node 2" in hovers(plain)
+
+
 def test_a_neighbour_says_how_far_it_was_right_and_a_chain_without_nodes_opens_with_the_mark():
     """Given its request, the table says how many tokens of each record's continuation (before
     any cut: proposed + withheld) equal the output from the cycle on: "1 / 2 · right for 3" is a

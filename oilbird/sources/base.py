@@ -103,6 +103,7 @@ class LookedUp(Retrieved, total=False):
     walked: list[int]
     paid: list[int]
     why_no_node: str
+    left_out: float | None      # its first token the fill left out, priced (oilbird.drafter.FillPrices)
 
 
 @dataclass

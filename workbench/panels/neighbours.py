@@ -45,7 +45,9 @@ NB_HEADER_HELP = (
     "tree and rejected, grey: no node in the tree (the figure puts ¦ before those)",
     "of its chain's nodes in the tree, how many the verifier accepted (hover: why not more); 'right for N': "
     "how many tokens of the record's continuation, before any cut (in traces that recorded it; older ones: "
-    "its proposal), equal the output from here (more than it got accepted: the tree cut a right neighbour)",
+    "its proposal), equal the output from here (more than it got accepted: the tree cut a right neighbour); "
+    "'next p': the fill priced the first token it left out of the chain at p, its learned chance of "
+    "acceptance (the footnote gives the last node the tree took)",
     "did a lexical source (prompt lookup, the suffix index: the exact-match keys) propose the same first "
     "token? 'no': only the hidden-state key (or token recycling, or the rejected-branch pool) could",
 )
@@ -158,6 +160,7 @@ class NeighbourRow:
     # how many tokens of the record's continuation, before any cut (proposed + withheld), equal the
     # output from this cycle on; None where the table was not given the request's output
     right: int | None = None
+    left_out: float | None = None    # Neighbour.left_out: the fill's price of its first token left out
 
     @property
     def similarity_cell(self) -> str:
@@ -174,7 +177,21 @@ class NeighbourRow:
     def accepted_cell(self) -> str:
         """The "accepted" cell; a "*" sends the reader to the footnote that says why."""
         return self.result.cell + ("*" if self.result.cell == NOT_IN_TREE else "") + (
-            "" if self.right is None else f" · right for {self.right}")
+            "" if self.right is None else f" · right for {self.right}") + (
+            "" if self.left_out is None else f" · next {price(self.left_out)}")
+
+
+def price(p: float) -> str:
+    """A fill's price as the table says it: 0.0625 -> "0.06", 0.0031 -> "0.003"."""
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.1g}"
+
+
+def price_note(cycle: CycleTrace) -> str:
+    """The footnote for the table's "next p" (what the fill priced a cut chain's first token left
+    out), with the bar it did not clear: the last node the fill took."""
+    bar = "" if cycle.fill_bar is None else f"; the last node the tree took was worth {price(cycle.fill_bar)}"
+    return (f"next p = the fill priced the first token it left out of that chain at p, its learned chance of "
+            f"being accepted{bar}")
 
 
 @dataclass(frozen=True)
@@ -184,7 +201,7 @@ class NeighbourTable:
     rows: list[NeighbourRow]
     store: str                 # " from N records in the store", "" where the cycle does not record N
     empty_why: str             # why nothing was retrieved ("" when there are rows)
-    footnotes: list[str]       # one per distinct reason a neighbour is not in the tree
+    footnotes: list[str]       # one per distinct reason a neighbour is not in the tree, then the prices' note
 
 
 def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: frozenset[str] | None = None,
@@ -214,14 +231,15 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
             or f"— ({EMPTY_PROPOSAL.get(nb.why_no_node, 'nothing proposed')})", parts=parts,
             result=neighbour_result(cycle, nb, fill), lexical=lexically_reachable(cycle, nb, lexical),
             selected=k == selection,
-            right=None if truth is None else right_run(nb, truth)))
+            right=None if truth is None else right_run(nb, truth), left_out=nb.left_out))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
+    priced = [price_note(cycle)] if any(r.left_out is not None for r in rows) else []
     return NeighbourTable(
         cycle=cycle.cycle, rows=rows,
         store=("" if cycle.store_records is None or cycle.retrieval == NO_SOURCE
                else f" from {cycle.store_records} records in the store"),
         empty_why="" if rows else semantic_outcome(cycle).why(),
-        footnotes=[f"* {NOT_IN_TREE}: {w}" for w in whys])
+        footnotes=[f"* {NOT_IN_TREE}: {w}" for w in whys] + priced)
 
 
 # --------------------------------------------------------------------------- plotly table

@@ -72,6 +72,8 @@ def _node_hover(c: CycleTrace, i: int, status: str, replay: bool, depth: int) ->
             lines.append(f"local model's next token after it (argmax): {am} (id {c.argmax[i]}; the recording decides)")
         else:
             lines.append("local model's next token after it: not computed (fast replay: the recording decides)")
+    if 0 < i < len(c.prices):       # (the root is certain)
+        lines.append(f"worth {c.prices[i]:.3g} to the fill: the learned chance its path is accepted")
     sampled = sampled_decision(c, i)
     if sampled:
         lines.append(sampled)
