@@ -33,5 +33,8 @@ commits.
   black band: the drafter's own key, asked one token behind, reaches
   it. The labels describe the output, not the method's drafting.
 - **Nearest neighbours**: the stored positions the semantic key found this cycle, most similar
-  first, with what each proposed and how much of it was accepted.
+  first, with what each proposed and how much of it was accepted. *Right for N*: how far its
+  continuation matched the output; *next p*: the tree stopped its chain where the next token's
+  learned chance of acceptance, p, was below what the tree's other nodes were worth (a node's
+  hover gives its own).
 """
