@@ -382,6 +382,7 @@ class SpeculativeDecoder:
                        argmax=argmax)
         if info.prices is not None:         # (rounded: a trace file holds them for every cycle)
             c.prices, c.fill_bar = [round(p, PRICE_DIGITS) for p in info.prices.nodes], _rounded(info.prices.bar)
+            c.fill_from = info.prices.start
         if verdict.decisions is not None:   # sampled: what decided each tried node (oilbird.sampling)
             c.decided_prob, c.residual_mass = decisions_per_node(verdict.decisions, len(tree))
         if self.trace:

@@ -50,6 +50,7 @@ class FillPrices:
     """What :func:`fill_by_value` priced, for the trace (why a chain stopped where it did): a
     node's price is the chance the fill gave its path of being accepted."""
     nodes: list[float] = field(default_factory=list)    # per tree node, after the fill
+    start: int = 0                 # the tree's nodes before the fill (the exact-match head's, placed unpriced)
     bar: float | None = None       # the last node the fill added (None: it added none)
     # per chain (input order): its first token the tree left out, priced (None: nothing left out)
     left_out: list[float | None] = field(default_factory=list)
@@ -232,8 +233,11 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
         for kid in kids.get(("cand", cid), ()):
             offer(kid, i)
     if prices is not None:        # (a chain's first candidate left out was offered: its parent is in the tree)
-        prices.nodes, prices.bar = list(probs), (probs[-1] if added else None)
-        prices.left_out = [next((value[cid] for cid in ids if cid not in added), None) for ids in along]
+        prices.nodes, prices.start = list(probs), len(probs) - len(added)
+        prices.bar = probs[-1] if added else None
+        # a chain cut where the fill added nothing (the exact-match head took every node) lost no contest
+        prices.left_out = [next((value[cid] for cid in ids if cid not in added), None) if added else None
+                           for ids in along]
     return list(zip(walked, paid))
 
 

@@ -155,12 +155,14 @@ def right_run(nb: Neighbour, truth) -> int:
 def cycle_truth(cycle: "CycleTrace", output) -> list[int] | None:
     """What a record retrieved at ``cycle`` is checked against (:func:`right_run`): the output from
     the cycle on, at most :data:`RIGHT_WINDOW` tokens of it, or the cycle's accepted path where the
-    output ends inside it (the request's token limit cut it: the verifier endorsed all of the path);
-    None where the cycle drafted after the output's end."""
+    request's token limit ended the output inside it (the verifier endorsed all of the path; an
+    end-of-sequence token ends it for good); None where the cycle drafted after the output's end."""
     at = cycle.generated_before
     if at >= len(output):
         return None
     truth = list(output[at:at + RIGHT_WINDOW])
+    if cycle.stop != "limit":         # (an end-of-sequence token inside the path: nothing follows it)
+        return truth
     path = [cycle.tokens[i] for i in cycle.accepted[1:] if i < len(cycle.tokens)]
     return path if len(truth) < len(path) else truth
 
@@ -210,9 +212,11 @@ class CycleTrace:
     decided_prob: list[float | None] = field(default_factory=list)
     residual_mass: list[float | None] = field(default_factory=list)
     # the expected and open fills' prices (oilbird.drafter.FillPrices): per tree node the chance
-    # they gave its path of being accepted, and the last node the fill added (None: it added
-    # none); empty / None under the reserved fill and in older traces
+    # they gave its path of being accepted; the nodes before ``fill_from`` were placed first, by
+    # the exact-match head, and competed with nothing; the last node the fill added (None: it
+    # added none). Empty / None under the reserved fill and in older traces
     prices: list[float] = field(default_factory=list)
+    fill_from: int | None = None
     fill_bar: float | None = None
 
     @property
@@ -414,6 +418,10 @@ def _check_cycle(c: CycleTrace) -> None:
     bad = next((i for i in range(1, n) if not 0 <= c.parents[i] < i), None)
     if bad is not None:
         raise TraceError(f"cycle {c.cycle}: node {bad} has parent {c.parents[bad]}, not an earlier node")
+    if c.prices and (not all(0 <= p <= 1 for p in c.prices) or c.fill_from is None or not 0 < c.fill_from <= n):
+        raise TraceError(f"cycle {c.cycle}: prices are not chances (0 to 1) with the node the fill began at")
+    if c.fill_bar is not None and not (c.prices and 0 <= c.fill_bar <= 1):
+        raise TraceError(f"cycle {c.cycle}: fill_bar {c.fill_bar} without the prices of a tree it ends")
     if any(not 0 <= i < n for i in c.accepted):
         raise TraceError(f"cycle {c.cycle}: accepted nodes {c.accepted} outside the {n}-node tree")
     if len(c.committed_sources) != len(c.committed) or len(c.committed_text) not in (0, len(c.committed)):

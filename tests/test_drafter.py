@@ -129,9 +129,24 @@ def test_fill_by_value_reports_its_prices():
     p_a = rates.path_probs(DraftTree([1, 10], [-1, 0], [set(), {"suffix"}]))[1]
     assert prices.nodes == pytest.approx([1.0, p_a, 0.5]) and len(prices.nodes) == len(tree)
     assert prices.bar == pytest.approx(0.5) and prices.left_out == pytest.approx([p_a * 0.5, None])
+    assert prices.start == 2                                   # root and A were there before the fill
+    # no room: the fill added nothing, so nothing lost a contest (the head took every node)
     nothing = FillPrices()
     fill_by_value(DraftTree.root(1), [("semantic", Chain([7], 0.9))], 0, rates, nothing)
-    assert nothing.bar is None and nothing.left_out == [pytest.approx(0.5)]
+    assert nothing.bar is None and nothing.left_out == [None] and nothing.start == 1
+    # learned rates (semantic depth 1 always right, adjacency never; semantic depth 2 unseen, 0.5):
+    # room 2 takes the semantic chain, 10 (40/41: the first verdict was cold) then 11 (40/41 * 0.5);
+    # the bar is the last added
+    for _ in range(40):
+        t = DraftTree([1, 10, 20], [-1, 0, 0], [set(), {"semantic"}, {"recycling"}])
+        rates.observe(t, [0, 1], argmax=[10, 0, 0])
+    tree = DraftTree.root(1)
+    two = FillPrices()
+    chains = [("semantic", Chain([10, 11], 0.9)), ("recycling", Chain([20], 0.5)), ("recycling", Chain([21], 0.5))]
+    fill_by_value(tree, chains, 2, rates, two)
+    assert tree.tokens == [1, 10, 11]
+    assert two.nodes == pytest.approx([1.0, 40 / 41, 20 / 41]) and two.bar == pytest.approx(20 / 41)
+    assert two.left_out == [None, pytest.approx(1 / 41), pytest.approx(1 / 41)]       # the adjacency tokens
 
 
 def test_a_traced_cycle_records_the_fills_prices(tiny_lm):

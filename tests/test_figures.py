@@ -568,7 +568,8 @@ def test_a_cut_neighbour_says_what_the_fill_priced_it_at_and_the_tree_hover_pric
     out = replace(nb, proposed=[5], proposed_text=["x"], walked_nodes=[], paid_nodes=[], accepted=0,
                   why_no_node="budget", left_out=0.0031)
     n = len(r.cycles[1].tokens)
-    c = replace(r.cycles[1], neighbours=[nb, out], prices=[1.0] + [0.5 / k for k in range(1, n)], fill_bar=0.125)
+    c = replace(r.cycles[1], neighbours=[nb, out], prices=[1.0] + [0.5 / k for k in range(1, n)], fill_bar=0.125,
+                fill_from=2)
     t = F.neighbour_table(c, request=r)
     assert [row.accepted_cell for row in t.rows] == ["1 / 1 · right for 2 · next 0.06",
                                                      "not in the tree* · right for 0 · next 0.003"]
@@ -576,6 +577,8 @@ def test_a_cut_neighbour_says_what_the_fill_priced_it_at_and_the_tree_hover_pric
     assert "next 0.06" in F.neighbours_html(c, request=r) and "worth 0.12" in F.neighbours_html(c, request=r)
     hovers = lambda cyc: " ".join(h for tr in F.tree_figure(cyc).data for h in (tr.hovertext or ()))  # noqa: E731
     assert "worth 0.25 to the fill" in hovers(c) and "worth 1 to" not in hovers(c)     # node 2's; not the root's
+    assert "priced 0.5, but placed before the fill by the exact-match head" in hovers(c)   # node 1: no contest
+    assert F.price(0.0) == "<0.001" and F.price(0.0031) == "0.003" and F.price(0.0625) == "0.06"
     plain = replace(r.cycles[1], neighbours=[replace(nb, left_out=None)])
     assert not any("next p" in f for f in F.neighbour_table(plain, request=r).footnotes)
     assert "next" not in F.neighbour_table(plain, request=r).rows[0].accepted_cell
@@ -616,7 +619,10 @@ def test_a_neighbour_says_how_far_it_was_right_and_a_chain_without_nodes_opens_w
     cut = replace(r, output_ids=r.output_ids[:2])                     # output ends after cycle 1's first token
     assert F.neighbour_table(c, request=cut).rows[0].right >= 1 and c.accepted[1:] and len(cut.output_ids[1:]) == 1
     whole = replace(nb, proposed=[11, 12], withheld=[], walked_nodes=[1, 2], accepted=2)
-    assert F.neighbour_table(replace(c, neighbours=[whole]), request=cut).rows[0].right == 2   # the path: 11 12
+    limit = replace(c, neighbours=[whole], stop="limit")
+    assert F.neighbour_table(limit, request=cut).rows[0].right == 2   # the path: 11 12
+    # an end-of-sequence token ends the output for good: the tokens past it in the path are no truth
+    assert F.neighbour_table(replace(limit, stop="eos"), request=cut).rows[0].right == 1
     last = replace(r.cycles[1], generated_before=len(r.output_ids), neighbours=[nb])  # past the output: unknown
     assert F.neighbour_table(last, request=r).rows[0].right is None
     # the request also names the exact-match sources the "lexical key?" column counts

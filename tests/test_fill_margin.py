@@ -29,7 +29,7 @@ def trace():
               CycleTrace("r", "oilbird", 1, 5, 1, tokens=[10, 11, 30], parents=[-1, 0, 1],
                          sources=[[], ["semantic"], ["pld"]], depths=[0, 1, 2], argmax=[11, 12, -1],
                          accepted=[0, 1], bonus=12, committed=[11, 12], committed_sources=[["semantic"], ["bonus"]],
-                         prices=[1.0, 0.5, 0.1], fill_bar=0.1,
+                         prices=[1.0, 0.5, 0.1], fill_bar=0.1, fill_from=1,
                          neighbours=[nb([11, 12], [1], 1, 0.2), nb([11, 40], [1], 1, 0.05),
                                      nb([11, 30, 7], [1, 2], 1, 0.01), nb([11], [1], 1, None)]),
               CycleTrace("r", "oilbird", 2, 7, 3, tokens=[12], parents=[-1], sources=[[]], argmax=[13],

@@ -59,9 +59,13 @@ def test_a_last_cycle_cut_at_the_token_limit_is_checked_against_its_accepted_pat
     verifier had accepted 11 12): a record right through the path reached both tokens, as the
     neighbour table says (oilbird.trace.cycle_truth), not the one the shortened output kept."""
     tr = request([nb(0.95, [11, 12, 99], withheld=[], walked=[1, 2], accepted=2)])
-    tr = replace(tr, output_ids=OUT[:2], cycles=tr.cycles[:2])
+    tr = replace(tr, output_ids=OUT[:2], cycles=tr.cycles[:1] + [replace(tr.cycles[1], committed=[11],
+                                                                         committed_sources=[["x"]], stop="limit")])
     f = first(tr)
     assert (f.accepted, f.reach, f.short, f.right_accepted) == (2, 2, None, True)
+    # an end-of-sequence token inside the accepted path ends the output for good: nothing after it is right
+    eos = replace(tr, cycles=tr.cycles[:1] + [replace(tr.cycles[1], stop="eos")])
+    assert first(eos).reach == 1
 
 
 @pytest.mark.parametrize("neighbour, reached", [

@@ -35,6 +35,6 @@ commits.
 - **Nearest neighbours**: the stored positions the semantic key found this cycle, most similar
   first, with what each proposed and how much of it was accepted. *Right for N*: how far its
   continuation matched the output; *next p*: the tree stopped its chain where the next token's
-  learned chance of acceptance, p, was below what the tree's other nodes were worth (a node's
-  hover gives its own).
+  learned chance of acceptance, p, fell below the last node the fill took (the footnote gives it;
+  a node's hover gives its own).
 """

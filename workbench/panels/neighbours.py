@@ -182,8 +182,9 @@ class NeighbourRow:
 
 
 def price(p: float) -> str:
-    """A fill's price as the table says it: 0.0625 -> "0.06", 0.0031 -> "0.003"."""
-    return f"{p:.2f}" if p >= 0.01 else f"{p:.1g}"
+    """A fill's price as the table says it: 0.0625 -> "0.06", 0.0031 -> "0.003", 0.0 -> "<0.001"
+    (a trace keeps 4 digits)."""
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.1g}" if p >= 0.001 else "<0.001"
 
 
 def price_note(cycle: CycleTrace) -> str:

@@ -73,7 +73,9 @@ def _node_hover(c: CycleTrace, i: int, status: str, replay: bool, depth: int) ->
         else:
             lines.append("local model's next token after it: not computed (fast replay: the recording decides)")
     if 0 < i < len(c.prices):       # (the root is certain)
-        lines.append(f"worth {c.prices[i]:.3g} to the fill: the learned chance its path is accepted")
+        lines.append(f"worth {c.prices[i]:.3g} to the fill: the learned chance its path is accepted" if
+                     c.fill_from is None or i >= c.fill_from else
+                     f"priced {c.prices[i]:.3g}, but placed before the fill by the exact-match head (no contest)")
     sampled = sampled_decision(c, i)
     if sampled:
         lines.append(sampled)
