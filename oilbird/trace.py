@@ -420,6 +420,8 @@ def _check_cycle(c: CycleTrace) -> None:
         raise TraceError(f"cycle {c.cycle}: node {bad} has parent {c.parents[bad]}, not an earlier node")
     if c.prices and (not all(0 <= p <= 1 for p in c.prices) or c.fill_from is None or not 0 < c.fill_from <= n):
         raise TraceError(f"cycle {c.cycle}: prices are not chances (0 to 1) with the node the fill began at")
+    if any(nb.left_out is not None and not 0 <= nb.left_out <= 1 for nb in c.neighbours):
+        raise TraceError(f"cycle {c.cycle}: a neighbour's left_out is not a chance (0 to 1)")
     if c.fill_bar is not None and not (c.prices and 0 <= c.fill_bar <= 1):
         raise TraceError(f"cycle {c.cycle}: fill_bar {c.fill_bar} without the prices of a tree it ends")
     if any(not 0 <= i < n for i in c.accepted):

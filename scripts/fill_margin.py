@@ -1,25 +1,27 @@
-"""Where the expected fill cut a retrieved neighbour's chain, was the token it left out right, and
-what had the fill priced it at? (docs/results.md, "The fill's prices at the cut").
+"""What the expected fill took at its margin and what it left out of the key's chains, priced and
+judged (docs/results.md, "The fill's prices at the cut").
 
     python -m oilbird replay --data agent-transcripts --limit 20 --methods oilbird --cache runs/tcache \\
         --traces --out runs/margin20 --force
     python scripts/fill_margin.py runs/margin20/traces.jsonl
 
-Reads a trace file whose cycles recorded the fill's prices (``CycleTrace.prices``,
-``CycleTrace.fill_bar``, ``Neighbour.left_out``: traces written since the thirty-ninth session).
-Every neighbour whose chain the fill cut (it left a token out) is one row: its next token is
-*right* where the record's continuation equals the output past the chain's nodes in the tree
-(:func:`oilbird.trace.right_run` against :func:`oilbird.trace.cycle_truth`). The table compares
-the prices of right and wrong next tokens, against the bar each cycle's fill drew (the last node
-it added), and gives the AUC of the price as a test of right against wrong: how well what the
-fill knew at the cut told the two apart. The *rate* is the price over its parent's: the chance the
-fill's cell gave the token once its chain so far was accepted, which every row's was (a chain
-rejected inside the tree lost nothing to the cut and is left out), so the share of right tokens
-is what those rates should average if the cells are calibrated. Then every drafted node, by who
-proposed it and its price (the chance the fill gave its whole path), against how often the verifier
-(or the recording) accepted it: the prices' calibration. Last, the nodes of the key alone whose
-parent was accepted, by whether a node of another source (a token the key did not propose) stood
-under the same parent, against the rate their cell gave them.
+Reads a trace file whose cycles recorded the fill's prices (``CycleTrace.prices``, ``fill_from``,
+``fill_bar``, ``Neighbour.left_out``: traces written since the thirty-ninth session). A node's
+*price* is the chance the fill gave its whole path of being accepted (the product of its cells'
+rates); its *rate* is its price over its parent's, the chance given its parent is accepted.
+
+1. The margin: the last node the fill took in each cycle (its bar), and the tokens it left out
+   of the key's chains, each counted once per cycle, parent node and token however many
+   neighbours proposed it. A token left out *would have been accepted* where its parent was
+   accepted and it is the output's next token there (:func:`oilbird.trace.right_run` against
+   :func:`oilbird.trace.cycle_truth`); drafting it would have committed one token more. The fill
+   chose well where what it took was accepted at least as often as what it left out.
+2. Those left-out tokens whose parent was accepted, by rate: how often the rate was right
+   (a reliability table), and how well the rate tells right from wrong at each depth (AUC).
+3. The nodes the fill chose (not the exact-match head's, placed before it), by who proposed them
+   and their price, against how often they were accepted: the prices' calibration.
+4. Of those, the key's own nodes whose parent was accepted, by whether another source's token stood
+   under the same parent.
 """
 from __future__ import annotations
 
@@ -33,7 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oilbird.trace import cycle_truth, load_traces, right_run  # noqa: E402
 
-PRICE_EDGES = (0.05, 0.1, 0.2, 0.4, 0.7)    # the drafted nodes, binned by price
+PRICE_EDGES = (0.05, 0.1, 0.2, 0.4, 0.7)     # prices, binned
+RATE_EDGES = (0.1, 0.2, 0.4, 0.6, 0.8)       # rates, binned
+KINDS = ("the key alone", "the key and others", "without the key")
 
 
 def auc(pos: list[float], neg: list[float]) -> float | None:
@@ -50,80 +54,100 @@ def auc(pos: list[float], neg: list[float]) -> float | None:
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-KINDS = ("the key alone", "the key and others", "without the key")
-
-
 def kind(sources) -> str:
-    """A node's proposers, as the calibration table groups them."""
+    """A node's proposers, as the calibration table groups them (the key: the source named
+    "semantic", the presets' retriever)."""
     return KINDS[0] if list(sources) == ["semantic"] else KINDS[1] if "semantic" in sources else KINDS[2]
 
 
+def _bin(x: float, edges: tuple) -> int:
+    return sum(x >= e for e in edges)
+
+
+def _span(b: int, edges: tuple) -> str:
+    low = ("0",) + tuple(str(e) for e in edges)
+    return f">= {low[b]}" if b == len(edges) else f"{low[b]}-{low[b + 1]}"
+
+
 def margins(traces) -> dict:
-    """The rows (right / wrong next token, its price, the cycle's bar) and the fill's nodes by price."""
-    right, wrong = [], []
-    nodes = {}                                   # (kind, price bin) -> [nodes, sum of prices, accepted]
-    rivals = {}                                  # (rival?, rate >= 0.3?) -> [tested, sum of rates, accepted]
+    """``bar``: (price, accepted) of each cycle's last node the fill took; ``left``: (price,
+    accepted-had-it-been-drafted, rate, parent accepted, depth of its parent) of each distinct
+    token the fill left out of the key's chains; ``nodes``: (kind, price bin) -> [nodes, sum of
+    prices, accepted] over the nodes the fill chose; ``rivals``: (rival?, rate >= 0.3) -> [nodes,
+    sum of rates, accepted] over the key's own chosen nodes whose parent was accepted."""
+    bar, left, nodes, rivals = [], [], {}, {}
     for tr in traces:
         for c in tr.cycles:
             truth = cycle_truth(c, tr.output_ids)
-            if not c.prices or truth is None:
+            if not c.prices or c.fill_from is None or truth is None:
                 continue
             acc = set(c.accepted)
-            for i in range(1, len(c.tokens)):
-                seen = nodes.setdefault((kind(c.sources[i]), sum(c.prices[i] >= e for e in PRICE_EDGES)), [0, 0.0, 0])
+            if c.fill_bar is not None:
+                bar.append((c.prices[-1], len(c.tokens) - 1 in acc))
+            for i in range(c.fill_from, len(c.tokens)):
+                seen = nodes.setdefault((kind(c.sources[i]), _bin(c.prices[i], PRICE_EDGES)), [0, 0.0, 0])
                 seen[0] += 1
                 seen[1] += c.prices[i]
                 seen[2] += i in acc
                 par = c.parents[i]
                 if kind(c.sources[i]) == KINDS[0] and par in acc and c.prices[par] > 0:
-                    rate = c.prices[i] / c.prices[par]
                     rival = any(c.parents[j] == par and j != i and kind(c.sources[j]) != KINDS[0]
                                 for j in range(1, len(c.tokens)))
-                    got = rivals.setdefault((rival, rate >= 0.3), [0, 0.0, 0])
+                    got = rivals.setdefault((rival, c.prices[i] / c.prices[par] >= 0.3), [0, 0.0, 0])
                     got[0] += 1
-                    got[1] += rate
+                    got[1] += c.prices[i] / c.prices[par]
                     got[2] += i in acc
+            if c.fill_bar is None:               # the fill added nothing: nothing was left out in a contest
+                continue
+            taken = set()
             for nb in c.neighbours:
-                if nb.left_out is None or c.fill_bar is None:
-                    continue
                 k = len(nb.walked_nodes)
-                if nb.accepted < k:              # its chain was rejected inside the tree: the cut cost nothing
+                if nb.left_out is None or k >= len(nb.proposed):
                     continue
-                parent = c.prices[nb.walked_nodes[-1]] if k else 1.0       # (its chain hangs below the root)
-                rate = nb.left_out / parent if parent > 0 else 0.0
-                (right if right_run(nb, truth) > k else wrong).append((nb.left_out, c.fill_bar, rate))
-    return {"right": right, "wrong": wrong, "nodes": nodes, "rivals": rivals}
+                parent = nb.walked_nodes[-1] if k else 0        # (the key's chains hang below the root)
+                key = (parent, nb.proposed[k])
+                if key in taken:
+                    continue
+                taken.add(key)
+                up = parent in acc                  # (then so was the whole chain above it)
+                rate = nb.left_out / c.prices[parent] if c.prices[parent] > 0 else 0.0
+                left.append((nb.left_out, up and right_run(nb, truth) > k, rate, up, c.depths[parent] if c.depths
+                             else k))
+    return {"bar": bar, "left": left, "nodes": nodes, "rivals": rivals}
 
 
 def table(m: dict) -> list[str]:
-    lines = ["| next token left out | neighbours | median price | median bar | price >= bar / 2 | mean rate |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for name in ("right", "wrong"):
-        rows = m[name]
-        if not rows:
-            lines.append(f"| {name} | 0 | - | - | - | - |")
-            continue
-        p, bar, rate = np.array(rows).T
-        lines.append(f"| {name} | {len(rows):,} | {np.median(p):.3f} | {np.median(bar):.3f} | "
-                     f"{np.mean(p >= bar / 2):.1%} | {rate.mean():.3f} |")
-    every = m["right"] + m["wrong"]
-    if every:
-        lines += ["", f"right: {len(m['right']) / len(every):.1%} of the tokens left out; the fill's rate for them "
-                      f"(price / its parent's) said {np.mean([r for *_, r in every]):.1%} on average"]
-    for what, col in (("price", 0), ("rate", 2)):
-        a = auc([r[col] for r in m["right"]], [r[col] for r in m["wrong"]])
-        lines.append(f"AUC of the {what}, right against wrong: {'-' if a is None else f'{a:.3f}'}")
-    lines += ["", "| every drafted node: proposed by | priced | nodes | mean price | accepted |",
+    lines = ["| at the fill's margin | tokens | mean price | accepted (left out: had it been drafted) |",
+             "| --- | ---: | ---: | ---: |"]
+    for name, rows in (("the last node the fill took, per cycle", [(p, a) for p, a in m["bar"]]),
+                       ("a token it left out of the key's chains", [(p, a) for p, a, *_ in m["left"]])):
+        if rows:
+            p, a = np.array(rows, dtype=float).T
+            lines.append(f"| {name} | {len(rows):,} | {p.mean():.3f} | {a.mean():.3f} |")
+    up = [(r, a, d) for _, a, r, ok, d in m["left"] if ok]
+    if up:
+        lines += ["", f"Left out with their parent accepted: {len(up):,} tokens, "
+                      f"{np.mean([a for _, a, _ in up]):.1%} right, their rates averaging {np.mean([r for r, *_ in up]):.1%}"]
+    lines += ["", "| rate (its chance given its parent) | tokens | mean rate | right |", "| --- | ---: | ---: | ---: |"]
+    for b in sorted({_bin(r, RATE_EDGES) for r, _, _ in up}):
+        rows = np.array([(r, a) for r, a, _ in up if _bin(r, RATE_EDGES) == b], dtype=float)
+        lines.append(f"| {_span(b, RATE_EDGES)} | {len(rows):,} | {rows[:, 0].mean():.3f} | {rows[:, 1].mean():.3f} |")
+    lines += ["", "| depth of its parent | tokens | right | AUC of the rate, right against wrong |",
+              "| --- | ---: | ---: | ---: |"]
+    for d in sorted({min(d, 4) for *_, d in up}):
+        rows = [(r, a) for r, a, dd in up if min(dd, 4) == d]
+        a = auc([r for r, ok in rows if ok], [r for r, ok in rows if not ok])
+        lines.append(f"| {d if d < 4 else '4 or more'} | {len(rows):,} | {np.mean([ok for _, ok in rows]):.1%} | "
+                     f"{'-' if a is None else f'{a:.3f}'} |")
+    lines += ["", "| the fill's nodes: proposed by | priced | nodes | mean price | accepted |",
               "| --- | --- | ---: | ---: | ---: |"]
-    edges = ("0",) + tuple(str(e) for e in PRICE_EDGES)
     for k, b in sorted(m["nodes"], key=lambda kb: (KINDS.index(kb[0]), kb[1])):
         n, total, hit = m["nodes"][(k, b)]
-        span = f">= {edges[b]}" if b == len(PRICE_EDGES) else f"{edges[b]}-{edges[b + 1]}"
-        lines.append(f"| {k} | {span} | {n:,} | {total / n:.3f} | {hit / n:.3f} |")
-    lines += ["", "| tested nodes of the key alone | its cell's rate | nodes | mean rate | accepted |",
+        lines.append(f"| {k} | {_span(b, PRICE_EDGES)} | {n:,} | {total / n:.3f} | {hit / n:.3f} |")
+    lines += ["", "| the fill's nodes of the key alone, parent accepted | rate | nodes | mean rate | accepted |",
               "| --- | --- | ---: | ---: | ---: |"]
     for (rival, high), (n, total, hit) in sorted(m["rivals"].items()):
-        who = "another source offered another token beside it" if rival else "no other source's token beside it"
+        who = "another source's token beside it" if rival else "no other source's token beside it"
         lines.append(f"| {who} | {'>= 0.3' if high else '< 0.3'} | {n:,} | {total / n:.3f} | {hit / n:.3f} |")
     return lines
 
@@ -133,7 +157,7 @@ def main(argv=None) -> int:
     ap.add_argument("traces", help="a trace file (replay --traces, bench --traces) written with the fill's prices")
     a = ap.parse_args(argv)
     m = margins(load_traces(a.traces))
-    if not m["right"] and not m["wrong"] and not m["nodes"]:
+    if not m["bar"] and not m["nodes"]:
         print(f"{a.traces}: no cycle recorded the fill's prices (a reserved fill, or a trace older than them)",
               file=sys.stderr)
         return 1

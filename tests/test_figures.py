@@ -571,14 +571,18 @@ def test_a_cut_neighbour_says_what_the_fill_priced_it_at_and_the_tree_hover_pric
     c = replace(r.cycles[1], neighbours=[nb, out], prices=[1.0] + [0.5 / k for k in range(1, n)], fill_bar=0.125,
                 fill_from=2)
     t = F.neighbour_table(c, request=r)
-    assert [row.accepted_cell for row in t.rows] == ["1 / 1 · right for 2 · next 0.06",
-                                                     "not in the tree* · right for 0 · next 0.003"]
-    assert t.footnotes[-1].endswith("the last node the tree took was worth 0.12") and "next p" in t.footnotes[-1]
-    assert "next 0.06" in F.neighbours_html(c, request=r) and "worth 0.12" in F.neighbours_html(c, request=r)
+    assert [row.accepted_cell for row in t.rows] == ["1 / 1 · right for 2 · next 0.0625",
+                                                     "not in the tree* · right for 0 · next 0.0031"]
+    assert t.footnotes[-1].endswith("the last node the tree took was worth 0.125") and "next p" in t.footnotes[-1]
+    assert "path through the first token it left out" in t.footnotes[-1]
+    assert "next 0.0625" in F.neighbours_html(c, request=r) and "worth 0.125" in F.neighbours_html(c, request=r)
+    # a chain rejected inside the tree lost nothing to the cut: no price is said for it
+    rejected = replace(c, neighbours=[replace(nb, accepted=0)])
+    assert "next" not in F.neighbour_table(rejected, request=r).rows[0].accepted_cell
     hovers = lambda cyc: " ".join(h for tr in F.tree_figure(cyc).data for h in (tr.hovertext or ()))  # noqa: E731
     assert "worth 0.25 to the fill" in hovers(c) and "worth 1 to" not in hovers(c)     # node 2's; not the root's
     assert "priced 0.5, but placed before the fill by the exact-match head" in hovers(c)   # node 1: no contest
-    assert F.price(0.0) == "<0.001" and F.price(0.0031) == "0.003" and F.price(0.0625) == "0.06"
+    assert F.price(0.0) == "<0.0001" and F.price(0.01734) == "0.0173" and F.price(0.0625) == "0.0625"
     plain = replace(r.cycles[1], neighbours=[replace(nb, left_out=None)])
     assert not any("next p" in f for f in F.neighbour_table(plain, request=r).footnotes)
     assert "next" not in F.neighbour_table(plain, request=r).rows[0].accepted_cell

@@ -34,7 +34,8 @@ commits.
   it. The labels describe the output, not the method's drafting.
 - **Nearest neighbours**: the stored positions the semantic key found this cycle, most similar
   first, with what each proposed and how much of it was accepted. *Right for N*: how far its
-  continuation matched the output; *next p*: the tree stopped its chain where the next token's
-  learned chance of acceptance, p, fell below the last node the fill took (the footnote gives it;
-  a node's hover gives its own).
+  continuation matched the output; *next p*: the tree stopped that chain where the chance it gave
+  the path through the next token, p, fell below the last node the fill took (the footnote gives
+  it; a node's hover gives its own). A path's chance multiplies along it, so a deep token's is
+  small even where the chain was likely to go on once it had held.
 """

@@ -46,8 +46,9 @@ NB_HEADER_HELP = (
     "of its chain's nodes in the tree, how many the verifier accepted (hover: why not more); 'right for N': "
     "how many tokens of the record's continuation, before any cut (in traces that recorded it; older ones: "
     "its proposal), equal the output from here (more than it got accepted: the tree cut a right neighbour); "
-    "'next p': the fill priced the first token it left out of the chain at p, its learned chance of "
-    "acceptance (the footnote gives the last node the tree took)",
+    "'next p': where the fill cut a chain whose nodes were all accepted, the chance it gave the path through "
+    "the first token it left out (the product of its cells' rates: a deep token's is small however likely it "
+    "was once the chain held); the footnote gives the last node the fill took",
     "did a lexical source (prompt lookup, the suffix index: the exact-match keys) propose the same first "
     "token? 'no': only the hidden-state key (or token recycling, or the rejected-branch pool) could",
 )
@@ -181,18 +182,24 @@ class NeighbourRow:
             "" if self.left_out is None else f" · next {price(self.left_out)}")
 
 
+def _cut_cost(nb: Neighbour) -> float | None:
+    """``nb.left_out`` where the cut could have cost a token (every node of its chain in the tree was
+    accepted); None where the chain was rejected inside the tree (the cut lost nothing)."""
+    return nb.left_out if nb.accepted >= len(nb.walked_nodes) else None
+
+
 def price(p: float) -> str:
-    """A fill's price as the table says it: 0.0625 -> "0.06", 0.0031 -> "0.003", 0.0 -> "<0.001"
-    (a trace keeps 4 digits)."""
-    return f"{p:.2f}" if p >= 0.01 else f"{p:.1g}" if p >= 0.001 else "<0.001"
+    """A fill's price as the table says it, to three figures (a bar and a cut chain's price are often
+    close): 0.0625 -> "0.0625", 0.01734 -> "0.0173", 0.0 -> "<0.0001" (a trace keeps 4 digits)."""
+    return f"{p:.3g}" if p >= 0.0001 else "<0.0001"
 
 
 def price_note(cycle: CycleTrace) -> str:
     """The footnote for the table's "next p" (what the fill priced a cut chain's first token left
     out), with the bar it did not clear: the last node the fill took."""
     bar = "" if cycle.fill_bar is None else f"; the last node the tree took was worth {price(cycle.fill_bar)}"
-    return (f"next p = the fill priced the first token it left out of that chain at p, its learned chance of "
-            f"being accepted{bar}")
+    return (f"next p = the chance the fill gave the path through the first token it left out of that chain "
+            f"(the product of its cells' rates along the path){bar}")
 
 
 @dataclass(frozen=True)
@@ -232,7 +239,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
             or f"— ({EMPTY_PROPOSAL.get(nb.why_no_node, 'nothing proposed')})", parts=parts,
             result=neighbour_result(cycle, nb, fill), lexical=lexically_reachable(cycle, nb, lexical),
             selected=k == selection,
-            right=None if truth is None else right_run(nb, truth), left_out=nb.left_out))
+            right=None if truth is None else right_run(nb, truth), left_out=_cut_cost(nb)))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
     priced = [price_note(cycle)] if any(r.left_out is not None for r in rows) else []
     return NeighbourTable(
