@@ -576,6 +576,12 @@ def test_a_cut_neighbour_says_what_the_fill_priced_it_at_and_the_tree_hover_pric
     assert t.footnotes[-1].endswith("the last node the tree took was worth 0.125") and "next p" in t.footnotes[-1]
     assert "path through the first token it left out" in t.footnotes[-1]
     assert "next 0.0625" in F.neighbours_html(c, request=r) and "worth 0.125" in F.neighbours_html(c, request=r)
+    # what outbid it, in the cell's hover: the fill's nodes (from node 2 on) priced above the cut
+    # chain's next token, and how they fared (tree 10 -> 11 -> 12, 10 -> 13, 11 -> 14; 0 1 2 accepted)
+    said = "the fill took 3 nodes worth more (0.125 to 0.25): 1 accepted, 2 rejected, 0 never reached"
+    assert t.rows[0].outbid == said and said in F.neighbours_html(c, request=r)
+    assert F.outbid(c, 0.2) == "the fill took 1 node worth more (0.25): 1 accepted, 0 rejected, 0 never reached"
+    assert F.outbid(replace(c, fill_from=None), 0.01) == "" and F.outbid(c, 1.0) == ""
     # a chain rejected inside the tree lost nothing to the cut: no price is said for it
     rejected = replace(c, neighbours=[replace(nb, accepted=0)])
     assert "next" not in F.neighbour_table(rejected, request=r).rows[0].accepted_cell

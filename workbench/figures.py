@@ -64,7 +64,7 @@ from .panels.metrics import metrics_figure, metrics_spec
 from .panels.neighbours import (CELL_HEIGHT, CELL_PAD, NB_COLUMN_PCT, NB_COLUMN_PX, NB_HEADER, NB_HEADER_HELP,
                                 NOT_IN_TREE, SIMILARITY_FLOOR, NeighbourResult, NeighbourRow, NeighbourTable,
                                 SemanticOutcome, neighbour_result, neighbour_table, neighbours_figure,
-                                neighbours_html, neighbours_spec, price, semantic_outcome)
+                                neighbours_html, neighbours_spec, outbid, price, semantic_outcome)
 from .panels.provenance import (NO_CYCLES, accepted_share, bonus_committed, committed_drafts, committed_upto,
                                 drafted_sources, is_live, is_replay, live_mark, output_stops, token_cycles, token_sources,
                                 trace_marks, tree_rows, verdict_text)
@@ -85,7 +85,8 @@ __all__ = [
     "TEXT_BORDERS", "TokenCell", "text_cells", "text_figure", "text_html", "text_spec",
     "CELL_HEIGHT", "CELL_PAD", "NB_COLUMN_PCT", "NB_COLUMN_PX", "NB_HEADER", "NB_HEADER_HELP", "NOT_IN_TREE", "SIMILARITY_FLOOR",
     "NeighbourResult", "NeighbourRow", "NeighbourTable", "SemanticOutcome", "neighbour_result",
-    "neighbour_table", "neighbours_figure", "neighbours_html", "neighbours_spec", "price", "semantic_outcome",
+    "neighbour_table", "neighbours_figure", "neighbours_html", "neighbours_spec", "outbid", "price",
+    "semantic_outcome",
     "GAP_BORDERS", "GAP_SCOPE", "NOW_SHOWN", "DrafterCount", "GapCell", "GapStrip", "drafter_marks", "gap_cells",
     "now_line", "now_words",
     "gap_strip_figure", "gap_strip_html", "gap_strip_mini_html", "gap_strip_spec", "keyless",
