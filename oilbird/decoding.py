@@ -92,11 +92,12 @@ def _finish(tokens: list[int], new: list[int], eos: set[int], max_new: int) -> t
     return appended, len(tokens) >= max_new
 
 
-PRICE_DIGITS = 4       # the fill's prices in a trace (CycleTrace.prices, Neighbour.left_out)
+PRICE_DIGITS = 4       # significant figures of the fill's prices in a trace (CycleTrace.prices, Neighbour.left_out)
 
 
 def _rounded(price: float | None) -> float | None:
-    return None if price is None else round(price, PRICE_DIGITS)
+    """A price kept to :data:`PRICE_DIGITS` significant figures (a deep path's is small, not 0)."""
+    return None if price is None else float(f"{price:.{PRICE_DIGITS}g}")
 
 
 def _stop(generated: list[int], eos: set[int]) -> str:
@@ -381,7 +382,7 @@ class SpeculativeDecoder:
                        tokens=list(tree.tokens), parents=list(tree.parents), sources=node_sources,
                        argmax=argmax)
         if info.prices is not None:         # (rounded: a trace file holds them for every cycle)
-            c.prices, c.fill_bar = [round(p, PRICE_DIGITS) for p in info.prices.nodes], _rounded(info.prices.bar)
+            c.prices, c.fill_bar = [_rounded(p) for p in info.prices.nodes], _rounded(info.prices.bar)
             c.fill_from = info.prices.start
         if verdict.decisions is not None:   # sampled: what decided each tried node (oilbird.sampling)
             c.decided_prob, c.residual_mass = decisions_per_node(verdict.decisions, len(tree))

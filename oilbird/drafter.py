@@ -50,7 +50,7 @@ class FillPrices:
     """What :func:`fill_by_value` priced, for the trace (why a chain stopped where it did): a
     node's price is the chance the fill gave its path of being accepted."""
     nodes: list[float] = field(default_factory=list)    # per tree node, after the fill
-    start: int = 0                 # the tree's nodes before the fill (the exact-match head's, placed unpriced)
+    start: int = 0                 # the tree's nodes before the fill (the exact-match head's: priced, never contested)
     bar: float | None = None       # the last node the fill added (None: it added none)
     # per chain (input order): its first token the tree left out, priced (None: nothing left out)
     left_out: list[float | None] = field(default_factory=list)

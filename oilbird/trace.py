@@ -138,7 +138,8 @@ class Neighbour:
     agreement: int | None = None
     # where the expected or open fill cut its chain: what the first token it left out was worth to
     # the fill (the chance it gave that token's path of being accepted; CycleTrace.fill_bar is the
-    # last node it took). None: nothing was left out, another fill, or an older trace
+    # last node it took). None: nothing was left out, the fill added nothing (no contest), another
+    # fill, or an older trace
     left_out: float | None = None
 
 
@@ -420,8 +421,9 @@ def _check_cycle(c: CycleTrace) -> None:
         raise TraceError(f"cycle {c.cycle}: node {bad} has parent {c.parents[bad]}, not an earlier node")
     if c.prices and (not all(0 <= p <= 1 for p in c.prices) or c.fill_from is None or not 0 < c.fill_from <= n):
         raise TraceError(f"cycle {c.cycle}: prices are not chances (0 to 1) with the node the fill began at")
-    if any(nb.left_out is not None and not 0 <= nb.left_out <= 1 for nb in c.neighbours):
-        raise TraceError(f"cycle {c.cycle}: a neighbour's left_out is not a chance (0 to 1)")
+    if any(nb.left_out is not None and not (c.fill_bar is not None and 0 <= nb.left_out <= c.fill_bar)
+           for nb in c.neighbours):
+        raise TraceError(f"cycle {c.cycle}: a neighbour's left_out is not a chance at most the fill's bar")
     if c.fill_bar is not None and not (c.prices and 0 <= c.fill_bar <= 1):
         raise TraceError(f"cycle {c.cycle}: fill_bar {c.fill_bar} without the prices of a tree it ends")
     if any(not 0 <= i < n for i in c.accepted):

@@ -5,7 +5,8 @@ judged (docs/results.md, "The fill's prices at the cut").
         --traces --out runs/margin20 --force
     python scripts/fill_margin.py runs/margin20/traces.jsonl
 
-Reads a trace file whose cycles recorded the fill's prices (``CycleTrace.prices``, ``fill_from``,
+Greedy or replayed traces (a sampled cycle is skipped: its verdict is no greedy truth). Reads a
+trace file whose cycles recorded the fill's prices (``CycleTrace.prices``, ``fill_from``,
 ``fill_bar``, ``Neighbour.left_out``: traces written since the thirty-ninth session). A node's
 *price* is the chance the fill gave its whole path of being accepted (the product of its cells'
 rates); its *rate* is its price over its parent's, the chance given its parent is accepted.
@@ -17,7 +18,10 @@ rates); its *rate* is its price over its parent's, the chance given its parent i
    :func:`oilbird.trace.cycle_truth`); drafting it would have committed one token more. The fill
    chose well where what it took was accepted at least as often as what it left out.
 2. Those left-out tokens whose parent was accepted, by rate: how often the rate was right
-   (a reliability table), and how well the rate tells right from wrong at each depth (AUC).
+   (a reliability table), and how well the rate tells right from wrong at each depth of the
+   parent (AUC), among the left-out tokens alone (all priced below the fill's bar, a narrow range)
+   and with the key's own drafted nodes whose parent was accepted (every candidate of the key's
+   that the verdict judged).
 3. The nodes the fill chose (not the exact-match head's, placed before it), by who proposed them
    and their price, against how often they were accepted: the prices' calibration.
 4. Of those, the key's own nodes whose parent was accepted, by whether another source's token stood
@@ -74,13 +78,14 @@ def margins(traces) -> dict:
     accepted-had-it-been-drafted, rate, parent accepted, depth of its parent) of each distinct
     token the fill left out of the key's chains; ``nodes``: (kind, price bin) -> [nodes, sum of
     prices, accepted] over the nodes the fill chose; ``rivals``: (rival?, rate >= 0.3) -> [nodes,
-    sum of rates, accepted] over the key's own chosen nodes whose parent was accepted."""
-    bar, left, nodes, rivals = [], [], {}, {}
+    sum of rates, accepted] over the key's own chosen nodes whose parent was accepted, and
+    ``drafted``: (rate, accepted, depth of its parent) of each of those nodes."""
+    bar, left, nodes, rivals, drafted = [], [], {}, {}, []
     for tr in traces:
         for c in tr.cycles:
             truth = cycle_truth(c, tr.output_ids)
-            if not c.prices or c.fill_from is None or truth is None:
-                continue
+            if not c.prices or c.fill_from is None or truth is None or any(c.decided_prob):
+                continue                         # (a sampled cycle's verdict is no greedy truth)
             acc = set(c.accepted)
             if c.fill_bar is not None:
                 bar.append((c.prices[-1], len(c.tokens) - 1 in acc))
@@ -91,12 +96,14 @@ def margins(traces) -> dict:
                 seen[2] += i in acc
                 par = c.parents[i]
                 if kind(c.sources[i]) == KINDS[0] and par in acc and c.prices[par] > 0:
+                    rate = c.prices[i] / c.prices[par]
                     rival = any(c.parents[j] == par and j != i and kind(c.sources[j]) != KINDS[0]
                                 for j in range(1, len(c.tokens)))
-                    got = rivals.setdefault((rival, c.prices[i] / c.prices[par] >= 0.3), [0, 0.0, 0])
+                    got = rivals.setdefault((rival, rate >= 0.3), [0, 0.0, 0])
                     got[0] += 1
-                    got[1] += c.prices[i] / c.prices[par]
+                    got[1] += rate
                     got[2] += i in acc
+                    drafted.append((rate, i in acc, c.depths[par] if c.depths else 0))
             if c.fill_bar is None:               # the fill added nothing: nothing was left out in a contest
                 continue
             taken = set()
@@ -113,7 +120,7 @@ def margins(traces) -> dict:
                 rate = nb.left_out / c.prices[parent] if c.prices[parent] > 0 else 0.0
                 left.append((nb.left_out, up and right_run(nb, truth) > k, rate, up, c.depths[parent] if c.depths
                              else k))
-    return {"bar": bar, "left": left, "nodes": nodes, "rivals": rivals}
+    return {"bar": bar, "left": left, "nodes": nodes, "rivals": rivals, "drafted": drafted}
 
 
 def table(m: dict) -> list[str]:
@@ -126,19 +133,23 @@ def table(m: dict) -> list[str]:
             lines.append(f"| {name} | {len(rows):,} | {p.mean():.3f} | {a.mean():.3f} |")
     up = [(r, a, d) for _, a, r, ok, d in m["left"] if ok]
     if up:
+        said = np.mean([r for r, *_ in up])
         lines += ["", f"Left out with their parent accepted: {len(up):,} tokens, "
-                      f"{np.mean([a for _, a, _ in up]):.1%} right, their rates averaging {np.mean([r for r, *_ in up]):.1%}"]
+                      f"{np.mean([a for _, a, _ in up]):.1%} right, their rates averaging {said:.1%}"]
     lines += ["", "| rate (its chance given its parent) | tokens | mean rate | right |", "| --- | ---: | ---: | ---: |"]
     for b in sorted({_bin(r, RATE_EDGES) for r, _, _ in up}):
         rows = np.array([(r, a) for r, a, _ in up if _bin(r, RATE_EDGES) == b], dtype=float)
         lines.append(f"| {_span(b, RATE_EDGES)} | {len(rows):,} | {rows[:, 0].mean():.3f} | {rows[:, 1].mean():.3f} |")
-    lines += ["", "| depth of its parent | tokens | right | AUC of the rate, right against wrong |",
-              "| --- | ---: | ---: | ---: |"]
-    for d in sorted({min(d, 4) for *_, d in up}):
-        rows = [(r, a) for r, a, dd in up if min(dd, 4) == d]
-        a = auc([r for r, ok in rows if ok], [r for r, ok in rows if not ok])
-        lines.append(f"| {d if d < 4 else '4 or more'} | {len(rows):,} | {np.mean([ok for _, ok in rows]):.1%} | "
-                     f"{'-' if a is None else f'{a:.3f}'} |")
+    every = up + m["drafted"]
+    lines += ["", "| depth of its parent | left out: tokens | right | AUC of the rate | with the key's drafted "
+                  "nodes: tokens | right | AUC of the rate |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for d in sorted({min(d, 4) for *_, d in every}):
+        cells = []
+        for rows in ([(r, a) for r, a, dd in up if min(dd, 4) == d], [(r, a) for r, a, dd in every if min(dd, 4) == d]):
+            a = auc([r for r, ok in rows if ok], [r for r, ok in rows if not ok])
+            cells += [f"{len(rows):,}", f"{np.mean([ok for _, ok in rows]):.1%}" if rows else "-",
+                      "-" if a is None else f"{a:.3f}"]
+        lines.append(f"| {d if d < 4 else '4 or more'} | " + " | ".join(cells) + " |")
     lines += ["", "| the fill's nodes: proposed by | priced | nodes | mean price | accepted |",
               "| --- | --- | ---: | ---: | ---: |"]
     for k, b in sorted(m["nodes"], key=lambda kb: (KINDS.index(kb[0]), kb[1])):

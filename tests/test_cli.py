@@ -262,7 +262,7 @@ def _corrupt(tmp_path, line_no: int, change) -> str:
     (3, lambda d: d.update(prices=[1.0, 0.5, 2, 0.1, 0.1], fill_from=1), ":3: cycle 1: prices are not chances"),
     (3, lambda d: d.update(prices=[1.0, 0.5, 0.2, 0.1, 0.1]), ":3: cycle 1: prices are not chances (0 to 1) with the"),
     (3, lambda d: d.update(fill_bar=0.5), ":3: cycle 1: fill_bar 0.5 without the prices of a tree it ends"),
-    (3, lambda d: d["neighbours"][0].update(left_out=1.5), ":3: cycle 1: a neighbour's left_out is not a chance"),
+    (3, lambda d: d["neighbours"][0].update(left_out=1.5), ":3: cycle 1: a neighbour's left_out is not a chance at"),
     (3, lambda d: d.update(accepted=[0, 1, 7]), ":3: cycle 1: accepted nodes [0, 1, 7] outside"),
     (3, lambda d: d["neighbours"][0].update(similarity="high"), ":3: field 'similarity'"),
     (3, lambda d: d.update(neighbours=[3]), ":3: field 'neighbours' is not a list of objects"),

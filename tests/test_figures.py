@@ -558,37 +558,40 @@ def test_a_neighbours_proposal_says_which_tokens_were_accepted_and_which_got_no_
 
 def test_a_cut_neighbour_says_what_the_fill_priced_it_at_and_the_tree_hover_prices_nodes():
     """Where the trace recorded the fill's prices, a chain the fill cut says what its first token
-    left out was worth ("next 0.06"), and a footnote names the bar it did not clear (the last node
-    the fill took); the tree's hover gives every node's price. A trace without them says neither."""
+    left out was worth ("next 0.0625"), and a footnote names the bar it did not clear (the last
+    node the fill took); the cell's hover says which of the fill's nodes outbid it, the chain's
+    own nodes aside; the tree's hover gives every node's price. A trace without them says neither."""
     from oilbird.trace import Neighbour
-    r = request_oilbird()
-    nb = Neighbour(record=3, request_id="r0", position=5, similarity=0.95, proposed=[11, 12],
-                   proposed_text=[" there", "\n"], context_text=["a", "b"], context_index=0,
-                   paid_nodes=[1], walked_nodes=[1], accepted=1, left_out=0.0625)
+    r = request_oilbird()          # cycle 1: 10 -> 11 -> 12, 10 -> 13, 11 -> 14; 0 1 2 accepted; truth 11 12 99
+    nb = Neighbour(record=3, request_id="r0", position=5, similarity=0.95, proposed=[11, 12, 77],
+                   proposed_text=[" there", "\n", "x"], context_text=["a", "b"], context_index=0,
+                   paid_nodes=[1, 2], walked_nodes=[1, 2], accepted=2, left_out=0.0625)
     out = replace(nb, proposed=[5], proposed_text=["x"], walked_nodes=[], paid_nodes=[], accepted=0,
                   why_no_node="budget", left_out=0.0031)
     n = len(r.cycles[1].tokens)
-    c = replace(r.cycles[1], neighbours=[nb, out], prices=[1.0] + [0.5 / k for k in range(1, n)], fill_bar=0.125,
-                fill_from=2)
+    prices = [1.0] + [0.5 / k for k in range(1, n)]                  # 1, 0.5, 0.25, 0.167, 0.125
+    c = replace(r.cycles[1], neighbours=[nb, out], prices=prices, fill_bar=0.125, fill_from=1)
     t = F.neighbour_table(c, request=r)
-    assert [row.accepted_cell for row in t.rows] == ["1 / 1 · right for 2 · next 0.0625",
+    assert [row.accepted_cell for row in t.rows] == ["2 / 2 · right for 2 · next 0.0625",
                                                      "not in the tree* · right for 0 · next 0.0031"]
     assert t.footnotes[-1].endswith("the last node the tree took was worth 0.125") and "next p" in t.footnotes[-1]
     assert "path through the first token it left out" in t.footnotes[-1]
     assert "next 0.0625" in F.neighbours_html(c, request=r) and "worth 0.125" in F.neighbours_html(c, request=r)
-    # what outbid it, in the cell's hover: the fill's nodes (from node 2 on) priced above the cut
-    # chain's next token, and how they fared (tree 10 -> 11 -> 12, 10 -> 13, 11 -> 14; 0 1 2 accepted)
-    said = "the fill took 3 nodes worth more (0.125 to 0.25): 1 accepted, 2 rejected, 0 never reached"
+    # what outbid it: nodes 3 and 4 (13 under the root, 14 under 11), both rejected; its own 1 and 2
+    # were priced above it too, but they are its chain, not rivals
+    said = "the fill took 2 nodes worth more (0.125 to 0.167): 0 accepted, 2 rejected, 0 never reached"
     assert t.rows[0].outbid == said and said in F.neighbours_html(c, request=r)
-    assert F.outbid(c, 0.2) == "the fill took 1 node worth more (0.25): 1 accepted, 0 rejected, 0 never reached"
+    assert t.rows[1].outbid.startswith("the fill took 4 nodes worth more (0.125 to 0.5): 2 accepted, 2 rejected")
+    assert F.outbid(c, 0.2) == "the fill took 2 nodes worth more (0.25 to 0.5): 2 accepted, 0 rejected, 0 never reached"
     assert F.outbid(replace(c, fill_from=None), 0.01) == "" and F.outbid(c, 1.0) == ""
     # a chain rejected inside the tree lost nothing to the cut: no price is said for it
-    rejected = replace(c, neighbours=[replace(nb, accepted=0)])
+    rejected = replace(c, neighbours=[replace(nb, accepted=1)])
     assert "next" not in F.neighbour_table(rejected, request=r).rows[0].accepted_cell
     hovers = lambda cyc: " ".join(h for tr in F.tree_figure(cyc).data for h in (tr.hovertext or ()))  # noqa: E731
     assert "worth 0.25 to the fill" in hovers(c) and "worth 1 to" not in hovers(c)     # node 2's; not the root's
-    assert "priced 0.5, but placed before the fill by the exact-match head" in hovers(c)   # node 1: no contest
-    assert F.price(0.0) == "<0.0001" and F.price(0.01734) == "0.0173" and F.price(0.0625) == "0.0625"
+    head = replace(c, fill_from=2)                                   # node 1 placed by the exact-match head
+    assert "priced 0.5, but placed before the fill by the exact-match head" in hovers(head)
+    assert F.price(0.0) == "0" and F.price(2.4e-05) == "2.4e-05" and F.price(0.01734) == "0.0173"
     plain = replace(r.cycles[1], neighbours=[replace(nb, left_out=None)])
     assert not any("next p" in f for f in F.neighbour_table(plain, request=r).footnotes)
     assert "next" not in F.neighbour_table(plain, request=r).rows[0].accepted_cell

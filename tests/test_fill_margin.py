@@ -46,10 +46,14 @@ def test_the_margin_what_was_left_out_and_the_prices_calibration(tmp_path, capsy
                          (0.01, False, pytest.approx(0.1), False, 2)]
     assert m["nodes"] == {("the key alone", 4): [1, 0.5, 1], ("without the key", 2): [1, 0.1, 0]}
     assert m["rivals"] == {(False, True): [1, 0.5, 1]}     # node 1: parent accepted, rate 0.5, no rival
+    assert m["drafted"] == [(0.5, True, 0)]
     rival = trace()
     c = rival.cycles[1]
     c.parents, c.depths, c.argmax, c.prices = [-1, 0, 0], [0, 1, 1], [11, -1, -1], [1.0, 0.5, 0.2]
     assert fm.margins([rival])["rivals"] == {(True, True): [1, 0.5, 1]}   # pld's 30 beside the key's 11
+    sampled = trace()
+    sampled.cycles[1].decided_prob = [None, 1.0, None]                # a sampled cycle: no greedy truth
+    assert fm.margins([sampled])["left"] == [] and fm.margins([sampled])["bar"] == []
     head = trace()
     head.cycles[1].fill_from = 2                                       # node 1 placed by the exact-match head
     assert fm.margins([head])["nodes"] == {("without the key", 2): [1, 0.1, 0]}
@@ -61,7 +65,8 @@ def test_the_margin_what_was_left_out_and_the_prices_calibration(tmp_path, capsy
     assert "| the last node the fill took, per cycle | 1 | 0.100 | 0.000 |" in out
     assert "| a token it left out of the key's chains | 3 | 0.047 | 0.333 |" in out
     assert "Left out with their parent accepted: 2 tokens, 50.0% right" in out
-    assert "| 1 | 2 | 50.0% | 1.000 |" in out                          # depth 1: the rate tells them apart
+    # depth 1: the rate tells the two left out apart; at the root, node 1 (drafted, accepted) alone
+    assert "| 0 | 0 | - | - | 1 | 100.0% | - |" in out and "| 1 | 2 | 50.0% | 1.000 | 2 | 50.0% | 1.000 |" in out
     assert "| the key alone | 0.4-0.7 | 1 | 0.500 | 1.000 |" in out
     assert "| no other source's token beside it | >= 0.3 | 1 | 0.500 | 1.000 |" in out
 
@@ -69,6 +74,8 @@ def test_the_margin_what_was_left_out_and_the_prices_calibration(tmp_path, capsy
 def test_a_trace_without_prices_says_so(tmp_path, capsys):
     old = trace()
     for c in old.cycles:
-        c.prices, c.fill_bar = [], None
+        c.prices, c.fill_bar, c.fill_from = [], None, None
+        for n in c.neighbours:
+            n.left_out = None
     assert fm.main([str(save_traces([old], tmp_path / "old.jsonl"))]) == 1
     assert "no cycle recorded the fill's prices" in capsys.readouterr().err

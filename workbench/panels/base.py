@@ -55,6 +55,12 @@ def esc(token: str, limit: int | None = None) -> str:
     return html.escape(v, quote=False)
 
 
+def price(p: float) -> str:
+    """A fill's price (oilbird.drafter.FillPrices) as every view says it, to three figures (a bar
+    and a cut chain's price are often close): 0.0625 -> "0.0625", 0.01734 -> "0.0173"."""
+    return f"{p:.3g}"
+
+
 def figure(spec: dict, style: Style | None = None) -> go.Figure:
     """A validated plotly Figure from a spec, with ``style.template`` applied."""
     return go.Figure({**spec, "layout": {**spec.get("layout", {}), "template": style_or_default(style).template}})

@@ -29,7 +29,7 @@ from oilbird.trace import (BUDGET_BY_FILL, LEXICAL_SOURCES, NO_NODE_REASONS, RET
                            Neighbour, RequestTrace, cycle_truth, lexical_sources, lexically_reachable, right_run)
 
 from ..palette import Style
-from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, style_or_default, visible
+from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, price, style_or_default, visible
 
 NB_HEADER = ("#", "similarity", "from", "context (matched token in [ ])", "proposed", "accepted", "lexical key?")
 # what each column means (the HTML header's tooltips; the caption says the two a class asks first)
@@ -183,14 +183,15 @@ class NeighbourRow:
             "" if self.left_out is None else f" · next {price(self.left_out)}")
 
 
-def outbid(cycle: CycleTrace, p: float) -> str:
-    """What the fill took above a chain it cut at price ``p``: its nodes priced higher (the exact-
-    match head's, placed before it, aside) and how each fared: "the fill took 5 nodes worth more
-    (0.0668 to 0.25): 1 accepted, 3 rejected, 1 never reached" ("" where it took none)."""
+def outbid(cycle: CycleTrace, p: float, own=()) -> str:
+    """What the fill took above a chain it cut at price ``p``: its nodes priced higher, the chain's
+    ``own`` nodes (and the exact-match head's, placed before the fill) aside, and how each fared:
+    "the fill took 5 nodes worth more (0.0668 to 0.25): 1 accepted, 3 rejected, 1 never reached"
+    ("" where it took none)."""
     if cycle.fill_from is None:
         return ""
-    acc = set(cycle.accepted)
-    over = [i for i in range(cycle.fill_from, len(cycle.prices)) if cycle.prices[i] > p]
+    acc, own = set(cycle.accepted), set(own)
+    over = [i for i in range(cycle.fill_from, len(cycle.prices)) if cycle.prices[i] > p and i not in own]
     if not over:
         return ""
     hit = sum(i in acc for i in over)
@@ -201,16 +202,20 @@ def outbid(cycle: CycleTrace, p: float) -> str:
             f"{missed} rejected, {len(over) - hit - missed} never reached")
 
 
+def _path(cycle: CycleTrace, nb: Neighbour) -> set[int]:
+    """The nodes above the first token the fill left out of ``nb``'s chain: its own, and their
+    ancestors (the key's chains hang below the root, so these are its walked nodes)."""
+    out, i = set(), nb.walked_nodes[-1] if nb.walked_nodes else 0
+    while i > 0:
+        out.add(i)
+        i = cycle.parents[i]
+    return out
+
+
 def _cut_cost(nb: Neighbour) -> float | None:
     """``nb.left_out`` where the cut could have cost a token (every node of its chain in the tree was
     accepted); None where the chain was rejected inside the tree (the cut lost nothing)."""
     return nb.left_out if nb.accepted >= len(nb.walked_nodes) else None
-
-
-def price(p: float) -> str:
-    """A fill's price as the table says it, to three figures (a bar and a cut chain's price are often
-    close): 0.0625 -> "0.0625", 0.01734 -> "0.0173", 0.0 -> "<0.0001" (a trace keeps 4 digits)."""
-    return f"{p:.3g}" if p >= 0.0001 else "<0.0001"
 
 
 def price_note(cycle: CycleTrace) -> str:
@@ -259,7 +264,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
             result=neighbour_result(cycle, nb, fill), lexical=lexically_reachable(cycle, nb, lexical),
             selected=k == selection,
             right=None if truth is None else right_run(nb, truth), left_out=_cut_cost(nb),
-            outbid="" if _cut_cost(nb) is None else outbid(cycle, nb.left_out)))
+            outbid="" if _cut_cost(nb) is None else outbid(cycle, nb.left_out, _path(cycle, nb))))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
     priced = [price_note(cycle)] if any(r.left_out is not None for r in rows) else []
     return NeighbourTable(

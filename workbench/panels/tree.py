@@ -18,7 +18,8 @@ from oilbird.trace import CycleTrace
 
 from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, SELECTION_RING, STATUS_STYLES, Style,
                        primary_source, shown_sources, source_label, source_symbol)
-from .base import centred_note, esc, figure, label_of, legend_marker, panel_layout, pin_title, style_or_default
+from .base import (centred_note, esc, figure, label_of, legend_marker, panel_layout, pin_title, price,
+                   style_or_default)
 from .provenance import LIVE_RUN, REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
 
 
@@ -73,9 +74,9 @@ def _node_hover(c: CycleTrace, i: int, status: str, replay: bool, depth: int) ->
         else:
             lines.append("local model's next token after it: not computed (fast replay: the recording decides)")
     if 0 < i < len(c.prices):       # (the root is certain)
-        lines.append(f"worth {c.prices[i]:.3g} to the fill: the learned chance its path is accepted" if
+        lines.append(f"worth {price(c.prices[i])} to the fill: the learned chance its path is accepted" if
                      c.fill_from is None or i >= c.fill_from else
-                     f"priced {c.prices[i]:.3g}, but placed before the fill by the exact-match head (no contest)")
+                     f"priced {price(c.prices[i])}, but placed before the fill by the exact-match head (no contest)")
     sampled = sampled_decision(c, i)
     if sampled:
         lines.append(sampled)
