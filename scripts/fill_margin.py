@@ -13,15 +13,16 @@ rates); its *rate* is its price over its parent's, the chance given its parent i
 
 1. The margin: the last node the fill took in each cycle (its bar), and the tokens it left out
    of the key's chains, each counted once per cycle, parent node and token however many
-   neighbours proposed it. A token left out *would have been accepted* where its parent was
+   neighbours proposed it; and, cycle by cycle, the bar's node against the best-priced of those
+   tokens (the swap the fill declined). A token left out *would have been accepted* where its parent was
    accepted and it is the output's next token there (:func:`oilbird.trace.right_run` against
    :func:`oilbird.trace.cycle_truth`); drafting it would have committed one token more. The fill
    chose well where what it took was accepted at least as often as what it left out.
 2. Those left-out tokens whose parent was accepted, by rate: how often the rate was right
    (a reliability table), and how well the rate tells right from wrong at each depth of the
    parent (AUC), among the left-out tokens alone (all priced below the fill's bar, a narrow range)
-   and with the key's own drafted nodes whose parent was accepted (every candidate of the key's
-   that the verdict judged).
+   and with the drafted nodes the key proposed (alone or with others) whose parent was accepted
+   (every candidate of the key's that the verdict judged).
 3. The nodes the fill chose (not the exact-match head's, placed before it), by who proposed them
    and their price, against how often they were accepted: the prices' calibration.
 4. Of those, the key's own nodes whose parent was accepted, by whether another source's token stood
@@ -78,15 +79,18 @@ def margins(traces) -> dict:
     accepted-had-it-been-drafted, rate, parent accepted, depth of its parent) of each distinct
     token the fill left out of the key's chains; ``nodes``: (kind, price bin) -> [nodes, sum of
     prices, accepted] over the nodes the fill chose; ``rivals``: (rival?, rate >= 0.3) -> [nodes,
-    sum of rates, accepted] over the key's own chosen nodes whose parent was accepted, and
-    ``drafted``: (rate, accepted, depth of its parent) of each of those nodes."""
-    bar, left, nodes, rivals, drafted = [], [], {}, {}, []
+    sum of rates, accepted] over the key's own chosen nodes whose parent was accepted;
+    ``drafted``: (rate, accepted, depth of its parent) of every node the fill chose that the key
+    proposed (alone or with others), parent accepted; ``swaps``: per cycle, (the bar's price,
+    accepted, the best-priced token left out of the key's chains, accepted had it been drafted)."""
+    bar, left, nodes, rivals, drafted, swaps = [], [], {}, {}, [], []
     for tr in traces:
         for c in tr.cycles:
             truth = cycle_truth(c, tr.output_ids)
-            if not c.prices or c.fill_from is None or truth is None or any(c.decided_prob):
+            if not c.prices or c.fill_from is None or truth is None or c.decided_prob:
                 continue                         # (a sampled cycle's verdict is no greedy truth)
             acc = set(c.accepted)
+            depth = _depths(c)
             if c.fill_bar is not None:
                 bar.append((c.prices[-1], len(c.tokens) - 1 in acc))
             for i in range(c.fill_from, len(c.tokens)):
@@ -95,18 +99,20 @@ def margins(traces) -> dict:
                 seen[1] += c.prices[i]
                 seen[2] += i in acc
                 par = c.parents[i]
-                if kind(c.sources[i]) == KINDS[0] and par in acc and c.prices[par] > 0:
-                    rate = c.prices[i] / c.prices[par]
+                if kind(c.sources[i]) == KINDS[2] or par not in acc or c.prices[par] <= 0:
+                    continue
+                rate = c.prices[i] / c.prices[par]
+                drafted.append((rate, i in acc, depth[par]))           # a candidate of the key's, judged
+                if kind(c.sources[i]) == KINDS[0]:
                     rival = any(c.parents[j] == par and j != i and kind(c.sources[j]) != KINDS[0]
                                 for j in range(1, len(c.tokens)))
                     got = rivals.setdefault((rival, rate >= 0.3), [0, 0.0, 0])
                     got[0] += 1
                     got[1] += rate
                     got[2] += i in acc
-                    drafted.append((rate, i in acc, c.depths[par] if c.depths else 0))
             if c.fill_bar is None:               # the fill added nothing: nothing was left out in a contest
                 continue
-            taken = set()
+            taken, best = set(), None
             for nb in c.neighbours:
                 k = len(nb.walked_nodes)
                 if nb.left_out is None or k >= len(nb.proposed):
@@ -118,9 +124,20 @@ def margins(traces) -> dict:
                 taken.add(key)
                 up = parent in acc                  # (then so was the whole chain above it)
                 rate = nb.left_out / c.prices[parent] if c.prices[parent] > 0 else 0.0
-                left.append((nb.left_out, up and right_run(nb, truth) > k, rate, up, c.depths[parent] if c.depths
-                             else k))
-    return {"bar": bar, "left": left, "nodes": nodes, "rivals": rivals, "drafted": drafted}
+                left.append((nb.left_out, up and right_run(nb, truth) > k, rate, up, depth[parent]))
+                if best is None or nb.left_out > best[0]:
+                    best = left[-1][:2]
+            if best is not None:                 # the swap the fill declined: its bar for the best of these
+                swaps.append((c.prices[-1], len(c.tokens) - 1 in acc) + best)
+    return {"bar": bar, "left": left, "nodes": nodes, "rivals": rivals, "drafted": drafted, "swaps": swaps}
+
+
+def _depths(c) -> list[int]:
+    """Each tree node's depth (the root's is 0), from the parents."""
+    out = [0] * len(c.tokens)
+    for i in range(1, len(c.tokens)):
+        out[i] = out[c.parents[i]] + 1
+    return out
 
 
 def table(m: dict) -> list[str]:
@@ -131,6 +148,13 @@ def table(m: dict) -> list[str]:
         if rows:
             p, a = np.array(rows, dtype=float).T
             lines.append(f"| {name} | {len(rows):,} | {p.mean():.3f} | {a.mean():.3f} |")
+    if m["swaps"]:
+        sw = np.array(m["swaps"], dtype=float)
+        lines += ["", "| in the same cycles | cycles | mean price | accepted (left out: had it been drafted) |",
+                  "| --- | ---: | ---: | ---: |",
+                  f"| the last node the fill took | {len(sw):,} | {sw[:, 0].mean():.3f} | {sw[:, 1].mean():.3f} |",
+                  f"| the best-priced token it left out of the key's chains | {len(sw):,} | {sw[:, 2].mean():.3f} | "
+                  f"{sw[:, 3].mean():.3f} |"]
     up = [(r, a, d) for _, a, r, ok, d in m["left"] if ok]
     if up:
         said = np.mean([r for r, *_ in up])

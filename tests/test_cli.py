@@ -262,13 +262,30 @@ def _corrupt(tmp_path, line_no: int, change) -> str:
     (3, lambda d: d.update(prices=[1.0, 0.5, 2, 0.1, 0.1], fill_from=1), ":3: cycle 1: prices are not chances"),
     (3, lambda d: d.update(prices=[1.0, 0.5, 0.2, 0.1, 0.1]), ":3: cycle 1: prices are not chances (0 to 1) with the"),
     (3, lambda d: d.update(fill_bar=0.5), ":3: cycle 1: fill_bar 0.5 without the prices of a tree it ends"),
-    (3, lambda d: d["neighbours"][0].update(left_out=1.5), ":3: cycle 1: a neighbour's left_out is not a chance at"),
+    (3, lambda d: d["neighbours"][0].update(left_out=0.5), ":3: cycle 1: a neighbour's left_out is not a chance at"),
+    (3, lambda d: (d.update(_PRICED), d["neighbours"][0].update(left_out=0.2)), ":3: cycle 1: a neighbour's left_out"),
     (3, lambda d: d.update(accepted=[0, 1, 7]), ":3: cycle 1: accepted nodes [0, 1, 7] outside"),
     (3, lambda d: d["neighbours"][0].update(similarity="high"), ":3: field 'similarity'"),
     (3, lambda d: d.update(neighbours=[3]), ":3: field 'neighbours' is not a list of objects"),
 ])
 def test_trace_records_of_the_wrong_shape_are_refused(tmp_path, line, change, message):
     assert message in _corrupt(tmp_path, line, change)
+
+
+_PRICED = {"prices": [1.0, 0.5, 0.25, 0.2, 0.1], "fill_from": 1, "fill_bar": 0.1}
+
+
+def test_a_left_out_price_at_the_fills_bar_loads(tmp_path):
+    """A chain's first token left out may tie the last node the fill took (the fill breaks ties by
+    order), not pass it: the rows above refuse 0.2 against a bar of 0.1, and one without a bar."""
+    path = save_traces(all_requests(), tmp_path / "t.jsonl")
+    lines = path.read_text().splitlines()
+    d = json.loads(lines[2])
+    d.update(_PRICED)
+    d["neighbours"][0]["left_out"] = 0.1
+    lines[2] = json.dumps(d)
+    path.write_text("\n".join(lines) + "\n")
+    assert load_traces(path)[0].cycles[1].neighbours[0].left_out == 0.1
 
 
 def test_hand_built_traces_load_unchanged(tmp_path):

@@ -63,6 +63,12 @@ def test_max_new_tokens_truncates_mid_tree(tiny_lm):
             assert dec.run("t", ids, n).output_ids == autoregressive(v, ids, n).output_ids
 
 
+def test_the_fills_prices_keep_four_significant_figures():
+    """A deep path's price is small, not 0 (four decimal places stored 2.4e-05 as 0.0)."""
+    from oilbird.decoding import _rounded
+    assert _rounded(2.4e-05) == 2.4e-05 and _rounded(0.123456) == 0.1235 and _rounded(None) is None
+
+
 def test_trace_jsonl_round_trip(tiny_lm, tmp_path):
     v = Verifier(tiny_lm)
     dec = make_decoder("oilbird", v)

@@ -167,7 +167,7 @@ def test_a_traced_cycle_records_the_fills_prices(tiny_lm):
             for nb in c.neighbours:
                 if nb.left_out is not None:
                     cut += 1
-                    assert c.fill_bar is None or nb.left_out <= c.fill_bar
+                    assert c.fill_bar is not None and nb.left_out <= c.fill_bar
     assert cut > 0
     reserved = make_decoder("oilbird:reserved", v).run("r", [1] + base, 12)
     assert all(c.prices == [] and c.fill_bar is None for c in reserved.cycles)

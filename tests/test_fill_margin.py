@@ -46,14 +46,16 @@ def test_the_margin_what_was_left_out_and_the_prices_calibration(tmp_path, capsy
                          (0.01, False, pytest.approx(0.1), False, 2)]
     assert m["nodes"] == {("the key alone", 4): [1, 0.5, 1], ("without the key", 2): [1, 0.1, 0]}
     assert m["rivals"] == {(False, True): [1, 0.5, 1]}     # node 1: parent accepted, rate 0.5, no rival
-    assert m["drafted"] == [(0.5, True, 0)]
+    assert m["drafted"] == [(0.5, True, 0)]                          # node 1; pld's node 2 is no candidate of the key's
+    assert m["swaps"] == [(0.1, False, 0.08, True)]                  # the bar's node 2 against 12, the best left out
     rival = trace()
     c = rival.cycles[1]
     c.parents, c.depths, c.argmax, c.prices = [-1, 0, 0], [0, 1, 1], [11, -1, -1], [1.0, 0.5, 0.2]
     assert fm.margins([rival])["rivals"] == {(True, True): [1, 0.5, 1]}   # pld's 30 beside the key's 11
-    sampled = trace()
-    sampled.cycles[1].decided_prob = [None, 1.0, None]                # a sampled cycle: no greedy truth
-    assert fm.margins([sampled])["left"] == [] and fm.margins([sampled])["bar"] == []
+    for decided in ([None, 1.0, None], [None, 0.0, None]):             # a sampled cycle: no greedy truth
+        sampled = trace()
+        sampled.cycles[1].decided_prob = decided
+        assert fm.margins([sampled])["left"] == [] and fm.margins([sampled])["bar"] == []
     head = trace()
     head.cycles[1].fill_from = 2                                       # node 1 placed by the exact-match head
     assert fm.margins([head])["nodes"] == {("without the key", 2): [1, 0.1, 0]}
@@ -63,6 +65,7 @@ def test_the_margin_what_was_left_out_and_the_prices_calibration(tmp_path, capsy
     assert fm.main([str(path)]) == 0
     out = capsys.readouterr().out
     assert "| the last node the fill took, per cycle | 1 | 0.100 | 0.000 |" in out
+    assert "| the best-priced token it left out of the key's chains | 1 | 0.080 | 1.000 |" in out
     assert "| a token it left out of the key's chains | 3 | 0.047 | 0.333 |" in out
     assert "Left out with their parent accepted: 2 tokens, 50.0% right" in out
     # depth 1: the rate tells the two left out apart; at the root, node 1 (drafted, accepted) alone
