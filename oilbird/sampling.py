@@ -77,6 +77,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import shown
+from .tree import root_path
 
 
 class SamplingError(ValueError):
@@ -262,20 +263,13 @@ def sample_tree(tokens, parents, probs, rng: np.random.Generator) -> SampleVerdi
                 break
             mass = max(0.0, mass - float(p[t]))
         if nxt is None:
-            path = _root_path(parents, group[0])
+            path = root_path(parents, group[0])
             # merged twins: which twin the path went through is known only below it; an accepted
             # try is recorded on the path's node (the k-th accepted try is the path's node k)
             for node, t in zip(path[1:], [t for t in tried if t.accepted]):
                 t.node = node
             return SampleVerdict(path, drawn, tried, mass)
         group = nxt
-
-
-def _root_path(parents, node: int) -> list[int]:
-    path = [node]
-    while parents[path[-1]] >= 0:
-        path.append(int(parents[path[-1]]))
-    return path[::-1]
 
 
 def decisions_per_node(decisions: list[dict], n: int) -> tuple[list[float | None], list[float | None]]:

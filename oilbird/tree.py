@@ -12,8 +12,22 @@ carried by :class:`DraftTree` next to the two lists.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:      # torch is imported where the mask is built: the plain data needs none (the views)
+    import torch
+
+
+def root_path(parents, node: int) -> list[int]:
+    """The nodes from the root down to ``node``, both included.
+
+    >>> root_path([-1, 0, 1, 0, 3], 4)
+    [0, 3, 4]
+    """
+    path = [node]
+    while parents[path[-1]] >= 0:
+        path.append(int(parents[path[-1]]))
+    return path[::-1]
 
 
 def depths_of(parents: list[int]) -> list[int]:
@@ -64,6 +78,7 @@ def tree_attention(parents: list[int], prefix_len: int, device: torch.device | s
     With ``window=3`` the cache hands over p0 and p1 (the last two); a and b (position 3) no
     longer see p0 (3 - 0 >= 3), and c (position 4) neither p0 nor p1.
     """
+    import torch
     n = len(parents)
     depths = depths_of(parents)
     anc = torch.zeros(n, n, dtype=torch.bool)

@@ -39,6 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oilbird.trace import cycle_truth, load_traces, right_run  # noqa: E402
+from oilbird.tree import depths_of  # noqa: E402
 
 PRICE_EDGES = (0.05, 0.1, 0.2, 0.4, 0.7)     # prices, binned
 RATE_EDGES = (0.1, 0.2, 0.4, 0.6, 0.8)       # rates, binned
@@ -90,7 +91,7 @@ def margins(traces) -> dict:
             if not c.prices or c.fill_from is None or truth is None or c.decided_prob:
                 continue                         # (a sampled cycle's verdict is no greedy truth)
             acc = set(c.accepted)
-            depth = _depths(c)
+            depth = depths_of(c.parents)
             if c.fill_bar is not None:
                 bar.append((c.prices[-1], len(c.tokens) - 1 in acc))
             for i in range(c.fill_from, len(c.tokens)):
@@ -131,13 +132,6 @@ def margins(traces) -> dict:
                 swaps.append((c.prices[-1], len(c.tokens) - 1 in acc) + best)
     return {"bar": bar, "left": left, "nodes": nodes, "rivals": rivals, "drafted": drafted, "swaps": swaps}
 
-
-def _depths(c) -> list[int]:
-    """Each tree node's depth (the root's is 0), from the parents."""
-    out = [0] * len(c.tokens)
-    for i in range(1, len(c.tokens)):
-        out[i] = out[c.parents[i]] + 1
-    return out
 
 
 def table(m: dict) -> list[str]:

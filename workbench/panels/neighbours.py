@@ -27,6 +27,7 @@ import plotly.graph_objects as go
 
 from oilbird.trace import (BUDGET_BY_FILL, LEXICAL_SOURCES, NO_NODE_REASONS, RETRIEVAL_OUTCOMES, CycleTrace,
                            Neighbour, RequestTrace, cycle_truth, lexical_sources, lexically_reachable, right_run)
+from oilbird.tree import root_path
 
 from ..palette import Style
 from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, price, style_or_default, visible
@@ -202,16 +203,6 @@ def outbid(cycle: CycleTrace, p: float, own=()) -> str:
             f"{missed} rejected, {len(over) - hit - missed} never reached")
 
 
-def _path(cycle: CycleTrace, nb: Neighbour) -> set[int]:
-    """The nodes above the first token the fill left out of ``nb``'s chain: its own, and their
-    ancestors (the key's chains hang below the root, so these are its walked nodes)."""
-    out, i = set(), nb.walked_nodes[-1] if nb.walked_nodes else 0
-    while i > 0:
-        out.add(i)
-        i = cycle.parents[i]
-    return out
-
-
 def _cut_cost(nb: Neighbour) -> float | None:
     """``nb.left_out`` where the cut could have cost a token (every node of its chain in the tree was
     accepted); None where the chain was rejected inside the tree (the cut lost nothing)."""
@@ -255,6 +246,7 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
         toks = [visible(t) for t in nb.proposed_text]
         acc, nodes = min(nb.accepted, len(toks)), min(max(nb.accepted, len(nb.walked_nodes)), len(toks))
         parts = ("".join(toks[:acc]), "".join(toks[acc:nodes]), "".join(toks[nodes:]))
+        cost = _cut_cost(nb)
         rows.append(NeighbourRow(
             index=k, similarity=nb.similarity, agreement=nb.agreement, origin=f"{nb.request_id} @ {nb.position}",
             context=tuple(nb.context_text), matched=nb.context_index,
@@ -263,8 +255,9 @@ def neighbour_table(cycle: CycleTrace, selection: int | None = None, lexical: fr
             or f"— ({EMPTY_PROPOSAL.get(nb.why_no_node, 'nothing proposed')})", parts=parts,
             result=neighbour_result(cycle, nb, fill), lexical=lexically_reachable(cycle, nb, lexical),
             selected=k == selection,
-            right=None if truth is None else right_run(nb, truth), left_out=_cut_cost(nb),
-            outbid="" if _cut_cost(nb) is None else outbid(cycle, nb.left_out, _path(cycle, nb))))
+            right=None if truth is None else right_run(nb, truth), left_out=cost,
+            # (the chain's own path is priced above its cut too, but it is no rival)
+            outbid="" if cost is None else outbid(cycle, cost, root_path(cycle.parents, (nb.walked_nodes or [0])[-1]))))
     whys = dict.fromkeys(r.result.why for r in rows if r.result.cell == NOT_IN_TREE)
     priced = [price_note(cycle)] if any(r.left_out is not None for r in rows) else []
     return NeighbourTable(
