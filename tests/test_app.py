@@ -510,22 +510,23 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     # Run pressed, then Stop while that run still waits (in the queue, or for the model): it stops at
     # its first cycle; a Run pressed after the Stop is not stopped by it
     press = next(f.fn for f in demo.fns.values() if f.fn.__name__ == "pressed")
-    press(st)
+    number = press(st)[-1]                        # the run's number, which the page hands it
     fns["stop_live"](st)
-    early = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")]
+    early = fns["run_live"](st, "r1", "goose", 0, 1, "0", number, progress=quiet).state.extra[("r1", "goose")]
     assert early.stop == "stopped" and len(early.cycles) == 1
-    press(st)
-    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
+    number = press(st)[-1]
+    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", number, progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
     # Stop, then Run pressed again at once: the running run still stops (the review's case)
-    press(st)
+    number, later = press(st)[-1], []
 
     def stop_then_press(fraction, desc=""):
         if desc.startswith("cycle 2:"):
             fns["stop_live"](st)
-            press(st)
-    late = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=stop_then_press).state.extra[("r1", "goose")]
+            later.append(press(st)[-1])
+    late = fns["run_live"](st, "r1", "goose", 0, 1, "0", number, progress=stop_then_press).state.extra[("r1", "goose")]
     assert late.stop == "stopped" and len(late.cycles) == 3
-    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
+    out = fns["run_live"](st, "r1", "goose", 0, 1, "0", later[0], progress=quiet)
+    assert out.state.extra[("r1", "goose")].stop != "stopped"
 
 
 def test_the_screen_explains_its_terms_under_the_title(app_fns):
@@ -553,19 +554,19 @@ def test_stop_is_clickable_only_while_a_run_waits_or_decodes(tiny_lm, tmp_path):
     assert next(f for f in demo.fns.values() if f.api_name == "run_live").trigger_mode == "multiple"
     press = next(f.fn for f in demo.fns.values() if f.fn.__name__ == "pressed")
     quiet = lambda *a, **k: None                   # noqa: E731
-    stop, run = press(st)
+    stop, run, number = press(st)
     assert stop.interactive is True and run.interactive is False and run.value == "Running…"
-    out = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet)
+    out = fns["run_live"](st, "r1", "goose", 0, 1, "0", number, progress=quiet)
     assert out.stop_button.interactive is False and out.live_button.interactive is True
     assert out.live_button.value == "Run live"
-    press(st)
-    press(st)                                      # two pressed (the API's way): the first ends, the second waits
-    out = fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet)
+    first, second = press(st)[-1], press(st)[-1]   # a double click: the first ends, the second waits
+    out = fns["run_live"](st, "r1", "goose", 0, 1, "0", first, progress=quiet)
     assert out.stop_button.interactive is True and out.live_button.value == "Running…"
     assert not out.live_button.interactive
-    assert fns["stop_live"](st).interactive is False          # pressed: greyed out until the next Run
+    stop, run = fns["stop_live"](st)               # pressed: greyed out until the next Run, which is back
+    assert stop.interactive is False and run.interactive is True and run.value == "Run live"
     assert fns["select"](st, "r1", "goose", "oilbird").stop_button.interactive is False   # a redraw too
-    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", progress=quiet).stop_button.interactive is False
+    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", second, progress=quiet).stop_button.interactive is False
     # a run that ends in an error ends too
     assert fns["run_live"](st, "r1", "goose", "hot", 1, "0", progress=quiet).stop_button.interactive is False
     assert fns["select"](st, "r1", "goose", "oilbird").stop_button.interactive is False
@@ -573,6 +574,31 @@ def test_stop_is_clickable_only_while_a_run_waits_or_decodes(tiny_lm, tmp_path):
     # redraw answered while the run went on read them before it ended)
     after = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "buttons")
     assert after.queue is False and [b.interactive for b in after.fn(st)] == [False, True]
+
+
+def test_a_run_gradio_dropped_from_its_queue_does_not_keep_run_greyed_out(app_fns, session, monkeypatch):
+    """A pressed run that never runs (gradio dropped it from its queue, as when the page's
+    connection broke) takes no later run's number: the next run is not stopped by a Stop that
+    came before it was pressed, and when it ends Run comes back; a Stop alone gives Run back too."""
+    from workbench import ui
+    shipped, was = app_fns[0].traces[("r1", "goose")], []
+
+    def decode(*a, stopped, **k):                  # the run, as far as the buttons see it
+        was.append(stopped())
+        return replace(shipped, meta={"live": True})
+    monkeypatch.setattr(ui, "decode_live", decode)
+    press = next(f.fn for f in app_fns[3].fns.values() if f.fn.__name__ == "pressed")
+    quiet = lambda *a, **k: None                   # noqa: E731
+    press(session)                                 # dropped: never runs
+    stop, run = app_fns[2]["stop_live"](session)
+    assert run.interactive is True and run.value == "Run live" and stop.interactive is False
+    number = press(session)[-1]
+    out = app_fns[2]["run_live"](session, "r1", "goose", 0, 1, "0", number, progress=quiet)
+    assert was == [False] and out.live_button.interactive and out.live_button.value == "Run live"
+    press(session)                                 # dropped again, with no Stop this time
+    number = press(session)[-1]
+    out = app_fns[2]["run_live"](session, "r1", "goose", 0, 1, "0", number, progress=quiet)
+    assert out.live_button.value == "Run live" and out.stop_button.interactive is False
 
 
 def test_an_error_a_live_run_lets_through_gives_the_buttons_back(app_fns, session, monkeypatch):
@@ -584,8 +610,8 @@ def test_an_error_a_live_run_lets_through_gives_the_buttons_back(app_fns, sessio
         raise KeyError("rope_scaling")
     monkeypatch.setattr(ui, "decode_live", loader_breaks)
     press = next(f.fn for f in app_fns[3].fns.values() if f.fn.__name__ == "pressed")
-    press(session)
-    out = app_fns[2]["run_live"](session, "r1", "oilbird", progress=lambda *a, **k: None)
+    number = press(session)[-1]
+    out = app_fns[2]["run_live"](session, "r1", "oilbird", 0, 1, "0", number, progress=lambda *a, **k: None)
     assert "failed: KeyError" in out.error and out.live_button.interactive and out.live_button.value == "Run live"
     assert out.stop_button.interactive is False
 
@@ -1352,6 +1378,28 @@ def test_browser_next_changes_tree_and_counter(app_url):
           f"(load average {measure.load_average()})")
     assert external == [], f"the page fetched from outside: {external}"
     # timings are printed, never asserted: a verdict must not depend on the machine's load
+
+
+@pytest.mark.browser
+def test_browser_run_live_comes_back_after_a_run_and_after_stop(app_url):
+    """Run live pressed in the page: the run gets its press's number through the hidden field
+    (a mismatch of inputs would break the event), says the model failed (the fixture's is
+    broken), and Run comes back; pressed twice at once, both runs end and Run comes back too."""
+    if measure.chromium_path() is None:
+        pytest.skip("Debian chromium not installed (apt-get install chromium); browsers are never downloaded")
+    with measure.browser_page() as page:
+        measure.first_figure(page, app_url)
+        measure.app_ready(page)
+        run = page.locator("#wb-live")
+        _until(lambda: run.inner_text().strip() == "Run live" and run.is_enabled(), "Run live offered")
+        run.click()
+        _until(lambda: "model failed to load" in page.inner_text("#wb-error"), "the run's banner")
+        _until(lambda: run.inner_text().strip() == "Run live" and run.is_enabled(), "Run back after the run")
+        assert not page.locator("#wb-stop").is_enabled()
+        run.click()
+        page.locator("#wb-live").click(force=True)    # the second click of a double click, greyed or not
+        _until(lambda: run.inner_text().strip() == "Run live" and run.is_enabled(), "Run back after both")
+        assert not page.locator("#wb-stop").is_enabled()
 
 
 # -- the preview served while gradio loads ----------------------------------------------------

@@ -190,8 +190,7 @@ class Session:
     # live runs by number, in the order Run was pressed: a run stops after its current cycle once
     # Stop was pressed at or after its press (stop_upto >= its number); a later run never is
     live_pressed: int = 0
-    live_started: int = 0
-    live_done: int = 0        # runs ended (Stop live run is clickable while one pressed has not: live_controls)
+    live_done: int = 0        # the last run ended (Stop live run is clickable while one pressed has not: live_controls)
     stop_upto: int = 0
 
 
@@ -202,7 +201,7 @@ class Session:
 # test of this split fails on a new field until it is named here.
 VIEW_FIELDS = ("request", "method", "compare", "cycle", "moment_shown", "moment_request", "menu_of")
 SHARED_FIELDS = ("playing", "play_every", "extra", "extra_from", "decoders", "labellers", "funnel_shown",
-                 "live_pressed", "live_started", "live_done", "stop_upto")
+                 "live_pressed", "live_done", "stop_upto")
 
 
 def take_view(st: Session, drawn: Session) -> None:

@@ -33,6 +33,7 @@ from oilbird.trace import RequestTrace, load_traces  # noqa: E402
 
 from . import figures as F  # noqa: E402
 from .export import FORMATS, ExportError, cycle_export, export_figures, export_traces, safe_name  # noqa: E402
+from . import live_controls as live  # noqa: E402
 from .live_controls import live_button, stop_button  # noqa: E402
 from .moments_menu import GapMomentsMenu, menu_update, shown_moment  # noqa: E402
 from .reading import HOW_TO_READ  # noqa: E402
@@ -265,6 +266,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                                    label="cycle", elem_id="wb-slider", scale=3)
                 live_btn = live_button(init, data, elem_id="wb-live", scale=0, min_width=110)
                 stop_btn = stop_button(init, elem_id="wb-stop", scale=0, min_width=110, variant="stop")
+                press_no = gr.Number(0, visible=False)        # the run's number, from its press (live_controls)
             mini = gr.HTML(first.mini, elem_id="wb-gap-mini", padding=False)
         counter = gr.HTML(first.counter, elem_id="cycle-counter")
         text = gr.HTML(first.text, label="generated text", elem_id="wb-text")
@@ -466,21 +468,20 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         selected.append(upload.upload(load_file, [state, upload], outputs(Selected), api_name="load_traces",
                                       concurrency_limit=1))
 
-        def run_live(st, rid, method, temperature=0, top_p=1, seed="0", progress=gr.Progress()):
-            """One live run (:func:`live_run`), counted as ended whatever it ends in (both buttons
-            follow the count); an error it lets through is one line in the banner, no change."""
+        def run_live(st, rid, method, temperature=0, top_p=1, seed="0", press=0, progress=gr.Progress()):
+            """One live run (:func:`live_run`), numbered by its press and counted as ended whatever it
+            ends in (both buttons follow the count); an error it lets through is one line in the
+            banner, no change."""
+            ticket = live.start(st, press)
             try:
-                out = live_run(st, rid, method, temperature, top_p, seed, progress)
+                out = live_run(st, ticket, rid, method, temperature, top_p, seed, progress)
             except Exception as exc:     # noqa: BLE001 - e.g. a loader's own error: the buttons must come back
                 out = unchanged(st, _warn(f"The live run of {shown(rid)} failed: {type(exc).__name__}: {exc}"))
             finally:
-                st.live_done += 1
+                live.end(st, ticket)
             return out._replace(stop_button=stop_button(st), live_button=live_button(st, data))
 
-        def live_run(st, rid, method, temperature, top_p, seed, progress):
-            st.live_started += 1           # this run's number (runs start in the order Run was pressed)
-            ticket = st.live_started
-            st.live_pressed = max(st.live_pressed, ticket)    # a run called without the button counts too
+        def live_run(st, ticket, rid, method, temperature, top_p, seed, progress):
             try:
                 sampling = live_sampling(temperature, top_p, seed)     # checked before the model loads
             except ValueError as exc:
@@ -525,13 +526,14 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             """Run pressed (outside the queue): counted, so that a Stop pressed while this run still
             waits (behind another session's run, or for the model) ends it too; Stop is clickable
             now, Run greyed out ("Running…") until the run ends."""
-            st.live_pressed += 1
-            return buttons(st)
+            number = live.press(st)
+            return *buttons(st), number
 
         def buttons(st):
             return stop_button(st), live_button(st, data)
-        selected.append(live_btn.click(pressed, state, [stop_btn, live_btn], queue=False, api_name=False).then(
-            run_live, [state, request_dd, method_dd, live_t, live_p, live_seed], outputs(Selected),
+        pressing = live_btn.click(pressed, state, [stop_btn, live_btn, press_no], queue=False, api_name=False)
+        selected.append(pressing.then(
+            run_live, [state, request_dd, method_dd, live_t, live_p, live_seed, press_no], outputs(Selected),
             api_name="run_live", concurrency_limit=1, show_progress_on=[text],   # not over every panel
             trigger_mode="multiple"))   # a Run pressed while one runs queues (gradio's "once" dropped it, counted)
         # and once more after it, outside the queue: a redraw that read the counts before the run ended
@@ -541,9 +543,9 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
         def stop_live(st):
             """End this session's runs pressed so far after their current cycle (run_live reads the
             session object it shares with this event; outside the queue, so not behind the run)."""
-            st.stop_upto = max(st.live_pressed, st.live_started)
-            return stop_button(st)          # greyed out: nothing more to stop until Run is pressed
-        stop_btn.click(stop_live, state, stop_btn, api_name="stop_live", queue=False)
+            live.stop(st)
+            return buttons(st)      # Stop greyed out until Run is pressed again; Run back (live_controls)
+        stop_btn.click(stop_live, state, [stop_btn, live_btn], api_name="stop_live", queue=False)
         moments.wire(state, outputs(Step), goto, fast)
         for dep in selected:           # a counted funnel follows the selection's traffic
             dep.then(lambda st: funnel_follow(st, cat), state, funnel, **fast)
