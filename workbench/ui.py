@@ -310,7 +310,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             with gr.Row():
                 fmt = gr.Radio(list(FORMATS), value="html", label="figure format", elem_id="wb-format")
                 export_btn = gr.Button("Export figures", elem_id="wb-export")
-                trace_btn = gr.Button("Export trace (JSONL)", elem_id="wb-export-trace")
+                trace_btn = gr.Button("Export trace (JSONL + CSV)", elem_id="wb-export-trace")
             files = gr.File(label="exported files", file_count="multiple", interactive=False, elem_id="wb-files")
         timer = gr.Timer(init.play_every, active=False)
 
@@ -584,10 +584,10 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             path = export_dir() / safe_name(f"{time.time_ns()}") / f"{safe_name(tr.request_id, tr.method)}.jsonl"
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                export_traces([tr], path)
+                paths = export_traces([tr], path)      # and its tables, as CSV
             except OSError as exc:
                 return [], _warn(_not_written(exc))
-            return [str(path)], ""
+            return [str(p) for p in paths], ""
 
         trace_btn.click(export_trace, state, [files, error], api_name="export_trace")
     return demo

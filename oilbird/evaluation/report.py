@@ -420,7 +420,8 @@ def _traces(path: Path) -> tuple[str, dict]:
     from ..trace import load_traces
     from .funnel import funnel
     traces = load_traces(path)
-    return "traces", {"methods": trace_methods(traces), "funnel": funnel(traces), **trace_origin(traces)}
+    return "traces", {"methods": trace_methods(traces), "funnel": funnel(traces), **trace_origin(traces),
+                      "traces": traces}
 
 
 def serve_table(res: dict, path) -> str:
@@ -517,12 +518,17 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
                                     "bench --traces, replay --traces or python -m oilbird trace")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also compare method A with method B request by request (repeatable)")
+    ap.add_argument("--csv", default=None, metavar="DIR",
+                    help="with a trace file: also write DIR/nodes.csv (every drafted node: sources, price, verdict) "
+                         "and DIR/neighbours.csv (every neighbour the key retrieved): oilbird.evaluation.tables")
     args = ap.parse_args(argv)
     try:
         kind, res = load_results(args.results)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.csv and kind != "traces":
+        ap.error(f"--csv writes a trace file's tables; {args.results} is a {kind} results file")
     if kind == "serve-bench":
         print(res["table"])
         return 0
@@ -561,6 +567,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
         from .funnel import funnel_lines
         print()
         print("\n".join(funnel_lines(res["funnel"])))
+    if args.csv:
+        from .tables import write_tables
+        try:
+            paths = write_tables(res["traces"], args.csv)
+        except OSError as exc:
+            print(f"error: could not write the tables in {args.csv}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"\nwrote {' and '.join(map(str, paths))}")
     pairs = paired_table(res, PAIRS + extra)
     if not all(r.get("per_request") for r in res["methods"].values()):
         print(f"note: {args.results} has no per-request rows for some methods (a run older than them), so "

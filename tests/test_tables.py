@@ -1,0 +1,88 @@
+"""A trace file as two flat tables (oilbird.evaluation.tables): every drafted node and every
+retrieved neighbour, checked on the hand-built traces (tests/wb_traces.py says what each holds)."""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import replace
+
+import pytest
+
+from oilbird.evaluation.report import main as report
+from oilbird.evaluation.tables import NEIGHBOUR_COLUMNS, NODE_COLUMNS, neighbour_rows, node_rows, write_tables
+from oilbird.trace import save_traces
+from wb_traces import cycle1, request_oilbird, request_truncated
+
+
+def by_node(rows, cycle):
+    return {r["node"]: r for r in rows if r["cycle"] == cycle}
+
+
+def test_every_drafted_node_is_a_row_with_its_proposers_and_verdict():
+    rows = list(node_rows([request_oilbird()]))
+    assert [(r["cycle"], r["node"]) for r in rows] == [(1, 1), (1, 2), (1, 3), (1, 4), (2, 1)]   # no roots
+    one = by_node(rows, 1)
+    want = {"text": " there", "sources": "pld+semantic", "neighbours": "1", "similarity": 0.91,
+            "verdict": "accepted", "committed": " there", "depth": 1, "parent": 0, "token": 11}
+    assert {k: one[1][k] for k in want} == want
+    assert (one[2]["verdict"], one[2]["committed"], one[2]["neighbours"]) == ("accepted", "\n", "")
+    # siblings of an accepted node are rejected, and say what was committed in their place
+    assert (one[3]["verdict"], one[3]["committed"]) == ("rejected", " there")
+    assert (one[4]["verdict"], one[4]["committed"], one[4]["neighbours"]) == ("rejected", "\n", "1")
+    assert (by_node(rows, 2)[1]["verdict"], by_node(rows, 2)[1]["committed"]) == ("rejected", "")   # the EOS
+    # a reserved fill (no prices recorded): neither who placed a node nor its price
+    assert {(r["placed_by"], r["price"]) for r in rows} == {("", None)}
+
+
+def test_a_node_under_a_rejected_one_is_never_reached_and_the_fills_prices_are_kept():
+    c = replace(cycle1(), parents=[-1, 0, 1, 0, 3], prices=[1.0, 0.9, 0.6, 0.3, 0.1], fill_from=2, fill_bar=0.1)
+    tr = request_oilbird()
+    tr.cycles[1] = c
+    one = by_node(node_rows([tr]), 1)
+    assert (one[4]["verdict"], one[4]["committed"]) == ("never reached", None)
+    assert [(one[i]["placed_by"], one[i]["price"]) for i in (1, 2, 4)] == [
+        ("exact-match head", 0.9), ("fill", 0.6), ("fill", 0.1)]
+
+
+def test_an_accepted_node_past_the_output_end_commits_nothing():
+    one = by_node(node_rows([request_truncated(2)]), 1)        # accepted B C D, only "B C" committed
+    assert [(one[i]["verdict"], one[i]["committed"]) for i in (1, 2, 3, 4)] == [
+        ("accepted", "B"), ("accepted", "C"), ("accepted", None), ("rejected", "B")]
+
+
+def test_every_neighbour_is_a_row_with_how_far_it_was_right():
+    rows = list(neighbour_rows([request_oilbird()]))
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["cycle"], row["rank"], row["from_request"], row["position"], row["similarity"]) == (1, 1, "r0", 5, 0.91)
+    assert (row["proposed"], row["nodes"], row["accepted"], row["why_no_node"]) == (" there\n", 2, 1, "")
+    assert row["right_for"] == 2                      # " there", "\n" are the output's next two tokens
+    tr = request_oilbird()
+    tr.cycles[1] = replace(cycle1(), generated_before=9)      # drafted past the output's end: no truth
+    assert next(neighbour_rows([tr]))["right_for"] is None
+
+
+def test_report_writes_both_tables_of_a_trace_file(tmp_path, capsys):
+    path = save_traces([request_oilbird(), request_truncated(3)], tmp_path / "t.jsonl")
+    assert report([str(path), "--csv", str(tmp_path / "tables")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    with (tmp_path / "tables" / "nodes.csv").open(encoding="utf-8") as f:
+        nodes = list(csv.DictReader(f))
+    with (tmp_path / "tables" / "neighbours.csv").open(encoding="utf-8") as f:
+        neighbours = list(csv.DictReader(f))
+    assert tuple(nodes[0]) == NODE_COLUMNS and len(nodes) == 5 + 4
+    assert nodes[1]["text"] == "\n" and nodes[0]["similarity"] == "0.91" and nodes[0]["price"] == ""
+    assert tuple(neighbours[0]) == NEIGHBOUR_COLUMNS and len(neighbours) == 1
+
+
+def test_csv_of_a_file_that_is_no_trace_file_is_refused(tmp_path, capsys):
+    res = tmp_path / "diagnosis.json"
+    res.write_text(json.dumps({"present_2": 0.5, "n_requests": 1, "n_positions": 3, "n_gap": 0, "n_recovered": 0}))
+    with pytest.raises(SystemExit):
+        report([str(res), "--csv", str(tmp_path / "t")])
+    assert "--csv writes a trace file's tables" in capsys.readouterr().err and not (tmp_path / "t").exists()
+
+
+def test_write_tables_names_its_files_and_makes_the_folder(tmp_path):
+    paths = write_tables([request_oilbird()], tmp_path / "new", ("a.csv", "b.csv"))
+    assert [p.name for p in paths] == ["a.csv", "b.csv"] and all(p.stat().st_size > 0 for p in paths)
