@@ -1300,6 +1300,38 @@ def test_bonus_marker_keeps_a_row_and_a_half_from_the_nodes_of_its_column():
     assert abs(by - pos[1][1]) <= 2.0                                     # and still near its parent
 
 
+def test_a_squeezed_tree_sets_its_leaves_labels_beside_them():
+    """Closed up to fit a projector, a row had no room for a label above its marker and the ring of
+    the row above (the labels ran into it): a leaf's label goes to its right, where its row is
+    free; inner nodes and the last accepted node (the bonus hangs beside it) keep theirs above.
+    A tree that is not squeezed keeps every label above."""
+    def wide(n, accepted):       # a root, a chain 0 -> 1 -> 2, and leaves under the root
+        parents = [-1, 0, 1] + [0] * (n - 3)
+        return CycleTrace(request_id="r", method="m", cycle=1, prefix_len=3, generated_before=1,
+                          tokens=list(range(n)), token_text=[f"t{i}" for i in range(n)], parents=parents,
+                          depths=[0, 1, 2] + [1] * (n - 3), sources=[[]] + [["pld", "semantic"]] * (n - 1),
+                          argmax=[9] * n, argmax_text=["z"] * n, accepted=accepted, bonus=9, committed=[9],
+                          committed_text=["z"], committed_sources=[["bonus"]])
+
+    def places(c):
+        out = {}
+        for t in F.tree_spec(c)["data"]:
+            if t.get("meta") in ("multi-source", "pld") and t.get("mode", "").endswith("text"):
+                pos = t["textposition"]
+                for i, where in zip(t.get("customdata") or [], pos if isinstance(pos, list) else []):
+                    out[i] = where
+                if t["meta"] == "multi-source":
+                    out["ring"] = pos
+        return out
+    squeezed = places(wide(20, [0, 1]))
+    assert squeezed[1] == "top center"                          # inner, and the last accepted node
+    assert all(squeezed[i] == "middle right" for i in range(3, 20)) and squeezed[2] == "middle right"
+    assert squeezed["ring"].count("top center") == 1 and len(squeezed["ring"]) == 19   # the ring carries the labels
+    roomy = places(wide(6, [0, 1]))
+    assert set(roomy["ring"]) == {"top center"}
+    assert places(wide(20, [0, 1, 2]))["ring"][:2] == ["top center", "top center"]    # node 2 accepted last
+
+
 def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():
     """Each node's label is drawn above its marker: a row must hold both, so a tree with many
     leaves gets a taller figure than the style's height instead of squeezing its rows."""

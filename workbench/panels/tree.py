@@ -181,6 +181,19 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             edges["bonus"][1].extend([pos[last][1], bonus_xy[1], None])
         else:
             bonus_xy = (1.0, 0.0)
+    # a row holds a marker and the label above it with a gap, which closes up where that many
+    # rows would not fit TREE_MAX_HEIGHT (a projector shows the whole tree); the label never
+    # touches the next row's marker, so a tree wider than that still grows taller. Squeezed, a
+    # row has no room for a label above a marker and the ring of the row above: a leaf's label
+    # goes to its right instead, where nothing is drawn in its row (the last accepted node's
+    # keeps its place: the bonus hangs there)
+    ys_all = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
+    span = max(max(ys_all, default=0) - min(ys_all, default=0), rows) + 1.4
+    room = TITLE_ROOM + 40
+    full = s.node_size + s.font_size + 8
+    row = min(full, max(s.node_size + s.font_size, (TREE_MAX_HEIGHT - room) / span))
+    inner = set(cycle.parents) | {cycle.accepted[-1] if cycle.accepted else 0}
+    place = {i: "middle right" if row < full and i not in inner else "top center" for i in range(n)}
     for st, (xs, ys) in edges.items():
         ls = STATUS_STYLES[st]
         data.append({"type": "scatter", "x": xs or [None], "y": ys or [None], "mode": "lines",
@@ -195,7 +208,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     label = {i: esc(cycle.token_text[i], s.max_label_chars) if i < len(cycle.token_text) else "" for i in range(n)}
     data.append({"type": "scatter", "x": [pos[i][0] for i in multi] or [None],
                  "y": [pos[i][1] for i in multi] or [None], "mode": mode, "name": "several sources",
-                 "text": [label[i] for i in multi], "textposition": "top center",
+                 "text": [label[i] for i in multi], "textposition": [place[i] for i in multi] or "top center",
                  "textfont": {"size": s.font_size - 1}, "cliponaxis": False,     # a top row's label stays whole
                  "legendgroup": "multi", "hoverinfo": "skip", "meta": "multi-source",
                  "marker": {"symbol": "circle-open", "size": s.node_size + MULTI_RING_PAD, "color": MULTI_SOURCE_RING,
@@ -213,7 +226,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
         data.append({
             "type": "scatter", "x": [pos[i][0] for i in idx], "y": [pos[i][1] for i in idx], "mode": mode,
             "text": ["" if i in multi else label[i] for i in idx],
-            "textposition": "top center", "textfont": {"size": s.font_size - 1}, "cliponaxis": False,
+            "textposition": [place[i] for i in idx], "textfont": {"size": s.font_size - 1}, "cliponaxis": False,
             "hovertext": [_node_hover(cycle, i, shown_status[status[i]], replay, int(pos[i][0])) for i in idx], "hoverinfo": "text",
             "name": source_label(src), "legendgroup": src, "showlegend": False, "customdata": idx,
             "marker": {"color": s.colour(src), "symbol": source_symbol(src), "size": s.node_size,
@@ -268,18 +281,12 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
         notes.append(centred_note("the prefill reads the prompt:<br>" + (       # the title says "no draft tree"
             "the recording gives the first token (replay)" if replay else "the verifier gives the first token"),
             y=0.85))
-    ys = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
+    ys = ys_all
     max_depth = max((p[0] for p in pos.values()), default=0) + 1
     top = 50 + 20 * title.count("<br>")
-    # the y range, in rows from the top row down: this tree's, or as many as the widest tree of its
-    # request needs (``rows``), so that stepping through a request the figure keeps one height and
-    # nothing below it moves; room for a three-line title whatever this one's length
-    span = max(max(ys, default=0) - min(ys, default=0), rows) + 1.4
-    room = TITLE_ROOM + 40
-    # a row holds a marker and the label above it with a gap, which closes up where that many
-    # rows would not fit TREE_MAX_HEIGHT (a projector shows the whole tree); the label never
-    # touches the next row's marker, so a tree wider than that still grows taller
-    row = min(s.node_size + s.font_size + 8, max(s.node_size + s.font_size, (TREE_MAX_HEIGHT - room) / span))
+    # the y range (``span``, above), in rows from the top row down: this tree's, or as many as the
+    # widest tree of its request needs (``rows``), so that stepping through a request the figure
+    # keeps one height and nothing below it moves; room for a three-line title whatever this one's length
     height = max(s.height, round(room + span * row))
     y_top = max(ys, default=0) + 0.8
     layout = panel_layout(s, title, height=height, annotations=notes, dragmode="pan",
@@ -313,7 +320,8 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     bonus the recording's, which decided the verdict. ``rows``: lay the tree out in at least
     this many rows (:func:`~workbench.panels.provenance.tree_rows` of its request, the widest
     tree's), so that every cycle of a request has one height; a tree that would be taller than
-    :data:`TREE_MAX_HEIGHT` closes its rows up instead. ``lexical``: the exact-match sources of
+    :data:`TREE_MAX_HEIGHT` closes its rows up instead, and sets its leaves' labels beside them
+    (above, a label ran into the ring of the row above). ``lexical``: the exact-match sources of
     the request (:func:`oilbird.trace.lexical_sources`), so a spine source of one's own colours a
     node before the key. :func:`trace_marks` gives ``replay``, ``live``, ``rows`` and ``lexical``
     of a request: ``F.tree_figure(c, **F.trace_marks(request))``.
