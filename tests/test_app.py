@@ -299,11 +299,12 @@ def test_export_html_and_trace(client):
     files, error = client.predict(api_name="/export_trace")
     traces = load_traces(files[0])
     assert [(t.request_id, t.method) for t in traces] == [("r1", "oilbird")]
-    # and its two tables for a spreadsheet, named after it: 4 + 1 drafted nodes, 1 neighbour
-    assert [Path(f).name for f in files] == ["r1-oilbird.jsonl", "r1-oilbird-nodes.csv", "r1-oilbird-neighbours.csv"]
+    # and its tables for a spreadsheet, named after it: 3 cycles, 4 + 1 drafted nodes, 1 neighbour
+    assert [Path(f).name for f in files] == ["r1-oilbird.jsonl", "r1-oilbird-cycles.csv", "r1-oilbird-nodes.csv",
+                                             "r1-oilbird-neighbours.csv"]
     import csv
     rows = [list(csv.DictReader(Path(f).read_text(encoding="utf-8").splitlines(keepends=True))) for f in files[1:]]
-    assert [len(r) for r in rows] == [5, 1] and rows[0][1]["text"] == "\n"
+    assert [len(r) for r in rows] == [3, 5, 1] and rows[1][1]["text"] == "\n"
 
 
 def test_static_export_error_is_clear(monkeypatch, tmp_path):

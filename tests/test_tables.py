@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from oilbird.evaluation.report import main as report
-from oilbird.evaluation.tables import NEIGHBOUR_COLUMNS, NODE_COLUMNS, neighbour_rows, node_rows, write_tables
+from oilbird.evaluation.tables import (CYCLE_COLUMNS, NEIGHBOUR_COLUMNS, NODE_COLUMNS, cycle_rows, neighbour_rows,
+                                       node_rows, write_tables)
 from oilbird.trace import save_traces
 from wb_traces import cycle1, request_oilbird, request_truncated
 
@@ -22,7 +23,7 @@ def test_every_drafted_node_is_a_row_with_its_proposers_and_verdict():
     rows = list(node_rows([request_oilbird()]))
     assert [(r["cycle"], r["node"]) for r in rows] == [(1, 1), (1, 2), (1, 3), (1, 4), (2, 1)]   # no roots
     one = by_node(rows, 1)
-    want = {"text": " there", "sources": "pld+semantic", "neighbours": "1", "similarity": 0.91,
+    want = {"text": " there", "sources": "pld+semantic", "neighbours": "1", "best_similarity": 0.91,
             "verdict": "accepted", "committed": " there", "depth": 1, "parent": 0, "token": 11}
     assert {k: one[1][k] for k in want} == want
     assert (one[2]["verdict"], one[2]["committed"], one[2]["neighbours"]) == ("accepted", "\n", "")
@@ -47,7 +48,9 @@ def test_a_node_under_a_rejected_one_is_never_reached_and_the_fills_prices_are_k
 def test_an_accepted_node_past_the_output_end_commits_nothing():
     one = by_node(node_rows([request_truncated(2)]), 1)        # accepted B C D, only "B C" committed
     assert [(one[i]["verdict"], one[i]["committed"]) for i in (1, 2, 3, 4)] == [
-        ("accepted", "B"), ("accepted", "C"), ("accepted", None), ("rejected", "B")]
+        ("accepted", "B"), ("accepted", "C"), ("accepted past the end", None), ("rejected", "B")]
+    one = by_node(node_rows([request_truncated(3)]), 1)        # "B C D" committed, not the bonus
+    assert one[3]["verdict"] == "accepted"
 
 
 def test_every_neighbour_is_a_row_with_how_far_it_was_right():
@@ -55,7 +58,8 @@ def test_every_neighbour_is_a_row_with_how_far_it_was_right():
     assert len(rows) == 1
     row = rows[0]
     assert (row["cycle"], row["rank"], row["from_request"], row["position"], row["similarity"]) == (1, 1, "r0", 5, 0.91)
-    assert (row["proposed"], row["nodes"], row["accepted"], row["why_no_node"]) == (" there\n", 2, 1, "")
+    assert (row["proposed"], row["n_nodes"], row["n_accepted"], row["why_no_node"]) == (" there\n", 2, 1, "")
+    assert (row["proposed_tokens"], row["withheld_tokens"]) == (2, None)          # an older trace: none recorded
     assert row["right_for"] == 2                      # " there", "\n" are the output's next two tokens
     tr = request_oilbird()
     tr.cycles[1] = replace(cycle1(), generated_before=9)      # drafted past the output's end: no truth
@@ -66,12 +70,16 @@ def test_report_writes_both_tables_of_a_trace_file(tmp_path, capsys):
     path = save_traces([request_oilbird(), request_truncated(3)], tmp_path / "t.jsonl")
     assert report([str(path), "--csv", str(tmp_path / "tables")]) == 0
     assert "wrote" in capsys.readouterr().out
-    with (tmp_path / "tables" / "nodes.csv").open(encoding="utf-8") as f:
+    with (tmp_path / "tables" / "nodes.csv").open(encoding="utf-8", newline="") as f:
         nodes = list(csv.DictReader(f))
+    with (tmp_path / "tables" / "cycles.csv").open(encoding="utf-8", newline="") as f:
+        cycles = list(csv.DictReader(f))
     with (tmp_path / "tables" / "neighbours.csv").open(encoding="utf-8") as f:
         neighbours = list(csv.DictReader(f))
     assert tuple(nodes[0]) == NODE_COLUMNS and len(nodes) == 5 + 4
-    assert nodes[1]["text"] == "\n" and nodes[0]["similarity"] == "0.91" and nodes[0]["price"] == ""
+    assert nodes[1]["text"] == "\n" and nodes[0]["best_similarity"] == "0.91" and nodes[0]["price"] == ""
+    assert tuple(cycles[0]) == CYCLE_COLUMNS and len(cycles) == 3 + 2
+    assert b"\r" not in (tmp_path / "tables" / "nodes.csv").read_bytes()     # rows end as a text's own breaks do
     assert tuple(neighbours[0]) == NEIGHBOUR_COLUMNS and len(neighbours) == 1
 
 
@@ -84,5 +92,17 @@ def test_csv_of_a_file_that_is_no_trace_file_is_refused(tmp_path, capsys):
 
 
 def test_write_tables_names_its_files_and_makes_the_folder(tmp_path):
-    paths = write_tables([request_oilbird()], tmp_path / "new", ("a.csv", "b.csv"))
-    assert [p.name for p in paths] == ["a.csv", "b.csv"] and all(p.stat().st_size > 0 for p in paths)
+    paths = write_tables([request_oilbird()], tmp_path / "new", ("a.csv", "b.csv", "c.csv"))
+    assert [p.name for p in paths] == ["a.csv", "b.csv", "c.csv"] and all(p.stat().st_size > 0 for p in paths)
+
+
+def test_every_cycle_is_a_row_and_tau_follows_from_them():
+    """The prefill and a cycle that drafted nothing are rows too, so the committed tokens over the
+    rows are the method's tau, as report computes it."""
+    tr = request_oilbird()
+    rows = list(cycle_rows([tr]))
+    assert [(r["cycle"], r["n_nodes"], r["n_accepted"], r["n_committed"], r["bonus_token"], r["bonus"], r["stop"])
+            for r in rows] == [(0, 0, 0, 1, 10, "Hi", None), (1, 4, 2, 3, 99, "!!", None), (2, 1, 0, 1, 2, "", "eos")]
+    assert sum(r["n_committed"] for r in rows) / len(rows) == len(tr.output_ids) / len(tr.cycles)
+    cut = list(cycle_rows([request_truncated(3)]))[1]     # B C D accepted and committed, the bonus cut
+    assert (cut["n_accepted"], cut["n_committed"], cut["bonus_token"], cut["stop"]) == (3, 3, None, "limit")

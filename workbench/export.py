@@ -136,9 +136,9 @@ def export_figures(figs: dict[str, go.Figure], folder: str | Path, fmt: str, ste
 
 def export_traces(traces: list[RequestTrace], path: str | Path) -> list[Path]:
     """The traces as JSONL (the format :func:`oilbird.trace.load_traces` reads back), then beside
-    it their two tables for a spreadsheet (:mod:`oilbird.evaluation.tables`: every drafted node,
-    every neighbour), named after the JSONL file's stem; returns the three paths."""
+    it their three tables for a spreadsheet (:mod:`oilbird.evaluation.tables`: every cycle, every
+    drafted node, every neighbour), named after the JSONL file's stem; returns the four paths."""
     from oilbird.evaluation.tables import write_tables
     path = save_traces(traces, path)
     return [path, *write_tables(traces, path.parent, tuple(f"{safe_name(path.stem, part)}.csv"
-                                                         for part in ("nodes", "neighbours")))]
+                                                         for part in ("cycles", "nodes", "neighbours")))]

@@ -519,8 +519,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also compare method A with method B request by request (repeatable)")
     ap.add_argument("--csv", default=None, metavar="DIR",
-                    help="with a trace file: also write DIR/nodes.csv (every drafted node: sources, price, verdict) "
-                         "and DIR/neighbours.csv (every neighbour the key retrieved): oilbird.evaluation.tables")
+                    help="with a trace file: also write DIR/cycles.csv (every cycle), DIR/nodes.csv (every drafted node: "
+                         "sources, price, verdict) and DIR/neighbours.csv (every neighbour the key retrieved): "
+                         "oilbird.evaluation.tables")
     args = ap.parse_args(argv)
     try:
         kind, res = load_results(args.results)
@@ -574,7 +575,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
         except OSError as exc:
             print(f"error: could not write the tables in {args.csv}: {exc.strerror or exc}", file=sys.stderr)
             return 2
-        print(f"\nwrote {' and '.join(map(str, paths))}")
+        print(f"\nwrote {', '.join(map(str, paths))}")
     pairs = paired_table(res, PAIRS + extra)
     if not all(r.get("per_request") for r in res["methods"].values()):
         print(f"note: {args.results} has no per-request rows for some methods (a run older than them), so "

@@ -1,37 +1,60 @@
-"""A trace file as two flat tables, for a spreadsheet or pandas: one row per drafted tree node,
-one row per neighbour the semantic key retrieved.
+"""A trace file as three flat tables, for a spreadsheet or pandas: one row per cycle, one per
+drafted tree node, one per neighbour the semantic key retrieved.
 
     python -m oilbird report runs/NAME/traces.jsonl --csv runs/NAME/tables
 
-writes ``nodes.csv`` and ``neighbours.csv`` there (the app's "Export trace" writes both beside the
-trace it exports). In Python, ``pandas.DataFrame(node_rows(traces))`` is the same table.
+writes ``cycles.csv``, ``nodes.csv`` and ``neighbours.csv`` there (the app's "Export trace" writes
+them beside the trace it exports). In Python, ``pandas.DataFrame(node_rows(traces))`` is the same
+table as ``nodes.csv``. Read the files with ``pandas.read_csv(path, keep_default_na=False,
+na_values=[""])`` to keep a token's text "NaN" or "null" as text; a spreadsheet may take a text
+that begins with ``=``, ``+``, ``-`` or ``@`` for a formula: import the text columns as text.
+Every row names its ``request``, ``method`` and ``cycle`` (0 is the prefill forward), which join
+the tables.
+
+**cycles.csv**, every cycle, the prefill and those that drafted nothing included, so a
+method's tau is ``n_committed.sum() / len(rows)`` (one forward per cycle): ``generated_before``
+(tokens committed before it), ``n_nodes`` (drafted nodes, the root aside), ``n_accepted``
+(drafted nodes accepted, past the output's end too), ``n_committed`` (tokens it committed: the
+accepted drafts and the bonus, cut where the output ended), ``bonus_token`` and ``bonus`` (the
+bonus token and its text; empty where none was committed), ``stop`` (``eos``, ``limit``, ``stopped`` on the cycle that ended
+the output), ``lexical_match_len``, ``retrieval`` (the key's outcome), ``semantic_muted``,
+``store_records`` and ``fill_bar`` (the price of the last node the expected or open fill took;
+empty where it took none).
 
 **nodes.csv**, every drafted node of every drafting cycle (the root, the newest committed token,
 is no draft and has no row):
 
-- ``request``, ``method``, ``cycle``, ``node`` (its index in the tree), ``parent``, ``depth``
-  (the root's children are depth 1), ``token``, ``text``;
+- ``node`` (its index in the tree), ``parent``, ``depth`` (the root's children are depth 1),
+  ``token``, ``text``;
 - ``sources``: who proposed it, ``+``-joined (``semantic`` is the hidden-state key);
-  ``neighbours``: the ranks (1 = most similar) of the key's neighbours whose chains run through
-  it, ``;``-joined, and ``similarity``, the best of theirs;
-- ``placed_by``: ``exact-match head`` (placed first, contested by nothing), ``fill`` (chosen by
-  the expected or open fill, at ``price``), or empty (a reserved fill, or a trace older than the
-  fill's prices); ``price``: the chance the fill gave the node's whole path of being accepted;
-- ``verdict``: ``accepted``, ``rejected`` (its parent was accepted, it was not), or ``never
-  reached`` (its parent was not accepted); ``committed``: where its parent was accepted, the
-  token committed in its place (the verifier's own next token in a live run; in a replay, the
-  recording's), the same for every sibling; empty where the output ended before that place (an
-  end-of-sequence token or the token limit inside the accepted path).
+  ``neighbours``: the ranks (neighbours.csv's ``rank``) of the key's neighbours whose chains run
+  through it, ``;``-joined (``nodes.neighbours.str.split(";").explode()`` gives one row per
+  pair), and ``best_similarity``, the highest of theirs;
+- ``placed_by``: ``exact-match head`` (placed first, before the fill's contest), ``fill`` (chosen
+  by the expected or open fill), or empty (a reserved fill, or a trace older than the fill's
+  prices); ``price``: the chance the fill gave the node's whole path of being accepted (the
+  head's nodes are priced too, though nothing competed with them);
+- ``verdict``: ``accepted``; ``accepted past the end`` (accepted, but the output ended before it:
+  an end-of-sequence token or the token limit inside the accepted path); ``rejected`` (its
+  parent was accepted, it was not: another token was committed there, which may be a sibling's);
+  or ``never reached`` (its parent was not accepted). ``committed``: where its parent was
+  accepted, the token committed in its place (the verifier's own next token in a live run; in a
+  replay, the recording's), the same for every sibling; empty where nothing was committed there.
 
-**neighbours.csv**, every retrieved neighbour: ``request``, ``method``, ``cycle``, ``rank``,
-``similarity``, ``agreement`` (how many of our tokens, the root first, equal the record's own),
-``from_request`` and ``position`` (where the record was stored), ``proposed`` (its chain's text
-as drafted), ``nodes`` (tree nodes on its chain) and ``accepted`` (its tokens the verifier
-accepted), ``why_no_node`` (why its chain got no node: ``budget``, ``below-floor``, ``muted``,
-``no-tokens``), ``left_out`` (what the fill priced the first token it cut from the chain; the
-cycle's ``fill_bar`` beside it is the last node the fill took) and ``right_for``: how many tokens of
-its continuation, cut or not, the output really continued with (:func:`oilbird.trace.right_run`;
-empty where the cycle drafted past the output's end).
+**neighbours.csv**, every retrieved neighbour: ``rank`` (1 = most similar), ``similarity``,
+``agreement`` (how many of our tokens, the root first, equal the record's own), ``from_request``
+and ``position`` (where the record was stored), ``proposed`` (its chain's text as drafted) and
+``proposed_tokens`` (how many tokens), ``withheld_tokens`` (its continuation past them that the
+copy depth or the similarity floor cut; empty in older traces), ``n_nodes`` (tree nodes on its
+chain) and ``n_accepted`` (its tokens the verifier accepted, past the output's end too),
+``why_no_node`` (why its chain got no node: ``budget``, ``below-floor``, ``muted``, ``no-tokens``),
+``left_out`` (the price the fill gave the first token it cut from the chain; empty where it cut
+none) and ``right_for``: how many tokens of its continuation, cut or not, equal what followed
+(:func:`oilbird.trace.right_run` against :func:`oilbird.trace.cycle_truth`: the output, or, in a
+last cycle the token limit cut, the accepted path the verifier endorsed past it; empty where the
+cycle drafted past the output's end).
+
+Prices are kept to 4 significant figures, so a ``left_out`` can equal its cycle's ``fill_bar``.
 """
 from __future__ import annotations
 
@@ -41,14 +64,34 @@ from typing import Iterable, Iterator
 
 from ..trace import CycleTrace, RequestTrace, cycle_truth, right_run
 
+CYCLE_COLUMNS = ("request", "method", "cycle", "generated_before", "n_nodes", "n_accepted", "n_committed", "bonus_token",
+                 "bonus", "stop", "lexical_match_len", "retrieval", "semantic_muted", "store_records", "fill_bar")
 NODE_COLUMNS = ("request", "method", "cycle", "node", "parent", "depth", "token", "text", "sources",
-                "neighbours", "similarity", "placed_by", "price", "verdict", "committed")
+                "neighbours", "best_similarity", "placed_by", "price", "verdict", "committed")
 NEIGHBOUR_COLUMNS = ("request", "method", "cycle", "rank", "similarity", "agreement", "from_request", "position",
-                     "proposed", "nodes", "accepted", "why_no_node", "left_out", "fill_bar", "right_for")
+                     "proposed", "proposed_tokens", "withheld_tokens", "n_nodes", "n_accepted", "why_no_node",
+                     "left_out", "right_for")
 
 
 def _verdict(cycle: CycleTrace, i: int, accepted: set[int]) -> str:
-    return "accepted" if i in accepted else "rejected" if cycle.parents[i] in accepted else "never reached"
+    if i in accepted:
+        return "accepted" if cycle.depths[i] <= len(cycle.committed) else "accepted past the end"
+    return "rejected" if cycle.parents[i] in accepted else "never reached"
+
+
+def cycle_rows(traces: Iterable[RequestTrace]) -> Iterator[dict]:
+    """Every row of ``cycles.csv``: each trace's cycles in order."""
+    for tr in traces:
+        for c in tr.cycles:
+            drafts = max(len(c.accepted) - 1, 0)
+            bonus = len(c.committed) > drafts          # committed: not cut by the output's end
+            yield {"request": tr.request_id, "method": tr.method, "cycle": c.cycle,
+                   "generated_before": c.generated_before, "n_nodes": max(c.n_nodes - 1, 0), "n_accepted": drafts,
+                   "n_committed": len(c.committed),
+                   "bonus_token": c.bonus if bonus else None,
+                   "bonus": c.committed_text[-1] if bonus and c.committed_text else "",
+                   "stop": c.stop, "lexical_match_len": c.lexical_match_len, "retrieval": c.retrieval,
+                   "semantic_muted": c.semantic_muted, "store_records": c.store_records, "fill_bar": c.fill_bar}
 
 
 def _placed_by(cycle: CycleTrace, i: int) -> str:
@@ -70,7 +113,7 @@ def cycle_node_rows(tr: RequestTrace, cycle: CycleTrace) -> Iterator[dict]:
         yield {"request": tr.request_id, "method": tr.method, "cycle": cycle.cycle, "node": i, "parent": parent,
                "depth": depth, "token": cycle.tokens[i], "text": cycle.token_text[i],
                "sources": "+".join(cycle.sources[i]), "neighbours": ";".join(map(str, ranks)),
-               "similarity": max((cycle.neighbours[r - 1].similarity for r in ranks), default=None),
+               "best_similarity": max((cycle.neighbours[r - 1].similarity for r in ranks), default=None),
                "placed_by": _placed_by(cycle, i), "price": cycle.prices[i] if cycle.prices else None,
                "verdict": _verdict(cycle, i, accepted),
                "committed": cycle.committed_text[depth - 1]
@@ -93,26 +136,29 @@ def neighbour_rows(traces: Iterable[RequestTrace]) -> Iterator[dict]:
                 yield {"request": tr.request_id, "method": tr.method, "cycle": cycle.cycle, "rank": rank,
                        "similarity": nb.similarity, "agreement": nb.agreement, "from_request": nb.request_id,
                        "position": nb.position, "proposed": "".join(nb.proposed_text),
-                       "nodes": len(nb.walked_nodes), "accepted": nb.accepted, "why_no_node": nb.why_no_node,
-                       "left_out": nb.left_out, "fill_bar": cycle.fill_bar,
-                       "right_for": None if truth is None else right_run(nb, truth)}
+                       "proposed_tokens": len(nb.proposed),
+                       "withheld_tokens": None if nb.withheld is None else len(nb.withheld),
+                       "n_nodes": len(nb.walked_nodes), "n_accepted": nb.accepted, "why_no_node": nb.why_no_node,
+                       "left_out": nb.left_out, "right_for": None if truth is None else right_run(nb, truth)}
 
 
 def write_rows(rows: Iterable[dict], columns: tuple[str, ...], path: str | Path) -> Path:
     """``rows`` as a CSV file with ``columns`` (None is an empty cell); returns the path."""
     path = Path(path)
     with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")   # as the text's own line breaks
         w.writeheader()
         w.writerows(rows)
     return path
 
 
-def write_tables(traces: list[RequestTrace], folder: str | Path,
-                 names: tuple[str, str] = ("nodes.csv", "neighbours.csv")) -> list[Path]:
-    """``nodes.csv`` and ``neighbours.csv`` of ``traces`` in ``folder`` (made if missing), under
-    ``names``; returns the two paths."""
+TABLES = ("cycles.csv", "nodes.csv", "neighbours.csv")
+
+
+def write_tables(traces: list[RequestTrace], folder: str | Path, names: tuple[str, str, str] = TABLES) -> list[Path]:
+    """``cycles.csv``, ``nodes.csv`` and ``neighbours.csv`` of ``traces`` in ``folder`` (made if
+    missing), under ``names``; returns the three paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return [write_rows(node_rows(traces), NODE_COLUMNS, folder / names[0]),
-            write_rows(neighbour_rows(traces), NEIGHBOUR_COLUMNS, folder / names[1])]
+    return [write_rows(rows(traces), columns, folder / name) for rows, columns, name in zip(
+        (cycle_rows, node_rows, neighbour_rows), (CYCLE_COLUMNS, NODE_COLUMNS, NEIGHBOUR_COLUMNS), names)]
