@@ -93,7 +93,44 @@ def test_csv_of_a_file_that_is_no_trace_file_is_refused(tmp_path, capsys):
 
 def test_write_tables_names_its_files_and_makes_the_folder(tmp_path):
     paths = write_tables([request_oilbird()], tmp_path / "new", ("a.csv", "b.csv", "c.csv"))
-    assert [p.name for p in paths] == ["a.csv", "b.csv", "c.csv"] and all(p.stat().st_size > 0 for p in paths)
+    assert [p.name for p in paths] == ["a.csv", "b.csv", "c.csv"]
+    counts = []
+    for p in paths:
+        with p.open(encoding="utf-8", newline="") as f:
+            counts.append(len(list(csv.DictReader(f))))
+    assert counts == [3, 5, 1]
+
+
+def test_an_empty_csv_folder_is_refused(tmp_path, capsys):
+    path = save_traces([request_oilbird()], tmp_path / "t.jsonl")
+    with pytest.raises(SystemExit):
+        report([str(path), "--csv", ""])
+    assert "--csv needs a folder" in capsys.readouterr().err
+
+
+def test_a_sampled_cycle_says_which_siblings_were_never_tried():
+    """Under sampling a sibling after the accepted child is never tried (decided_prob None): not
+    "rejected", as the tree's hover says too."""
+    tr = request_oilbird()
+    tr.cycles[1] = replace(cycle1(), decided_prob=[None, 0.7, 0.9, None, 0.2], residual_mass=[None, 1, 1, None, 1])
+    one = by_node(node_rows([tr]), 1)
+    assert [one[i]["verdict"] for i in (1, 2, 3, 4)] == ["accepted", "accepted", "not tried", "rejected"]
+
+
+def test_a_trace_written_without_text_still_makes_its_tables():
+    """A decoder run without tracing keeps the tree but not its text or depths: the tables say
+    what there is (depths from the parents), with empty text."""
+    tr = request_oilbird()
+    tr.cycles[1] = replace(cycle1(), depths=[], token_text=[], committed_text=[], neighbours=[])
+    one = by_node(node_rows([tr]), 1)
+    assert [(one[i]["depth"], one[i]["text"], one[i]["committed_token"]) for i in (1, 2, 3, 4)] == [
+        (1, None, 11), (2, None, 12), (1, None, 11), (2, None, 12)]
+    assert list(cycle_rows([tr]))[1]["bonus"] is None and list(cycle_rows([tr]))[1]["bonus_token"] == 99
+
+
+def test_a_committed_end_of_sequence_token_is_told_from_nothing_committed():
+    two = by_node(node_rows([request_oilbird()]), 2)[1]       # the EOS (text "") was committed in its place
+    assert (two["committed_token"], two["committed"]) == (2, "")
 
 
 def test_every_cycle_is_a_row_and_tau_follows_from_them():

@@ -22,9 +22,9 @@ def live_button(st: Session, data: Data | None, **kw) -> gr.Button:
     in ``--data``, as for a replay's recorded turns, or a method that is not a preset), its label
     saying so; and while a run of the session waits or decodes ("Running…": a double click queued
     a second run, which then stood in for the first on screen), until Stop is pressed: a stopped
-    run ends after its current cycle, or at once if it has not started, so Run comes back then (a
-    run gradio dropped from its queue, as when the page's connection broke, never ends, and
-    would otherwise keep Run greyed out until the page reloads)."""
+    run ends after its current cycle (one still waiting, after its first), and Run comes back at
+    the press (a run gradio dropped from its queue, as when the page's connection broke, never
+    ends, and would otherwise keep Run greyed out until the page reloads)."""
     can = cannot_run_live(st.request, st.method, data) is None
     running = _pending(st)
     return gr.Button("Running…" if running else "Run live" if can else "Run live (n/a)",
@@ -50,11 +50,13 @@ def press(st: Session) -> int:
 
 
 def start(st: Session, number: float | None) -> int:
-    """The number of a run that starts: its press's, or, for a run called without the button
-    (the API's ``run_live``; no number or 0), the next one, counted as pressed."""
-    ticket = int(number) if number and number > 0 else st.live_pressed + 1
-    st.live_pressed = max(st.live_pressed, ticket)
-    return ticket
+    """The number of a run that starts: its press's, or, for a run called without the button (the
+    API's ``run_live``: no number, or one no press of this session handed out that has not
+    ended, as a client's own), the next one, counted as pressed."""
+    if number is not None and st.live_done < number <= st.live_pressed and number == int(number):
+        return int(number)
+    st.live_pressed += 1        # (only here or in press: a pressed number is never written back)
+    return st.live_pressed
 
 
 def end(st: Session, ticket: int) -> None:

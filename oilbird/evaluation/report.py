@@ -523,6 +523,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
                          "sources, price, verdict) and DIR/neighbours.csv (every neighbour the key retrieved): "
                          "oilbird.evaluation.tables")
     args = ap.parse_args(argv)
+    if args.csv == "":
+        ap.error("--csv needs a folder to write the tables in")
     try:
         kind, res = load_results(args.results)
     except InputError as exc:

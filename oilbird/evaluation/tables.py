@@ -37,9 +37,12 @@ is no draft and has no row):
 - ``verdict``: ``accepted``; ``accepted past the end`` (accepted, but the output ended before it:
   an end-of-sequence token or the token limit inside the accepted path); ``rejected`` (its
   parent was accepted, it was not: another token was committed there, which may be a sibling's);
-  or ``never reached`` (its parent was not accepted). ``committed``: where its parent was
-  accepted, the token committed in its place (the verifier's own next token in a live run; in a
-  replay, the recording's), the same for every sibling; empty where nothing was committed there.
+  ``not tried`` (sampled decoding only: a sibling was accepted before its turn came); or ``never
+  reached`` (its parent was not accepted). ``committed_token`` and ``committed``: where its
+  parent was accepted, the token committed in its place and its text (the verifier's own next
+  token in a greedy run, its sample under sampling; in a replay, the recording's), the same for
+  every sibling; empty where nothing was committed there (an end-of-sequence token's text is
+  empty too: its ``committed_token`` says it was one).
 
 **neighbours.csv**, every retrieved neighbour: ``rank`` (1 = most similar), ``similarity``,
 ``agreement`` (how many of our tokens, the root first, equal the record's own), ``from_request``
@@ -52,7 +55,8 @@ chain) and ``n_accepted`` (its tokens the verifier accepted, past the output's e
 none) and ``right_for``: how many tokens of its continuation, cut or not, equal what followed
 (:func:`oilbird.trace.right_run` against :func:`oilbird.trace.cycle_truth`: the output, or, in a
 last cycle the token limit cut, the accepted path the verifier endorsed past it; empty where the
-cycle drafted past the output's end).
+cycle drafted past the output's end; in a trace older than ``withheld_tokens``, the drafted
+tokens only).
 
 Prices are kept to 4 significant figures, so a ``left_out`` can equal its cycle's ``fill_bar``.
 """
@@ -63,20 +67,24 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..trace import CycleTrace, RequestTrace, cycle_truth, right_run
+from ..tree import depths_of
 
 CYCLE_COLUMNS = ("request", "method", "cycle", "generated_before", "n_nodes", "n_accepted", "n_committed", "bonus_token",
                  "bonus", "stop", "lexical_match_len", "retrieval", "semantic_muted", "store_records", "fill_bar")
 NODE_COLUMNS = ("request", "method", "cycle", "node", "parent", "depth", "token", "text", "sources",
-                "neighbours", "best_similarity", "placed_by", "price", "verdict", "committed")
+                "neighbours", "best_similarity", "placed_by", "price", "verdict", "committed_token", "committed")
 NEIGHBOUR_COLUMNS = ("request", "method", "cycle", "rank", "similarity", "agreement", "from_request", "position",
                      "proposed", "proposed_tokens", "withheld_tokens", "n_nodes", "n_accepted", "why_no_node",
                      "left_out", "right_for")
 
 
-def _verdict(cycle: CycleTrace, i: int, accepted: set[int]) -> str:
+def _verdict(cycle: CycleTrace, i: int, depth: int, accepted: set[int]) -> str:
     if i in accepted:
-        return "accepted" if cycle.depths[i] <= len(cycle.committed) else "accepted past the end"
-    return "rejected" if cycle.parents[i] in accepted else "never reached"
+        return "accepted" if depth <= len(cycle.committed) else "accepted past the end"
+    if cycle.parents[i] not in accepted:
+        return "never reached"
+    sampled = bool(cycle.decided_prob) and i < len(cycle.decided_prob)
+    return "not tried" if sampled and cycle.decided_prob[i] is None else "rejected"
 
 
 def cycle_rows(traces: Iterable[RequestTrace]) -> Iterator[dict]:
@@ -89,7 +97,7 @@ def cycle_rows(traces: Iterable[RequestTrace]) -> Iterator[dict]:
                    "generated_before": c.generated_before, "n_nodes": max(c.n_nodes - 1, 0), "n_accepted": drafts,
                    "n_committed": len(c.committed),
                    "bonus_token": c.bonus if bonus else None,
-                   "bonus": c.committed_text[-1] if bonus and c.committed_text else "",
+                   "bonus": _text(c.committed_text, len(c.committed) - 1) if bonus else None,
                    "stop": c.stop, "lexical_match_len": c.lexical_match_len, "retrieval": c.retrieval,
                    "semantic_muted": c.semantic_muted, "store_records": c.store_records, "fill_bar": c.fill_bar}
 
@@ -107,17 +115,29 @@ def cycle_node_rows(tr: RequestTrace, cycle: CycleTrace) -> Iterator[dict]:
     for rank, nb in enumerate(cycle.neighbours, 1):
         for i in nb.walked_nodes:
             via.setdefault(i, []).append(rank)
+    depths = cycle.depths or depths_of(cycle.parents)          # (a trace written without text has none)
     for i in range(1, cycle.n_nodes):
-        parent, depth = cycle.parents[i], cycle.depths[i]
+        parent, depth = cycle.parents[i], depths[i]
         ranks = via.get(i, [])
         yield {"request": tr.request_id, "method": tr.method, "cycle": cycle.cycle, "node": i, "parent": parent,
-               "depth": depth, "token": cycle.tokens[i], "text": cycle.token_text[i],
+               "depth": depth, "token": cycle.tokens[i], "text": _text(cycle.token_text, i),
                "sources": "+".join(cycle.sources[i]), "neighbours": ";".join(map(str, ranks)),
                "best_similarity": max((cycle.neighbours[r - 1].similarity for r in ranks), default=None),
                "placed_by": _placed_by(cycle, i), "price": cycle.prices[i] if cycle.prices else None,
-               "verdict": _verdict(cycle, i, accepted),
-               "committed": cycle.committed_text[depth - 1]
-               if parent in accepted and depth <= len(cycle.committed_text) else None}
+               "verdict": _verdict(cycle, i, depth, accepted), **_committed(cycle, depth, parent in accepted)}
+
+
+def _text(texts: list[str], i: int) -> str | None:
+    return texts[i] if i < len(texts) else None
+
+
+def _committed(cycle: CycleTrace, depth: int, reached: bool) -> dict:
+    """The token committed at a node's place, and its text: where its parent was accepted and the
+    output went on that far."""
+    j = depth - 1
+    if not reached or j >= len(cycle.committed):
+        return {"committed_token": None, "committed": None}
+    return {"committed_token": cycle.committed[j], "committed": _text(cycle.committed_text, j)}
 
 
 def node_rows(traces: Iterable[RequestTrace]) -> Iterator[dict]:
