@@ -437,6 +437,7 @@ def test_notebook_02_steps_through_a_trace_file(tmp_path):
     assert "Data</b>: the precomputed traces in" in text and "3 traces of 2 requests" in text
     assert "DATA, N_REQUESTS, METHODS and MAX_NEW_TOKENS are not used" in text
     assert "API-Bank" not in text and "serving the first" not in text       # the data note says what is shown
+    assert "accepted_share" in text and "pld+semantic" in text          # the tables: the judged nodes by proposers
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     shown = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"]["outputs"]]
     assert sum("application/vnd.plotly.v1+json" in o["data"] for o in shown) == 3   # tree, neighbours, gap
@@ -450,7 +451,7 @@ def test_notebook_02_on_traces_without_cycles(tmp_path):
     set_parameters(nb, N_REQUESTS=1, TRACES=str(save_traces([bare], tmp_path / "bare.jsonl")))
     execute(nb, timeout=180)
     assert not errors(nb)
-    assert "these traces hold no cycle" in outputs_text(nb)
+    assert "these traces hold no cycle" in outputs_text(nb) and "no drafted node in these traces" in outputs_text(nb)
 
 
 SMALL = {
