@@ -584,6 +584,12 @@ def test_a_cut_neighbour_says_what_the_fill_priced_it_at_and_the_tree_hover_pric
     assert t.rows[1].outbid.startswith("the fill took 4 nodes worth more (0.125 to 0.5): 2 accepted, 2 rejected")
     assert F.outbid(c, 0.2) == "the fill took 2 nodes worth more (0.25 to 0.5): 2 accepted, 0 rejected, 0 never reached"
     assert F.outbid(replace(c, fill_from=None), 0.01) == "" and F.outbid(c, 1.0) == ""
+    # the figure (an export's, a notebook's: its cells have no hover) says it under the table, by row
+    title = " ".join(re.sub(r"<[^>]+>", " ", F.neighbours_figure(c, request=r).layout.title.text).split())
+    assert f"#0, next 0.0625: {said}" in title and "#1, next 0.0031: the fill took 4 nodes" in title
+    twice = replace(c, neighbours=[nb, replace(nb, similarity=0.9)])      # two chains cut alike: one line
+    title = " ".join(re.sub(r"<[^>]+>", " ", F.neighbours_figure(twice, request=r).layout.title.text).split())
+    assert f"#0, #1, next 0.0625: {said}" in title and title.count(said) == 1
     # a chain rejected inside the tree lost nothing to the cut: no price is said for it
     rejected = replace(c, neighbours=[replace(nb, accepted=1)])
     assert "next" not in F.neighbour_table(rejected, request=r).rows[0].accepted_cell

@@ -349,7 +349,14 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
     # the count on a line of its own: at plotly's 700 px one line was cut off
     title = (f"nearest neighbours · {html.escape(cycle.request_id)} · {html.escape(cycle.method)} · "
              f"cycle {t.cycle}:<br>{len(t.rows)} retrieved{t.store}")
-    notes = t.footnotes + [_brackets(NB_CAPTION) + FIGURE_PARTS] if t.rows else [f"({t.empty_why})"]
+    # what outbid each cut chain, which the app's table says in a hover (a figure's table cell has
+    # none); chains cut at one price by the same nodes share a line
+    said: dict[str, list[str]] = {}
+    for r in t.rows:
+        if r.outbid:
+            said.setdefault(f"next {price(r.left_out)}: {r.outbid}", []).append(f"#{r.index}")
+    cut = [f"{', '.join(rows)}, {line}" for line, rows in said.items()]
+    notes = t.footnotes + cut + [_brackets(NB_CAPTION) + FIGURE_PARTS] if t.rows else [f"({t.empty_why})"]
     chars = int(((s.width or TABLE_WIDTH) - 20) / (CHAR_EM * font))
     notes = [line for n in notes for line in _wrap(n, chars)]
     for line in notes:
