@@ -513,13 +513,16 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     # r1 with goose has a precomputed trace: the banner says where it went (until the page reloads)
     assert "stands in for the precomputed trace of r1 with goose in this session" in again.error
     assert st.decoders["goose"].store.n_requests == 2
-    # Run pressed, then Stop while that run still waits (in the queue, or for the model): it stops at
-    # its first cycle; a Run pressed after the Stop is not stopped by it
+    # Run pressed, then Stop while that run still waits (in the queue, or for the model): it decodes
+    # nothing (a one-token trace stood in for the one on screen, and went into the store); a Run
+    # pressed after the Stop is not stopped by it
     press = next(f.fn for f in demo.fns.values() if f.fn.__name__ == "pressed")
     number = press(st)[-1]                        # the run's number, which the page hands it
     fns["stop_live"](st)
-    early = fns["run_live"](st, "r1", "goose", 0, 1, "0", number, progress=quiet).state.extra[("r1", "goose")]
-    assert early.stop == "stopped" and len(early.cycles) == 1
+    shown_before = st.extra[("r1", "goose")]
+    early = fns["run_live"](st, "r1", "goose", 0, 1, "0", number, progress=quiet)
+    assert "Stopped before it began: 'r1' was not decoded" in early.error
+    assert early.state.extra[("r1", "goose")] is shown_before and st.decoders["goose"].store.n_requests == 2
     number = press(st)[-1]
     assert fns["run_live"](st, "r1", "goose", 0, 1, "0", number, progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
     # Stop, then Run pressed again at once: the running run still stops (the review's case)

@@ -585,11 +585,19 @@ def test_a_cut_neighbour_says_what_the_fill_priced_it_at_and_the_tree_hover_pric
     assert F.outbid(c, 0.2) == "the fill took 2 nodes worth more (0.25 to 0.5): 2 accepted, 0 rejected, 0 never reached"
     assert F.outbid(replace(c, fill_from=None), 0.01) == "" and F.outbid(c, 1.0) == ""
     # the figure (an export's, a notebook's: its cells have no hover) says it under the table, by row
-    title = " ".join(re.sub(r"<[^>]+>", " ", F.neighbours_figure(c, request=r).layout.title.text).split())
-    assert f"#0, next 0.0625: {said}" in title and "#1, next 0.0031: the fill took 4 nodes" in title
-    twice = replace(c, neighbours=[nb, replace(nb, similarity=0.9)])      # two chains cut alike: one line
-    title = " ".join(re.sub(r"<[^>]+>", " ", F.neighbours_figure(twice, request=r).layout.title.text).split())
-    assert f"#0, #1, next 0.0625: {said}" in title and title.count(said) == 1
+    def under(cyc):
+        return " ".join(re.sub(r"<[^>]+>", " ", F.neighbours_figure(cyc, request=r).layout.title.text).split())
+    assert "cut where" not in under(c)          # its next token, 77, was wrong (right for 2): the cut lost nothing
+    right = replace(nb, proposed=[11, 12, 99], proposed_text=[" there", "\n", "!!"])     # right for 3
+    title = under(replace(c, neighbours=[right, out]))
+    assert f"#0 cut where the fill priced its next token 0.0625: {said}" in title
+    assert "#1 cut where" not in title           # right for 0: nothing lost either
+    twice = replace(c, neighbours=[right, replace(right, similarity=0.9)])      # two chains cut alike: one line
+    title = under(twice)
+    assert f"#0, #1 cut where the fill priced its next token 0.0625: {said}" in title and title.count(said) == 1
+    assert "the exact-match head placed" not in title                   # fill_from 1: the fill placed every node
+    head = F.neighbour_table(replace(c, fill_from=3), request=r).footnotes[-1]
+    assert head.endswith("the exact-match head placed 2 of the tree's 4 nodes before the fill's contest")
     # a chain rejected inside the tree lost nothing to the cut: no price is said for it
     rejected = replace(c, neighbours=[replace(nb, accepted=1)])
     assert "next" not in F.neighbour_table(rejected, request=r).rows[0].accepted_cell
@@ -1336,6 +1344,19 @@ def test_a_squeezed_tree_sets_its_leaves_labels_beside_them():
     roomy = places(wide(6, [0, 1]))
     assert set(roomy["ring"]) == {"top center"}
     assert places(wide(20, [0, 1, 2]))["ring"][:2] == ["top center", "top center"]    # node 2 accepted last
+    # an inner node with a marker just above it in its column: below it, or, boxed in, to its right
+    from workbench.panels.tree import _label_places
+    c = wide(20, [0])
+    assert _label_places({0: (0, 0), 1: (1, 0), 2: (2, 0), 3: (1, 1)}, c, None)[1] == "bottom center"
+    assert _label_places({0: (0, 0), 1: (1, 0), 2: (2, 0), 3: (1, 1), 4: (1, -1)}, c, None)[1] == "middle right"
+    assert _label_places({0: (0, 0), 1: (1, 0), 2: (2, 0)}, c, (1, 0.8))[1] == "bottom center"   # the bonus too
+    # a small tree of a request whose widest tree is squeezed keeps its own rows' room, and its labels above
+    lay = F.tree_spec(wide(6, [0, 1]), rows=40)["layout"]
+    plot = lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]
+    s = F.Style()
+    assert plot / (lay["yaxis"]["range"][1] - lay["yaxis"]["range"][0]) >= s.node_size + s.font_size + 8 - 4
+    assert lay["height"] == F.tree_spec(wide(41, [0, 1]), rows=40)["layout"]["height"]   # the request's height
+    assert set(places(wide(6, [0, 1]))["ring"]) == {"top center"}
 
 
 def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():

@@ -23,13 +23,13 @@ def test_every_drafted_node_is_a_row_with_its_proposers_and_verdict():
     rows = list(node_rows([request_oilbird()]))
     assert [(r["cycle"], r["node"]) for r in rows] == [(1, 1), (1, 2), (1, 3), (1, 4), (2, 1)]   # no roots
     one = by_node(rows, 1)
-    want = {"text": " there", "sources": "pld+semantic", "neighbours": "1", "best_similarity": 0.91,
+    want = {"text": " there", "sources": "pld+semantic", "neighbours": "0", "best_similarity": 0.91,
             "verdict": "accepted", "committed": " there", "depth": 1, "parent": 0, "token": 11}
     assert {k: one[1][k] for k in want} == want
     assert (one[2]["verdict"], one[2]["committed"], one[2]["neighbours"]) == ("accepted", "\n", "")
     # siblings of an accepted node are rejected, and say what was committed in their place
     assert (one[3]["verdict"], one[3]["committed"]) == ("rejected", " there")
-    assert (one[4]["verdict"], one[4]["committed"], one[4]["neighbours"]) == ("rejected", "\n", "1")
+    assert (one[4]["verdict"], one[4]["committed"], one[4]["neighbours"]) == ("rejected", "\n", "0")
     assert (by_node(rows, 2)[1]["verdict"], by_node(rows, 2)[1]["committed"]) == ("rejected", "")   # the EOS
     # a reserved fill (no prices recorded): neither who placed a node nor its price
     assert {(r["placed_by"], r["price"]) for r in rows} == {("", None)}
@@ -57,7 +57,7 @@ def test_every_neighbour_is_a_row_with_how_far_it_was_right():
     rows = list(neighbour_rows([request_oilbird()]))
     assert len(rows) == 1
     row = rows[0]
-    assert (row["cycle"], row["rank"], row["from_request"], row["position"], row["similarity"]) == (1, 1, "r0", 5, 0.91)
+    assert (row["cycle"], row["neighbour"], row["from_request"], row["position"], row["similarity"]) == (1, 0, "r0", 5, 0.91)
     assert (row["proposed"], row["n_nodes"], row["n_accepted"], row["why_no_node"]) == (" there\n", 2, 1, "")
     assert (row["proposed_tokens"], row["withheld_tokens"]) == (2, None)          # an older trace: none recorded
     assert row["right_for"] == 2                      # " there", "\n" are the output's next two tokens

@@ -22,7 +22,7 @@ def live_button(st: Session, data: Data | None, **kw) -> gr.Button:
     in ``--data``, as for a replay's recorded turns, or a method that is not a preset), its label
     saying so; and while a run of the session waits or decodes ("Running…": a double click queued
     a second run, which then stood in for the first on screen), until Stop is pressed: a stopped
-    run ends after its current cycle (one still waiting, after its first), and Run comes back at
+    run ends after its current cycle (one still waiting decodes nothing), and Run comes back at
     the press (a run gradio dropped from its queue, as when the page's connection broke, never
     ends, and would otherwise keep Run greyed out until the page reloads)."""
     can = cannot_run_live(st.request, st.method, data) is None
@@ -65,6 +65,6 @@ def end(st: Session, ticket: int) -> None:
 
 
 def stop(st: Session) -> None:
-    """Stop every run pressed so far: each ends after its current cycle (``ticket <= stop_upto``),
-    and Run comes back now."""
+    """Stop every run pressed so far: each ends after its current cycle (``ticket <= stop_upto``;
+    one that has not begun decoding does not begin), and Run comes back now."""
     st.stop_upto = st.live_pressed

@@ -494,6 +494,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 lm = models.get(progress)
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
                 return unchanged(st, _warn(f"The model failed to load: {exc}"))
+            if ticket <= st.stop_upto:    # Stop pressed while it waited: nothing decoded, nothing stored
+                return unchanged(st, _warn(f"Stopped before it began: {shown(rid)} was not decoded."))
             had = method in st.decoders
             try:
                 tr = decode_live(st, models, lm, req, method, max_new_tokens, progress, sampling,

@@ -27,8 +27,8 @@ is no draft and has no row):
 - ``node`` (its index in the tree), ``parent``, ``depth`` (the root's children are depth 1),
   ``token``, ``text``;
 - ``sources``: who proposed it, ``+``-joined (``semantic`` is the hidden-state key);
-  ``neighbours``: the ranks (neighbours.csv's ``rank``) of the key's neighbours whose chains run
-  through it, ``;``-joined (``nodes.neighbours.str.split(";").explode()`` gives one row per
+  ``neighbours``: the numbers (neighbours.csv's ``neighbour``) of the key's neighbours whose
+  chains run through it, ``;``-joined (``nodes.neighbours.str.split(";").explode()`` gives one row per
   pair), and ``best_similarity``, the highest of theirs;
 - ``placed_by``: ``exact-match head`` (placed first, before the fill's contest), ``fill`` (chosen
   by the expected or open fill), or empty (a reserved fill, or a trace older than the fill's
@@ -44,7 +44,8 @@ is no draft and has no row):
   every sibling; empty where nothing was committed there (an end-of-sequence token's text is
   empty too: its ``committed_token`` says it was one).
 
-**neighbours.csv**, every retrieved neighbour: ``rank`` (1 = most similar), ``similarity``,
+**neighbours.csv**, every retrieved neighbour: ``neighbour`` (its number in the cycle's record,
+most similar first from 0: the app's and the figures' ``#``), ``similarity``,
 ``agreement`` (how many of our tokens, the root first, equal the record's own), ``from_request``
 and ``position`` (where the record was stored), ``proposed`` (its chain's text as drafted) and
 ``proposed_tokens`` (how many tokens), ``withheld_tokens`` (its continuation past them that the
@@ -52,13 +53,16 @@ copy depth or the similarity floor cut; empty in older traces), ``n_nodes`` (tre
 chain) and ``n_accepted`` (its tokens the verifier accepted, past the output's end too),
 ``why_no_node`` (why its chain got no node: ``budget``, ``below-floor``, ``muted``, ``no-tokens``),
 ``left_out`` (the price the fill gave the first token it cut from the chain; empty where it cut
-none) and ``right_for``: how many tokens of its continuation, cut or not, equal what followed
+none; the app shows it as "next p" only where every node of the chain was accepted, where the cut
+could have cost a token) and ``right_for``: how many tokens of its continuation, cut or not, equal what followed
 (:func:`oilbird.trace.right_run` against :func:`oilbird.trace.cycle_truth`: the output, or, in a
 last cycle the token limit cut, the accepted path the verifier endorsed past it; empty where the
 cycle drafted past the output's end; in a trace older than ``withheld_tokens``, the drafted
 tokens only).
 
 Prices are kept to 4 significant figures, so a ``left_out`` can equal its cycle's ``fill_bar``.
+A column of whole numbers with empty cells (``bonus_token``, ``committed_token``,
+``store_records``) reads as floats in pandas; ``read_csv(...).convert_dtypes()`` keeps them whole.
 """
 from __future__ import annotations
 
@@ -73,7 +77,7 @@ CYCLE_COLUMNS = ("request", "method", "cycle", "generated_before", "n_nodes", "n
                  "bonus", "stop", "lexical_match_len", "retrieval", "semantic_muted", "store_records", "fill_bar")
 NODE_COLUMNS = ("request", "method", "cycle", "node", "parent", "depth", "token", "text", "sources",
                 "neighbours", "best_similarity", "placed_by", "price", "verdict", "committed_token", "committed")
-NEIGHBOUR_COLUMNS = ("request", "method", "cycle", "rank", "similarity", "agreement", "from_request", "position",
+NEIGHBOUR_COLUMNS = ("request", "method", "cycle", "neighbour", "similarity", "agreement", "from_request", "position",
                      "proposed", "proposed_tokens", "withheld_tokens", "n_nodes", "n_accepted", "why_no_node",
                      "left_out", "right_for")
 
@@ -112,17 +116,17 @@ def cycle_node_rows(tr: RequestTrace, cycle: CycleTrace) -> Iterator[dict]:
     """The rows of ``nodes.csv`` for one cycle of ``tr`` (none for the prefill's)."""
     accepted = set(cycle.accepted)
     via: dict[int, list[int]] = {}
-    for rank, nb in enumerate(cycle.neighbours, 1):
+    for k, nb in enumerate(cycle.neighbours):
         for i in nb.walked_nodes:
-            via.setdefault(i, []).append(rank)
+            via.setdefault(i, []).append(k)
     depths = cycle.depths or depths_of(cycle.parents)          # (a trace written without text has none)
     for i in range(1, cycle.n_nodes):
         parent, depth = cycle.parents[i], depths[i]
-        ranks = via.get(i, [])
+        numbers = via.get(i, [])
         yield {"request": tr.request_id, "method": tr.method, "cycle": cycle.cycle, "node": i, "parent": parent,
                "depth": depth, "token": cycle.tokens[i], "text": _text(cycle.token_text, i),
-               "sources": "+".join(cycle.sources[i]), "neighbours": ";".join(map(str, ranks)),
-               "best_similarity": max((cycle.neighbours[r - 1].similarity for r in ranks), default=None),
+               "sources": "+".join(cycle.sources[i]), "neighbours": ";".join(map(str, numbers)),
+               "best_similarity": max((cycle.neighbours[k].similarity for k in numbers), default=None),
                "placed_by": _placed_by(cycle, i), "price": cycle.prices[i] if cycle.prices else None,
                "verdict": _verdict(cycle, i, depth, accepted), **_committed(cycle, depth, parent in accepted)}
 
@@ -148,12 +152,12 @@ def node_rows(traces: Iterable[RequestTrace]) -> Iterator[dict]:
 
 
 def neighbour_rows(traces: Iterable[RequestTrace]) -> Iterator[dict]:
-    """Every row of ``neighbours.csv``: each trace's cycles in order, each cycle's neighbours by rank."""
+    """Every row of ``neighbours.csv``: each trace's cycles in order, each cycle's neighbours in order."""
     for tr in traces:
         for cycle in tr.cycles:
             truth = cycle_truth(cycle, tr.output_ids)
-            for rank, nb in enumerate(cycle.neighbours, 1):
-                yield {"request": tr.request_id, "method": tr.method, "cycle": cycle.cycle, "rank": rank,
+            for k, nb in enumerate(cycle.neighbours):
+                yield {"request": tr.request_id, "method": tr.method, "cycle": cycle.cycle, "neighbour": k,
                        "similarity": nb.similarity, "agreement": nb.agreement, "from_request": nb.request_id,
                        "position": nb.position, "proposed": "".join(nb.proposed_text),
                        "proposed_tokens": len(nb.proposed),

@@ -213,8 +213,11 @@ def price_note(cycle: CycleTrace) -> str:
     """The footnote for the table's "next p" (what the fill priced a cut chain's first token left
     out), with the bar it did not clear: the last node the fill took."""
     bar = "" if cycle.fill_bar is None else f"; the last node the tree took was worth {price(cycle.fill_bar)}"
+    head = cycle.fill_from - 1 if cycle.fill_from else 0
+    first = (f"; the exact-match head placed {head} of the tree's {len(cycle.tokens) - 1} nodes before the "
+             f"fill's contest" if head > 0 else "")
     return (f"next p = the chance the fill gave the path through the first token it left out of that chain "
-            f"(the product of its cells' rates along the path){bar}")
+            f"(the product of its cells' rates along the path){bar}{first}")
 
 
 @dataclass(frozen=True)
@@ -349,13 +352,15 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
     # the count on a line of its own: at plotly's 700 px one line was cut off
     title = (f"nearest neighbours · {html.escape(cycle.request_id)} · {html.escape(cycle.method)} · "
              f"cycle {t.cycle}:<br>{len(t.rows)} retrieved{t.store}")
-    # what outbid each cut chain, which the app's table says in a hover (a figure's table cell has
-    # none); chains cut at one price by the same nodes share a line
+    # what outbid each chain whose cut cost a token (right past what was accepted, or no output to
+    # tell), which the app's table says in a hover (a figure's table cell has none); chains cut at
+    # one price by the same nodes share a line
     said: dict[str, list[str]] = {}
     for r in t.rows:
-        if r.outbid:
-            said.setdefault(f"next {price(r.left_out)}: {r.outbid}", []).append(f"#{r.index}")
-    cut = [f"{', '.join(rows)}, {line}" for line, rows in said.items()]
+        if r.outbid and (r.right is None or r.right > cycle.neighbours[r.index].accepted):
+            said.setdefault(f"cut where the fill priced its next token {price(r.left_out)}: {r.outbid}",
+                            []).append(f"#{r.index}")
+    cut = [f"{', '.join(rows)} {line}" for line, rows in said.items()]
     notes = t.footnotes + cut + [_brackets(NB_CAPTION) + FIGURE_PARTS] if t.rows else [f"({t.empty_why})"]
     chars = int(((s.width or TABLE_WIDTH) - 20) / (CHAR_EM * font))
     notes = [line for n in notes for line in _wrap(n, chars)]

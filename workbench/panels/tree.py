@@ -183,17 +183,21 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             bonus_xy = (1.0, 0.0)
     # a row holds a marker and the label above it with a gap, which closes up where that many
     # rows would not fit TREE_MAX_HEIGHT (a projector shows the whole tree); the label never
-    # touches the next row's marker, so a tree wider than that still grows taller. Squeezed, a
-    # row has no room for a label above a marker and the ring of the row above: a leaf's label
-    # goes to its right instead, where nothing is drawn in its row (the last accepted node's
-    # keeps its place: the bonus hangs there)
+    # touches the next row's marker, so a tree wider than that still grows taller. The height is
+    # the request's (its widest tree's rows), the rows this cycle's: a small tree of a request
+    # with a wide one keeps its room. Squeezed, labels move where a row leaves them room
+    # (:func:`_label_places`)
     ys_all = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
-    span = max(max(ys_all, default=0) - min(ys_all, default=0), rows) + 1.4
+    own = max(ys_all, default=0) - min(ys_all, default=0) + 1.4
+    span = max(own - 1.4, rows) + 1.4
     room = TITLE_ROOM + 40
     full = s.node_size + s.font_size + 8
     row = min(full, max(s.node_size + s.font_size, (TREE_MAX_HEIGHT - room) / span))
-    inner = set(cycle.parents) | {cycle.accepted[-1] if cycle.accepted else 0}
-    place = {i: "middle right" if row < full and i not in inner else "top center" for i in range(n)}
+    height = max(s.height, round(room + span * row))
+    if row < full:          # closed up for the request's widest tree: this one may need less
+        row = min(full, (height - room) / own)
+        span = (height - room) / row
+    place = _label_places(pos, cycle, bonus_xy) if row < full else dict.fromkeys(range(n), "top center")
     for st, (xs, ys) in edges.items():
         ls = STATUS_STYLES[st]
         data.append({"type": "scatter", "x": xs or [None], "y": ys or [None], "mode": "lines",
@@ -286,8 +290,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     top = 50 + 20 * title.count("<br>")
     # the y range (``span``, above), in rows from the top row down: this tree's, or as many as the
     # widest tree of its request needs (``rows``), so that stepping through a request the figure
-    # keeps one height and nothing below it moves; room for a three-line title whatever this one's length
-    height = max(s.height, round(room + span * row))
+    # keeps one height (``height``, above) and nothing below it moves; room for a three-line title
+    # whatever this one's length
     y_top = max(ys, default=0) + 0.8
     layout = panel_layout(s, title, height=height, annotations=notes, dragmode="pan",
                      legend={"itemsizing": "constant", "tracegroupgap": 2},
@@ -296,6 +300,28 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                             "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
                      yaxis={"visible": False, "range": [y_top - span, y_top]})
     return {"data": data, "layout": pin_title(layout)}
+
+
+def _label_places(pos: dict, cycle: CycleTrace, bonus_xy) -> dict[int, str]:
+    """Where each node's label goes in a tree whose rows closed up (no room for a label above a
+    marker and the several-sources ring of the row above): a leaf's to its right, where nothing
+    is drawn in its row (not the last accepted node's: the bonus may hang there); another's above
+    it if no marker sits within a row above it in its column, else below if none sits within a
+    row below, else to its right."""
+    last = cycle.accepted[-1] if cycle.accepted else 0
+    inner = set(cycle.parents)
+    column: dict[float, list[float]] = {}
+    for x, y in list(pos.values()) + ([bonus_xy] if bonus_xy else []):
+        column.setdefault(x, []).append(y)
+    out = {}
+    for i, (x, y) in pos.items():
+        if i not in inner and i != last:
+            out[i] = "middle right"
+            continue
+        above = any(0 < oy - y <= 1 for oy in column[x])
+        below = any(0 < y - oy <= 1 for oy in column[x])
+        out[i] = "top center" if not above else "bottom center" if not below else "middle right"
+    return out
 
 
 def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
