@@ -1348,7 +1348,11 @@ def test_a_squeezed_tree_sets_its_leaves_labels_beside_them():
     from workbench.panels.tree import _label_places
     c = wide(20, [0])
     assert _label_places({0: (0, 0), 1: (1, 0), 2: (2, 0), 3: (1, 1)}, c, None)[1] == "bottom center"
-    assert _label_places({0: (0, 0), 1: (1, 0), 2: (2, 0), 3: (1, 1), 4: (1, -1)}, c, None)[1] == "middle right"
+    assert _label_places({0: (0, 0), 1: (1, 0), 2: (3, 0), 3: (1, 1), 4: (1, -1)}, c, None)[1] == "middle right"
+    # ... but not onto a marker beside it (its child's, the bonus's): above, as where rows do not close up
+    assert _label_places({0: (0, 0), 1: (1, 0), 2: (2, 0), 3: (1, 1), 4: (1, -1)}, c, None)[1] == "top center"
+    last = replace(c, accepted=[0, 1], parents=[-1, 0, 0, 0, 0])      # node 1, a leaf accepted last, boxed in
+    assert _label_places({0: (0, 0), 1: (1, 0), 2: (1, 1), 3: (1, -1), 4: (1, 2)}, last, (2, 0))[1] == "top center"
     assert _label_places({0: (0, 0), 1: (1, 0), 2: (2, 0)}, c, (1, 0.8))[1] == "bottom center"   # the bonus too
     # a small tree of a request whose widest tree is squeezed keeps its own rows' room, and its labels above
     lay = F.tree_spec(wide(6, [0, 1]), rows=40)["layout"]
@@ -1357,6 +1361,13 @@ def test_a_squeezed_tree_sets_its_leaves_labels_beside_them():
     assert plot / (lay["yaxis"]["range"][1] - lay["yaxis"]["range"][0]) >= s.node_size + s.font_size + 8 - 4
     assert lay["height"] == F.tree_spec(wide(41, [0, 1]), rows=40)["layout"]["height"]   # the request's height
     assert set(places(wide(6, [0, 1]))["ring"]) == {"top center"}
+    # and its top row sits where the request's widest tree puts its own (in pixels from the top)
+    def top_px(c):               # the highest marker (the bonus's, here), in pixels under the plot's top
+        spec = F.tree_spec(c, rows=40)
+        lay, ys = spec["layout"], [y for t in spec["data"] for y in t["y"] if y is not None]
+        lo, hi = lay["yaxis"]["range"]
+        return (hi - max(ys)) / (hi - lo) * (lay["height"] - lay["margin"]["t"] - lay["margin"]["b"])
+    assert abs(top_px(wide(6, [0, 1])) - top_px(wide(41, [0, 1]))) < 1
 
 
 def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():

@@ -490,11 +490,11 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             if why_not:
                 return unchanged(st, _warn(data.error or f"Not run: request {shown(rid)} with {shown(method)}: {why_not}."))
             req = data.requests[rid]
-            try:
-                lm = models.get(progress)
+            try:                          # (a run stopped while it waited loads no model)
+                lm = None if ticket <= st.stop_upto else models.get(progress)
             except RuntimeError as exc:   # LiveRunError, or oilbird.model.ModelError (a RuntimeError)
                 return unchanged(st, _warn(f"The model failed to load: {exc}"))
-            if ticket <= st.stop_upto:    # Stop pressed while it waited: nothing decoded, nothing stored
+            if ticket <= st.stop_upto:    # stopped while it waited or the model loaded: nothing decoded or stored
                 return unchanged(st, _warn(f"Stopped before it began: {shown(rid)} was not decoded."))
             had = method in st.decoders
             try:

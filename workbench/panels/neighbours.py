@@ -35,7 +35,7 @@ from .base import CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, pr
 NB_HEADER = ("#", "similarity", "from", "context (matched token in [ ])", "proposed", "accepted", "lexical key?")
 # what each column means (the HTML header's tooltips; the caption says the two a class asks first)
 NB_HEADER_HELP = (
-    "rank, most similar first",
+    "the neighbour's number, most similar first (the trace tables' 'neighbour')",
     "cosine similarity of the record's stored state to the query (the state of the token before our root); "
     "'N agree': how many of our last tokens, the root first, equal the record's own (the tree prices a chain "
     "by it beside the similarity)",

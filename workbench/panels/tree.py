@@ -194,9 +194,10 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     full = s.node_size + s.font_size + 8
     row = min(full, max(s.node_size + s.font_size, (TREE_MAX_HEIGHT - room) / span))
     height = max(s.height, round(room + span * row))
+    headroom = 0.8          # rows above the top row: room for its labels
     if row < full:          # closed up for the request's widest tree: this one may need less
-        row = min(full, (height - room) / own)
-        span = (height - room) / row
+        row, closed = min(full, (height - room) / own), row
+        span, headroom = (height - room) / row, headroom * closed / row   # (the top row stays where it is)
     place = _label_places(pos, cycle, bonus_xy) if row < full else dict.fromkeys(range(n), "top center")
     for st, (xs, ys) in edges.items():
         ls = STATUS_STYLES[st]
@@ -292,7 +293,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     # widest tree of its request needs (``rows``), so that stepping through a request the figure
     # keeps one height (``height``, above) and nothing below it moves; room for a three-line title
     # whatever this one's length
-    y_top = max(ys, default=0) + 0.8
+    y_top = max(ys, default=0) + headroom
     layout = panel_layout(s, title, height=height, annotations=notes, dragmode="pan",
                      legend={"itemsizing": "constant", "tracegroupgap": 2},
                      margin={"l": 40, "r": 10, "t": top, "b": 40},
@@ -307,11 +308,13 @@ def _label_places(pos: dict, cycle: CycleTrace, bonus_xy) -> dict[int, str]:
     marker and the several-sources ring of the row above): a leaf's to its right, where nothing
     is drawn in its row (not the last accepted node's: the bonus may hang there); another's above
     it if no marker sits within a row above it in its column, else below if none sits within a
-    row below, else to its right."""
+    row below, else to its right if no marker (the bonus's included) sits there, else above as
+    where rows do not close up."""
     last = cycle.accepted[-1] if cycle.accepted else 0
     inner = set(cycle.parents)
+    marks = list(pos.values()) + ([bonus_xy] if bonus_xy else [])
     column: dict[float, list[float]] = {}
-    for x, y in list(pos.values()) + ([bonus_xy] if bonus_xy else []):
+    for x, y in marks:
         column.setdefault(x, []).append(y)
     out = {}
     for i, (x, y) in pos.items():
@@ -320,7 +323,9 @@ def _label_places(pos: dict, cycle: CycleTrace, bonus_xy) -> dict[int, str]:
             continue
         above = any(0 < oy - y <= 1 for oy in column[x])
         below = any(0 < y - oy <= 1 for oy in column[x])
-        out[i] = "top center" if not above else "bottom center" if not below else "middle right"
+        beside = any(ox == x + 1 and abs(oy - y) < 0.5 for ox, oy in marks)
+        out[i] = ("top center" if not above else "bottom center" if not below
+                  else "middle right" if not beside else "top center")
     return out
 
 
@@ -346,8 +351,9 @@ def tree_figure(cycle: CycleTrace, selection: int | None = None, style: Style | 
     bonus the recording's, which decided the verdict. ``rows``: lay the tree out in at least
     this many rows (:func:`~workbench.panels.provenance.tree_rows` of its request, the widest
     tree's), so that every cycle of a request has one height; a tree that would be taller than
-    :data:`TREE_MAX_HEIGHT` closes its rows up instead, and sets its leaves' labels beside them
-    (above, a label ran into the ring of the row above). ``lexical``: the exact-match sources of
+    :data:`TREE_MAX_HEIGHT` closes its rows up instead, and moves its labels where a row leaves
+    them room (:func:`_label_places`: a leaf's beside it; above, a label ran into the ring of the
+    row above). ``lexical``: the exact-match sources of
     the request (:func:`oilbird.trace.lexical_sources`), so a spine source of one's own colours a
     node before the key. :func:`trace_marks` gives ``replay``, ``live``, ``rows`` and ``lexical``
     of a request: ``F.tree_figure(c, **F.trace_marks(request))``.
