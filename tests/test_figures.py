@@ -1370,6 +1370,28 @@ def test_a_squeezed_tree_sets_its_leaves_labels_beside_them():
     assert abs(top_px(wide(6, [0, 1])) - top_px(wide(41, [0, 1]))) < 1
 
 
+def test_a_deep_trees_labels_are_cut_to_their_depth_column():
+    """A label is drawn centred over its node: in a deep tree, two neighbours of a chain ran into
+    each other (a column is ~50 px at a 1024-pixel screen for 13 depths). Each is cut to what a
+    column holds (the hover keeps it whole); a shallow tree keeps the style's length."""
+    from workbench.panels.tree import LABEL_CHARS_ACROSS
+
+    def chain(depth):
+        n = depth + 1
+        return CycleTrace(request_id="r", method="m", cycle=1, prefix_len=3, generated_before=1,
+                          tokens=list(range(n)), token_text=["·reservation"] * n, parents=[-1] + list(range(n - 1)),
+                          depths=list(range(n)), sources=[[]] + [["pld"]] * depth, argmax=[9] * n,
+                          argmax_text=["z"] * n, accepted=[0], bonus=9, committed=[9], committed_text=["z"],
+                          committed_sources=[["bonus"]])
+
+    def longest(c):
+        return max(len(t.replace("…", ".")) for tr in F.tree_spec(c)["data"] if tr.get("meta") == "pld"
+                   for t in tr["text"])
+    assert longest(chain(3)) == F.Style().max_label_chars                 # 10: "·reservat…"
+    assert longest(chain(13)) == LABEL_CHARS_ACROSS // (13 + 2.2) == 6   # "·rese…"
+    assert "·reservation" in " ".join(h for tr in F.tree_spec(chain(13))["data"] for h in tr.get("hovertext") or ())
+
+
 def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():
     """Each node's label is drawn above its marker: a row must hold both, so a tree with many
     leaves gets a taller figure than the style's height instead of squeezing its rows."""

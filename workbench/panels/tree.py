@@ -144,6 +144,9 @@ TREE_MAX_HEIGHT = 600
 # the top margin the height allows for, whatever this cycle's title: three lines (head, verdict,
 # and flags or the stop); a cycle with both takes its fourth line from the plot, not the height
 TITLE_ROOM = 50 + 20 * 2
+# the characters of a node label that fit across the tree's plot at the app's width on a 1024-pixel
+# screen (about 660 px of plot, 6.6 px a character): a label is cut to its depth column's share
+LABEL_CHARS_ACROSS = 100
 
 
 def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | None = None,
@@ -210,7 +213,11 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     # (the node's own label, placed by the smaller marker, ran into the ring)
     multi = [i for i in range(1, min(n, len(cycle.sources))) if len(cycle.sources[i]) > 1]
     mode = "markers+text" if s.show_node_labels else "markers"
-    label = {i: esc(cycle.token_text[i], s.max_label_chars) if i < len(cycle.token_text) else "" for i in range(n)}
+    # a label wider than a depth column runs into its neighbours': cut to what a column holds at the
+    # app's width (LABEL_CHARS_ACROSS), at most the style's length (the hover has it whole)
+    columns = max((p[0] for p in pos.values()), default=0) + 2.2       # the x range, in depth columns
+    cut = min(s.max_label_chars, max(4, int(LABEL_CHARS_ACROSS / columns)))
+    label = {i: esc(cycle.token_text[i], cut) if i < len(cycle.token_text) else "" for i in range(n)}
     data.append({"type": "scatter", "x": [pos[i][0] for i in multi] or [None],
                  "y": [pos[i][1] for i in multi] or [None], "mode": mode, "name": "several sources",
                  "text": [label[i] for i in multi], "textposition": [place[i] for i in multi] or "top center",
@@ -251,7 +258,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
         tok = _bonus_text(cycle)
         data.append({
             "type": "scatter", "x": [bonus_xy[0]], "y": [bonus_xy[1]], "mode": mode,
-            "text": [esc(tok, s.max_label_chars)], "textposition": "top center",
+            "text": [esc(tok, cut)], "textposition": "top center",
             "textfont": {"size": s.font_size - 1},
             "hovertext": [f"<b>bonus token</b>: {esc(tok)} (id {cycle.bonus})<br>" + (
                 _sampled_bonus(cycle) if cycle.decided_prob else
