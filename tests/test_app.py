@@ -611,9 +611,9 @@ def test_a_run_gradio_dropped_from_its_queue_does_not_keep_run_greyed_out(app_fn
     # an API client's own number (the field is in the API), after a Stop: a number no press of the
     # session handed out, or one that ended, gets a new one, which that Stop does not stop
     app_fns[2]["stop_live"](session)
-    for own in (3, 3, 99, 2.5):
+    for own in (3, 3, 99, 2.5, "7"):
         app_fns[2]["run_live"](session, "r1", "goose", 0, 1, "0", own, progress=quiet)
-    assert was[-4:] == [False] * 4 and session.live_done == session.live_pressed == 8
+    assert was[-5:] == [False] * 5 and session.live_done == session.live_pressed == 9
 
 
 def test_an_error_a_live_run_lets_through_gives_the_buttons_back(app_fns, session, monkeypatch):

@@ -53,7 +53,7 @@ def start(st: Session, number: float | None) -> int:
     """The number of a run that starts: its press's, or, for a run called without the button (the
     API's ``run_live``: no number, or one no press of this session handed out that has not
     ended, as a client's own), the next one, counted as pressed."""
-    if number is not None and st.live_done < number <= st.live_pressed and number == int(number):
+    if isinstance(number, (int, float)) and st.live_done < number <= st.live_pressed and number == int(number):
         return int(number)
     st.live_pressed += 1        # (only here or in press: a pressed number is never written back)
     return st.live_pressed
