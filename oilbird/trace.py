@@ -168,6 +168,20 @@ def cycle_truth(cycle: "CycleTrace", output) -> list[int] | None:
     return path if len(truth) < len(path) else truth
 
 
+def committed_drafts(cycle: "CycleTrace") -> int:
+    """How many of the cycle's accepted drafts were committed: all of them, unless the output
+    ended inside the accepted path. ``accepted`` is the verifier's whole path, but ``committed``
+    stops at the token limit or at EOS (``oilbird.decoding._finish``), so on a request's last
+    cycle the path can reach past the output."""
+    return min(max(0, len(cycle.accepted) - 1), len(cycle.committed))
+
+
+def bonus_committed(cycle: "CycleTrace") -> bool:
+    """Did the verifier's bonus token make it into the output? Only when every accepted draft
+    was committed and there was room for one more (always on the prefill cycle)."""
+    return cycle.bonus >= 0 and len(cycle.committed) > max(0, len(cycle.accepted) - 1)
+
+
 @dataclass
 class CycleTrace:
     """Everything one draft -> verify -> commit cycle did."""

@@ -524,7 +524,8 @@ def test_stop_ends_a_live_run_after_its_current_cycle_and_shows_what_it_decoded(
     assert "Stopped before it began: 'r1' was not decoded" in early.error
     assert early.state.extra[("r1", "goose")] is shown_before and st.decoders["goose"].store.n_requests == 2
     number = press(st)[-1]
-    assert fns["run_live"](st, "r1", "goose", 0, 1, "0", number, progress=quiet).state.extra[("r1", "goose")].stop != "stopped"
+    after = fns["run_live"](st, "r1", "goose", 0, 1, "0", number, progress=quiet)
+    assert after.state.extra[("r1", "goose")].stop != "stopped"
     # Stop, then Run pressed again at once: the running run still stops (the review's case)
     number, later = press(st)[-1], []
 

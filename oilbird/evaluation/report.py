@@ -519,8 +519,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m oilbird.evaluatio
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="also compare method A with method B request by request (repeatable)")
     ap.add_argument("--csv", default=None, metavar="DIR",
-                    help="with a trace file: also write DIR/cycles.csv (every cycle), DIR/nodes.csv (every drafted node: "
-                         "sources, price, verdict) and DIR/neighbours.csv (every neighbour the key retrieved): "
+                    help="with a trace file: also write DIR/cycles.csv (every cycle), DIR/nodes.csv (every drafted "
+                         "node: sources, price, verdict) and DIR/neighbours.csv (every neighbour the key retrieved): "
                          "oilbird.evaluation.tables")
     args = ap.parse_args(argv)
     if args.csv == "":

@@ -16,8 +16,9 @@ method's tau is ``n_committed.sum() / len(rows)`` (one forward per cycle): ``gen
 (tokens committed before it), ``n_nodes`` (drafted nodes, the root aside), ``n_accepted``
 (drafted nodes accepted, past the output's end too), ``n_committed`` (tokens it committed: the
 accepted drafts and the bonus, cut where the output ended), ``bonus_token`` and ``bonus`` (the
-bonus token and its text; empty where none was committed), ``stop`` (``eos``, ``limit``, ``stopped`` on the cycle that ended
-the output), ``lexical_match_len``, ``retrieval`` (the key's outcome), ``semantic_muted``,
+bonus token and its text; empty where none was committed), ``stop`` (``eos``, ``limit``,
+``stopped`` on the cycle that ended the output), ``lexical_match_len``, ``retrieval`` (the key's
+outcome), ``semantic_muted``,
 ``store_records`` and ``fill_bar`` (the price of the last node the expected or open fill took;
 empty where it took none).
 
@@ -70,11 +71,12 @@ import csv
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..trace import CycleTrace, RequestTrace, cycle_truth, right_run
+from ..trace import CycleTrace, RequestTrace, bonus_committed, committed_drafts, cycle_truth, right_run
 from ..tree import depths_of
 
-CYCLE_COLUMNS = ("request", "method", "cycle", "generated_before", "n_nodes", "n_accepted", "n_committed", "bonus_token",
-                 "bonus", "stop", "lexical_match_len", "retrieval", "semantic_muted", "store_records", "fill_bar")
+CYCLE_COLUMNS = ("request", "method", "cycle", "generated_before", "n_nodes", "n_accepted", "n_committed",
+                 "bonus_token", "bonus", "stop", "lexical_match_len", "retrieval", "semantic_muted", "store_records",
+                 "fill_bar")
 NODE_COLUMNS = ("request", "method", "cycle", "node", "parent", "depth", "token", "text", "sources",
                 "neighbours", "best_similarity", "placed_by", "price", "verdict", "committed_token", "committed")
 NEIGHBOUR_COLUMNS = ("request", "method", "cycle", "neighbour", "similarity", "agreement", "from_request", "position",
@@ -84,7 +86,7 @@ NEIGHBOUR_COLUMNS = ("request", "method", "cycle", "neighbour", "similarity", "a
 
 def _verdict(cycle: CycleTrace, i: int, depth: int, accepted: set[int]) -> str:
     if i in accepted:
-        return "accepted" if depth <= len(cycle.committed) else "accepted past the end"
+        return "accepted" if depth <= committed_drafts(cycle) else "accepted past the end"
     if cycle.parents[i] not in accepted:
         return "never reached"
     sampled = bool(cycle.decided_prob) and i < len(cycle.decided_prob)
@@ -95,8 +97,7 @@ def cycle_rows(traces: Iterable[RequestTrace]) -> Iterator[dict]:
     """Every row of ``cycles.csv``: each trace's cycles in order."""
     for tr in traces:
         for c in tr.cycles:
-            drafts = max(len(c.accepted) - 1, 0)
-            bonus = len(c.committed) > drafts          # committed: not cut by the output's end
+            drafts, bonus = max(len(c.accepted) - 1, 0), bonus_committed(c)
             yield {"request": tr.request_id, "method": tr.method, "cycle": c.cycle,
                    "generated_before": c.generated_before, "n_nodes": max(c.n_nodes - 1, 0), "n_accepted": drafts,
                    "n_committed": len(c.committed),

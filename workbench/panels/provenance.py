@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 
 from oilbird.trace import CycleTrace, RequestTrace, lexical_sources, recorder_words
+from oilbird.trace import bonus_committed, committed_drafts  # noqa: F401 - the views' names for the library's
 
 from ..palette import BONUS, shown_sources
 
@@ -183,20 +184,6 @@ def sole_share(request: RequestTrace) -> dict[str, float]:
             k = x[0] if x else BONUS
             alone[k] = alone.get(k, 0.0) + 1
     return {k: v / len(srcs) for k, v in alone.items()} if srcs else {}
-
-
-def committed_drafts(cycle: CycleTrace) -> int:
-    """How many of the cycle's accepted drafts were committed: all of them, unless the output
-    ended inside the accepted path. ``accepted`` is the verifier's whole path, but ``committed``
-    stops at the token limit or at EOS (``oilbird.decoding._finish``), so on a request's last
-    cycle the path can reach past the output."""
-    return min(max(0, len(cycle.accepted) - 1), len(cycle.committed))
-
-
-def bonus_committed(cycle: CycleTrace) -> bool:
-    """Did the verifier's bonus token make it into the output? Only when every accepted draft
-    was committed and there was room for one more (always on the prefill cycle)."""
-    return cycle.bonus >= 0 and len(cycle.committed) > max(0, len(cycle.accepted) - 1)
 
 
 def output_stops(cycle: CycleTrace) -> bool:

@@ -215,8 +215,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     mode = "markers+text" if s.show_node_labels else "markers"
     # a label wider than a depth column runs into its neighbours': cut to what a column holds at the
     # app's width (LABEL_CHARS_ACROSS), at most the style's length (the hover has it whole)
-    columns = max((p[0] for p in pos.values()), default=0) + 2.2       # the x range, in depth columns
-    cut = min(s.max_label_chars, max(4, int(LABEL_CHARS_ACROSS / columns)))
+    max_depth = max((p[0] for p in pos.values()), default=0) + 1      # the x range: -0.5 to max_depth + 0.7
+    cut = min(s.max_label_chars, max(4, int(LABEL_CHARS_ACROSS / (max_depth + 1.2))))
     label = {i: esc(cycle.token_text[i], cut) if i < len(cycle.token_text) else "" for i in range(n)}
     data.append({"type": "scatter", "x": [pos[i][0] for i in multi] or [None],
                  "y": [pos[i][1] for i in multi] or [None], "mode": mode, "name": "several sources",
@@ -294,7 +294,6 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "the recording gives the first token (replay)" if replay else "the verifier gives the first token"),
             y=0.85))
     ys = ys_all
-    max_depth = max((p[0] for p in pos.values()), default=0) + 1
     top = 50 + 20 * title.count("<br>")
     # the y range (``span``, above), in rows from the top row down: this tree's, or as many as the
     # widest tree of its request needs (``rows``), so that stepping through a request the figure
