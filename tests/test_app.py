@@ -95,7 +95,7 @@ def test_the_funnel_counts_every_drafting_cycle_of_the_selected_traffic_with_the
     from workbench.panels.gap import keyless
     fig = plot_json(client.predict(api_name="/funnel"))
     want = funnel([t for t in all_requests() if not keyless(t.method) and "replay" not in t.meta])
-    got = {t["name"]: t["x"] for t in fig["data"] if t["type"] == "funnel"}
+    got = {t["name"]: t["x"] for t in fig["data"] if t["meta"].startswith("funnel-")}
     assert "goose" not in got and got and set(got) == set(want)
     assert all(got[m][0] == want[m]["stages"]["cycles"] for m in want)
     assert "own decoding" in fig["layout"]["title"]["text"]
@@ -1668,7 +1668,7 @@ def test_the_funnel_counts_an_uploaded_run_apart_from_the_shipped_one_of_the_sam
     assert [t.request_id for t in traces] == ["g#1"]
     assert scope == "1 request: gpt-4o's recorded turns, replayed · from traces.jsonl"
     got = json.loads(ui.funnel_plot(st, cat).plot)
-    counted = {t["name"]: t["x"] for t in got["data"] if t["type"] == "funnel"}
+    counted = {t["name"]: t["x"] for t in got["data"] if t["meta"].startswith("funnel-")}
     assert counted["oilbird"] == [funnel([mine])["oilbird"]["stages"][k] for k, _ in STAGES]
 
 

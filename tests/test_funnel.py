@@ -203,8 +203,8 @@ def test_funnel_figure_one_funnel_and_one_loss_bar_per_method():
     from workbench import figures as F
     trs = [request_oilbird(), request_goose()]
     fig = F.funnel_figure(trs)
-    funnels = [t for t in fig.data if t.type == "funnel"]
-    bars = [t for t in fig.data if t.type == "bar"]
+    funnels = [t for t in fig.data if t.meta.startswith("funnel-")]
+    bars = [t for t in fig.data if t.meta.startswith("lost-")]
     assert [t.name for t in funnels] == ["oilbird", "goose"] == [t.name for t in bars]
     assert all(list(t.y) == [name for _, name in STAGES] for t in funnels)
     assert all(list(t.y) == list(F.LOSSES) for t in bars)
@@ -220,6 +220,36 @@ def test_funnel_figure_one_funnel_and_one_loss_bar_per_method():
     assert [t.name for t in F.funnel_figure(trs, methods=["goose"]).data] == ["goose", "goose"]
     empty = F.funnel_figure([])
     assert not empty.data and any("no drafting cycles" in a.text for a in empty.layout.annotations)
+
+
+def test_a_printed_funnel_keeps_its_values_its_methods_apart_and_its_panels_clear():
+    """What a teacher's printout of the funnel lost: the values (plotly hid them inside the bars
+    once two methods shared a row: now printed beside every bar), the methods in greyscale (a
+    fill pattern each), oilbird's colour (it changed with the methods beside it), and at 700 px
+    the losses' labels, which ran over the stages' bars (now drawn under them)."""
+    from wb_traces import request_goose, request_oilbird
+    from workbench import figures as F
+    from workbench.panels.base import axis_key
+    spec = F.funnel_spec([request_goose(), request_oilbird()])
+    for t in spec["data"]:
+        assert t["textposition"] == "outside" and len(t["text"]) == len(t["x"]), t["meta"]
+        assert all(x.split(" ")[0] == str(n) for x, n in zip(t["text"], t["x"]))
+    colour = {t["name"]: (t["marker"]["color"], t["marker"]["pattern"]["shape"]) for t in spec["data"]}
+    assert colour["goose"][0] != colour["oilbird"][0] and colour["goose"][1] != colour["oilbird"][1]
+    alone = F.funnel_spec([request_oilbird()])["data"][0]["marker"]
+    assert (alone["color"], alone["pattern"]["shape"]) == colour["oilbird"]
+
+    def domains(spec, meta):
+        t = next(t for t in spec["data"] if t["meta"] == meta)
+        lay = spec["layout"]
+        return lay[axis_key(t["xaxis"])]["domain"], lay[axis_key(t["yaxis"])]["domain"]
+    for width, side_by_side in ((None, True), (1200, True), (700, False)):
+        spec = F.funnel_spec([request_oilbird()], style=F.Style(width=width))
+        (sx, sy), (lx, ly) = domains(spec, "funnel-oilbird"), domains(spec, "lost-oilbird")
+        if side_by_side:
+            assert sx[1] < lx[0] and sy == ly
+        else:
+            assert sx == lx and ly[1] < sy[0]
 
 
 def test_the_funnels_title_lines_keep_clear_of_its_subplot_titles():

@@ -20,8 +20,8 @@ def live_button(st: Session, data: Data | None, **kw) -> gr.Button:
     """The Run live button for the selection in ``st`` (built with ``kw``, or an event's update):
     greyed out where it cannot be decoded (:func:`~workbench.session.cannot_run_live`: no prompt
     in ``--data``, as for a replay's recorded turns, or a method that is not a preset), its label
-    saying so; and while a run of the session waits or decodes ("Running…": a double click queued
-    a second run, which then stood in for the first on screen), until Stop is pressed: a stopped
+    saying so; and while a run of the session waits or decodes ("Running…", so that a second press
+    queues no second run to stand in for the first on screen), until Stop is pressed: a stopped
     run ends after its current cycle (one still waiting decodes nothing), and Run comes back at
     the press (a run gradio dropped from its queue, as when the page's connection broke, never
     ends, and would otherwise keep Run greyed out until the page reloads)."""

@@ -3,9 +3,10 @@
 Reads the conversion funnel of :mod:`oilbird.evaluation.funnel` (counted from request traces,
 or read from a diagnosis.json's ``funnel``): left, the nested stages (drafting cycles, gate
 open, lookup ran, a found record continues right, ... its token accepted, and the key's own
-tokens) as one funnel per method; right, where the cycles with a right record lost it
-(below the floor, muted, cut by copy depth, no node left) and the cycles that accepted fewer
-tokens than the right record held (no node, copy depth, budget). Counts are drafting cycles;
+tokens) as one bar per method and stage, each value printed; right (or below, where narrow),
+where the cycles with a right record lost it (below the floor, muted, cut by copy depth, no node
+left) and the cycles that accepted fewer tokens than the right record held (no node, copy depth,
+budget). Counts are drafting cycles;
 the hover says each stage's share of the cycles and of the stage above.
 """
 from __future__ import annotations
@@ -19,13 +20,16 @@ from oilbird.evaluation.funnel import LOST_HELP, REACHED, SHORT, SHORT_HELP, STA
 from oilbird.trace import RequestTrace
 
 from ..palette import OKABE_ITO, Style, on_colour
-from .base import axis_key, centred_note, figure, grid, panel_layout, pin_title, style_or_default
+from .base import PATTERN, axis_key, centred_note, figure, grid, panel_layout, pin_title, style_or_default
 from .gap import keyless
 from .provenance import traffic
 
 # one colour per method, in order (Okabe-Ito, skipping black and grey)
 METHOD_COLOURS = (OKABE_ITO["vermillion"], OKABE_ITO["blue"], OKABE_ITO["bluish_green"], OKABE_ITO["orange"],
                   OKABE_ITO["reddish_purple"], OKABE_ITO["sky_blue"], OKABE_ITO["yellow"])
+# and a fill pattern each, in the same order: a greyscale printout tells the methods apart
+METHOD_PATTERNS = ("", "/", ".", "x", "\\", "+", "-")
+STACK_BELOW = 1000      # a figure narrower than this (pixels) draws the losses under the stages
 LOSSES = tuple(f"lost: {k}" for k in REACHED[:-1]) + tuple(f"short: {k.replace('_', ' ')}" for k in SHORT)
 LOSS_WHY = tuple(LOST_HELP[k] for k in REACHED[:-1]) + tuple(SHORT_HELP[k] for k in SHORT)
 FUNNEL_TITLE = "conversion funnel: drafting cycles at each stage of the semantic key"
@@ -64,6 +68,15 @@ def funnel_scope(traces: Iterable[RequestTrace], selected: RequestTrace | None,
     return mine, f"{n} request{'s' if n != 1 else ''}: {scope}{where}"
 
 
+def method_looks(names: list[str]) -> dict[str, tuple[str, str]]:
+    """Each method's colour and fill pattern: ``oilbird`` always the first of
+    :data:`METHOD_COLOURS` (its colour does not change from a slide with one method to one with
+    three), the others the next ones in order; the pattern tells them apart in greyscale."""
+    order = sorted(names, key=lambda m: m != "oilbird")
+    return {m: (METHOD_COLOURS[k % len(METHOD_COLOURS)], METHOD_PATTERNS[k % len(METHOD_PATTERNS)])
+            for k, m in enumerate(order)}
+
+
 def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None = None,
                 style: Style | None = None, scope: str = "") -> dict:
     """The funnel panel (see :func:`funnel_figure`) as a plain plotly spec; ``scope`` says what
@@ -71,12 +84,19 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     s = style_or_default(style)
     fun = as_funnel(source)
     names = [m for m in (methods or list(fun)) if m in fun]
-    axes, ref = grid(1, 2, ("cycles reaching each stage", "where right records<br>were lost"),
-                     hspace=0.28)
+    looks = method_looks(names)
+    # side by side, or the losses under the stages where the figure is narrow (at 700 px the
+    # losses' labels ran over the stages' bars)
+    stacked = bool(s.width) and s.width < STACK_BELOW
+    titles = ("cycles reaching each stage", "where right records were lost" if stacked
+              else "where right records<br>were lost")
+    axes, ref = (grid(2, 1, titles, vspace=0.12, row_heights=[len(STAGES), len(LOSSES)]) if stacked
+                 else grid(1, 2, titles, hspace=0.28))
+    stages_at, losses_at = ref[(1, 1)], ref[(2, 1)] if stacked else ref[(1, 2)]
     axes["annotations"] = list(axes["annotations"])
     stage_names = [name for _, name in STAGES]
-    data = []
-    for k, m in enumerate(names):
+    data, widest = [], [1, 1]
+    for m in names:
         st = fun[m]["stages"]
         counts = [st[key] for key, _ in STAGES]
         tot = counts[0]
@@ -84,41 +104,50 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                  f"{_pct(n, tot)} of the drafting cycles, {_pct(n, counts[i - 1] if i else tot)} of the stage above"
                  f"<br><i>{html.escape(STAGE_HELP[key])}</i>"
                  for i, ((key, name), n) in enumerate(zip(STAGES, counts))]
-        colour = METHOD_COLOURS[k % len(METHOD_COLOURS)]
-        data.append({"type": "funnel", "name": m, "y": stage_names, "x": counts, "meta": f"funnel-{m}",
-                     "legendgroup": m, "marker": {"color": colour}, "textinfo": "value+percent initial",
-                     "insidetextfont": {"color": on_colour(colour)},     # readable on the bar's colour
-                     "hoverinfo": "text", "hovertext": hover, "xaxis": ref[(1, 1)][0], "yaxis": ref[(1, 1)][1]})
+        colour, shape = looks[m]
+        marker = {"color": colour, "pattern": {"shape": shape, "fgcolor": "#333333", **PATTERN}}
+        # every value printed beside its bar: a printed page has no hover (inside the bars, plotly
+        # hid them all once two methods shared a row)
+        data.append({"type": "bar", "orientation": "h", "name": m, "y": stage_names, "x": counts,
+                     "meta": f"funnel-{m}", "legendgroup": m, "marker": marker,
+                     "text": [f"{n} ({_pct(n, tot)})" if i else str(n) for i, n in enumerate(counts)],
+                     "textposition": "outside", "cliponaxis": False, "textfont": {"size": max(9, s.font_size - 2)},
+                     "hoverinfo": "text", "hovertext": hover, "xaxis": stages_at[0], "yaxis": stages_at[1]})
         lost = fun[m]["lost"]
         short = fun[m]["tokens"]["short"]
         values = [lost.get(key, 0) for key in REACHED[:-1]] + [short.get(key, 0) for key in SHORT]
         right = st["right_any"]
         data.append({"type": "bar", "orientation": "h", "name": m, "y": list(LOSSES), "x": values,
-                     "meta": f"lost-{m}", "legendgroup": m, "showlegend": False, "marker": {"color": colour},
+                     "meta": f"lost-{m}", "legendgroup": m, "showlegend": False, "marker": marker,
+                     "text": [str(v) for v in values], "textposition": "outside", "cliponaxis": False,
+                     "textfont": {"size": max(9, s.font_size - 2)},
                      "hoverinfo": "text",
                      "hovertext": [f"{html.escape(m)} · {label}: {_cycles(v)} ({_pct(v, right)} of the {right} "
                                    f"with a right record)<br><i>{html.escape(why)}</i>"
                                    for label, v, why in zip(LOSSES, values, LOSS_WHY)],
-                     "xaxis": ref[(1, 2)][0], "yaxis": ref[(1, 2)][1]})
+                     "xaxis": losses_at[0], "yaxis": losses_at[1]})
+        widest = [max(widest[0], *counts), max(widest[1], *values)]
     title = FUNNEL_TITLE + (f"<br><span style='font-size:{s.font_size}px;color:#555'>{html.escape(scope)}</span>"
                             if scope else "")
     # the title's lines from the top, then the subplots' two-line titles above their plots: a
     # centred title in plotly's default 50 px ran into them
     top = 26 + (s.font_size + 6) * (title.count("<br>") + 1) + 2 * (s.font_size + 4) + 8
-    layout = panel_layout(s, title, height=max(s.height, 460) + top - 50, barmode="group", funnelmode="group",
+    plots = max(s.height, 460) - 50 + (300 if stacked else 0)
+    layout = panel_layout(s, title, height=plots + top, barmode="group", bargap=0.25,
                           margin={"l": 40, "r": 10, "t": top, "b": 40},
-                          legend={"title": {"text": "method"}, "orientation": "h", "y": -0.12},
-                          # the values in the bars stay readable (plotly shrinks them to fit the bar); beside
-                          # a second method's bars they would run into each other, so those that do not fit
-                          # are left to the hover
-                          uniformtext={"minsize": max(9, s.font_size - 2),
-                                       "mode": "show" if len(names) < 2 else "hide"},
+                          legend={"title": {"text": "method"}, "orientation": "h", "y": -0.12 if not stacked else -0.06},
                           **axes)
-    layout[axis_key(ref[(1, 1)][1])].update({"autorange": "reversed", "automargin": True})
-    layout[axis_key(ref[(1, 2)][1])].update({"autorange": "reversed", "automargin": True})
+    for (x, y), most in ((stages_at, widest[0]), (losses_at, widest[1])):
+        layout[axis_key(y)].update({"autorange": "reversed", "automargin": True})
+        # room right of the longest bar for its printed value
+        layout[axis_key(x)].update({"range": [0, most * (1.3 if x == stages_at[0] else 1.15)], "rangemode": "tozero"})
     # (what lost: and short: mean is in each bar's hover and in funnel_glossary; a note under the
     # axis was cut at the right edge of a projector-wide app)
-    layout[axis_key(ref[(1, 2)][0])]["title"] = {"text": "cycles"}
+    if stacked:     # the longest stage names on two lines: at 700 px they left the bars a third of the width
+        layout[axis_key(stages_at[1])].update({"tickvals": stage_names, "ticktext": [
+            name.replace(" (", "<br>(") if len(name) > 40 else name for name in stage_names]})
+    layout[axis_key(stages_at[0])]["title"] = {"text": "drafting cycles"}
+    layout[axis_key(losses_at[0])]["title"] = {"text": "cycles"}
     if not names:
         layout["annotations"].append(centred_note("no drafting cycles: no trace with a tree"))
     return {"data": data, "layout": pin_title(layout)}
@@ -153,8 +182,10 @@ def _pct(n: int, d: int) -> str:
 def funnel_figure(source: dict | Iterable[RequestTrace], methods: list[str] | None = None,
                   style: Style | None = None, scope: str = "") -> go.Figure:
     """Where the semantic key's reach is lost, per method: the nested stages of
-    :data:`oilbird.evaluation.funnel.STAGES` as one funnel per method (left), and the cycles
-    whose right record was lost at the floor, to muting, copy depth or the budget, or which
-    accepted fewer tokens than it held (right). ``source``: request traces (counted here) or a
+    :data:`oilbird.evaluation.funnel.STAGES` as one bar per method and stage, narrowing stage by
+    stage (left), and the cycles whose right record was lost at the floor, to muting, copy depth
+    or the budget, or which accepted fewer tokens than it held (right; below the stages in a
+    figure narrower than :data:`STACK_BELOW` pixels). Every value is printed beside its bar (a
+    printout has no hover); each method has its colour and fill pattern (:func:`method_looks`). ``source``: request traces (counted here) or a
     funnel dict (diagnosis.json's ``funnel``); ``methods`` picks and orders them (default: all)."""
     return figure(funnel_spec(source, methods, style, scope), style)
