@@ -363,9 +363,14 @@ def test_the_export_is_what_the_screen_shows_named_for_what_it_holds():
     figs, left_out = export.cycle_export(tr, 1, other, funnel=([tr], "1 request"))
     assert left_out == "" and list(figs) == ["tree", "text", "neighbours", "gap", "metrics", "compare-with-goose",
                                              "funnel-of-1-request"]
-    assert figs["metrics"].to_dict() == figures.metrics_figure(tr).to_dict()
-    assert figs["compare-with-goose"].to_dict() == figures.compare_figure(tr, other).to_dict()
+    s = export.EXPORT_STYLE
+    assert figs["metrics"].to_dict() == figures.metrics_figure(tr, style=s).to_dict()
+    assert figs["compare-with-goose"].to_dict() == figures.compare_figure(tr, other, style=s).to_dict()
     assert list(export.cycle_export(tr, 1)[0]) == ["tree", "text", "neighbours", "gap", "metrics"]
+    # drawn for the width they are written at: the neighbour table's cells were wrapped for 700 px
+    # inside a 1200 px image, ids broken mid-word in half-empty columns
+    assert {f.layout.width for f in figs.values()} == {export.STATIC_WIDTH} == {s.width}
+    assert figs["neighbours"].to_dict() == figures.neighbours_figure(tr.cycles[1], style=s, request=tr).to_dict()
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="PNG export needs Chromium")

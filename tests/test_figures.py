@@ -6,6 +6,7 @@ are valid plotly too) or the HTML fragments.
 from __future__ import annotations
 
 import copy
+import html
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -67,7 +68,7 @@ def test_every_exact_match_source_is_coloured_before_the_key():
 
 
 def test_visible_whitespace():
-    assert F.visible(' {"a":\t1}\n') == '·{"a":→1}⏎'
+    assert F.visible(' {"a":\t1}\n') == '·{"a":→1}↵'
     assert F.visible("") == "∅"
 
 
@@ -113,7 +114,7 @@ def test_tree_nodes_coloured_and_shaped_by_primary_source():
     assert by_meta(fig, "pld").text[0] == "" and by_meta(fig, "pld").text[1] == F.visible(cycle1().token_text[2])
     both = by_meta(fig, "pld")
     assert "prompt lookup 1" in both.hovertext[0] and "semantic key 0.91" in both.hovertext[0]   # named as the key names them
-    assert "verifier's next token after it (argmax): ⏎" in both.hovertext[0]
+    assert "verifier's next token after it (argmax): ↵" in both.hovertext[0]
 
 
 def test_tree_accepted_path_bold_rejected_faded_dashed():
@@ -220,10 +221,10 @@ def test_tree_layout_is_tidy():
 def test_text_figure_colours_tokens_by_delivering_source():
     fig = F.text_figure(request_oilbird(), cycle=1)
     lines = by_meta(fig, "text").text
-    assert len(lines) == 2                                          # "Hi·there⏎" then "!!"
+    assert len(lines) == 2                                          # "Hi·there↵" then "!!"
     assert f"color:{ink(SOURCE_COLOURS['bonus'])}'>Hi" in lines[0]        # the hue, dark enough to read
     assert f"color:{ink(SOURCE_COLOURS['pld'])}'><b><u>·there" in lines[0]   # cycle 1 is emphasised; pld + semantic: pld
-    assert f"color:{ink(SOURCE_COLOURS['pld'])}'><b><u>⏎" in lines[0]
+    assert f"color:{ink(SOURCE_COLOURS['pld'])}'><b><u>↵" in lines[0]
     assert {source_label(s) for s in DRAFT_SOURCES + ("bonus",)} <= legend_names(fig)
     assert source_label("suffix-arctic") not in legend_names(fig)   # a peer's source: only where present
 
@@ -752,15 +753,15 @@ def test_gap_strip_says_the_outlined_cells_in_words():
     page = F.gap_strip_html(r, 1)
     now = page.split("class='gap-now'")[1].split("</div>")[0]
     assert now.endswith("outlined, this cycle's tokens: <code>&lt;b&gt;&amp;'</code> lexical hit · <code>…</code> "
-                        "gap: semantic key reaches; drafter's key reaches it · <code>⏎</code> gap missed; drafter's "
+                        "gap: semantic key reaches; drafter's key reaches it · <code>↵</code> gap missed; drafter's "
                         "key does not reach it")
     said = F.now_words(F.gap_cells(r, 1))
     assert said == [(["<b>&'"], "lexical hit"), (["…"], "gap: semantic key reaches; drafter's key reaches it"),
-                    (["⏎"], "gap missed; drafter's key does not reach it")]
+                    (["↵"], "gap missed; drafter's key does not reach it")]
     assert "gap-now" not in F.gap_strip_html(r)                          # no cycle selected: no line
     title = F.gap_strip_figure(r, 1).layout.title.text.replace("<br>", " ")   # an export says the same
     assert "outlined, this cycle's tokens: '&lt;b&gt;&amp;'' lexical hit · '…' gap: semantic key reaches; " \
-           "drafter's key reaches it · '⏎' gap missed; drafter's key does not reach it" in title
+           "drafter's key reaches it · '↵' gap missed; drafter's key does not reach it" in title
     assert "outlined" not in F.gap_strip_figure(r).layout.title.text
     labels = ["lexical_hit", "absent"] * 10                             # 20 outlined tokens, no two alike in a row
     cells = [F.GapCell(k, lab, f"t{k}", True) for k, lab in enumerate(labels)]
@@ -1285,11 +1286,11 @@ def test_the_comparison_marks_the_same_output_position_in_both_methods():
 
 
 def test_neighbour_cells_break_at_visible_spaces_before_breaking_a_word():
-    """Token text shows spaces as '·' (and newlines as '⏎'): a static export's table breaks its
+    """Token text shows spaces as '·' (and newlines as '↵'): a static export's table breaks its
     lines there, and inside a word only when the word alone is too long."""
     from workbench.panels.neighbours import _wrap
     assert _wrap("the·reservation·is·ready", 16) == ["the·reservation·", "is·ready"]
-    assert _wrap("ok⏎done", 4) == ["ok⏎", "done"]
+    assert _wrap("ok↵done", 4) == ["ok↵", "done"]
     assert _wrap("abcdefghijklmnopqrstuvwxyz", 10) == ["abcdefghij", "klmnopqrst", "uvwxyz"]
     assert _wrap("a b c", 10) == ["a b c"] and _wrap("", 5) == [""]
 
@@ -1390,6 +1391,63 @@ def test_a_deep_trees_labels_are_cut_to_their_depth_column():
     assert longest(chain(3)) == F.Style().max_label_chars                 # 10: "·reservat…"
     assert longest(chain(13)) == LABEL_CHARS_ACROSS // (13 + 2.2) == 6   # "·rese…"
     assert "·reservation" in " ".join(h for tr in F.tree_spec(chain(13))["data"] for h in tr.get("hovertext") or ())
+    # a figure drawn 700 px wide (a slide's half, a handout's column) has narrower columns beside its
+    # key: cut shorter (labels cut for the app ran into each other there), and wider at 1200 px
+
+    def longest_at(c, width):
+        return max(len(t.replace("…", ".")) for tr in F.tree_spec(c, style=F.Style(width=width))["data"]
+                   if tr.get("meta") == "pld" for t in tr["text"])
+    assert longest_at(chain(13), 700) == 4 < longest(chain(13)) < longest_at(chain(13), 1200) == 9
+    assert longest_at(chain(3), 700) == F.Style().max_label_chars
+
+
+def test_a_square_node_stays_inside_the_several_sources_ring():
+    """A prompt-lookup square drawn at a node's size reached past the several-sources ring with its
+    corners: faded (rejected), it printed as a circle. It is drawn smaller, inside the ring."""
+    from workbench.panels.tree import MULTI_RING_PAD
+    c = cycle1()
+    spec = F.tree_spec(c)
+    ring = next(t for t in spec["data"] if t["meta"] == "multi-source")["marker"]
+    square = next(t for t in spec["data"] if t["meta"] == "pld")["marker"]
+    assert square["symbol"] == "square" and ring["size"] == F.DEFAULT_STYLE.node_size + MULTI_RING_PAD
+    # plotly draws a square of size d with sides d, a circle of size d with diameter d
+    assert square["size"] / 2 * 2 ** 0.5 + 0.4 < ring["size"] / 2 - ring["line"]["width"] / 2
+
+
+def test_a_700_px_export_keeps_every_title_and_note_within_its_width():
+    """Plotly wraps no title or note: at 700 px a replay's tree head, the text figure's key, the
+    metrics' whose-numbers line and the gap strip's notes ran past the right edge. Each line
+    of each title now fits the figure's width, in the font it is drawn in."""
+    import re
+    from dataclasses import replace as copy_with
+    tr = request_oilbird()
+    tr = copy_with(tr, request_id="tau-airline-task17-trial0#17", cycles=[
+        copy_with(c, request_id="tau-airline-task17-trial0#17") for c in tr.cycles],
+        meta={**tr.meta, "replay": {"recorded_by": "gpt-4o", "mode": "fast"}})
+    for width in (700, 1200):
+        s = F.Style(width=width)
+        specs = {**F.cycle_specs(tr, 1, s), "metrics": F.metrics_spec(tr, style=s)}
+        for name, spec in specs.items():
+            # each line's width, its characters each in the font of the span they are in
+            fonts, line, px = [s.font_size + 2], "", 0.0
+            for part in re.findall(r"<br>|<span[^>]*>|</span>|<[^>]+>|[^<]+", spec["layout"]["title"]["text"] + "<br>"):
+                if part == "<br>":
+                    assert px <= width - 10, (width, name, line)
+                    line, px = "", 0.0
+                elif part.startswith("<span"):
+                    m = re.search(r"font-size:(\d+)px", part)
+                    fonts.append(int(m[1]) if m else fonts[-1])
+                elif part == "</span>":
+                    fonts.pop()
+                elif not part.startswith("<"):
+                    line += html.unescape(part)
+                    px += len(html.unescape(part)) * F.CHAR_EM * fonts[-1]
+    # a trace without gap labels: its note wrapped too (cut at both ends), and no cycle's box over it
+    gap = F.gap_strip_spec(tr, 1, F.Style(width=700))["layout"]
+    assert tr.gap_labels is None and not gap["shapes"]
+    assert all(len(x) * F.CHAR_EM * 13 <= 700 - 40 for x in gap["annotations"][0]["text"].split("<br>"))
+    tree_head = F.tree_spec(tr.cycles[1], style=F.Style(width=700), replay=True)["layout"]["title"]["text"]
+    assert "replayed (the recording<br>decides)" in tree_head or "<br>decides)" in tree_head
 
 
 def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():

@@ -16,7 +16,7 @@ def test_runs_of_one_label_are_one_moment_with_the_cycle_that_committed_its_firs
     ms = F.gap_moments(request_oilbird(gap_labels=LABELS))
     # token 0 is no moment: the prefill gives it, no drafter drafts it, no tree shows it
     assert [(m.label, m.start, m.end, m.cycle) for m in ms] == [("gap_recovered", 1, 3, 1), ("gap_missed", 4, 5, 2)]
-    assert ms[0].text == "·there⏎" and "tokens 1-2" in ms[0].describe() and ms[0].describe().startswith("cycle 1 · ")
+    assert ms[0].text == "·there↵" and "tokens 1-2" in ms[0].describe() and ms[0].describe().startswith("cycle 1 · ")
     assert "token 4 " in ms[1].describe() and "gap missed" in ms[1].describe()
     # a run from token 0 starts at token 1
     assert [(m.start, m.end) for m in F.gap_moments(request_oilbird(gap_labels=["gap_missed"] * 3 + LABELS[3:]))] \

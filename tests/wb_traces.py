@@ -1,6 +1,6 @@
 """Hand-built trace records for the workbench tests: no model, every number chosen by hand.
 
-Request "r1", method "oilbird", output "Hi· there⏎" as 4 tokens in 3 forwards:
+Request "r1", method "oilbird", output "Hi· there↵" as 4 tokens in 3 forwards:
 
 * cycle 0 (prefill): bonus "Hi" (id 10).
 * cycle 1: tree root "Hi" (0) -> " there" (1, pld+semantic) -> "\\n" (2, pld);

@@ -24,10 +24,15 @@ import plotly.io as pio
 
 from oilbird.trace import RequestTrace, save_traces
 
+from .palette import Style
+
 FORMATS = ("html", "png", "svg")
 # static images of figures that fill their container in the app (no layout width): kaleido's
 # default, 700 px, crowds a tree's token labels and cuts table columns
 STATIC_WIDTH = 1200
+# the exported figures are drawn for that width: their tables' columns, labels and notes fit it
+# (drawn for the app's container, the neighbour table's cells wrapped at 700 px inside 1200)
+EXPORT_STYLE = Style(width=STATIC_WIDTH)
 # a PNG's pixels per figure pixel: sharp on a projector and in print (an SVG scales by itself)
 PNG_SCALE = 2
 
@@ -73,16 +78,17 @@ def cycle_export(tr: RequestTrace, k: int, other: RequestTrace | None = None, mo
     name and a line that says what was left out ("" when nothing was). A figure of the cycle that
     cannot be drawn raises."""
     from . import figures as F
-    specs = F.cycle_specs(tr, k, moment=moment)
-    specs["metrics"] = F.metrics_spec(tr)             # (each spec validated once, below)
-    figs = {name: F.figure(spec) for name, spec in specs.items()}
+    s = EXPORT_STYLE
+    specs = F.cycle_specs(tr, k, s, moment=moment)
+    specs["metrics"] = F.metrics_spec(tr, style=s)             # (each spec validated once, below)
+    figs = {name: F.figure(spec, s) for name, spec in specs.items()}
     if other is not None:
-        figs[f"compare-with-{other.method}"] = F.compare_figure(tr, other)
+        figs[f"compare-with-{other.method}"] = F.compare_figure(tr, other, style=s)
     counted, scope = funnel or ([], "")
     try:
         if any(c.tokens for t in counted for c in t.cycles):
             n = len({t.request_id for t in counted})
-            figs[f"funnel-of-{n}-request{'s' * (n != 1)}"] = F.funnel_figure(counted, scope=scope)
+            figs[f"funnel-of-{n}-request{'s' * (n != 1)}"] = F.funnel_figure(counted, style=s, scope=scope)
     except Exception as exc:   # noqa: BLE001 - the cycle's figures go out without it, said
         return figs, f"The funnel was left out: {type(exc).__name__}: {exc}"
     return figs, ""

@@ -10,13 +10,15 @@ about traces.
 from __future__ import annotations
 
 import html
+import textwrap
 
 import plotly.graph_objects as go
 import plotly.io as pio
 
 from ..palette import BONUS, DEFAULT_STYLE, Style, source_label, source_symbol
 
-WHITESPACE = {" ": "·", "\n": "⏎", "\t": "→", "\r": "␍"}
+# (a newline's mark was U+23CE, '⏎', drawn 5 px wide in DejaVu Sans Mono at 11 px: it read as '-')
+WHITESPACE = {" ": "·", "\n": "↵", "\t": "→", "\r": "␍"}
 # the selected-cycle marker line: black, as the cycle's frame in the strips (vermillion, its colour
 # until the thirty-sixth session, is the semantic key's)
 CURSOR = {"width": 2, "dash": "dot", "color": "#111111"}
@@ -25,6 +27,7 @@ PATTERN = {"fillmode": "overlay", "size": 8, "solidity": 0.25}  # hatching drawn
 # width in em (about 0.6, a little slack): what a panel counts to make its text fit
 TABLE_WIDTH = 700
 CHAR_EM = 0.62
+TITLE_LINE = 1.3      # plotly's pitch of a title's lines, in its font's size (a smaller span's lines too)
 
 # two rules of credit, both intended, named where they show so they are not read as a
 # contradiction: a token several sources proposed is coloured by one (exact match first) in the
@@ -38,11 +41,11 @@ BY_PRIMARY_KEY = "each token under one source, exact match first:"
 
 
 def visible(token: str) -> str:
-    """A token with its whitespace made visible: space '·', newline '⏎', tab '→', CR '␍';
+    """A token with its whitespace made visible: space '·', newline '↵', tab '→', CR '␍';
     the empty string (e.g. EOS) becomes '∅'.
 
     >>> visible(' "a":\\n')
-    '·"a":⏎'
+    '·"a":↵'
     """
     return "".join(WHITESPACE.get(ch, ch) for ch in token) if token else "∅"
 
@@ -69,6 +72,18 @@ def figure(spec: dict, style: Style | None = None) -> go.Figure:
 def spec_json(spec: dict) -> str:
     """The spec as plotly JSON, without validation (what the app sends to the browser)."""
     return pio.to_json(spec, validate=False)
+
+
+def wrap_to(text: str, s: Style, font_px: float, fallback: int | None = None, margin: int = 20) -> list[str]:
+    """Plain ``text`` (escape it after) in lines that fit a figure ``s.width`` pixels wide, less
+    ``margin``, in a ``font_px`` monospace font. A figure with no width of its own fills the app's
+    container, which the figure does not know: there ``text`` is wrapped at ``fallback``
+    characters, or not at all. (Plotly does not wrap a title or a note: at 700 px, an export's
+    lines were cut at the right edge.)"""
+    chars = int((s.width - margin) / (CHAR_EM * font_px)) if s.width else fallback
+    if not chars:
+        return [text]
+    return textwrap.wrap(text, max(20, chars), break_on_hyphens=False) or [""]
 
 
 def style_or_default(style: Style | None) -> Style:

@@ -135,7 +135,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     plots = max(s.height, 460) - 50 + (300 if stacked else 0)
     layout = panel_layout(s, title, height=plots + top, barmode="group", bargap=0.25,
                           margin={"l": 40, "r": 10, "t": top, "b": 40},
-                          legend={"title": {"text": "method"}, "orientation": "h", "y": -0.12 if not stacked else -0.06},
+                          legend={"title": {"text": "method"}, "orientation": "h", "y": -0.06 if stacked else -0.12},
                           **axes)
     for (x, y), most in ((stages_at, widest[0]), (losses_at, widest[1])):
         layout[axis_key(y)].update({"autorange": "reversed", "automargin": True})
@@ -186,6 +186,7 @@ def funnel_figure(source: dict | Iterable[RequestTrace], methods: list[str] | No
     stage (left), and the cycles whose right record was lost at the floor, to muting, copy depth
     or the budget, or which accepted fewer tokens than it held (right; below the stages in a
     figure narrower than :data:`STACK_BELOW` pixels). Every value is printed beside its bar (a
-    printout has no hover); each method has its colour and fill pattern (:func:`method_looks`). ``source``: request traces (counted here) or a
-    funnel dict (diagnosis.json's ``funnel``); ``methods`` picks and orders them (default: all)."""
+    printout has no hover); each method has its colour and fill pattern (:func:`method_looks`).
+    ``source``: request traces (counted here) or a funnel dict (diagnosis.json's ``funnel``);
+    ``methods`` picks and orders them (default: all)."""
     return figure(funnel_spec(source, methods, style, scope), style)

@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 from oilbird.trace import RequestTrace
 
 from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources
-from .base import (CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, label_of, panel_layout, style_or_default,
-                   vline)
+from .base import (CURSOR, PATTERN, SHARE_TITLE, TITLE_LINE, axis_key, figure, grid, label_of, panel_layout, pin_title,
+                   style_or_default, vline, wrap_to)
 from .provenance import accepted_share, is_replay, local_model, sampling_note, sole_share, verdict_text
 
 
@@ -31,8 +31,12 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     # said in the stage key (a longer subplot title runs into its neighbour's)
     stage_key = {"fast": "stage<br>(fast replay:<br>no verify<br>forward)",
                  "exact": "stage<br>(replay: the<br>local model)"}.get(mode, "stage")
+    # narrower than 1000 px, the bottom row's titles on two lines each (at 700 px they ran together)
+    narrow = bool(s.width) and s.width < 1000
     axes, ref = grid(2, 2, ("tokens per cycle", "cumulative tokens per forward",
-                             SHARE_TITLE, "ms per stage, as recorded"), hspace=0.1, vspace=0.22)
+                            SHARE_TITLE.replace(": ", ":<br>") if narrow else SHARE_TITLE,
+                            "ms per stage,<br>as recorded" if narrow else "ms per stage, as recorded"),
+                     hspace=0.1, vspace=0.22)
     cyc = [c.cycle for c in request.cycles]
     per = [len(c.committed) for c in request.cycles]
     cum = list(accumulate(per))
@@ -74,15 +78,18 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
         shapes = [vline(x, *ref[rc], CURSOR) for rc in ((1, 1), (1, 2), (2, 2))]
     # two lines: the panel is half the page wide in the app, and one line was cut off there
     # (the counts and whose they are on lines of their own: a parenthesis across the break read as unclosed)
+    whose = (f"{_a(mode)} replay: the recording's tokens; the drafters' trees, keyed on {local_model(request)} states"
+             if mode else f"{local_model(request)} own decoding") + (
+        f"; {sampled}" if (sampled := sampling_note(request)) else "")
     title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f}: {len(request.output_ids)} "
-             f"tokens / {request.forwards} forwards<br>" + (
-                 f"{_a(mode)} replay: the recording's tokens; the drafters' trees, keyed on "
-                 f"{html.escape(local_model(request), quote=False)} states"
-                 if mode else f"{html.escape(local_model(request), quote=False)} own decoding") + (
-                 f"; {sampled}" if (sampled := sampling_note(request)) else "") + "</span>")
-    layout = panel_layout(s, title, height=max(s.height, 470 + 30 * title.count("<br>")), barmode="stack", shapes=shapes,
-                     margin={"l": 40, "r": 10, "t": 60 + 30 * title.count("<br>"), "b": 40},
+             f"tokens / {request.forwards} forwards<br>"      # wrapped to an export's width (cut at 700 px)
+             + "<br>".join(html.escape(line, quote=False) for line in wrap_to(whose, s, s.font_size)) + "</span>")
+    # its lines pinned to the top (plotly spaces them by the title's font, whatever a span's), then
+    # the subplots' titles: a title wrapped to four lines at 700 px had sunk onto them
+    top = round(26 + TITLE_LINE * (s.font_size + 2) * (title.count("<br>") + 1) + 40)
+    layout = panel_layout(s, title, height=max(s.height, 410 + top), barmode="stack", shapes=shapes,
+                     margin={"l": 40, "r": 10, "t": top, "b": 40},
                      legend={"title": {"text": stage_key}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)
     for rc in ((1, 1), (1, 2), (2, 2)):
         if rc == (2, 2):   # one axis title, the bottom row's: the top row's ran into the titles below it
@@ -92,7 +99,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     layout[axis_key(ref[(2, 1)][1])]["tickformat"] = ".0%"
     layout[axis_key(ref[(2, 1)][0])].update({"tickangle": -35, "automargin": True,   # names, not cut off
                                              "tickvals": order, "ticktext": [label_of(k, is_replay(request)) for k in order]})
-    return {"data": data, "layout": layout}
+    return {"data": data, "layout": pin_title(layout)}
 
 
 def metrics_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:

@@ -287,14 +287,14 @@ def _cell_chars(s: Style, col: int, font: int) -> int:
 
 def _wrap(text: str, chars: int) -> list[str]:
     """``text`` in lines of at most ``chars`` characters, broken after spaces (and after the
-    visible ones, '·' and '⏎', which token text shows for them) where it can, and inside a word
+    visible ones, '·' and '↵', which token text shows for them) where it can, and inside a word
     only where it must.
 
     >>> _wrap("the·reservation·is·ready", 16)
     ['the·reservation·', 'is·ready']
     """
     lines, cur = [], ""
-    for word in text.replace(" ", " \0").replace("·", "·\0").replace("⏎", "⏎\0").split("\0"):
+    for word in text.replace(" ", " \0").replace("·", "·\0").replace("↵", "↵\0").split("\0"):
         if cur and len(cur) + len(word.rstrip()) > chars:
             lines.append(cur.rstrip())
             cur = ""

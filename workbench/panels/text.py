@@ -17,8 +17,8 @@ import plotly.graph_objects as go
 from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, Style, ink, primary_source, shown_sources
-from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, centred_note, esc, figure, label_of, legend_marker, panel_layout,
-                   style_or_default, visible)
+from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, TITLE_LINE, centred_note, esc, figure, label_of, legend_marker,
+                   panel_layout, pin_title, style_or_default, visible, wrap_to)
 from .provenance import committed_upto, is_replay, replay_note, token_cycles, token_sources
 
 # each token's underline, in its source's colour, by a line style that tells apart the sources
@@ -111,19 +111,22 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     # static image shows: no hover
     key = (BY_PRIMARY_STATIC + ("; the key's in italics" if any(t.source == "semantic" for t in cells) else "")
            + ("; this cycle's in bold, underlined" if any(t.now for t in cells) else ""))
-    notes = [key, replay_note(request)]
-    notes = [n for n in notes if n]
+    # each note on lines of its own, wrapped to an export's width (at 700 px they were cut)
+    notes = [line for n in (key, replay_note(request)) if n for line in wrap_to(n, s, s.font_size - 1)]
     small = f"<br><span style='font-size:{s.font_size - 1}px;color:#555'>"
     title = (f"{html.escape(request.request_id)} · {html.escape(request.method)}: "
              f"{committed_upto(request, cycle)} of {len(request.output_ids)} tokens"
              + "".join(f"{small}{html.escape(n, quote=False)}</span>" for n in notes))
-    lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows) + 18 * len(notes) - 18,
+    # the title's lines pinned to the top and the text below them (plotly spaces a title's lines by
+    # its own font: the notes' smaller one sank onto the text once wrapped at 700 px)
+    top = round(26 + TITLE_LINE * (s.font_size + 2) * (len(notes) + 1) + 8)
+    lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows) + top - 50,
                        annotations=[] if cells else [centred_note("no tokens committed yet")],
                        legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
-                       margin={"l": 10, "r": 10, "t": 32 + 18 * len(notes), "b": 10},
+                       margin={"l": 10, "r": 10, "t": top, "b": 10},
                        xaxis={"visible": False, "range": [-0.02, 1]},
                        yaxis={"visible": False, "range": [-n_rows + 0.5, 0.7]})
-    return {"data": data, "layout": lay}
+    return {"data": data, "layout": pin_title(lay)}
 
 
 def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | None = None) -> go.Figure:

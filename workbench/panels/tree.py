@@ -18,14 +18,19 @@ from oilbird.trace import CycleTrace
 
 from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, SELECTION_RING, STATUS_STYLES, Style,
                        primary_source, shown_sources, source_label, source_symbol)
-from .base import (centred_note, esc, figure, label_of, legend_marker, panel_layout, pin_title, price,
-                   style_or_default)
+from .base import (CHAR_EM, centred_note, esc, figure, label_of, legend_marker, panel_layout, pin_title, price,
+                   style_or_default, wrap_to)
 from .provenance import LIVE_RUN, REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
 
 
 # the several-sources ring: this much wider than a node, so that its label (drawn above it) stays
 # clear of the ring of the row above at the row height the layout gives (a node, a label, a gap)
 MULTI_RING_PAD = 6
+# a square drawn at a node's size reaches past the ring with its corners (half a diagonal, 0.71 of
+# the size, against the ring's 0.69), which a faded node's then showed as the ring: a printed
+# prompt-lookup square read as a circle. At this share of the size its corners keep inside the
+# ring's line (and it covers 90% of what a circle of the node's size covers)
+SQUARE_SCALE = 0.84
 
 def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
     """Tidy layered layout of a draft tree: x = depth, one row per leaf, parents centred.
@@ -216,7 +221,9 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     # a label wider than a depth column runs into its neighbours': cut to what a column holds at the
     # app's width (LABEL_CHARS_ACROSS), at most the style's length (the hover has it whole)
     max_depth = max((p[0] for p in pos.values()), default=0) + 1      # the x range: -0.5 to max_depth + 0.7
-    cut = min(s.max_label_chars, max(4, int(LABEL_CHARS_ACROSS / (max_depth + 1.2))))
+    keyed_names = [STATUS_STYLES[st].label for st in edges] + ["several sources"] + [
+        label_of(x, replay) for x in ALL_SOURCES]
+    cut = min(s.max_label_chars, max(4, int(_chars_across(s, keyed_names) / (max_depth + 1.2))))
     label = {i: esc(cycle.token_text[i], cut) if i < len(cycle.token_text) else "" for i in range(n)}
     data.append({"type": "scatter", "x": [pos[i][0] for i in multi] or [None],
                  "y": [pos[i][1] for i in multi] or [None], "mode": mode, "name": "several sources",
@@ -241,7 +248,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "textposition": [place[i] for i in idx], "textfont": {"size": s.font_size - 1}, "cliponaxis": False,
             "hovertext": [_node_hover(cycle, i, shown_status[status[i]], replay, int(pos[i][0])) for i in idx], "hoverinfo": "text",
             "name": source_label(src), "legendgroup": src, "showlegend": False, "customdata": idx,
-            "marker": {"color": s.colour(src), "symbol": source_symbol(src), "size": s.node_size,
+            "marker": {"color": s.colour(src), "symbol": source_symbol(src),
+                       "size": round(s.node_size * (SQUARE_SCALE if source_symbol(src) == "square" else 1), 1),
                        "opacity": [STATUS_STYLES[status[i]].opacity for i in idx],
                        "line": {"width": [STATUS_STYLES[status[i]].marker_line for i in idx], "color": "#111111"}},
             "meta": src})
@@ -274,8 +282,10 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     extra = [x for x in shown_sources(set(groups) | set(keyed)) if x not in ALL_SOURCES]
     data.extend(legend_marker(src, s, replay) for src in list(ALL_SOURCES) + extra)
 
-    head = f"{html.escape(cycle.request_id)} · {html.escape(cycle.method)} · cycle {cycle.cycle}" + (
-        REPLAYED if replay else "") + (LIVE_RUN if live else "")
+    # (wrapped to an export's width: at 700 px a replay's head was cut)
+    head = "<br>".join(html.escape(line) for line in wrap_to(
+        f"{cycle.request_id} · {cycle.method} · cycle {cycle.cycle}" + (REPLAYED if replay else "")
+        + (LIVE_RUN if live else ""), s, s.font_size + 2))
     notes = []
     if n:
         counts, stop = verdict_parts(cycle, replay)
@@ -307,6 +317,16 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                             "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
                      yaxis={"visible": False, "range": [y_top - span, y_top]})
     return {"data": data, "layout": pin_title(layout)}
+
+
+def _chars_across(s: Style, keyed_names: list[str]) -> float:
+    """The characters of a node label that fit across the tree's plot: :data:`LABEL_CHARS_ACROSS`
+    in the app (the figure fills its container), else what the style's width leaves beside the
+    key (at 700 px, labels cut for the app's width ran into each other)."""
+    if not s.width:
+        return LABEL_CHARS_ACROSS
+    key = max(map(len, keyed_names)) * CHAR_EM * s.font_size + 45      # its entries' text, swatch and padding
+    return (s.width - 50 - key) / (CHAR_EM * (s.font_size - 1))
 
 
 def _label_places(pos: dict, cycle: CycleTrace, bonus_xy) -> dict[int, str]:
