@@ -9,8 +9,10 @@
     python -m oilbird serve --port 8000                                        # vLLM's OpenAI server, Oilbird drafting
     python -m oilbird report runs/diag/diagnosis.json                          # a saved run's tables again
 
-Every subcommand works offline on the built-in workload; ``--data api-bank`` reads
-``../shared/data/api-bank`` (or ``$OILBIRD_DATA/api-bank``), ``--data PATH`` a folder or a JSONL file.
+Every subcommand works offline on a built-in workload (``--data builtin``; ``replay``'s is
+``--data agent-builtin``, recorded turns the project writes itself; ``serve`` and ``serve-bench`` need the vLLM
+environment, docs/serving.md); ``--data api-bank`` reads ``../shared/data/api-bank`` (or
+``$OILBIRD_DATA/api-bank``), ``--data PATH`` a folder or a JSONL file.
 """
 from __future__ import annotations
 
