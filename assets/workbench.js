@@ -29,6 +29,22 @@
   }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ["class"] });
   new MutationObserver(expanded).observe(document.body, { subtree: true, childList: true });
   expanded();
+  /* A presenter's clicker (PageDown / PageUp) and the arrow keys step the cycles, as Next and
+     Prev do, wherever focus is not in a field that has its own use for them (the slider, the
+     menus, the prompt, the numbers): a teacher at the front of a room has no mouse. A held key
+     steps once (its repeats would queue a step per repeat). */
+  const STEP_KEYS = { PageDown: "#wb-next", ArrowRight: "#wb-next", PageUp: "#wb-prev", ArrowLeft: "#wb-prev" };
+  const OWN_KEYS = "input, textarea, select, [contenteditable=''], [contenteditable='true'], [role=listbox], " +
+                   "[role=slider], [role=combobox]";
+  document.addEventListener("keydown", e => {
+    const target = STEP_KEYS[e.key];
+    if (!target || e.defaultPrevented || e.repeat || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    if (e.target && e.target.closest && e.target.closest(OWN_KEYS)) return;
+    const button = document.querySelector(target);
+    if (!button || button.disabled) return;
+    e.preventDefault();         // (the page would scroll too)
+    button.click();
+  });
   /* The title's "how to read this screen" link opens the note it jumps to (an anchor alone
      scrolled to a closed accordion's header). */
   document.addEventListener("click", e => {

@@ -1373,6 +1373,25 @@ def test_browser_next_changes_tree_and_counter(app_url):
         _until(lambda: measure.current_cycle(page) == 1, "cycle 1 after the right arrow key")
         # a keyboard user sees where focus is (gradio drew none on the slider)
         assert page.eval_on_selector("#wb-slider input[type=range]", "e => getComputedStyle(e).outlineStyle") != "none"
+        # a presenter's clicker and the arrow keys step wherever focus is not in a field: from the
+        # page (no focus) and from a figure; in a field (a menu's box, the slider) they keep their own
+        # use: a step they had also made would show in the next key's cycle (no fixed wait decides)
+        blur = "() => document.activeElement && document.activeElement.blur()"
+        for key, want in (("PageDown", 2), ("PageUp", 1), ("ArrowLeft", 0), ("ArrowRight", 1)):   # (cycles 0-2)
+            page.evaluate(blur)
+            page.keyboard.press(key)
+            _until(lambda: measure.current_cycle(page) == want, f"cycle {want} after {key} on the page")
+        page.locator("#wb-tree").click(position={"x": 5, "y": 5})
+        page.keyboard.press("ArrowRight")
+        _until(lambda: measure.current_cycle(page) == 2, "cycle 2 after the right arrow key on the tree")
+        page.locator("#wb-request input").first.press("ArrowLeft")           # the caret moves, no step
+        page.locator("#wb-slider input[type=range]").press("ArrowLeft")      # the slider steps once: 1
+        _until(lambda: measure.current_cycle(page) == 1, "cycle 1 from the slider's own key")
+        page.evaluate(blur)
+        page.keyboard.press("ArrowRight")
+        _until(lambda: measure.current_cycle(page) == 2, "cycle 2: neither field's key stepped as well")
+        page.keyboard.press("ArrowLeft")
+        _until(lambda: measure.current_cycle(page) == 1, "back to cycle 1")
         # a screen reader hears each figure as one image named by its title, kept current as it redraws
         # (its lines apart: run together, "...bonus(exact-match key..." read as one word)
         title = page.eval_on_selector_all("#wb-tree .gtitle .line",
