@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import html
+import itertools
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -257,6 +258,13 @@ def test_every_source_is_told_apart_without_hue_where_hues_draw_close():
     cmp = F.compare_figure(request_oilbird(), request_oilbird(), 0)
     bars = [t for t in cmp.data if t.type == "bar" and t.showlegend]
     assert {t.legendgroup: t.marker.pattern.shape for t in bars}["semantic"] == SOURCE_PATTERNS["semantic"]
+    # the comparison's areas: two sources with one fill pattern print apart in greyscale (the suffix
+    # index's sky blue and the bonus's orange printed one grey; at 700 px no pattern shows at all)
+    from workbench.palette import _luminance, area_colour
+    for a, b in itertools.combinations(SOURCE_PATTERNS, 2):
+        if SOURCE_PATTERNS[a] == SOURCE_PATTERNS[b]:
+            assert abs(_luminance(area_colour(a)) - _luminance(area_colour(b))) > 0.15, (a, b)
+    assert {t.legendgroup: t.marker.color for t in bars}["bonus"] == area_colour("bonus") != SOURCE_COLOURS["bonus"]
 
 
 def test_text_html_marks_sources_and_current_cycle():

@@ -7,7 +7,8 @@ Colour-blind safety: the hues are the Okabe-Ito set, and no hue carries meaning 
 source also has its own marker shape (the tree), fill pattern (the comparison's bars) and
 underline style (the text panel; in the text figure the key's tokens are italic), each status its
 own line width and dash, and each gap label its own fill pattern. Text set in a source's colour
-uses its :func:`ink`, dark enough to read (WCAG AA).
+uses its :func:`ink`, dark enough to read (WCAG AA); an area filled in the bonus's colour beside
+the sources' (the comparison) its paler :func:`area_colour`, which prints lighter in greyscale.
 
 Nodes proposed by several sources (a chain that re-walks nodes another source paid for) are
 coloured by one of them, in the order of :data:`PRECEDENCE`, *exact match first*::
@@ -253,6 +254,22 @@ def _luminance(colour: str) -> float:
     lin = [(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
            for c in (int(colour.lstrip("#")[k:k + 2], 16) / 255 for k in (0, 2, 4))]
     return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def area_colour(source: str, style: "Style | None" = None) -> str:
+    """``source``'s colour where it fills an area beside the others (the comparison's stacked bars
+    and token strip): its own, but the bonus's (the verifier's token, no draft) half mixed with
+    white. Its orange and the suffix index's sky blue print the same grey (luminance 0.42 and
+    0.41; neither has a fill pattern), and at 700 px the bars are too thin for a pattern to show:
+    paler, the bonus prints lighter than every drafted source.
+
+    >>> area_colour("bonus")
+    '#F2CF80'
+    """
+    colour = (style or DEFAULT_STYLE).colour(source)
+    if source != BONUS:
+        return colour
+    return "#" + "".join(f"{round((int(colour[k:k + 2], 16) + 255) / 2):02X}" for k in (1, 3, 5))
 
 
 def contrast(a: str, b: str) -> float:

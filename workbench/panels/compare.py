@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from oilbird.trace import RequestTrace, lexical_sources
 
-from ..palette import BONUS, SOURCE_PATTERNS, Style, primary_source, shown_sources
+from ..palette import BONUS, SOURCE_PATTERNS, Style, area_colour, primary_source, shown_sources
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, TABLE_WIDTH, axis_key, esc, figure, grid, label_of,
                    panel_layout, pin_title, style_or_default, vline)
 from .provenance import REPLAYED, is_replay, live_mark, sampling_note, token_cycles, token_sources
@@ -102,7 +102,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         for k in order:
             data.append({"type": "bar", "x": cyc, "y": counts[col].get(k, [0] * len(r.cycles)),
                          "name": label_of(k, is_replay(r)), "legendgroup": k,
-                         "showlegend": col == 1, "marker": {"color": s.colour(k), "pattern": _pattern(k)},
+                         "showlegend": col == 1, "marker": {"color": area_colour(k, s), "pattern": _pattern(k)},
                          "meta": f"{r.method}:{k}",
                          "hovertemplate": f"{html.escape(r.method)} cycle %{{x}}: %{{y}} coloured {k} (one source "
                                           f"per token, exact match first)<extra></extra>",
@@ -111,7 +111,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         prim = [primary_source(x or [BONUS], lexical[col]) for x in srcs]
         xs, ys = ref[(2, col)]
         data.append({"type": "bar", "x": list(range(len(prim))), "y": [1] * len(prim), "width": 1,
-                     "showlegend": False, "marker": {"color": [s.colour(p) for p in prim], "line": {"width": 0},
+                     "showlegend": False, "marker": {"color": [area_colour(p, s) for p in prim], "line": {"width": 0},
                                                      "pattern": _pattern(prim)},
                      "hovertext": [f"token {k}: {esc(r.output_text[k]) if k < len(r.output_text) else '?'}"
                                    f"<br>{', '.join(x)}" for k, x in enumerate(srcs)],
