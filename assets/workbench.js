@@ -29,17 +29,28 @@
   }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ["class"] });
   new MutationObserver(expanded).observe(document.body, { subtree: true, childList: true });
   expanded();
-  /* A presenter's clicker (PageDown / PageUp) and the arrow keys step the cycles, as Next and
-     Prev do, wherever focus is not in a field that has its own use for them (the slider, the
-     menus, the prompt, the numbers): a teacher at the front of a room has no mouse. A held key
-     steps once (its repeats would queue a step per repeat). */
-  const STEP_KEYS = { PageDown: "#wb-next", ArrowRight: "#wb-next", PageUp: "#wb-prev", ArrowLeft: "#wb-prev" };
+  /* The arrow keys step the cycles, as Prev and Next do, wherever focus is not in a field that
+     has its own use for them (the slider, the menus, the prompt, the numbers) or in a box that
+     scrolls sideways (the neighbour table); a presenter's clicker (PageDown / PageUp) steps once
+     focus is in the bar of buttons (press Next once), and elsewhere pages the page down as ever.
+     A teacher at the front of a room has no mouse. A held key steps once (its repeats would
+     queue a step per repeat). */
+  const STEP_KEYS = { ArrowRight: "#wb-next", ArrowLeft: "#wb-prev", PageDown: "#wb-next", PageUp: "#wb-prev" };
   const OWN_KEYS = "input, textarea, select, [contenteditable=''], [contenteditable='true'], [role=listbox], " +
                    "[role=slider], [role=combobox]";
+  const scrollsSideways = el => {
+    for (; el && el !== document.body; el = el.parentElement) {
+      const o = getComputedStyle(el).overflowX;
+      if ((o === "auto" || o === "scroll") && el.scrollWidth > el.clientWidth) return true;
+    }
+    return false;
+  };
   document.addEventListener("keydown", e => {
     const target = STEP_KEYS[e.key];
     if (!target || e.defaultPrevented || e.repeat || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
-    if (e.target && e.target.closest && e.target.closest(OWN_KEYS)) return;
+    const at = e.target instanceof Element ? e.target : null;
+    if (at && at.closest(OWN_KEYS)) return;
+    if (e.key.startsWith("Page") ? !(at && at.closest("#wb-controls")) : scrollsSideways(at)) return;
     const button = document.querySelector(target);
     if (!button || button.disabled) return;
     e.preventDefault();         // (the page would scroll too)

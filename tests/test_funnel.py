@@ -238,6 +238,15 @@ def test_a_printed_funnel_keeps_its_values_its_methods_apart_and_its_panels_clea
     assert colour["goose"][0] != colour["oilbird"][0] and colour["goose"][1] != colour["oilbird"][1]
     alone = F.funnel_spec([request_oilbird()])["data"][0]["marker"]
     assert (alone["color"], alone["pattern"]["shape"]) == colour["oilbird"]
+    # four methods: plotly shrank each printed value to its bar's thickness (5 px): not shrunk, and
+    # a stage's row holds four bars of at least the value's height
+    counts = funnel([request_oilbird()])["oilbird"]
+    four = F.funnel_spec({m: counts for m in ("oilbird", "a", "b", "c")})
+    assert all(t["constraintext"] == "none" for t in four["data"])
+    lay = four["layout"]
+    y = lay[axis_key(four["data"][0]["yaxis"])]["domain"]
+    plot_px = lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]
+    assert (y[1] - y[0]) * plot_px / len(STAGES) * (1 - lay["bargap"]) / 4 >= four["data"][0]["textfont"]["size"]
 
     def domains(spec, meta):
         t = next(t for t in spec["data"] if t["meta"] == meta)

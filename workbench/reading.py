@@ -15,8 +15,8 @@ commits.
 - **τ (tau)**: tokens committed per verifier forward, accepted drafts plus the bonus. Plain decoding
   has τ = 1.
 - **Cycle 0, the prefill**: the forward that reads the prompt. It drafts nothing and gives the first
-  token. Step with Prev / Next, the slider or Play; the arrow keys and a presenter's clicker
-  (PageDown / PageUp) step too, wherever focus is not in a field.
+  token. Step with Prev / Next, the slider or Play; the arrow keys step too (focus not in a
+  field), and a presenter's clicker (PageDown / PageUp) once focus is in the bar (press Next once).
 - **A node's colour and shape** name the source that proposed it. *Exact-match* sources copy what
   followed the same last tokens before: prompt lookup (this request's text) and the suffix index
   (earlier outputs and this request's text). *Token recycling* branches from the verifier's own top

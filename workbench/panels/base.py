@@ -10,6 +10,7 @@ about traces.
 from __future__ import annotations
 
 import html
+import re
 import textwrap
 
 import plotly.graph_objects as go
@@ -76,14 +77,26 @@ def spec_json(spec: dict) -> str:
 
 def wrap_to(text: str, s: Style, font_px: float, fallback: int | None = None, margin: int = 20) -> list[str]:
     """Plain ``text`` (escape it after) in lines that fit a figure ``s.width`` pixels wide, less
-    ``margin``, in a ``font_px`` monospace font. A figure with no width of its own fills the app's
-    container, which the figure does not know: there ``text`` is wrapped at ``fallback``
-    characters, or not at all. (Plotly does not wrap a title or a note: at 700 px, an export's
-    lines were cut at the right edge.)"""
+    ``margin``, in a ``font_px`` monospace font (no line for blank text). A figure with no width of
+    its own fills the app's container, which the figure does not know: there ``text`` is wrapped
+    at ``fallback`` characters, or not at all. (Plotly does not wrap a title or a note: at 700 px,
+    an export's lines were cut at the right edge.) Lines break after " · ", "; " or ": " where
+    they can, else between words."""
+    if not text.strip():
+        return []          # (a blank line would add a line to a title, and its height)
     chars = int((s.width - margin) / (CHAR_EM * font_px)) if s.width else fallback
     if not chars:
         return [text]
-    return textwrap.wrap(text, max(20, chars), break_on_hyphens=False) or [""]
+    chars = max(20, chars)
+    # whole phrases where they fit: a line breaks after " · ", "; " or ": " first (at a word break
+    # a title was cut inside "replayed (the recording decides)", a note inside a command)
+    lines: list[str] = []
+    for phrase in re.split(r"(?<= · )|(?<=; )|(?<=: )", text):
+        if lines and len(lines[-1]) + len(phrase.rstrip()) <= chars:
+            lines[-1] += phrase
+        else:
+            lines.extend(textwrap.wrap(phrase, chars, break_on_hyphens=False, drop_whitespace=False) or [""])
+    return [line.strip() for line in lines if line.strip()]
 
 
 def style_or_default(style: Style | None) -> Style:

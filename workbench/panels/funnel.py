@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from oilbird.evaluation.funnel import LOST_HELP, REACHED, SHORT, SHORT_HELP, STAGE_HELP, STAGES, funnel
 from oilbird.trace import RequestTrace
 
-from ..palette import OKABE_ITO, Style, on_colour
+from ..palette import OKABE_ITO, Style
 from .base import PATTERN, axis_key, centred_note, figure, grid, panel_layout, pin_title, style_or_default
 from .gap import keyless
 from .provenance import traffic
@@ -111,7 +111,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
         data.append({"type": "bar", "orientation": "h", "name": m, "y": stage_names, "x": counts,
                      "meta": f"funnel-{m}", "legendgroup": m, "marker": marker,
                      "text": [f"{n} ({_pct(n, tot)})" if i else str(n) for i, n in enumerate(counts)],
-                     "textposition": "outside", "cliponaxis": False, "textfont": {"size": max(9, s.font_size - 2)},
+                     "textposition": "outside", "constraintext": "none", "cliponaxis": False, "textfont": {"size": max(9, s.font_size - 2)},
                      "hoverinfo": "text", "hovertext": hover, "xaxis": stages_at[0], "yaxis": stages_at[1]})
         lost = fun[m]["lost"]
         short = fun[m]["tokens"]["short"]
@@ -119,7 +119,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
         right = st["right_any"]
         data.append({"type": "bar", "orientation": "h", "name": m, "y": list(LOSSES), "x": values,
                      "meta": f"lost-{m}", "legendgroup": m, "showlegend": False, "marker": marker,
-                     "text": [str(v) for v in values], "textposition": "outside", "cliponaxis": False,
+                     "text": [str(v) for v in values], "textposition": "outside", "constraintext": "none", "cliponaxis": False,
                      "textfont": {"size": max(9, s.font_size - 2)},
                      "hoverinfo": "text",
                      "hovertext": [f"{html.escape(m)} · {label}: {_cycles(v)} ({_pct(v, right)} of the {right} "
@@ -132,13 +132,16 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     # the title's lines from the top, then the subplots' two-line titles above their plots: a
     # centred title in plotly's default 50 px ran into them
     top = 26 + (s.font_size + 6) * (title.count("<br>") + 1) + 2 * (s.font_size + 4) + 8
-    plots = max(s.height, 460) - 50 + (300 if stacked else 0)
+    # a stage's row holds a bar a method, each tall enough for its printed value (plotly shrinks
+    # a value to its bar: with four methods they printed 5 px tall)
+    row = max(41, 14 * len(names) + 10)
+    plots = max(s.height - 10, len(STAGES) * row) if not stacked else (len(STAGES) + len(LOSSES)) * row + 60
     layout = panel_layout(s, title, height=plots + top, barmode="group", bargap=0.25,
                           margin={"l": 40, "r": 10, "t": top, "b": 40},
                           legend={"title": {"text": "method"}, "orientation": "h", "y": -0.06 if stacked else -0.12},
                           **axes)
     for (x, y), most in ((stages_at, widest[0]), (losses_at, widest[1])):
-        layout[axis_key(y)].update({"autorange": "reversed", "automargin": True})
+        layout[axis_key(y)].update({"autorange": "reversed", "automargin": True, "ticklabelstandoff": 6})  # off the bars
         # room right of the longest bar for its printed value
         layout[axis_key(x)].update({"range": [0, most * (1.3 if x == stages_at[0] else 1.15)], "rangemode": "tozero"})
     # (what lost: and short: mean is in each bar's hover and in funnel_glossary; a note under the
