@@ -1403,8 +1403,25 @@ def test_a_deep_trees_labels_are_cut_to_their_depth_column():
     def longest_at(c, width):
         return max(len(t.replace("…", ".")) for tr in F.tree_spec(c, style=F.Style(width=width))["data"]
                    if tr.get("meta") == "pld" for t in tr["text"])
-    assert longest_at(chain(13), 700) == 4 < longest(chain(13)) < longest_at(chain(13), 1200) == 9
+    # (at 700 px the key goes under the plot, which then has the figure's width)
+    assert longest_at(chain(13), 700) == longest(chain(13)) == 6 < longest_at(chain(13), 1200) == 9
     assert longest_at(chain(3), 700) == F.Style().max_label_chars
+
+
+def test_the_text_figure_fills_the_width_it_is_drawn_at():
+    """The generated text wrapped at 80 characters whatever the width: a 1200 px export left the
+    right 40% empty. It wraps at what the width holds (plotly's 700 px where none is set)."""
+    long = request_oilbird()
+    long = replace(long, output_text=[" word"] * 300, output_ids=[5] * 300)
+
+    def widest(style):
+        spec = F.text_spec(long, style=style)
+        lines = [re.sub("<[^>]+>", "", x) for x in spec["data"][0]["text"]]
+        return len(lines), max(len(html.unescape(x)) for x in lines)
+    n700, w700 = widest(F.Style(width=700))
+    n1200, w1200 = widest(F.Style(width=1200))
+    assert n1200 < n700 and w700 * F.CHAR_EM * 13 <= 700 - 20 and 1200 * 0.8 < w1200 * F.CHAR_EM * 13 <= 1200 - 20
+    assert widest(F.Style()) == (n700, w700) and widest(F.Style(width=1200, line_chars=40))[1] <= 40
 
 
 def test_a_square_node_stays_inside_the_several_sources_ring():
@@ -1467,11 +1484,20 @@ def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():
                    depths=[0] + [1] * 20, sources=[[]] + [["pld"]] * 20, argmax=[9] * 21,
                    argmax_text=["z"] * 21, accepted=[0], bonus=9, committed=[9], committed_text=["z"],
                    committed_sources=[["bonus"]])
-    lay = F.tree_spec(c)["layout"]
-    lo, hi = lay["yaxis"]["range"]
-    px_per_row = (lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]) / (hi - lo)
     s = F.DEFAULT_STYLE
-    assert px_per_row >= s.node_size + s.font_size
+
+    def px_per_row(lay):
+        lo, hi = lay["yaxis"]["range"]
+        return (lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]) / (hi - lo)
+    app = F.tree_spec(c)["layout"]
+    assert px_per_row(app) >= s.node_size + s.font_size
+    # at 700 px a replay's head wraps to a line more and the key goes under the plot: the figure
+    # grows by both, and the rows keep the app's pitch (the head's line had squeezed them)
+    long = replace(c, request_id="tau-airline-task17-trial0#17", method="oilbird-no-semantic")
+    narrow = F.tree_spec(long, style=F.Style(width=700), replay=True)["layout"]
+    assert narrow["title"]["text"].count("<br>") > F.tree_spec(long, replay=True)["layout"]["title"]["text"].count("<br>")
+    assert narrow["legend"]["orientation"] == "h" and narrow["margin"]["b"] > app["margin"]["b"]
+    assert px_per_row(narrow) == pytest.approx(px_per_row(F.tree_spec(long, replay=True)["layout"]))
 
 
 def test_a_gap_cell_says_what_this_methods_drafter_did_at_the_token():

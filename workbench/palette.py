@@ -331,7 +331,7 @@ class Style:
     max_label_chars: int = 10         # token labels on tree nodes are cut to this many chars
     show_node_labels: bool = True
     template: str = "plotly_white"   # applied by the ``*_figure`` wrappers (not to raw specs)
-    line_chars: int = 80              # committed-text figure: characters per line
+    line_chars: int | None = None     # committed-text figure: characters per line (None: what the width holds)
     colours: dict = field(default_factory=lambda: dict(SOURCE_COLOURS))
 
     def colour(self, source: str) -> str:

@@ -17,8 +17,8 @@ import plotly.graph_objects as go
 from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, Style, ink, primary_source, shown_sources
-from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, TITLE_LINE, centred_note, esc, figure, label_of, legend_marker,
-                   panel_layout, pin_title, style_or_default, visible, wrap_to)
+from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, CHAR_EM, TABLE_WIDTH, TITLE_LINE, centred_note, esc, figure, label_of,
+                   legend_marker, panel_layout, pin_title, style_or_default, visible, wrap_to)
 from .provenance import committed_upto, is_replay, replay_note, token_cycles, token_sources
 
 # each token's underline, in its source's colour, by a line style that tells apart the sources
@@ -84,7 +84,10 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     """The generated text so far (see :func:`text_figure`)."""
     s = style_or_default(style)
     cells = text_cells(request, cycle)
-    rows = _token_rows([t.text for t in cells], s.line_chars)
+    # as many characters as the figure's width holds (plotly's 700 px where it has none): the text
+    # of a 1200 px export wrapped at 80, leaving the right 40% empty
+    line_chars = s.line_chars or int(((s.width or TABLE_WIDTH) - 30) / (CHAR_EM * (s.font_size + 1)))
+    rows = _token_rows([t.text for t in cells], line_chars)
     lines: list[list[TokenCell]] = [[] for _ in range((rows[-1][0] + 1) if rows else 0)]
     for t, (r, _, _) in zip(cells, rows):
         lines[r].append(t)
@@ -134,7 +137,7 @@ def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | 
     delivered it (``CycleTrace.committed_sources``; ``<span style='color:...'>`` inside one
     text element per line), one (exact match first) where several proposed it (the title says
     so; the hover lists them all); the tokens committed in that cycle are bold and underlined.
-    Whitespace is visible; lines wrap at ``style.line_chars``. Trace 0 holds the lines, then
+    Whitespace is visible; lines wrap at ``style.line_chars`` (default: what the width holds). Trace 0 holds the lines, then
     one legend-only trace per source."""
     return figure(text_spec(request, cycle, style), style)
 

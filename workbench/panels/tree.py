@@ -9,6 +9,7 @@ sources a caller asks to keep in the key (``keyed``).
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Iterable
 
 import networkx as nx
@@ -198,7 +199,15 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     ys_all = [p[1] for p in pos.values()] + ([bonus_xy[1]] if bonus_xy else [])
     own = max(ys_all, default=0) - min(ys_all, default=0) + 1.4
     span = max(own - 1.4, rows) + 1.4
-    room = TITLE_ROOM + 40
+    # the head wrapped to an export's width (at 700 px a replay's was cut), and there the key under
+    # the plot (beside it, it left a 13-depth tree's labels 4 characters): the room both take is
+    # added, so the rows keep theirs
+    head_lines = wrap_to(f"{cycle.request_id} · {cycle.method} · cycle {cycle.cycle}" + (REPLAYED if replay else "")
+                         + (LIVE_RUN if live else ""), s, s.font_size + 2)
+    keyed_names = [STATUS_STYLES[st].label for st in edges] + ["several sources"] + [
+        label_of(x, replay) for x in ALL_SOURCES]
+    key_below = _key_below(s, keyed_names)
+    room = TITLE_ROOM + 40 + 20 * (len(head_lines) - 1) + key_below
     full = s.node_size + s.font_size + 8
     row = min(full, max(s.node_size + s.font_size, (TREE_MAX_HEIGHT - room) / span))
     height = max(s.height, round(room + span * row))
@@ -221,9 +230,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     # a label wider than a depth column runs into its neighbours': cut to what a column holds at the
     # app's width (LABEL_CHARS_ACROSS), at most the style's length (the hover has it whole)
     max_depth = max((p[0] for p in pos.values()), default=0) + 1      # the x range: -0.5 to max_depth + 0.7
-    keyed_names = [STATUS_STYLES[st].label for st in edges] + ["several sources"] + [
-        label_of(x, replay) for x in ALL_SOURCES]
-    cut = min(s.max_label_chars, max(4, int(_chars_across(s, keyed_names) / (max_depth + 1.2))))
+    cut = min(s.max_label_chars, max(4, int(_chars_across(s, keyed_names, key_below) / (max_depth + 1.2))))
     label = {i: esc(cycle.token_text[i], cut) if i < len(cycle.token_text) else "" for i in range(n)}
     data.append({"type": "scatter", "x": [pos[i][0] for i in multi] or [None],
                  "y": [pos[i][1] for i in multi] or [None], "mode": mode, "name": "several sources",
@@ -282,10 +289,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     extra = [x for x in shown_sources(set(groups) | set(keyed)) if x not in ALL_SOURCES]
     data.extend(legend_marker(src, s, replay) for src in list(ALL_SOURCES) + extra)
 
-    # (wrapped to an export's width: at 700 px a replay's head was cut)
-    head = "<br>".join(html.escape(line) for line in wrap_to(
-        f"{cycle.request_id} · {cycle.method} · cycle {cycle.cycle}" + (REPLAYED if replay else "")
-        + (LIVE_RUN if live else ""), s, s.font_size + 2))
+    head = "<br>".join(html.escape(line) for line in head_lines)
     notes = []
     if n:
         counts, stop = verdict_parts(cycle, replay)
@@ -311,21 +315,40 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     # whatever this one's length
     y_top = max(ys, default=0) + headroom
     layout = panel_layout(s, title, height=height, annotations=notes, dragmode="pan",
-                     legend={"itemsizing": "constant", "tracegroupgap": 2},
-                     margin={"l": 40, "r": 10, "t": top, "b": 40},
+                     legend={"itemsizing": "constant", "tracegroupgap": 2} if not key_below else {
+                         "itemsizing": "constant", "orientation": "h", "x": 0, "xanchor": "left",
+                         "yref": "container", "y": 4, "yanchor": "bottom"},
+                     margin={"l": 40, "r": 10, "t": top, "b": 40 + key_below},
                      xaxis={"title": {"text": "depth"}, "dtick": 1, "range": [-0.5, max_depth + 0.7],
                             "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
                      yaxis={"visible": False, "range": [y_top - span, y_top]})
     return {"data": data, "layout": pin_title(layout)}
 
 
-def _chars_across(s: Style, keyed_names: list[str]) -> float:
+KEY_BELOW = 1000     # a tree figure narrower than this (pixels) has its key under the plot
+
+
+def _key_entry_px(s: Style, name: str) -> float:
+    return len(name) * CHAR_EM * s.font_size + 45           # its text, swatch and padding
+
+
+def _key_below(s: Style, keyed_names: list[str]) -> int:
+    """The pixels a key under the plot takes (0: beside it, as in the app and wide exports): its
+    entries' rows across the figure's width, with a little slack for plotly's own packing."""
+    if not s.width or s.width >= KEY_BELOW:
+        return 0
+    rows = math.ceil(1.1 * sum(_key_entry_px(s, x) for x in keyed_names) / (s.width - 40))
+    return rows * (s.font_size + 10) + 8
+
+
+def _chars_across(s: Style, keyed_names: list[str], key_below: int = 0) -> float:
     """The characters of a node label that fit across the tree's plot: :data:`LABEL_CHARS_ACROSS`
     in the app (the figure fills its container), else what the style's width leaves beside the
-    key (at 700 px, labels cut for the app's width ran into each other)."""
+    key, or all of it with the key below (at 700 px, labels cut for the app's width ran into
+    each other)."""
     if not s.width:
         return LABEL_CHARS_ACROSS
-    key = max(map(len, keyed_names)) * CHAR_EM * s.font_size + 45      # its entries' text, swatch and padding
+    key = 0 if key_below else max(_key_entry_px(s, x) for x in keyed_names)
     return (s.width - 50 - key) / (CHAR_EM * (s.font_size - 1))
 
 
