@@ -1447,9 +1447,13 @@ def test_a_700_px_export_keeps_every_title_and_note_within_its_width():
     tr = copy_with(tr, request_id="tau-airline-task17-trial0#17", cycles=[
         copy_with(c, request_id="tau-airline-task17-trial0#17") for c in tr.cycles],
         meta={**tr.meta, "replay": {"recorded_by": "gpt-4o", "mode": "fast"}})
-    for width in (700, 1200):
+    rid = "customer-support-airline-rebooking-with-travel-insurance-and-two-bags#1234"     # 75 characters
+    other = copy_with(tr, request_id=rid, cycles=[copy_with(c, request_id=rid) for c in tr.cycles])
+    for width, t in ((700, tr), (1200, tr), (700, other)):
         s = F.Style(width=width)
-        specs = {**F.cycle_specs(tr, 1, s), "metrics": F.metrics_spec(tr, style=s)}
+        specs = {**F.cycle_specs(t, 1, s), "metrics": F.metrics_spec(t, style=s),
+                 "compare": F.compare_spec(t, t, 1, style=s),
+                 "funnel": F.funnel_spec([t], style=s, scope=f"1 request: {rid}, recorded by gpt-4o, replayed")}
         for name, spec in specs.items():
             # each line's width, its characters each in the font of the span they are in
             fonts, line, px = [s.font_size + 2], "", 0.0

@@ -12,7 +12,7 @@ from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, SOURCE_PATTERNS, Style, area_colour, primary_source, shown_sources
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, TABLE_WIDTH, axis_key, esc, figure, grid, label_of,
-                   panel_layout, pin_title, style_or_default, vline)
+                   panel_layout, pin_title, style_or_default, vline, wrap_to)
 from .provenance import REPLAYED, is_replay, live_mark, sampling_note, token_cycles, token_sources
 
 
@@ -131,8 +131,8 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     axes["yaxis"]["title"] = {"text": "tokens"}
     diff = first_difference(a.output_ids, b.output_ids)
     # the verdict on a second line: at half the page's width one line was cut off before it
-    title = (f"{html.escape(a.method)} vs {html.escape(b.method)} · {html.escape(a.request_id)}<br>"
-             f"<span style='font-size:{s.font_size}px'>")
+    head = wrap_to(f"{a.method} vs {b.method} · {a.request_id}", s, s.font_size + 2)
+    title = "<br>".join(html.escape(x) for x in head) + f"<br><span style='font-size:{s.font_size}px'>"
     if diff is None:
         title += "identical outputs"
     else:
@@ -143,7 +143,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     # the title's two lines from the top, then the subplot titles' lines (two, or three with a
     # store line) above the plots: at a fixed 115 px a third line ran into the verdict
     lines = max(t.count("<br>") + 1 for t in titles)
-    top = 26 + 2 * (s.font_size + 8) + lines * (s.font_size + 4) + 8
+    top = 26 + (len(head) + 1) * (s.font_size + 8) + lines * (s.font_size + 4) + 8
     layout = panel_layout(s, title, height=max(s.height, 485) + top - 115, barmode="stack", bargap=0.15,
                           shapes=shapes, margin={"l": 40, "r": 10, "t": top, "b": 60},
                           legend={"orientation": "h", "y": -0.14, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},

@@ -20,7 +20,7 @@ from oilbird.evaluation.funnel import LOST_HELP, REACHED, SHORT, SHORT_HELP, STA
 from oilbird.trace import RequestTrace
 
 from ..palette import OKABE_ITO, Style
-from .base import PATTERN, axis_key, centred_note, figure, grid, panel_layout, pin_title, style_or_default
+from .base import PATTERN, axis_key, centred_note, figure, grid, panel_layout, pin_title, style_or_default, wrap_to
 from .gap import keyless
 from .provenance import traffic
 
@@ -127,8 +127,8 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                                    for label, v, why in zip(LOSSES, values, LOSS_WHY)],
                      "xaxis": losses_at[0], "yaxis": losses_at[1]})
         widest = [max(widest[0], *counts), max(widest[1], *values)]
-    title = FUNNEL_TITLE + (f"<br><span style='font-size:{s.font_size}px;color:#555'>{html.escape(scope)}</span>"
-                            if scope else "")
+    title = FUNNEL_TITLE + "".join(f"<br><span style='font-size:{s.font_size}px;color:#555'>{html.escape(x)}</span>"
+                                   for x in wrap_to(scope, s, s.font_size))
     # the title's lines from the top, then the subplots' two-line titles above their plots: a
     # centred title in plotly's default 50 px ran into them
     top = 26 + (s.font_size + 6) * (title.count("<br>") + 1) + 2 * (s.font_size + 4) + 8

@@ -81,7 +81,8 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     whose = (f"{_a(mode)} replay: the recording's tokens; the drafters' trees, keyed on {local_model(request)} states"
              if mode else f"{local_model(request)} own decoding") + (
         f"; {sampled}" if (sampled := sampling_note(request)) else "")
-    title = (f"metrics · {html.escape(request.request_id)} · {html.escape(request.method)}<br>"
+    title = ("<br>".join(html.escape(x) for x in wrap_to(f"metrics · {request.request_id} · {request.method}",
+                                                          s, s.font_size + 2)) + "<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f}: {len(request.output_ids)} "
              f"tokens / {request.forwards} forwards<br>"      # wrapped to an export's width (cut at 700 px)
              + "<br>".join(html.escape(line, quote=False) for line in wrap_to(whose, s, s.font_size)) + "</span>")
