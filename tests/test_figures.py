@@ -962,6 +962,10 @@ def test_metrics_panels():
     assert share == pytest.approx({"semantic": 0.1, "rejected": 0, "suffix": 0, "pld": 0.3, "recycling": 0,
                                    "bonus": 0.6})
     assert sum(share.values()) == pytest.approx(1.0)
+    # each whole share printed over its bar (a printout has no hover), with room over the tallest
+    assert dict(zip(by_meta(fig, "share").x, by_meta(fig, "share").text)) == {
+        "semantic": "10%", "rejected": "0%", "suffix": "0%", "pld": "30%", "recycling": "0%", "bonus": "60%"}
+    assert fig.layout[by_meta(fig, "share").yaxis.replace("y", "yaxis")].range[1] > 0.6
     assert list(by_meta(fig, "stage-verify").y) == pytest.approx([50, 20, 20])
     assert len(fig.layout.shapes) == 3 and fig.layout.shapes[0].x0 == 1
     # one "cycle" axis title, the bottom row's: the top row's ran into the titles of the row below

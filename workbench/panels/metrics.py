@@ -61,6 +61,9 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
          "<extra></extra>", **at((2, 1))},
         {"type": "bar", "x": order, "y": [max(0.0, share.get(k, 0.0) - alone.get(k, 0.0)) for k in order],
          "customdata": [share.get(k, 0.0) for k in order],
+         # each source's whole share printed over its bar (a printout has no hover)
+         "text": [f"{share.get(k, 0.0):.0%}" for k in order], "textposition": "outside", "cliponaxis": False,
+         "constraintext": "none", "textfont": {"size": max(9, s.font_size - 2)},
          "marker": {"color": [s.colour(k) for k in order], "opacity": 0.45,
                     "pattern": {"shape": "/", **PATTERN}}, "showlegend": False, "name": "share",
          "meta": "share", "hovertemplate": "%{x}: %{customdata:.1%} of output tokens in all: a token several "
@@ -97,7 +100,8 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
             layout[axis_key(ref[rc][0])]["title"] = {"text": "cycle"}
         if len(cyc) <= 12:
             layout[axis_key(ref[rc][0])]["dtick"] = 1
-    layout[axis_key(ref[(2, 1)][1])]["tickformat"] = ".0%"
+    layout[axis_key(ref[(2, 1)][1])].update({"tickformat": ".0%",      # room over the tallest bar for its share
+                                             "range": [0, 1.2 * max([share.get(k, 0.0) for k in order] + [0.05])]})
     layout[axis_key(ref[(2, 1)][0])].update({"tickangle": -35, "automargin": True,   # names, not cut off
                                              "tickvals": order, "ticktext": [label_of(k, is_replay(request)) for k in order]})
     return {"data": data, "layout": pin_title(layout)}

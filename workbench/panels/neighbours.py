@@ -20,6 +20,7 @@ redraws fast and wraps in the browser). Reads one :class:`~oilbird.trace.CycleTr
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -288,14 +289,16 @@ def _cell_chars(s: Style, col: int, font: int) -> int:
 
 def _wrap(text: str, chars: int) -> list[str]:
     """``text`` in lines of at most ``chars`` characters, broken after spaces (and after the
-    visible ones, '·' and '↵', which token text shows for them) where it can, and inside a word
-    only where it must.
+    visible ones, '·' and '↵', which token text shows for them) or hyphens where it can, and
+    inside a word only where it must (a request id broke as "tau-airline-task16-t", "rial0#3").
 
     >>> _wrap("the·reservation·is·ready", 16)
     ['the·reservation·', 'is·ready']
+    >>> _wrap("tau-airline-task16-trial0#3 @ 82", 22)
+    ['tau-airline-task16-', 'trial0#3 @ 82']
     """
     lines, cur = [], ""
-    for word in text.replace(" ", " \0").replace("·", "·\0").replace("↵", "↵\0").split("\0"):
+    for word in re.split(r"(?<=[ ·↵-])", text):
         if cur and len(cur) + len(word.rstrip()) > chars:
             lines.append(cur.rstrip())
             cur = ""
