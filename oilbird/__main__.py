@@ -30,6 +30,15 @@ from .serving.serve_bench import ServeBenchError
 from .data.template_form import FORMS
 
 
+def _paired(res: dict) -> None:
+    """The run's comparisons that docs/results.md reports, where both methods ran: the pooled tau
+    ratio with its bootstrap interval, and request by request (``report`` prints the same)."""
+    from .evaluation.report import paired_table
+    table = paired_table(res)
+    if table:
+        print(table)
+
+
 def _tree_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=at_least(1), default=None,
                    help="tree nodes per cycle, root included (default 12)")
@@ -165,6 +174,7 @@ def _bench(args) -> int:
                         trace_sink=(lambda t: run.append_traces(t, "traces.jsonl")) if args.traces else None)
         save(res, complete=True)
     print(format_table(res))
+    _paired(res)
     print(f"wrote {run.path('results.json')}")
     if args.traces:
         print(f"wrote {run.path('traces.jsonl')}")
@@ -415,6 +425,7 @@ def _replay(args) -> int:
         print(f"{r['windowed_turns']} turns past the model's context read windowed states (the last "
               f"{r['teacher']['window']}-{r['teacher']['context']} tokens; see docs/replay.md)")
     print(time_lines(r["time"], r.get("teacher")))
+    _paired(res)
     if not args.diagnose and args.traces:
         print("\n".join(funnel_lines(funnel.result())))
     if args.diagnose:

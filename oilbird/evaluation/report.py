@@ -27,6 +27,7 @@ import plotly.io as pio
 from ..errors import InputError
 from ..jsonio import read_json
 from ..trace import recorder_words
+from .intervals import pooled_ratio, ratio_words
 from .results import TIMED, MethodStats, num_cell, check_cell, check_header, measured
 
 BASE_COLUMNS = ("method", "tau", "tokens_per_s", "speedup", "decode_speedup", "lossless",
@@ -178,12 +179,14 @@ PAIRS = (("oilbird", "goose"), ("pld+sem", "pld"), ("recycling+sem", "recycling"
 
 
 def paired_table(results: dict, pairs=PAIRS) -> str:
-    """The :func:`paired_tau` comparisons of ``pairs`` present in ``results``, as Markdown;
-    also every tree variant ``X:...`` (e.g. ``oilbird:expected``) against plain ``X``. Empty
-    when no pair is in the run."""
-    rows = ["| pair | tau higher / equal / lower (requests) | mean per-request tau difference | faster wall clock on "
-            "| forwards, a vs b |",
-            "| --- | --- | ---: | ---: | ---: |"]
+    """The :func:`paired_tau` comparisons of ``pairs`` present in ``results``, as Markdown, each
+    with its pooled tau ratio and that ratio's bootstrap interval over the run's conversations
+    or requests (:mod:`oilbird.evaluation.intervals`); also every tree variant ``X:...`` (e.g.
+    ``oilbird:expected``) against plain ``X``. Empty when no pair is in the run."""
+    unit = "conversations" if results.get("replay") else "requests"        # what the interval draws
+    rows = [f"| pair | tau a / tau b, pooled (95% interval over {unit}) | tau higher / equal / lower (requests) "
+            "| mean per-request tau difference | faster wall clock on | forwards, a vs b |",
+            "| --- | ---: | --- | ---: | ---: | ---: |"]
     sized = [(m, m.split(":", 1)[0]) for m in results["methods"] if ":" in m]
     for a, b in dict.fromkeys(list(pairs) + sized):          # each pair once, in order
         if a in results["methods"] and b in results["methods"]:
@@ -191,8 +194,9 @@ def paired_table(results: dict, pairs=PAIRS) -> str:
             if not p["n"]:          # no per-request rows (a results.json older than them)
                 continue
             faster = "-" if p["faster"] is None else f"{p['faster']} of {p['n']}"
-            rows.append(f"| {a} vs {b} | {p['wins']} / {p['ties']} / {p['losses']} | {p['mean_diff']:+.3f} | "
-                        f"{faster} | {p['forwards'][0]} vs {p['forwards'][1]} |")
+            r = pooled_ratio(results, a, b)
+            rows.append(f"| {a} vs {b} | {ratio_words(r) if r else '-'} | {p['wins']} / {p['ties']} / {p['losses']} "
+                        f"| {p['mean_diff']:+.3f} | {faster} | {p['forwards'][0]} vs {p['forwards'][1]} |")
     return "\n".join(rows) if len(rows) > 2 else ""
 
 
