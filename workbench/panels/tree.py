@@ -215,7 +215,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     if row < full:          # closed up for the request's widest tree: this one may need less
         row, closed = min(full, (height - room) / own), row
         span, headroom = (height - room) / row, headroom * closed / row   # (the top row stays where it is)
-    place = _label_places(pos, cycle, bonus_xy) if row < full else dict.fromkeys(range(n), "top center")
+    place = _label_places(pos, cycle, bonus_xy, squeezed=row < full)
     for st, (xs, ys) in edges.items():
         ls = STATUS_STYLES[st]
         data.append({"type": "scatter", "x": xs or [None], "y": ys or [None], "mode": "lines",
@@ -352,13 +352,14 @@ def _chars_across(s: Style, keyed_names: list[str], key_below: int = 0) -> float
     return (s.width - 50 - key) / (CHAR_EM * (s.font_size - 1))
 
 
-def _label_places(pos: dict, cycle: CycleTrace, bonus_xy) -> dict[int, str]:
-    """Where each node's label goes in a tree whose rows closed up (no room for a label above a
-    marker and the several-sources ring of the row above): a leaf's to its right, where nothing
-    is drawn in its row (not the last accepted node's: the bonus may hang there); another's above
-    it if no marker sits within a row above it in its column, else below if none sits within a
-    row below, else to its right if no marker (the bonus's included) sits there, else above as
-    where rows do not close up."""
+def _label_places(pos: dict, cycle: CycleTrace, bonus_xy, squeezed: bool = True) -> dict[int, str]:
+    """Where each node's label goes: a leaf's to its right, where nothing is drawn in its row
+    (not the last accepted node's: the bonus may hang there; above it, a leaf's label sat on the
+    edge to the sibling above, the accepted path's too). Another's above it, where rows have
+    their full room; in a tree whose rows closed up (no room for a label above a marker and the
+    several-sources ring of the row above) above it if no marker sits within a row above it in
+    its column, else below if none sits within a row below, else to its right if no marker (the
+    bonus's included) sits there, else above as where rows do not close up."""
     last = cycle.accepted[-1] if cycle.accepted else 0
     inner = set(cycle.parents)
     marks = list(pos.values()) + ([bonus_xy] if bonus_xy else [])
@@ -369,6 +370,9 @@ def _label_places(pos: dict, cycle: CycleTrace, bonus_xy) -> dict[int, str]:
     for i, (x, y) in pos.items():
         if i not in inner and i != last:
             out[i] = "middle right"
+            continue
+        if not squeezed:
+            out[i] = "top center"
             continue
         above = any(0 < oy - y <= 1 for oy in column[x])
         below = any(0 < y - oy <= 1 for oy in column[x])
