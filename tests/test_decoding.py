@@ -273,12 +273,15 @@ def test_bench_rows_per_request_add_up(tiny_lm):
     up to the method's totals and each carries its own audit verdict."""
     from oilbird.evaluation.bench import run_bench
     from oilbird.data.requests import Request
-    reqs = [Request(f"r{i}", [{"role": "user", "content": f"call f(x={v}) then f(x={v})"}])
+    reqs = [Request(f"r{i}", [{"role": "user", "content": f"call f(x={v}) then f(x={v})"}],
+                    meta={"conversation": i // 2} if i < 2 else {})
             for i, v in enumerate("abc")]
     res = run_bench(reqs, ["ar", "goose"], Verifier(tiny_lm), 8, progress=False)
     for m, r in res["methods"].items():
         rows = r["per_request"]
         assert [x["request"] for x in rows] == ["r0", "r1", "r2"], m
+        # turns of one dialogue say so (a pooled ratio's interval draws them together)
+        assert [x.get("unit") for x in rows] == ["conversation 0", "conversation 0", None]
         assert sum(x["tokens"] for x in rows) == r["tokens"]
         assert sum(x["forwards"] for x in rows) == r["forwards"]
         assert all(x["lossless"] is True for x in rows)

@@ -209,24 +209,35 @@ def test_report_png(tmp_path):
 
 def test_a_pooled_ratio_comes_with_its_interval_over_whole_conversations():
     """Whether 1.202 clears 1.20 depends on how far the pooled ratio moves with the traffic: a
-    bootstrap over the run's units. A replay draws whole conversations (its turns share a history):
-    two conversations, one where a is twice b and one where they tie, give an interval from 1 to
-    2 (a draw of only one of them is likely at 2000 draws), not the narrower one their eight turns
-    drawn apart would give; a bench draws requests; no shared rows, no ratio."""
-    from oilbird.evaluation.intervals import pooled_ratio
+    bootstrap over the run's units. A replay draws whole conversations (its turns share a history),
+    as does a bench whose rows say their dialogue; others draw requests. Ten conversations, five
+    where a is twice b and five where they tie, give a wider interval than their forty turns
+    drawn apart give; below ten units no interval; no shared rows, no
+    ratio."""
+    from oilbird.evaluation.intervals import pooled_ratio, ratio_words
     from oilbird.evaluation.report import paired_table
     rows = lambda taus: [{"request": f"c{k // 4}#{k % 4}", "tokens": int(10 * t), "forwards": 10}  # noqa: E731
                          for k, t in enumerate(taus)]
-    res = {"replay": {"mode": "fast"}, "methods": {"a": {"per_request": rows([4] * 4 + [2] * 4)},
-                                                   "b": {"per_request": rows([2] * 8)}}}
+    # ten conversations of four turns: five where a is twice b, five where they tie
+    res = {"replay": {"mode": "fast"}, "methods": {"a": {"per_request": rows(([4] * 4 + [2] * 4) * 5)},
+                                                   "b": {"per_request": rows([2] * 40)}}}
     r = pooled_ratio(res, "a", "b")
-    assert (r["ratio"], r["units"], r["unit"]) == (1.5, 2, "conversation")
-    assert (r["low"], r["high"]) == (1.0, 2.0)
-    turns = pooled_ratio({**res, "replay": None}, "a", "b")        # as requests: 8 units, a narrower interval
-    assert (turns["units"], turns["unit"]) == (8, "request") and 1.0 < turns["low"] < 1.5 < turns["high"] < 2.0
+    assert (r["ratio"], r["units"], r["unit"]) == (1.5, 10, "conversation")
+    assert 1.0 < r["low"] < 1.5 < r["high"] < 2.0
+    turns = pooled_ratio({**res, "replay": None}, "a", "b")        # as requests: 40 units, a narrower interval
+    assert (turns["units"], turns["unit"]) == (40, "request")
+    assert r["low"] < turns["low"] < 1.5 < turns["high"] < r["high"]
     assert pooled_ratio(res, "a", "b") == r                          # a fixed seed: the same run, the same interval
-    assert "| a vs b | 1.500 (1.000-2.000) |" in paired_table(res, (("a", "b"),))
-    assert "95% interval over conversations" in paired_table(res, (("a", "b"),))
+    assert f"| a vs b | 1.500 ({r['low']:.3f}-{r['high']:.3f}, 10 conversations) |" in paired_table(res, (("a", "b"),))
+    # a bench's rows that say their dialogue (the built-in workload's turns) are drawn by it too
+    bench = {"methods": {m: {"per_request": [dict(x, unit=x["request"].split("#")[0]) for x in rows(v)]}
+                         for m, v in (("a", [4] * 20 + [2] * 20), ("b", [2] * 40))}}
+    assert pooled_ratio(bench, "a", "b") == r
+    # too few units for the bootstrap to hold its level: the ratio alone, and says so
+    two = {m: {"per_request": rows(v)} for m, v in (("a", [4] * 4 + [2] * 4), ("b", [2] * 8))}
+    few = pooled_ratio({"replay": {"mode": "fast"}, "methods": two}, "a", "b")
+    assert (few["ratio"], few["low"], few["high"], few["units"]) == (1.5, None, None, 2)
+    assert ratio_words(few) == "1.500 (no interval: 2 conversations)"
     none = {"methods": {"a": {"per_request": rows([1])}, "b": {"per_request": []}}}
     assert pooled_ratio(none, "a", "b") is None
 
@@ -258,9 +269,9 @@ def test_report_cli_extra_pairs(tmp_path, capsys):
     path.write_text(json.dumps(res))
     assert main([str(path), "--pair", "y,x"]) == 0
     out = capsys.readouterr().out
-    assert "| y vs x | 0.500 (0.500-0.500) | 0 / 0 / 1 | -1.000 | - | 10 vs 5 |" in out
+    assert "| y vs x | 0.500 (no interval: 1 request) | 0 / 0 / 1 | -1.000 | - | 10 vs 5 |" in out
     assert out.count("| y vs x |") == 1
-    assert "| x:expected vs x | 1.500 (1.500-1.500) | 1 / 0 / 0 | +1.000 |" in out
+    assert "| x:expected vs x | 1.500 (no interval: 1 request) | 1 / 0 / 0 | +1.000 |" in out
     path.write_text(json.dumps({**res, "model": "m"}))      # a file that says whose numbers it holds
     with pytest.raises(SystemExit):
         main([str(path), "--pair", "x,nope"])
@@ -311,7 +322,7 @@ def test_report_cli_on_a_trace_file(tmp_path, capsys):
     # pld and semantic (half each), "\n" by pld alone, 4 bonus tokens
     assert "| oilbird | 2 | 1.50 | 3.5 | pld 1.5, semantic 0.5, bonus 4 | pld 1 | yes |" in out
     assert "| goose | 1 | 1.00 | 1.0 | bonus 5 | - | yes |" in out
-    assert "| oilbird vs goose | 1.667 (1.667-1.667) | 1 / 0 / 0 | +0.667 | - | 3 vs 5 |" in out
+    assert "| oilbird vs goose | 1.667 (no interval: 1 request) | 1 / 0 / 0 | +0.667 | - | 3 vs 5 |" in out
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
     assert main([str(bad)]) == 2

@@ -130,6 +130,7 @@ def test_a_drafter_of_ones_own_replays_beside_the_methods(tiny_lm):
     res = replay([turns], ["goose"], v, own={"mine": mine}, on_request=lambda trs, _: traces.extend(trs))
     assert list(res["methods"]) == ["goose", "mine"] and res["methods"]["mine"]["lossless"]
     assert res["methods"]["mine"]["fill"] == "reserved" and len(res["methods"]["mine"]["per_request"]) == 2
+    assert {row["unit"] for row in res["methods"]["mine"]["per_request"]} == {"c"}     # the turns' conversation
     drafted = {s for t in traces if t.method == "mine" for c in t.cycles for node in c.sources for s in node}
     assert "sevens" in drafted and all(t.output_ids == turns[i // 2].recording_ids for i, t in enumerate(traces))
     for name in ("goose", "ar"):      # a view would read it as that method; 'ar' is exact mode's baseline

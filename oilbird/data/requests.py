@@ -65,6 +65,20 @@ class Request:
     meta: dict = field(default_factory=dict)
 
 
+def request_unit(request: Request) -> str | None:
+    """The dialogue a request is one turn of, where its set says (the built-in workload's
+    conversation, an API-Bank record's file): requests of one dialogue share a history and a
+    store's growth, so a pooled ratio's interval draws them together. None: the request alone.
+
+    >>> request_unit(Request("00-1", [], meta={"conversation": 0})), request_unit(Request("q", []))
+    ('conversation 0', None)
+    """
+    meta = request.meta or {}
+    if meta.get("conversation") is not None:
+        return f"conversation {meta['conversation']}"
+    return f"file {meta['file']}" if meta.get("file") else None
+
+
 NAMED_SETS = ("builtin", "api-bank", "humaneval", "gsm8k", "mt-bench")
 # the named sets of recorded conversations (oilbird.data.conversations), which are replayed, not decoded
 CONVERSATION_SETS = ("agent-transcripts", "agent-builtin", "agent-builtin-long", "api-bank-dialogues")

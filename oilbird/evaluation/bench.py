@@ -26,7 +26,7 @@ from ..data.requests import encode_requests
 from ..decoding import DecodeResult, autoregressive
 from ..methods import Method, TreeConfig, as_methods
 from ..presets import make_decoder
-from ..data.requests import Request
+from ..data.requests import Request, request_unit
 from .results import MethodStats, with_speedups
 from ..trace import RequestTrace, save_traces
 from ..verifier import Verifier
@@ -104,7 +104,7 @@ def run_bench(requests: list[Request], methods: list[str | Method], verifier: Ve
             r = runners[name](req, ids)
             outputs[name] = r.output_ids
             st = stats[name]
-            st.add_request(req.id, len(r.output_ids), r.forwards, r.seconds, r.prefill_seconds)
+            st.add_request(req.id, len(r.output_ids), r.forwards, r.seconds, r.prefill_seconds, request_unit(req))
             if r.trace is not None:
                 st.add_trace(r.trace)
                 req_traces.append(r.trace)

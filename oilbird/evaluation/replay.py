@@ -224,7 +224,8 @@ def replay(conversations: Iterable[Sequence[Turn]], methods: list[str | Method],
                                      "turn": t.index, "windowed": windowed}
                 st = stats[n]
                 st.add_request(t.id, len(tr.output_ids), tr.forwards, secs if mode == "exact" else 0.0,
-                               tr.cycles[0].timings.get("verify", 0.0) if mode == "exact" else 0.0)
+                               tr.cycles[0].timings.get("verify", 0.0) if mode == "exact" else 0.0,
+                               unit=t.conversation)
                 st.add_trace(tr)
                 if not tr.lossless:
                     st.lossless = False

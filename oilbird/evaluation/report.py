@@ -183,8 +183,7 @@ def paired_table(results: dict, pairs=PAIRS) -> str:
     with its pooled tau ratio and that ratio's bootstrap interval over the run's conversations
     or requests (:mod:`oilbird.evaluation.intervals`); also every tree variant ``X:...`` (e.g.
     ``oilbird:expected``) against plain ``X``. Empty when no pair is in the run."""
-    unit = "conversations" if results.get("replay") else "requests"        # what the interval draws
-    rows = [f"| pair | tau a / tau b, pooled (95% interval over {unit}) | tau higher / equal / lower (requests) "
+    rows = ["| pair | tau a / tau b, pooled (95% interval, the units it draws) | tau higher / equal / lower (requests) "
             "| mean per-request tau difference | faster wall clock on | forwards, a vs b |",
             "| --- | ---: | --- | ---: | ---: | ---: |"]
     sized = [(m, m.split(":", 1)[0]) for m in results["methods"] if ":" in m]
@@ -208,7 +207,9 @@ def trace_methods(traces) -> dict:
     stats: dict = {}
     for tr in traces:
         st = stats.setdefault(tr.method, MethodStats())
-        st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0)
+        rp = tr.meta.get("replay")
+        conv = rp.get("conversation") if isinstance(rp, dict) else None        # a replayed turn's conversation
+        st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0, conv if isinstance(conv, str) else None)
         st.add_trace(tr)
         if tr.lossless is False:
             st.lossless = False
@@ -296,7 +297,7 @@ _METHOD_OPTIONAL = {
     "stage_share": "an object of numbers"}
 # one per_request row
 _ROW_REQUIRED = {"request": "a string", "tokens": "a count", "forwards": "a count of at least 1"}
-_ROW_OPTIONAL = {"seconds": "a number >= 0", "prefill_seconds": "a number >= 0"}
+_ROW_OPTIONAL = {"seconds": "a number >= 0", "prefill_seconds": "a number >= 0", "unit": "a string"}
 # diagnosis.json (diagnose.summarise): the counts its table prints; the rates are in diagnose.ROWS
 _DIAGNOSIS_REQUIRED = {"n_positions": "a count", "n_requests": "a count", "n_gap": "a count",
                        "n_recovered": "a count"}

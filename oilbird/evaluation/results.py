@@ -27,9 +27,13 @@ class MethodStats:
     per_request: list = field(default_factory=list)
 
     def add_request(self, request_id: str, tokens: int, forwards: int, seconds: float,
-                    prefill_seconds: float) -> None:
+                    prefill_seconds: float, unit: str | None = None) -> None:
+        """One request's row; ``unit``: the conversation (or source file) it belongs to, where
+        requests are turns of one (a pooled ratio's interval draws whole units:
+        :mod:`oilbird.evaluation.intervals`)."""
         self.per_request.append({"request": request_id, "tokens": tokens, "forwards": forwards,
-                                 "seconds": seconds, "prefill_seconds": prefill_seconds})
+                                 "seconds": seconds, "prefill_seconds": prefill_seconds,
+                                 **({"unit": unit} if unit is not None else {})})
 
     def _total(self, key: str):
         return sum(r[key] for r in self.per_request)

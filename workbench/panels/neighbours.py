@@ -296,9 +296,11 @@ def _wrap(text: str, chars: int) -> list[str]:
     ['the·reservation·', 'is·ready']
     >>> _wrap("tau-airline-task16-trial0#3 @ 82", 22)
     ['tau-airline-task16-', 'trial0#3 @ 82']
+    >>> _wrap("get(id='12')->{'a': -12}", 14)
+    ["get(id='12')->", "{'a': -12}"]
     """
     lines, cur = [], ""
-    for word in re.split(r"(?<=[ ·↵-])", text):
+    for word in re.split(r"(?<=[ ·↵])|(?<=[^\W_]-)(?=[^\W_])", text):     # (not inside "->" nor "-12")
         if cur and len(cur) + len(word.rstrip()) > chars:
             lines.append(cur.rstrip())
             cur = ""
@@ -444,7 +446,8 @@ def neighbours_html(cycle: CycleTrace, selection: int | None = None, style: Styl
         why = html.escape(t.empty_why, quote=False)
         rows.append(f"<tr><td colspan='7' style='color:#666;{_WRAP}'>no neighbours this cycle ({why})</td></tr>")
     notes = "".join(f"<div style='color:#666;font-size:0.85em'>{html.escape(n)}</div>" for n in t.footnotes)
-    return (f"<div class='wb-neighbours' style='max-width:100%;overflow-x:auto'>"
+    # focusable (tabindex): a keyboard scrolls it, and its arrow keys scroll it, not the cycles
+    return (f"<div class='wb-neighbours' tabindex='0' style='max-width:100%;overflow-x:auto'>"
             f"<b>nearest neighbours</b> · cycle {t.cycle}: {len(t.rows)} retrieved{t.store}"
             + (f"<div style='color:#666;font-size:0.8em'>{html.escape(NB_CAPTION, quote=False)}{HTML_PARTS}</div>"
                if t.rows else "")

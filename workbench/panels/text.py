@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, Style, ink, primary_source, shown_sources
-from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, CHAR_EM, TABLE_WIDTH, TITLE_LINE, centred_note, esc, figure, label_of,
+from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, CHAR_EM, TITLE_LINE, centred_note, esc, figure, label_of,
                    legend_marker, panel_layout, pin_title, style_or_default, visible, wrap_to)
 from .provenance import committed_upto, is_replay, replay_note, token_cycles, token_sources
 
@@ -84,9 +84,9 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     """The generated text so far (see :func:`text_figure`)."""
     s = style_or_default(style)
     cells = text_cells(request, cycle)
-    # as many characters as the figure's width holds (plotly's 700 px where it has none): the text
-    # of a 1200 px export wrapped at 80, leaving the right 40% empty
-    line_chars = s.line_chars or int(((s.width or TABLE_WIDTH) - 30) / (CHAR_EM * (s.font_size + 1)))
+    # as many characters as the figure's width holds (80 where it has none, as before): the text of a
+    # 1200 px export wrapped at 80, leaving the right 40% empty
+    line_chars = s.line_chars or (int((s.width - 30) / (CHAR_EM * (s.font_size + 1))) if s.width else 80)
     rows = _token_rows([t.text for t in cells], line_chars)
     lines: list[list[TokenCell]] = [[] for _ in range((rows[-1][0] + 1) if rows else 0)]
     for t, (r, _, _) in zip(cells, rows):

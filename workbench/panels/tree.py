@@ -204,8 +204,15 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     # added, so the rows keep theirs
     head_lines = wrap_to(f"{cycle.request_id} · {cycle.method} · cycle {cycle.cycle}" + (REPLAYED if replay else "")
                          + (LIVE_RUN if live else ""), s, s.font_size + 2)
+    groups: dict[str, list[int]] = {}        # each node under its primary source
+    for i in range(n):
+        src = ROOT if i == 0 else primary_source(cycle.sources[i] if i < len(cycle.sources) else [], lexical)
+        groups.setdefault(src, []).append(i)
+    # a peer's or an unknown source gets a key entry too: where it drew a node, or where the
+    # caller keys it (a request's sources, so the key stays the same on every cycle)
+    extra = [x for x in shown_sources(set(groups) | set(keyed)) if x not in ALL_SOURCES]
     keyed_names = [STATUS_STYLES[st].label for st in edges] + ["several sources"] + [
-        label_of(x, replay) for x in ALL_SOURCES]
+        label_of(x, replay) for x in list(ALL_SOURCES) + extra]
     key_below = _key_below(s, keyed_names)
     room = TITLE_ROOM + 40 + 20 * (len(head_lines) - 1) + key_below
     full = s.node_size + s.font_size + 8
@@ -241,10 +248,6 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
                             "line": {"width": 2}}})
 
     # nodes, one trace per primary source
-    groups: dict[str, list[int]] = {}
-    for i in range(n):
-        src = ROOT if i == 0 else primary_source(cycle.sources[i] if i < len(cycle.sources) else [], lexical)
-        groups.setdefault(src, []).append(i)
     shown_status = {"accepted": "accepted", "rejected": "rejected",
                     "uncommitted": "accepted, not committed: the output stops before it"}
     for src in sorted(groups, key=lambda x: ALL_SOURCES.index(x) if x in ALL_SOURCES else 99):
@@ -284,9 +287,6 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "marker": {"color": s.colour(BONUS), "symbol": source_symbol(BONUS), "size": s.node_size + 4,
                        "line": {"width": ls.marker_line, "color": "#111111"}},
             "meta": BONUS})
-    # a peer's or an unknown source gets a key entry too: where it drew a node, or where the
-    # caller keys it (a request's sources, so the key stays the same on every cycle)
-    extra = [x for x in shown_sources(set(groups) | set(keyed)) if x not in ALL_SOURCES]
     data.extend(legend_marker(src, s, replay) for src in list(ALL_SOURCES) + extra)
 
     head = "<br>".join(html.escape(line) for line in head_lines)
@@ -317,7 +317,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     layout = panel_layout(s, title, height=height, annotations=notes, dragmode="pan",
                      legend={"itemsizing": "constant", "tracegroupgap": 2} if not key_below else {
                          "itemsizing": "constant", "orientation": "h", "x": 0, "xanchor": "left",
-                         "yref": "container", "y": 4, "yanchor": "bottom"},
+                         "yref": "container", "y": 0, "yanchor": "bottom"},
                      margin={"l": 40, "r": 10, "t": top, "b": 40 + key_below},
                      xaxis={"title": {"text": "depth"}, "dtick": 1, "range": [-0.5, max_depth + 0.7],
                             "zeroline": False, "showgrid": True, "gridcolor": "#EEEEEE"},
