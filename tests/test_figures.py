@@ -1366,7 +1366,8 @@ def test_a_squeezed_tree_sets_its_leaves_labels_beside_them():
     last = replace(c, accepted=[0, 1], parents=[-1, 0, 0, 0, 0])      # node 1, a leaf accepted last, boxed in
     assert _label_places({0: (0, 0), 1: (1, 0), 2: (1, 1), 3: (1, -1), 4: (1, 2)}, last, (2, 0))[1] == "top center"
     assert _label_places({0: (0, 0), 1: (1, 0), 2: (2, 0)}, c, (1, 0.8))[1] == "bottom center"   # the bonus too
-    # a small tree of a request whose widest tree is squeezed keeps its own rows' room, and its labels where a roomy tree's go
+    # a small tree of a request whose widest tree is squeezed keeps its own rows' room, and its
+    # labels where a roomy tree's go
     lay = F.tree_spec(wide(6, [0, 1]), rows=40)["layout"]
     plot = lay["height"] - lay["margin"]["t"] - lay["margin"]["b"]
     s = F.Style()
@@ -1507,7 +1508,8 @@ def test_a_tree_of_many_leaves_grows_taller_so_labels_keep_off_the_next_row():
     # grows by both, and the rows keep the app's pitch (the head's line had squeezed them)
     long = replace(c, request_id="tau-airline-task17-trial0#17", method="oilbird-no-semantic")
     narrow = F.tree_spec(long, style=F.Style(width=700), replay=True)["layout"]
-    assert narrow["title"]["text"].count("<br>") > F.tree_spec(long, replay=True)["layout"]["title"]["text"].count("<br>")
+    wide_title = F.tree_spec(long, replay=True)["layout"]["title"]["text"]
+    assert narrow["title"]["text"].count("<br>") > wide_title.count("<br>")
     assert narrow["legend"]["orientation"] == "h" and narrow["margin"]["b"] > app["margin"]["b"]
     assert narrow["legend"]["yref"] == "container" and 0 <= narrow["legend"]["y"] <= 1      # (plotly's range)
     # a peer's sources in the key take their room under the plot too (one row had sat on the axis)

@@ -209,7 +209,8 @@ def trace_methods(traces) -> dict:
         st = stats.setdefault(tr.method, MethodStats())
         rp = tr.meta.get("replay")
         conv = rp.get("conversation") if isinstance(rp, dict) else None        # a replayed turn's conversation
-        st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0, conv if isinstance(conv, str) else None)
+        st.add_request(tr.request_id, len(tr.output_ids), tr.forwards, 0.0, 0.0,
+                       conv if isinstance(conv, str) else None)
         st.add_trace(tr)
         if tr.lossless is False:
             st.lossless = False

@@ -111,7 +111,8 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
         data.append({"type": "bar", "orientation": "h", "name": m, "y": stage_names, "x": counts,
                      "meta": f"funnel-{m}", "legendgroup": m, "marker": marker,
                      "text": [f"{n} ({_pct(n, tot)})" if i else str(n) for i, n in enumerate(counts)],
-                     "textposition": "outside", "constraintext": "none", "cliponaxis": False, "textfont": {"size": max(9, s.font_size - 2)},
+                     "textposition": "outside", "constraintext": "none", "cliponaxis": False,
+                     "textfont": {"size": max(9, s.font_size - 2)},
                      "hoverinfo": "text", "hovertext": hover, "xaxis": stages_at[0], "yaxis": stages_at[1]})
         lost = fun[m]["lost"]
         short = fun[m]["tokens"]["short"]
@@ -119,7 +120,8 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
         right = st["right_any"]
         data.append({"type": "bar", "orientation": "h", "name": m, "y": list(LOSSES), "x": values,
                      "meta": f"lost-{m}", "legendgroup": m, "showlegend": False, "marker": marker,
-                     "text": [str(v) for v in values], "textposition": "outside", "constraintext": "none", "cliponaxis": False,
+                     "text": [str(v) for v in values], "textposition": "outside", "constraintext": "none",
+                     "cliponaxis": False,
                      "textfont": {"size": max(9, s.font_size - 2)},
                      "hoverinfo": "text",
                      "hovertext": [f"{html.escape(m)} · {label}: {_cycles(v)} ({_pct(v, right)} of the {right} "
@@ -141,7 +143,8 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                           legend={"title": {"text": "method"}, "orientation": "h", "y": -0.06 if stacked else -0.12},
                           **axes)
     for (x, y), most in ((stages_at, widest[0]), (losses_at, widest[1])):
-        layout[axis_key(y)].update({"autorange": "reversed", "automargin": True, "ticklabelstandoff": 6})  # off the bars
+        layout[axis_key(y)].update({"autorange": "reversed", "automargin": True,
+                                    "ticklabelstandoff": 6})         # the labels off the bars
         # room right of the longest bar for its printed value
         layout[axis_key(x)].update({"range": [0, most * (1.3 if x == stages_at[0] else 1.15)], "rangemode": "tozero"})
     # (what lost: and short: mean is in each bar's hover and in funnel_glossary; a note under the

@@ -356,7 +356,8 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
              "cells": {"values": cols, "align": "left", "fill": {"color": fill}, "height": CELL_HEIGHT,
                        "font": {"size": font}}}
     # the count on a line of its own: at plotly's 700 px one line was cut off
-    head = wrap_to(f"nearest neighbours · {cycle.request_id} · {cycle.method} · cycle {t.cycle}:", s, s.font_size + 2)
+    head = wrap_to(f"nearest neighbours · {cycle.request_id} · {cycle.method} · cycle {t.cycle}:", s,
+                   s.font_size + 2)
     title = "<br>".join(html.escape(x) for x in head) + f"<br>{len(t.rows)} retrieved{t.store}"
     # what outbid each chain whose cut cost a token (right past what was accepted, or no output to
     # tell), which the app's table says in a hover (a figure's table cell has none); chains cut at

@@ -138,8 +138,8 @@ def text_figure(request: RequestTrace, cycle: int | None = None, style: Style | 
     delivered it (``CycleTrace.committed_sources``; ``<span style='color:...'>`` inside one
     text element per line), one (exact match first) where several proposed it (the title says
     so; the hover lists them all); the tokens committed in that cycle are bold and underlined.
-    Whitespace is visible; lines wrap at ``style.line_chars`` (default: what the width holds). Trace 0 holds the lines, then
-    one legend-only trace per source."""
+    Whitespace is visible; lines wrap at ``style.line_chars`` (default: what the width holds, 80
+    characters without one). Trace 0 holds the lines, then one legend-only trace per source."""
     return figure(text_spec(request, cycle, style), style)
 
 
