@@ -33,6 +33,7 @@ MULTI_RING_PAD = 6
 # ring's line (and it covers 90% of what a circle of the node's size covers)
 SQUARE_SCALE = 0.84
 
+
 def tree_layout(parents: list[int]) -> dict[int, tuple[float, float]]:
     """Tidy layered layout of a draft tree: x = depth, one row per leaf, parents centred.
 
