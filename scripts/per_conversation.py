@@ -13,14 +13,20 @@ pooled over the run and on how many conversations A's tau (its turns' tokens ove
 higher and lower than B's: the "(higher / lower of 100)" columns of docs/results.md.
 
 ``--blocks N`` also prints the pooled ratio over each block of N conversations in the order they
-were replayed: the store grows as a replay goes on, so a ratio that rises from block to block is a
-source that buys more the more traffic it has seen.
+were replayed, with its 95% interval over the block's conversations where it has at least ten
+(:mod:`oilbird.evaluation.intervals`): the store grows as a replay goes on, so a ratio that rises
+from block to block is a source that buys more the more traffic it has seen.
 """
 from __future__ import annotations
 
 import json
 import sys
 from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from oilbird.evaluation.intervals import pooled_ratio  # noqa: E402
 
 
 def per_conversation(rows: list[dict]) -> dict[str, float]:
@@ -30,6 +36,18 @@ def per_conversation(rows: list[dict]) -> dict[str, float]:
         tokens[conv] += r["tokens"]
         forwards[conv] += r["forwards"]
     return {c: tokens[c] / forwards[c] for c in tokens if forwards[c]}
+
+
+def block_interval(a_rows: list[dict], b_rows: list[dict], first: int, last: int) -> str:
+    """The 95% interval of tau A / tau B over the conversations ``first`` to ``last`` (from 1, in
+    A's replay order), as " (low-high)", or "" where the block holds fewer than ten."""
+    order = list(dict.fromkeys(r["request"].rsplit("#", 1)[0] for r in a_rows))
+    block = set(order[first - 1:last])
+
+    def rows(rs):
+        return {"per_request": [r for r in rs if r["request"].rsplit("#", 1)[0] in block]}
+    r = pooled_ratio({"replay": {"blocks": True}, "methods": {"a": rows(a_rows), "b": rows(b_rows)}}, "a", "b")
+    return f" ({r['low']:.3f}-{r['high']:.3f})" if r and r["low"] is not None else ""
 
 
 def pooled_blocks(a_rows: list[dict], b_rows: list[dict], size: int) -> list[tuple[int, int, float]]:
@@ -117,9 +135,10 @@ def main(argv: list[str]) -> int:
         print(f"{a} / {b}: {ta:.3f} / {tb:.3f} = {ta / tb:.3f}x; higher on {hi}, lower on {lo} "
               f"of {len(A)} conversations" + (f" ({len(A) - hi - lo} equal)" if len(A) - hi - lo else ""))
         if size:
+            ra, rb = methods[a]["per_request"], methods[b]["per_request"]
             print("  by replay order: " + ", ".join(
-                f"{first}-{last} {r:.3f}x" for first, last, r in
-                pooled_blocks(methods[a]["per_request"], methods[b]["per_request"], size)))
+                f"{first}-{last} {r:.3f}x{block_interval(ra, rb, first, last)}"
+                for first, last, r in pooled_blocks(ra, rb, size)))
     return 0
 
 

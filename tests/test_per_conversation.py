@@ -38,7 +38,15 @@ def test_blocks_pool_conversations_in_replay_order(tmp_path, capsys):
     assert pc.main(["--blocks", "2", str(f), "x", "y"]) == 0
     assert "by replay order: 1-2 2.000x, 3-3 3.000x" in capsys.readouterr().out
     assert pc.main(["--blocks", "0", str(f), "x", "y"]) == 2 and "--blocks" in capsys.readouterr().err
-
+    # a block of ten conversations or more says its 95% interval over them
+    many_a = _rows(*[(f"k{i}", 6 + i % 3, 3) for i in range(24)])
+    many_b = _rows(*[(f"k{i}", 6 + i % 3, 4) for i in range(24)])
+    f.write_text(json.dumps({"methods": {"x": {"tau": 2.0, "per_request": many_a},
+                                         "y": {"tau": 1.5, "per_request": many_b}}}))
+    assert pc.main(["--blocks", "12", str(f), "x", "y"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.count("(") == 2 and "1-12 1.333x (" in line and "13-24 1.333x (" in line
+    assert pc.block_interval(many_a, many_b, 1, 9) == ""                      # nine: too few
 
 def test_runs_that_cannot_be_compared_are_refused(tmp_path, capsys):
     """A run stopped early, a method in two files, runs of other data or tree, or of other
