@@ -26,13 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oilbird.evaluation.intervals import pooled_ratio  # noqa: E402
+from oilbird.evaluation.intervals import pooled_ratio, unit_of  # noqa: E402
 
 
 def per_conversation(rows: list[dict]) -> dict[str, float]:
     tokens, forwards = defaultdict(int), defaultdict(int)
     for r in rows:
-        conv = r["request"].rsplit("#", 1)[0]
+        conv = unit_of(r, replay=True)
         tokens[conv] += r["tokens"]
         forwards[conv] += r["forwards"]
     return {c: tokens[c] / forwards[c] for c in tokens if forwards[c]}
@@ -41,11 +41,11 @@ def per_conversation(rows: list[dict]) -> dict[str, float]:
 def block_interval(a_rows: list[dict], b_rows: list[dict], first: int, last: int) -> str:
     """The 95% interval of tau A / tau B over the conversations ``first`` to ``last`` (from 1, in
     A's replay order), as " (low-high)", or "" where the block holds fewer than ten."""
-    order = list(dict.fromkeys(r["request"].rsplit("#", 1)[0] for r in a_rows))
+    order = list(dict.fromkeys(unit_of(r, replay=True) for r in a_rows))
     block = set(order[first - 1:last])
 
     def rows(rs):
-        return {"per_request": [r for r in rs if r["request"].rsplit("#", 1)[0] in block]}
+        return {"per_request": [r for r in rs if unit_of(r, replay=True) in block]}
     r = pooled_ratio({"replay": {"blocks": True}, "methods": {"a": rows(a_rows), "b": rows(b_rows)}}, "a", "b")
     return f" ({r['low']:.3f}-{r['high']:.3f})" if r and r["low"] is not None else ""
 
@@ -56,7 +56,7 @@ def pooled_blocks(a_rows: list[dict], b_rows: list[dict], size: int) -> list[tup
     def sums(rows):
         out: dict[str, list[int]] = {}
         for r in rows:
-            t = out.setdefault(r["request"].rsplit("#", 1)[0], [0, 0])
+            t = out.setdefault(unit_of(r, replay=True), [0, 0])
             t[0] += r["tokens"]
             t[1] += r["forwards"]
         return out

@@ -12,7 +12,7 @@ from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, SOURCE_PATTERNS, Style, area_colour, primary_source, shown_sources
 from .base import (BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, TABLE_WIDTH, axis_key, esc, figure, grid, label_of,
-                   panel_layout, pin_title, style_or_default, vline, wrap_to)
+                   panel_layout, pin_title, style_or_default, vline, wrap_html)
 from .provenance import REPLAYED, is_replay, live_mark, sampling_note, token_cycles, token_sources
 
 
@@ -131,7 +131,7 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
     axes["yaxis"]["title"] = {"text": "tokens"}
     diff = first_difference(a.output_ids, b.output_ids)
     # the verdict on a second line: at half the page's width one line was cut off before it
-    head = wrap_to(f"{a.method} vs {b.method} · {a.request_id}", s, s.font_size + 2)
+    head = wrap_html(f"{a.method} vs {b.method} · {a.request_id}", s, s.font_size + 2)
     if diff is None:
         verdict, said = "identical outputs", ""
     else:
@@ -140,16 +140,14 @@ def compare_spec(a: RequestTrace, b: RequestTrace, selection: int | None = None,
         shapes += [vline(diff - 0.5, *ref[(2, col)], {"width": 2, "color": "#111111"}) for col in (1, 2)]
     # the verdict wrapped to an export's width too (with its reason it ran ~100 characters), its
     # first words bold where the outputs differ
-    lines_of = wrap_to(verdict + said + (REPLAYED if is_replay(a) else ""), s, s.font_size)
-    shown = "<br>".join(html.escape(x) for x in lines_of)
+    shown = wrap_html(verdict + said + (REPLAYED if is_replay(a) else ""), s, s.font_size)
     if diff is not None:
         shown = shown.replace(verdict, f"<b>{verdict}</b>", 1)
-    title = ("<br>".join(html.escape(x) for x in head)
-             + f"<br><span style='font-size:{s.font_size}px'>{shown}</span>")
+    title = f"{head}<br><span style='font-size:{s.font_size}px'>{shown}</span>"
     # the title's lines from the top, then the subplot titles' lines (two, or three with a
     # store line) above the plots: at a fixed 115 px a third line ran into the verdict
     lines = max(t.count("<br>") + 1 for t in titles)
-    top = 26 + (len(head) + len(lines_of)) * (s.font_size + 8) + lines * (s.font_size + 4) + 8
+    top = 26 + (title.count("<br>") + 1) * (s.font_size + 8) + lines * (s.font_size + 4) + 8
     layout = panel_layout(s, title, height=max(s.height, 485) + top - 115, barmode="stack", bargap=0.15,
                           shapes=shapes, margin={"l": 40, "r": 10, "t": top, "b": 60},
                           legend={"orientation": "h", "y": -0.14, "title": {"text": BY_PRIMARY_KEY, "side": "top"}},

@@ -25,7 +25,7 @@ from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK,
                        DRAFTER_UNMARKED,
                        DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
                        GAP_PATTERNS, GAP_POOL, GAP_POOL_RECORDED, WARNING_CSS, Style, source_label)
-from .base import PATTERN, centred_note, esc, figure, panel_layout, pin_title, style_or_default, visible, wrap_to
+from .base import PATTERN, centred_note, esc, figure, panel_layout, pin_title, style_or_default, visible, wrap_html
 from .provenance import committed_upto, is_live, is_replay, local_model, token_sources
 
 GAP_SCOPE = "labels describe the output (the same for every method), not how {method} drafted it"
@@ -271,7 +271,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
     """The per-token gap labels of one request (see :func:`gap_strip_figure`)."""
     s = style_or_default(style)
     g = gap_cells(request, cycle, moment)
-    pool = "<br>".join(html.escape(line, quote=False) for line in wrap_to(g.pool, s, s.font_size - 1, 110))
+    pool = wrap_html(g.pool, s, s.font_size - 1, 110)
     data = []
     for lab, count in g.counts.items():
         ks = [c for c in g.cells if c.label == lab]
@@ -310,7 +310,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
             "hoverinfo": "text", "meta": "moment"})
     notes, shapes = [], []
     if g.missing:      # wrapped to the width: at 700 px it was cut at both ends
-        notes.append(centred_note("<br>".join(html.escape(x) for x in wrap_to(g.missing, s, 13, margin=40))))
+        notes.append(centred_note(wrap_html(g.missing, s, 13, margin=40)))
     elif g.inconsistent:
         notes.append(centred_note(g.inconsistent, y=1.0))
     if g.span is not None and not g.missing:      # (no cells to outline: the box was drawn over the note)
@@ -318,19 +318,17 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
                        "xref": "x", "yref": "y", "line": {"width": 2.5, "color": "#111111"},
                        "fillcolor": "rgba(0,0,0,0)"})
     # the count and the prefill's note on lines of their own: one line was cut at an export's width;
-    # each line wrapped as text, then escaped (a line break inside an escape would break it), to
-    # the figure's width where it has one (at 700 px every line ran past the edge)
+    # each wrapped to the figure's width where it has one (at 700 px every line ran past the edge)
     def lines(*texts: str, fallback: int | None = None) -> str:
-        return "".join(f"<br>{html.escape(line, quote=False)}" for text in texts
-                       for line in wrap_to(text, s, s.font_size - 1, fallback))
+        return "".join(f"<br>{w}" for text in texts if (w := wrap_html(text, s, s.font_size - 1, fallback)))
     parts = g.drafter.words().split("; ") if g.marked else []
     drafter = (lines(f"black band: {DRAFTER_LEGEND}:", *[p + ";" for p in parts[:-1]], parts[-1]) if g.marked
                else lines(g.drafter_line) if g.drafter_line else "")
     # the outlined cells in words (an export has no hover; the app's strip says the same under its cells)
     now = lines(now_line(g), fallback=110)
-    head = wrap_to(f"gap strip · {request.request_id} · {request.method}: one cell per output token ({g.n_tokens})",
-                   s, s.font_size + 2)
-    title = ("<br>".join(html.escape(x) for x in head) + f"<span style='font-size:{s.font_size - 1}px;color:#666'>"
+    head = wrap_html(f"gap strip · {request.request_id} · {request.method}: one cell per output token ({g.n_tokens})",
+                     s, s.font_size + 2)
+    title = (head + f"<span style='font-size:{s.font_size - 1}px;color:#666'>"
              f"{lines(g.scope)}<br>{pool}{drafter}</span>"
              + (f"<span style='font-size:{s.font_size - 1}px'>{now}</span>" if now else ""))
     more = title.count("<br>") - 2          # lines below the head, scope and pool: the title grows downwards

@@ -5,7 +5,6 @@ cycle. Reads the request's cycle records (``committed``, ``committed_sources``, 
 """
 from __future__ import annotations
 
-import html
 from itertools import accumulate
 
 import plotly.graph_objects as go
@@ -14,7 +13,7 @@ from oilbird.trace import RequestTrace
 
 from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources
 from .base import (CURSOR, PATTERN, SHARE_TITLE, TITLE_LINE, axis_key, figure, grid, label_of, panel_layout, pin_title,
-                   style_or_default, vline, wrap_to)
+                   style_or_default, vline, wrap_html)
 from .provenance import accepted_share, is_replay, local_model, sampling_note, sole_share, verdict_text
 
 
@@ -84,11 +83,10 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     whose = (f"{_a(mode)} replay: the recording's tokens; the drafters' trees, keyed on {local_model(request)} states"
              if mode else f"{local_model(request)} own decoding") + (
         f"; {sampled}" if (sampled := sampling_note(request)) else "")
-    title = ("<br>".join(html.escape(x) for x in wrap_to(f"metrics · {request.request_id} · {request.method}",
-                                                          s, s.font_size + 2)) + "<br>"
+    title = (wrap_html(f"metrics · {request.request_id} · {request.method}", s, s.font_size + 2) + "<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f}: {len(request.output_ids)} "
              f"tokens / {request.forwards} forwards<br>"      # wrapped to an export's width (cut at 700 px)
-             + "<br>".join(html.escape(line, quote=False) for line in wrap_to(whose, s, s.font_size)) + "</span>")
+             + wrap_html(whose, s, s.font_size) + "</span>")
     # its lines pinned to the top (plotly spaces them by the title's font, whatever a span's), then
     # the subplots' titles: a title wrapped to four lines at 700 px had sunk onto them
     top = round(26 + TITLE_LINE * (s.font_size + 2) * (title.count("<br>") + 1) + 40)

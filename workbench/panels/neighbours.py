@@ -32,7 +32,7 @@ from oilbird.tree import root_path
 
 from ..palette import Style
 from .base import (CHAR_EM, TABLE_WIDTH, esc, figure, panel_layout, pin_title, price, style_or_default, visible,
-                   wrap_to)
+                   wrap_html)
 
 NB_HEADER = ("#", "similarity", "from", "context (matched token in [ ])", "proposed", "accepted", "lexical key?")
 # what each column means (the HTML header's tooltips; the caption says the two a class asks first)
@@ -356,9 +356,9 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
              "cells": {"values": cols, "align": "left", "fill": {"color": fill}, "height": CELL_HEIGHT,
                        "font": {"size": font}}}
     # the count on a line of its own: at plotly's 700 px one line was cut off
-    head = wrap_to(f"nearest neighbours · {cycle.request_id} · {cycle.method} · cycle {t.cycle}:", s,
-                   s.font_size + 2)
-    title = "<br>".join(html.escape(x) for x in head) + f"<br>{len(t.rows)} retrieved{t.store}"
+    head = wrap_html(f"nearest neighbours · {cycle.request_id} · {cycle.method} · cycle {t.cycle}:", s,
+                     s.font_size + 2)
+    title = f"{head}<br>{len(t.rows)} retrieved{t.store}"
     # what outbid each chain whose cut cost a token (right past what was accepted, or no output to
     # tell), which the app's table says in a hover (a figure's table cell has none); chains cut at
     # one price by the same nodes share a line
@@ -373,7 +373,7 @@ def neighbours_spec(cycle: CycleTrace, selection: int | None = None, style: Styl
     notes = [line for n in notes for line in _wrap(n, chars)]
     for line in notes:
         title += f"<br><span style='font-size:{font}px;color:#666'>{html.escape(line)}</span>"
-    top = 70 + 18 * len(notes) + 20 * (len(head) - 1)
+    top = 70 + 18 * len(notes) + 20 * head.count("<br>")
     body = (CELL_HEIGHT + line_px * (max(head_lines) - 1)
             + sum(CELL_HEIGHT + line_px * (n - 1) for n in lines))
     lay = panel_layout(s, title, height=top + body + 30, margin={"l": 10, "r": 10, "t": top, "b": 10})

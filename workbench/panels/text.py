@@ -18,7 +18,7 @@ from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, Style, ink, primary_source, shown_sources
 from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, CHAR_EM, TITLE_LINE, centred_note, esc, figure, label_of,
-                   legend_marker, panel_layout, pin_title, style_or_default, visible, wrap_to)
+                   legend_marker, panel_layout, pin_title, style_or_default, visible, wrap_html, wrap_to)
 from .provenance import committed_upto, is_replay, replay_note, token_cycles, token_sources
 
 # each token's underline, in its source's colour, by a line style that tells apart the sources
@@ -117,13 +117,12 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     # each note on lines of its own, wrapped to an export's width (at 700 px they were cut)
     notes = [line for n in (key, replay_note(request)) if n for line in wrap_to(n, s, s.font_size - 1)]
     small = f"<br><span style='font-size:{s.font_size - 1}px;color:#555'>"
-    head = wrap_to(f"{request.request_id} · {request.method}: {committed_upto(request, cycle)} of "
-                   f"{len(request.output_ids)} tokens", s, s.font_size + 2)
-    title = ("<br>".join(html.escape(x) for x in head)
-             + "".join(f"{small}{html.escape(n, quote=False)}</span>" for n in notes))
+    head = wrap_html(f"{request.request_id} · {request.method}: {committed_upto(request, cycle)} of "
+                     f"{len(request.output_ids)} tokens", s, s.font_size + 2)
+    title = head + "".join(f"{small}{html.escape(n, quote=False)}</span>" for n in notes)
     # the title's lines pinned to the top and the text below them (plotly spaces a title's lines by
     # its own font: the notes' smaller one sank onto the text once wrapped at 700 px)
-    top = round(26 + TITLE_LINE * (s.font_size + 2) * (len(notes) + len(head)) + 8)
+    top = round(26 + TITLE_LINE * (s.font_size + 2) * (title.count("<br>") + 1) + 8)
     lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows) + top - 50,
                        annotations=[] if cells else [centred_note("no tokens committed yet")],
                        legend={"orientation": "h", "y": -0.02, "yanchor": "top"},

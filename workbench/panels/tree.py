@@ -20,8 +20,8 @@ from oilbird.trace import CycleTrace
 from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, SELECTION_RING, STATUS_STYLES, Style,
                        primary_source, shown_sources, source_label, source_symbol)
 from .base import (CHAR_EM, centred_note, esc, figure, label_of, legend_marker, panel_layout, pin_title, price,
-                   style_or_default, wrap_to)
-from .provenance import LIVE_RUN, REPLAYED, bonus_committed, committed_drafts, output_stops, verdict_parts
+                   style_or_default, wrap_html)
+from .provenance import LIVE_RUN, REPLAYED, bonus_committed, committed_drafts, verdict_parts
 
 
 # the several-sources ring: this much wider than a node, so that its label (drawn above it) stays
@@ -203,8 +203,8 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     # the head wrapped to an export's width (at 700 px a replay's was cut), and there the key under
     # the plot (beside it, it left a 13-depth tree's labels 4 characters): the room both take is
     # added, so the rows keep theirs
-    head_lines = wrap_to(f"{cycle.request_id} · {cycle.method} · cycle {cycle.cycle}" + (REPLAYED if replay else "")
-                         + (LIVE_RUN if live else ""), s, s.font_size + 2)
+    head = wrap_html(f"{cycle.request_id} · {cycle.method} · cycle {cycle.cycle}" + (REPLAYED if replay else "")
+                     + (LIVE_RUN if live else ""), s, s.font_size + 2)
     groups: dict[str, list[int]] = {}        # each node under its primary source
     for i in range(n):
         src = ROOT if i == 0 else primary_source(cycle.sources[i] if i < len(cycle.sources) else [], lexical)
@@ -215,7 +215,7 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
     keyed_names = [STATUS_STYLES[st].label for st in edges] + ["several sources"] + [
         label_of(x, replay) for x in list(ALL_SOURCES) + extra]
     key_below = _key_below(s, keyed_names)
-    room = TITLE_ROOM + 40 + 20 * (len(head_lines) - 1) + key_below
+    room = TITLE_ROOM + 40 + 20 * head.count("<br>") + key_below
     full = s.node_size + s.font_size + 8
     row = min(full, max(s.node_size + s.font_size, (TREE_MAX_HEIGHT - room) / span))
     height = max(s.height, round(room + span * row))
@@ -290,7 +290,6 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
             "meta": BONUS})
     data.extend(legend_marker(src, s, replay) for src in list(ALL_SOURCES) + extra)
 
-    head = "<br>".join(html.escape(line) for line in head_lines)
     notes = []
     if n:
         counts, stop = verdict_parts(cycle, replay)
