@@ -99,10 +99,12 @@ def wrap_to(text: str, s: Style, font_px: float, fallback: int | None = None, ma
     return [line.strip() for line in lines if line.strip()]
 
 
-def wrap_html(text: str, s: Style, font_px: float, fallback: int | None = None, margin: int = 20) -> str:
+def wrap_html(text: str, s: Style, font_px: float, fallback: int | None = None, margin: int = 20,
+              quote: bool = True) -> str:
     """:func:`wrap_to`'s lines, each HTML-escaped (after wrapping: a break inside an escape would
-    break it), joined by line breaks: a title's or a note's text ("" for blank text)."""
-    return "<br>".join(html.escape(x, quote=False) for x in wrap_to(text, s, font_px, fallback, margin))
+    break it; ``quote`` as :func:`html.escape`'s), joined by line breaks: a title's or a note's
+    text ("" for blank text)."""
+    return "<br>".join(html.escape(x, quote=quote) for x in wrap_to(text, s, font_px, fallback, margin))
 
 
 def style_or_default(style: Style | None) -> Style:

@@ -271,7 +271,7 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
     """The per-token gap labels of one request (see :func:`gap_strip_figure`)."""
     s = style_or_default(style)
     g = gap_cells(request, cycle, moment)
-    pool = wrap_html(g.pool, s, s.font_size - 1, 110)
+    pool = wrap_html(g.pool, s, s.font_size - 1, 110, quote=False)
     data = []
     for lab, count in g.counts.items():
         ks = [c for c in g.cells if c.label == lab]
@@ -320,7 +320,8 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
     # the count and the prefill's note on lines of their own: one line was cut at an export's width;
     # each wrapped to the figure's width where it has one (at 700 px every line ran past the edge)
     def lines(*texts: str, fallback: int | None = None) -> str:
-        return "".join(f"<br>{w}" for text in texts if (w := wrap_html(text, s, s.font_size - 1, fallback)))
+        return "".join(f"<br>{w}" for text in texts
+                       if (w := wrap_html(text, s, s.font_size - 1, fallback, quote=False)))
     parts = g.drafter.words().split("; ") if g.marked else []
     drafter = (lines(f"black band: {DRAFTER_LEGEND}:", *[p + ";" for p in parts[:-1]], parts[-1]) if g.marked
                else lines(g.drafter_line) if g.drafter_line else "")

@@ -86,7 +86,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
     title = (wrap_html(f"metrics · {request.request_id} · {request.method}", s, s.font_size + 2) + "<br>"
              f"<span style='font-size:{s.font_size}px'>τ = {request.tau:.2f}: {len(request.output_ids)} "
              f"tokens / {request.forwards} forwards<br>"      # wrapped to an export's width (cut at 700 px)
-             + wrap_html(whose, s, s.font_size) + "</span>")
+             + wrap_html(whose, s, s.font_size, quote=False) + "</span>")
     # its lines pinned to the top (plotly spaces them by the title's font, whatever a span's), then
     # the subplots' titles: a title wrapped to four lines at 700 px had sunk onto them
     top = round(26 + TITLE_LINE * (s.font_size + 2) * (title.count("<br>") + 1) + 40)
