@@ -68,6 +68,12 @@ class AcceptanceRates:
         return self.cell(tree.sources[i], depth, max(tree.scores[i].values(), default=None), tree.match[i],
                          tree.sources[tree.parents[i]])
 
+    def candidate_cell(self, tree: DraftTree, parent: int, cand) -> tuple:
+        """The cell of a node the fill may add below ``parent``: ``cand`` has the node's ``token``,
+        ``depth``, ``scores`` (each proposer's) and ``match`` (oilbird.drafter's candidate); once
+        added, :meth:`node_cell` gives the same cell."""
+        return self.cell(cand.scores.keys(), cand.depth, max(cand.scores.values()), cand.match, tree.sources[parent])
+
     def rate(self, cell: tuple) -> float:
         """The cell's rate, shrunk toward the coarser cell above it: the base cell (proposer,
         depth, warm) starts from Beta(1, 1); each split (score, agreement, run) borrows

@@ -210,9 +210,7 @@ def fill_by_value(tree: DraftTree, chains: list[tuple[str, Chain]], room: int,
     added: set[int] = set()
 
     def offer(cid: int, parent: int) -> None:
-        c = cands[cid]
-        cell = rates.cell(c.scores.keys(), c.depth, max(c.scores.values()), c.match, tree.sources[parent])
-        value[cid] = probs[parent] * rates.rate(cell)
+        value[cid] = probs[parent] * rates.rate(rates.candidate_cell(tree, parent, cands[cid]))
         heapq.heappush(heap, (-value[cid], cid, parent))
 
     for (kind, node), ids in kids.items():
