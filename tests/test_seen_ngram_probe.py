@@ -61,3 +61,14 @@ def test_the_patch_adds_the_flag_to_every_cell_the_fill_prices(monkeypatch):
     assert [len(c) for c in priced] == [len(plain) + 1] * 2
     assert [(c[1], c[-1]) for c in priced] == [(1, True), (2, False)]
     assert d.rates.node_cell(tree, 2, 2)[-1] is False and d.rates.node_cell(tree, 1, 1)[-1] is True
+
+
+def test_the_stats_group_the_finest_cells_by_the_flag():
+    rates = acceptance.AcceptanceRates(score_bins=(0.9,), match_bins=(1, 2), runs=True)
+    for cell, tested, hits in [(("semantic", 1, False, 2, 1, True, True), 150, 30),
+                               (("semantic", 1, False, 1, 1, True, True), 100, 10),   # another score bin
+                               (("semantic", 1, False, 2, 1, True, False), 300, 15),
+                               (("semantic", 1, False), 550, 55),                    # a coarser cell
+                               (("pld", 5, True, 0, 2, False, True), 90, 9)]:        # tested too rarely
+        rates.tested[cell], rates.hits[cell] = tested, hits
+    assert probe.by_flag(rates) == [("semantic", 1, 1, False, 300, 0.05), ("semantic", 1, 1, True, 250, 0.16)]
