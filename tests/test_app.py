@@ -373,6 +373,32 @@ def test_the_export_is_what_the_screen_shows_named_for_what_it_holds():
     assert figs["neighbours"].to_dict() == figures.neighbours_figure(tr.cycles[1], style=s, request=tr).to_dict()
 
 
+def test_an_exported_tree_fits_its_own_cycle_and_prints_no_type_under_13_px():
+    """The app keeps a request's widest tree's height on every cycle (stepping keeps the plot
+    still); an exported tree stands alone: a narrow one of a request with a wide one had left most
+    of its image blank. And 11 px labels were 5 pt across an A4 page: no exported type is under 13."""
+    from dataclasses import replace
+
+    from workbench import export, figures
+    from wb_traces import request_oilbird
+    tr = request_oilbird()
+    n = 30                                  # one cycle with 29 leaves below its root
+    wide = replace(tr.cycles[1], tokens=list(range(100, 100 + n)), token_text=[f"t{i}" for i in range(n)],
+                   parents=[-1] + [0] * (n - 1), depths=[0] + [1] * (n - 1), sources=[[]] + [["suffix"]] * (n - 1),
+                   scores=[{}] + [{"suffix": 0.5}] * (n - 1), argmax=[0] * n, argmax_text=[""] * n, accepted=[0],
+                   committed=[tr.cycles[1].committed[0]], neighbours=[])
+    tr = replace(tr, cycles=[tr.cycles[0], wide, tr.cycles[2]])
+    s = export.EXPORT_STYLE
+    on_screen = figures.tree_figure(tr.cycles[2], style=s, **figures.trace_marks(tr))
+    exported = export.cycle_export(tr, 2)[0]["tree"]
+    alone = figures.tree_figure(tr.cycles[2], style=s, **{**figures.trace_marks(tr), "rows": 0})
+    assert exported.layout.height == alone.layout.height < on_screen.layout.height / 2
+    assert export.cycle_export(tr, 1)[0]["tree"].layout.height == on_screen.layout.height    # the widest: as shown
+    sizes = [t.textfont.size for f in export.cycle_export(tr, 1)[0].values() for t in f.data
+             if getattr(t, "textfont", None) is not None and t.textfont.size is not None]
+    assert sizes and min(sizes) >= 13
+
+
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="PNG export needs Chromium")
 def test_static_export_is_wide_enough_to_read(tmp_path):
     """A figure that fills its container in the app is exported 1200 px wide, not kaleido's 700, at

@@ -31,8 +31,10 @@ FORMATS = ("html", "png", "svg")
 # default, 700 px, crowds a tree's token labels and cuts table columns
 STATIC_WIDTH = 1200
 # the exported figures are drawn for that width: their tables' columns, labels and notes fit it
-# (drawn for the app's container, the neighbour table's cells wrapped at 700 px inside 1200)
-EXPORT_STYLE = Style(width=STATIC_WIDTH)
+# (drawn for the app's container, the neighbour table's cells wrapped at 700 px inside 1200), in
+# type two points larger than the screen's: the smallest, a label's, is 13 px (11 px was 5 pt on
+# an A4 page's width)
+EXPORT_STYLE = Style(width=STATIC_WIDTH, font_size=14)
 # a PNG's pixels per figure pixel: sharp on a projector and in print (an SVG scales by itself)
 PNG_SCALE = 2
 
@@ -79,7 +81,7 @@ def cycle_export(tr: RequestTrace, k: int, other: RequestTrace | None = None, mo
     cannot be drawn raises."""
     from . import figures as F
     s = EXPORT_STYLE
-    specs = F.cycle_specs(tr, k, s, moment=moment)
+    specs = F.cycle_specs(tr, k, s, moment=moment, fit=True)
     specs["metrics"] = F.metrics_spec(tr, style=s)             # (each spec validated once, below)
     figs = {name: F.figure(spec, s) for name, spec in specs.items()}
     if other is not None:

@@ -92,9 +92,12 @@ def counter_html(request: RequestTrace, cycle: int) -> str:
 
 
 def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None,
-                moment: tuple[int, int] | None = None) -> dict[str, dict]:
+                moment: tuple[int, int] | None = None, fit: bool = False) -> dict[str, dict]:
     """Every per-request spec for cycle index ``cycle`` (what the app shows), by name; the gap
-    strip with a bar under the tokens ``moment`` spans (the gap moment shown)."""
+    strip with a bar under the tokens ``moment`` spans (the gap moment shown). The tree takes the
+    height of its request's widest tree, so that stepping through the cycles keeps the plot
+    still; ``fit``: its own (a figure that stands alone, an export: a one-row tree of a request
+    with a wide one left most of its image blank)."""
     c = cycle_at(request, cycle)
     if c is None:
         head = f"{request.request_id} · {request.method}"
@@ -102,7 +105,8 @@ def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None,
                 "text": message_spec(f"{head} · text", NO_CYCLES, style),
                 "neighbours": message_spec(f"{head} · nearest neighbours", NO_CYCLES, style),
                 "gap": gap.gap_strip_spec(request, None, style), "metrics": metrics.metrics_spec(request, None, style)}
-    return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request), **trace_marks(request)),
+    marks = {**trace_marks(request), **({"rows": 0} if fit else {})}
+    return {"tree": tree.tree_spec(c, style=style, keyed=drafted_sources(request), **marks),
             "text": text.text_spec(request, cycle, style),
             "neighbours": neighbours.neighbours_spec(c, style=style, request=request),
             "gap": gap.gap_strip_spec(request, cycle, style, moment),
@@ -110,6 +114,6 @@ def cycle_specs(request: RequestTrace, cycle: int, style: Style | None = None,
 
 
 def cycle_figures(request: RequestTrace, cycle: int, style: Style | None = None,
-                  moment: tuple[int, int] | None = None) -> dict[str, go.Figure]:
+                  moment: tuple[int, int] | None = None, fit: bool = False) -> dict[str, go.Figure]:
     """:func:`cycle_specs` as validated Figures (for notebooks and exports)."""
-    return {k: figure(v, style) for k, v in cycle_specs(request, cycle, style, moment).items()}
+    return {k: figure(v, style) for k, v in cycle_specs(request, cycle, style, moment, fit).items()}

@@ -112,7 +112,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                      "meta": f"funnel-{m}", "legendgroup": m, "marker": marker,
                      "text": [f"{n} ({_pct(n, tot)})" if i else str(n) for i, n in enumerate(counts)],
                      "textposition": "outside", "constraintext": "none", "cliponaxis": False,
-                     "textfont": {"size": max(9, s.font_size - 2)},
+                     "textfont": {"size": max(9, s.font_size - 1)},
                      "hoverinfo": "text", "hovertext": hover, "xaxis": stages_at[0], "yaxis": stages_at[1]})
         lost = fun[m]["lost"]
         short = fun[m]["tokens"]["short"]
@@ -122,7 +122,7 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
                      "meta": f"lost-{m}", "legendgroup": m, "showlegend": False, "marker": marker,
                      "text": [str(v) for v in values], "textposition": "outside", "constraintext": "none",
                      "cliponaxis": False,
-                     "textfont": {"size": max(9, s.font_size - 2)},
+                     "textfont": {"size": max(9, s.font_size - 1)},
                      "hoverinfo": "text",
                      "hovertext": [f"{html.escape(m)} · {label}: {_cycles(v)} ({_pct(v, right)} of the {right} "
                                    f"with a right record)<br><i>{html.escape(why)}</i>"

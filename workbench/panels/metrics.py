@@ -62,7 +62,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
          "customdata": [share.get(k, 0.0) for k in order],
          # each source's whole share printed over its bar (a printout has no hover)
          "text": [f"{share.get(k, 0.0):.0%}" for k in order], "textposition": "outside", "cliponaxis": False,
-         "constraintext": "none", "textfont": {"size": max(9, s.font_size - 2)},
+         "constraintext": "none", "textfont": {"size": max(9, s.font_size - 1)},
          "marker": {"color": [s.colour(k) for k in order], "opacity": 0.45,
                     "pattern": {"shape": "/", **PATTERN}}, "showlegend": False, "name": "share",
          "meta": "share", "hovertemplate": "%{x}: %{customdata:.1%} of output tokens in all: a token several "
