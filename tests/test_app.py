@@ -1647,7 +1647,9 @@ def test_browser_opens_on_real_traffic_and_the_gap_moments_jump(tmp_path):
 
 
 @pytest.mark.parametrize("t, p, seed, message", [(-1, 1, "0", "temperature"), (0.7, 0, "0", "top-p"),
-                                                  (0.7, 1.2, "0", "top-p"), (0.7, 1, "2.5", "seed")])
+                                                  (0.7, 1.2, "0", "top-p"), (0.7, 1, "2.5", "seed"),
+                                                  (None, 1, "0", "temperature box is empty"),     # an emptied box
+                                                  (0.7, None, "0", "top-p box is empty")])
 def test_live_run_refuses_bad_sampling_settings_before_the_model_loads(app_fns, session, monkeypatch, t, p, seed,
                                                                        message):
     from workbench import ui

@@ -18,8 +18,8 @@ from wb_traces import cycle1, cycle_neighbours, relabel, request_goose, request_
 from oilbird.trace import NO_NODE_REASONS, CycleTrace
 from workbench import figures as F
 from workbench.panels.neighbours import _cell_chars as cell_chars
-from workbench.palette import (ALL_SOURCES, DRAFT_SOURCES, GAP_COLOURS, PEER_SOURCES, PRECEDENCE, SOURCE_COLOURS,
-                               SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, Style, ink, primary_source,
+from workbench.palette import (ALL_SOURCES, DRAFT_SOURCES, DRAFTER_UNASKED, GAP_COLOURS, PEER_SOURCES, PRECEDENCE,
+                               SOURCE_COLOURS, SOURCE_SYMBOLS, STATUS_STYLES, UNKNOWN_COLOUR, Style, ink, primary_source,
                                source_label, source_symbol)
 
 LABELS = ["absent", "lexical_hit", "gap_recovered", "gap_missed", "absent"]
@@ -758,16 +758,19 @@ def test_gap_strip_says_the_outlined_cells_in_words():
     r.output_text = ["Hi", "<b>&'", "…", "\n", ""]                     # markup, a real "…" token, a newline
     page = F.gap_strip_html(r, 1)
     now = page.split("class='gap-now'")[1].split("</div>")[0]
+    # token 2 was accepted at depth 2: no cycle's lookup was asked for it (cycle 1's was asked for token 1)
+    un = html.escape(", " + DRAFTER_UNASKED, quote=False)
     assert now.endswith("outlined, this cycle's tokens: <code>&lt;b&gt;&amp;'</code> lexical hit · <code>…</code> "
-                        "gap: semantic key reaches; drafter's key reaches it · <code>↵</code> gap missed; drafter's "
-                        "key does not reach it")
+                        f"gap: semantic key reaches; drafter's key reaches it{un} · <code>↵</code> gap missed; "
+                        "drafter's key does not reach it")
     said = F.now_words(F.gap_cells(r, 1))
-    assert said == [(["<b>&'"], "lexical hit"), (["…"], "gap: semantic key reaches; drafter's key reaches it"),
+    assert said == [(["<b>&'"], "lexical hit"),
+                    (["…"], f"gap: semantic key reaches; drafter's key reaches it, {DRAFTER_UNASKED}"),
                     (["↵"], "gap missed; drafter's key does not reach it")]
     assert "gap-now" not in F.gap_strip_html(r)                          # no cycle selected: no line
     title = F.gap_strip_figure(r, 1).layout.title.text.replace("<br>", " ")   # an export says the same
     assert "outlined, this cycle's tokens: '&lt;b&gt;&amp;'' lexical hit · '…' gap: semantic key reaches; " \
-           "drafter's key reaches it · '↵' gap missed; drafter's key does not reach it" in title
+           f"drafter's key reaches it{un} · '↵' gap missed; drafter's key does not reach it" in title
     assert "outlined" not in F.gap_strip_figure(r).layout.title.text
     labels = ["lexical_hit", "absent"] * 10                             # 20 outlined tokens, no two alike in a row
     cells = [F.GapCell(k, lab, f"t{k}", True) for k, lab in enumerate(labels)]

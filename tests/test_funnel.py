@@ -278,6 +278,19 @@ def test_the_funnels_title_lines_keep_clear_of_its_subplot_titles():
     assert two["height"] - two["margin"]["t"] == one["height"] - one["margin"]["t"]   # the plots keep their size
 
 
+def test_the_funnels_key_of_methods_sits_under_the_axes_titles_at_any_height():
+    """Placed at a fraction of the plot's height under it, the key of methods overprinted the
+    axis title "drafting cycles" in the app (a shorter plot than an export's): it is anchored to
+    the figure's foot, in room of its own below the axes' titles."""
+    from wb_traces import request_oilbird
+    from workbench import figures as F
+    from workbench.panels.funnel import LEGEND_ROOM
+    for style in (F.Style(), F.Style(width=700), F.Style(width=1200)):
+        lay = F.funnel_spec([request_oilbird()], style=style)["layout"]
+        assert (lay["legend"]["yref"], lay["legend"]["y"], lay["legend"]["yanchor"]) == ("container", 0, "bottom")
+        assert lay["margin"]["b"] >= 40 + LEGEND_ROOM >= 40 + 30
+
+
 def test_every_stage_and_loss_of_the_funnel_is_explained_in_plain_words():
     """A teacher's words for each stage: the glossary has a row for every stage and every loss
     the figure draws, and the hover of each carries the same sentence."""

@@ -227,3 +227,25 @@ def test_among_contested_moments_the_one_with_more_lexical_rivals_shows_the_gap_
     three = replace(one, start=5, end=6, rivals=3)
     assert max([one, three], key=F.clarity) is three
     assert max([one, replace(three, contested=0, rivals=0)], key=F.clarity) is one
+
+
+def test_a_reach_no_cycle_asked_for_is_said_so_in_the_menu_the_strip_and_the_hover():
+    """The drafter's key is marked at every gap token (what it would find, asked there), but a
+    cycle asks only for the token after its root: token 2 was accepted at depth 2 of cycle 1, whose
+    lookup (its neighbour table) was asked for token 1. A class sent to cycle 1 for token 2 found no
+    neighbour proposing it; the menu, the outlined tokens' line and the hover now say why."""
+    from workbench.palette import DRAFTER_UNASKED
+    from workbench.panels.gap import cell_hover
+    r = request_oilbird(gap_labels=LABELS)
+    assert F.asked_positions(r) == {0, 1, 4}           # each cycle's first committed token
+    r.drafter_reach = [False, False, True, False, False]
+    m = F.gap_moments(r)[0]
+    assert (m.start, m.end, m.drafter, m.unasked) == (1, 3, 1, 1)
+    assert "drafter's key reaches 1 of 2 (1 where no cycle asked)" in m.describe()
+    g = F.gap_cells(r, 1)
+    assert [c.asked for c in g.cells] == [True, True, False, False, True]
+    assert DRAFTER_UNASKED in F.now_line(g) and DRAFTER_UNASKED in cell_hover(g.cells[2], "oilbird")
+    r.drafter_reach = [False, True, False, False, False]      # reached where cycle 1 asked: nothing to add
+    assert "where no cycle asked" not in F.gap_moments(r)[0].describe()
+    g = F.gap_cells(r, 1)
+    assert DRAFTER_UNASKED not in F.now_line(g) + cell_hover(g.cells[1], "oilbird")

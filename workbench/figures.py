@@ -54,9 +54,9 @@ from .panels.base import (BY_PRIMARY, BY_PRIMARY_KEY, CHAR_EM, CURSOR, PATTERN, 
 from .panels.compare import compare_figure, compare_spec, first_difference
 from .panels.cycle import counter_html, cycle_at, cycle_count, cycle_figures, cycle_specs, first_cycle, last_cycle
 from .panels.funnel import FUNNEL_TITLE, LOSSES, as_funnel, funnel_figure, funnel_glossary, funnel_scope, funnel_spec
-from .panels.gap import (GAP_BORDERS, GAP_SCOPE, NOW_SHOWN, DrafterCount, GapCell, GapStrip, drafter_marks,
-                         gap_cells, gap_strip_figure, gap_strip_html, gap_strip_mini_html, gap_strip_spec, keyless,
-                         now_line, now_words)
+from .panels.gap import (GAP_BORDERS, GAP_SCOPE, NOW_SHOWN, DrafterCount, GapCell, GapStrip, asked_positions,
+                         drafter_marks, gap_cells, gap_strip_figure, gap_strip_html, gap_strip_mini_html,
+                         gap_strip_spec, keyless, now_line, now_words)
 from .panels.gap_moments import (MOMENT_LABELS, GapMoment, clarity, clearest_moment, gap_moments, lexical_rivals,
                                  moment_at, moment_choices,
                                  moment_cycle, moment_kept, moment_of, moment_span, moment_summary)
@@ -87,8 +87,8 @@ __all__ = [
     "NeighbourResult", "NeighbourRow", "NeighbourTable", "SemanticOutcome", "neighbour_result",
     "neighbour_table", "neighbours_figure", "neighbours_html", "neighbours_spec", "outbid", "price",
     "semantic_outcome",
-    "GAP_BORDERS", "GAP_SCOPE", "NOW_SHOWN", "DrafterCount", "GapCell", "GapStrip", "drafter_marks", "gap_cells",
-    "now_line", "now_words",
+    "GAP_BORDERS", "GAP_SCOPE", "NOW_SHOWN", "DrafterCount", "GapCell", "GapStrip", "asked_positions", "drafter_marks",
+    "gap_cells", "now_line", "now_words",
     "gap_strip_figure", "gap_strip_html", "gap_strip_mini_html", "gap_strip_spec", "keyless",
     "MOMENT_LABELS", "GapMoment", "clarity", "clearest_moment", "gap_moments", "lexical_rivals", "moment_at",
     "moment_choices", "moment_cycle", "moment_kept", "moment_of", "moment_span",

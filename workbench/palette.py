@@ -157,6 +157,10 @@ DRAFTER_MARK = "drafter's key reaches it"
 DRAFTER_UNMARKED = "drafter's key does not reach it"     # (the words under the strip, beside DRAFTER_MARK)
 DRAFTER_EXPLANATION = ("the hidden-state key as the drafter must ask it, one token behind (the state of the token "
                        "before, among the records followed by the root token), has a top-8 record that continues right")
+# a position is *asked* when it is the first token after a cycle's root: that cycle's lookup (its
+# neighbour table) was asked for it. A token accepted deeper in a tree, or the bonus after a
+# path, had no lookup of its own; its mark says what one would have found
+DRAFTER_UNASKED = "had a cycle asked here: none did (the neighbour table shows this cycle's lookup, asked at its root)"
 DRAFTER_NOT = "the drafter's own key (one token behind) does not reach it"
 DRAFTER_TOO = "the drafter's own key (one token behind) reaches it too"
 DRAFTER_LEGEND = "the drafter's own key (the hidden-state key one token behind, as it must ask) reaches the token"

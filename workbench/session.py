@@ -363,10 +363,15 @@ def method_menu(st: Session, cat: Catalogue, data: Data | None = None) -> list[t
 
 # ------------------------------------------------------------------------- a live run
 def live_sampling(temperature, top_p, seed):
-    """The live run's sampling settings from the UI (None: greedy); ValueError, one line, when bad."""
+    """The live run's sampling settings from the UI (None: greedy); ValueError, one line, when bad
+    (an emptied box too: it had run greedy, said nowhere, the box still empty)."""
     from oilbird.sampling import SamplingParams, parse_seed
+    empty = [name for name, v in (("temperature", temperature), ("top-p", top_p)) if v is None or str(v).strip() == ""]
+    if empty:
+        raise ValueError(f"the {' and '.join(empty)} box is empty (temperature 0 decodes greedily; top-p 1 keeps "
+                         f"every token)")
     try:
-        t, p = float(0 if temperature is None else temperature), float(1 if top_p is None else top_p)
+        t, p = float(temperature), float(top_p)
     except (TypeError, ValueError):
         raise ValueError("temperature and top-p must be numbers") from None
     params = SamplingParams(t, p, parse_seed("0" if seed is None or str(seed).strip() == "" else seed))

@@ -302,8 +302,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                         "and the tree's hover shows, per tried node, the probability that decided it and "
                         "the residual's mass.")
             with gr.Row():
-                live_t = gr.Number(0, label="temperature (0 = greedy)", elem_id="wb-temperature", minimum=None)
-                live_p = gr.Number(1, label="top-p, in (0, 1]", elem_id="wb-top-p")
+                live_t = gr.Number(0, label="temperature (0 = greedy)", elem_id="wb-temperature", step=0.1)
+                live_p = gr.Number(1, label="top-p, in (0, 1]", elem_id="wb-top-p", step=0.05)
                 live_seed = gr.Textbox("0", label="seed (a whole number)", elem_id="wb-seed", max_lines=1)
             upload = gr.File(label="load a trace file (JSONL from `python -m oilbird trace`, or gzipped)",
                              file_types=[".jsonl", ".json", ".txt", ".gz"], type="filepath", elem_id="wb-upload")

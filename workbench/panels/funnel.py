@@ -30,6 +30,7 @@ METHOD_COLOURS = (OKABE_ITO["vermillion"], OKABE_ITO["blue"], OKABE_ITO["bluish_
 # and a fill pattern each, in the same order: a greyscale printout tells the methods apart
 METHOD_PATTERNS = ("", "/", ".", "x", "\\", "+", "-")
 STACK_BELOW = 1000      # a figure narrower than this (pixels) draws the losses under the stages
+LEGEND_ROOM = 36        # pixels under the axes' titles for the key of methods (one row)
 LOSSES = tuple(f"lost: {k}" for k in REACHED[:-1]) + tuple(f"short: {k.replace('_', ' ')}" for k in SHORT)
 LOSS_WHY = tuple(LOST_HELP[k] for k in REACHED[:-1]) + tuple(SHORT_HELP[k] for k in SHORT)
 FUNNEL_TITLE = "conversion funnel: drafting cycles at each stage of the semantic key"
@@ -138,9 +139,12 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     # a value to its bar: with four methods they printed 5 px tall)
     row = max(41, 14 * len(names) + 10)
     plots = max(s.height - 10, len(STAGES) * row) if not stacked else (len(STAGES) + len(LOSSES)) * row + 60
-    layout = panel_layout(s, title, height=plots + top, barmode="group", bargap=0.25,
-                          margin={"l": 40, "r": 10, "t": top, "b": 40},
-                          legend={"title": {"text": "method"}, "orientation": "h", "y": -0.06 if stacked else -0.12},
+    # the key at the figure's foot, under the axes' titles: placed by the plot's height (y -0.12 of
+    # it), it overprinted "drafting cycles" in the app, whose plot is shorter than an export's
+    layout = panel_layout(s, title, height=plots + top + LEGEND_ROOM, barmode="group", bargap=0.25,
+                          margin={"l": 40, "r": 10, "t": top, "b": 40 + LEGEND_ROOM},
+                          legend={"title": {"text": "method"}, "orientation": "h", "yref": "container", "y": 0,
+                                  "yanchor": "bottom", "x": 0},
                           **axes)
     for (x, y), most in ((stages_at, widest[0]), (losses_at, widest[1])):
         layout[axis_key(y)].update({"autorange": "reversed", "automargin": True,

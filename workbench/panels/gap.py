@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from itertools import accumulate
 
 import plotly.graph_objects as go
 
@@ -22,9 +23,9 @@ from oilbird.methods import lookup
 from oilbird.trace import GAP_POOL_STORE, RequestTrace
 
 from ..palette import (BONUS, DRAFTER_EXPLANATION, DRAFTER_LEGEND, DRAFTER_MARK, DRAFTER_MISSING, DRAFTER_NOT,
-                       DRAFTER_UNMARKED,
-                       DRAFTER_TOO, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS, GAP_KINDS, GAP_LABELS,
-                       GAP_PATTERNS, GAP_POOL, GAP_POOL_RECORDED, WARNING_CSS, Style, source_label)
+                       DRAFTER_TOO, DRAFTER_UNASKED, DRAFTER_UNMARKED, GAP_COLOURS, GAP_DESCRIPTIONS, GAP_EXPLANATIONS,
+                       GAP_KINDS, GAP_LABELS, GAP_PATTERNS, GAP_POOL, GAP_POOL_RECORDED, WARNING_CSS, Style,
+                       source_label)
 from .base import PATTERN, centred_note, esc, figure, panel_layout, pin_title, style_or_default, visible, wrap_html
 from .provenance import committed_upto, is_live, is_replay, local_model, token_sources
 
@@ -118,6 +119,9 @@ class GapCell:
     # counts keep to gap positions: :func:`drafter_marks`); None where not known
     reach: bool | None = None
     moment: bool = False   # one of the tokens of the gap moment shown (marked under the cell)
+    # the first token after its cycle's root: that cycle's lookup was asked for it (palette's
+    # DRAFTER_UNASKED); deeper in a tree, or the bonus after a path, no lookup was asked for it
+    asked: bool = True
 
 
 @dataclass(frozen=True)
@@ -210,11 +214,12 @@ def gap_cells(request: RequestTrace, cycle: int | None = None, moment: tuple[int
     marks = drafter_marks(request)
     got = token_sources(request)
     reach = request.drafter_reach if marks is not None else None
+    asked = asked_positions(request)
     cells = [GapCell(k, lab, request.output_text[k] if k < len(request.output_text) else "?",
                      span is not None and span[0] <= k < span[1], marks[k] if marks else None,
                      marks is not None and k == 0 and lab in GAP_KINDS, tuple(got[k]) if k < len(got) else (),
                      None if reach is None or k == 0 or reach[k] is None else bool(reach[k]),
-                     moment is not None and moment[0] <= k < moment[1])
+                     moment is not None and moment[0] <= k < moment[1], k in asked)
              for k, lab in enumerate(labels)]
     counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
     drafter = None
@@ -228,6 +233,14 @@ def gap_cells(request: RequestTrace, cycle: int | None = None, moment: tuple[int
                     keyless=keyless(request.method, request))
 
 
+def asked_positions(request: RequestTrace) -> set[int]:
+    """The output positions a cycle's lookup was asked for: each cycle's first committed token (the
+    one after its root). The drafter's key is marked at every gap token (what it would find asked
+    there); only at these did a cycle ask, and only their cycle's neighbour table shows it."""
+    starts = accumulate((len(c.committed) for c in request.cycles), initial=0)
+    return {k for k, c in zip(starts, request.cycles) if c.committed}
+
+
 def cell_hover(c: GapCell, method: str = "") -> str:
     """A cell's label in words, at a gap position whether the drafter's key reaches it, and what
     ``method``'s drafter did there (the label is the output's; this answers why it missed)."""
@@ -235,8 +248,8 @@ def cell_hover(c: GapCell, method: str = "") -> str:
     if c.index == 0:
         return f"{said}; the first token: the prefill gives it, no drafter drafts it"
     if c.drafter is not None:
-        said = (f"{said}. The drafter's own key reaches it: {DRAFTER_EXPLANATION}" if c.drafter
-                else f"{said}; {DRAFTER_NOT}")
+        said = (f"{said}. The drafter's own key reaches it" + ("" if c.asked else f", {DRAFTER_UNASKED}")
+                + f": {DRAFTER_EXPLANATION}" if c.drafter else f"{said}; {DRAFTER_NOT}")
     elif c.reach is not None:
         said = f"{said}; {DRAFTER_TOO if c.reach else DRAFTER_NOT}"
     return f"{said}. {delivered_words(c.delivered, method)}" if c.delivered else said
@@ -428,7 +441,8 @@ def now_words(g: GapStrip) -> list[tuple[list[str], str]]:
     said: list[tuple[list[str], str]] = []
     for c in now[:NOW_SHOWN]:
         words = GAP_DESCRIPTIONS.get(c.label, c.label) + (
-            "" if c.drafter is None else f"; {DRAFTER_MARK if c.drafter else DRAFTER_UNMARKED}")
+            "" if c.drafter is None else f"; {DRAFTER_MARK if c.drafter else DRAFTER_UNMARKED}") + (
+            f", {DRAFTER_UNASKED}" if c.drafter and not c.asked else "")
         if said and said[-1][1] == words:
             said[-1][0].append(visible(c.text))
         else:

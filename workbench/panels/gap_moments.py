@@ -24,7 +24,7 @@ from oilbird.trace import LEXICAL_SOURCES, CycleTrace, RequestTrace, lexical_sou
 
 from ..palette import GAP_DESCRIPTIONS, GAP_KINDS
 from .base import visible
-from .gap import drafter_marks, no_labels_why
+from .gap import asked_positions, drafter_marks, no_labels_why
 from .provenance import token_cycles
 
 MOMENT_LABELS = ("gap_recovered", "gap_missed", "absent")
@@ -50,6 +50,8 @@ class GapMoment:
     lexical: int = 0     # tokens of the run an exact-match source delivered in this trace: the labels'
                          # pool is earlier outputs only, and the drafters also copy the prompt and this output
     exact_only: int = 0  # ... of those, tokens no other source (the semantic key) delivered too
+    unasked: int = 0     # of the tokens the drafter's key reaches, those no cycle's lookup was asked for
+                         # (gap.asked_positions): no neighbour table shows what reached them
 
     @property
     def key(self) -> str:
@@ -60,7 +62,8 @@ class GapMoment:
         where = f"token {self.start}" if self.end - self.start == 1 else f"tokens {self.start}-{self.end - 1}"
         text = self.text if len(self.text) <= 24 else self.text[:23] + "…"
         at = f"cycle {self.cycle}" if self.cycle is not None else "no cycle"
-        reach = "" if self.drafter is None else f" · drafter's key reaches {self.drafter} of {self.drafted}"
+        reach = "" if self.drafter is None else f" · drafter's key reaches {self.drafter} of {self.drafted}" + (
+            f" ({self.unasked} where no cycle asked)" if self.unasked else "")
         # a run this method's exact-match source delivered (it copies the prompt and this output too, not
         # only the labels' pool): say so, so the menu does not contradict the tree
         if self.label != "gap_recovered":
@@ -91,6 +94,7 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
     starts = list(accumulate((len(c.committed) for c in request.cycles), initial=0))   # each cycle's first token
     offset = [p - starts[k] for p, k in enumerate(where)]
     marks = drafter_marks(request)
+    asked = asked_positions(request)
     lex = lexical_sources(request)       # the exact-match sources of the drafter that wrote it
     out: list[GapMoment] = []
     k = 1             # not the first token: the prefill gives it, no drafter drafts it (no tree shows it)
@@ -105,10 +109,11 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
             won = [i for i in sem if rivals[i]]
             shown = (won or sem or [k])[0]
             drafted = [x for x in marks[k:j] if x is not None] if marks is not None else []
+            unasked = sum(1 for i in range(k, j) if marks is not None and marks[i] and i not in asked)
             lexical = [set(sources[i]) for i in range(k, j) if i < len(sources) and lex & set(sources[i])]
             out.append(GapMoment(lab[k], k, j, text, where[shown] if shown < len(where) else None, len(sem),
                                  len(won), max(rivals.values(), default=0), sum(drafted) if drafted else None,
-                                 len(drafted), len(lexical), sum(s <= lex for s in lexical)))
+                                 len(drafted), len(lexical), sum(s <= lex for s in lexical), unasked))
         k = j
     return out
 
