@@ -32,7 +32,10 @@ commits.
   tokens occur earlier but exact match misses them; the semantic key reaches them, or not), and
   *absent* (the token and the next one never occur together in that pool; either alone may). A
   black band: the drafter's own key, asked one token behind, reaches
-  it. The labels describe the output, not the method's drafting.
+  it: what it would find asked there. A cycle asks only for the token after its root, so a band on
+  a token accepted deeper in a tree, or on the bonus after a path, has no neighbour table of its
+  own (the moments' menu and the hover say so). The labels describe the output, not the method's
+  drafting.
 - **Nearest neighbours**: the stored positions the semantic key found this cycle, most similar
   first, with what each proposed and how much of it was accepted. *Right for N*: how far its
   continuation matched the output; *next p*: the tree stopped that chain where the chance it gave
