@@ -251,6 +251,13 @@ def test_load_traces_adds_requests_for_this_session(client, tmp_path):
     packed.write_bytes(gzip.compress(save_traces([r], tmp_path / "z.jsonl").read_bytes()))
     out = named("Selected", client.predict(handle_file(str(packed)), api_name="/load_traces"))
     assert out.error.startswith("Loaded ") and "zipped" in out.counter
+    # the same file again, and a shipped request's trace: the banner says what they replace (the
+    # menus name a request, not the file it came from)
+    out = named("Selected", client.predict(handle_file(str(packed)), api_name="/load_traces"))
+    assert "1 of them replaces the trace shown before for the same request and method." in out.error
+    shipped = save_traces(all_requests()[:2], tmp_path / "shipped.jsonl")
+    out = named("Selected", client.predict(handle_file(str(shipped)), api_name="/load_traces"))
+    assert "2 of them replace the traces shown before" in out.error
 
 
 def test_live_run_with_a_model_that_fails_to_load(client):

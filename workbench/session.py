@@ -211,12 +211,17 @@ def take_view(st: Session, drawn: Session) -> None:
 
 
 def loaded_note(name: str, traces: list[RequestTrace], first: RequestTrace,
-                left_out: list[RequestTrace] = ()) -> str:
+                left_out: list[RequestTrace] = (), replaced: int = 0) -> str:
     """The banner's line after an upload drew (a file of the request on screen looked unchanged):
-    what came in and what is shown of it, and what was left out (:func:`upload_split`)."""
+    what came in and what is shown of it, how many of its traces replace ones shown before under
+    the same request and method (``replaced``: a shipped trace, or an earlier upload's; the menus
+    name a request, not the file it came from), and what was left out (:func:`upload_split`)."""
     n = len({t.request_id for t in traces})
+    took = (f" {replaced} of them replace{'s' * (replaced == 1)} the trace{'s' * (replaced != 1)} shown before for "
+            f"the same request and method." if replaced else "")
     return (f"Loaded {name}: {len(traces)} trace{'s' * (len(traces) != 1)} of {n} request{'s' * (n != 1)}; "
-            f"showing {first.request_id} with {first.method}." + (f" {left_out_note(left_out)}" if left_out else ""))
+            f"showing {first.request_id} with {first.method}.{took}"
+            + (f" {left_out_note(left_out)}" if left_out else ""))
 
 
 def left_out_note(left_out: list[RequestTrace]) -> str:

@@ -225,8 +225,7 @@ def funnel_component(state: gr.State, cat: Catalogue) -> gr.Plot:
         plot = gr.Plot(label="conversion funnel", show_label=False, elem_id="wb-funnel")
         with gr.Accordion("what each stage counts", open=False):
             gr.Markdown(F.funnel_glossary(), elem_id="wb-funnel-glossary")
-    button.click(lambda st: funnel_plot(st, cat), state, plot, api_name="funnel",
-                 show_progress="minimal", queue=False)
+    button.click(lambda st: funnel_plot(st, cat), state, plot, api_name="funnel", show_progress="minimal", queue=False)
     return plot
 
 
@@ -455,7 +454,8 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
             try:
                 for t in traces:
                     draw_all(t)
-                out = _render(new, cat, loaded_note(name, traces, first, left_out), full=True, data=data)
+                note = loaded_note(name, traces, first, left_out, sum(find(st, cat, *k) is not None for k in added))
+                out = _render(new, cat, note, full=True, data=data)
             except Exception as exc:   # noqa: BLE001 - whatever breaks drawing: the banner, no change
                 return unchanged(st, _warn(f"Not a usable trace file: {name}: {exc}"))
             # every trace draws: the session takes them in place, so a live run that holds this
