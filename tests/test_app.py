@@ -186,6 +186,7 @@ def test_every_step_sets_the_moments_menu_in_the_same_answer(app_fns, session):
     assert {out.moments.value for out in (fns["goto"](session, "1"), fns["goto"](session, "2"))} == {"2", "4"}
     out = fns["select"](session, session.request, session.method, session.compare)
     assert [c[1] for c in out.moments.choices] == [m.key for m in F.gap_moments(tr)]
+    assert out.slider.interactive is True and len(tr.cycles) > 1      # (greyed where there is nothing to slide)
 
 
 def gr_skip():
@@ -1198,6 +1199,7 @@ def test_the_app_builds_and_steps_without_readable_traces(tmp_path, capsys):
     assert "no trace" in out.counter.lower() and out.moments.value is None
     out = fns["select"](st, st.request, st.method, st.compare)
     assert out.moments.choices == [] and out.moments.info == "this request and method: no trace"
+    assert out.slider.interactive is False           # a 0-1 slider with nothing to slide was offered
 
 
 def test_login_with_auth_and_none_without(app_fns, tmp_path):

@@ -111,7 +111,7 @@ def _no_trace(st: Session, msg: str, error: str, full: bool, what: str = "no tra
             f"<b>{html.escape(st.request)} · {html.escape(st.method)}</b>: {html.escape(what)}")
     empty = _plot(F.message_spec(f"{st.request} · {st.method}", what))
     menu = menu_update(st, tr, full, None if tr is not None else f"this request and method: {what}")
-    step = Step(st, head, gr.Slider(minimum=0, maximum=1, value=0) if full else 0, empty,
+    step = Step(st, head, gr.Slider(minimum=0, maximum=1, value=0, interactive=False) if full else 0, empty,
                 f"<p>{html.escape(msg)}</p>", "", "", error, menu, "")
     return Full(*step, empty, empty, tr.prompt_text if tr is not None else "") if full else step
 
@@ -131,8 +131,9 @@ def _render(st: Session, cat: Catalogue, error: str, full: bool, data: Data | No
     st.cycle = k
     moment = F.moment_span(tr, shown_moment(st, tr))      # the gap moment shown: both strips mark its tokens
     counter, tree, text, neighbours, gap, mini = _cycle_panels(tr, k, moment=moment)
-    # a step only moves the slider; a new selection also sets its range
-    slider = gr.Slider(minimum=0, maximum=max(1, len(tr.cycles) - 1), value=k, step=1) if full else k
+    # a step only moves the slider; a new selection sets its range too (one cycle: nothing to slide)
+    slider = gr.Slider(minimum=0, maximum=max(1, len(tr.cycles) - 1), value=k, step=1,
+                       interactive=len(tr.cycles) > 1) if full else k
     step = Step(st, counter, slider, _plot(tree), text, neighbours, gap, error, menu_update(st, tr, full), mini)
     if not full:
         return step
@@ -187,7 +188,6 @@ def draw_all(tr: RequestTrace) -> None:
 
 
 # --------------------------------------------------------------------------- the app
-
 def funnel_traces(st: Session, cat: Catalogue) -> tuple[list, str]:
     """What the funnel counts (:func:`workbench.figures.funnel_scope`): of every trace this
     session shows (the catalogue's, and its own, uploaded or live, in their place), those of
