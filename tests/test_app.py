@@ -25,6 +25,7 @@ from wb_traces import all_requests, request_oilbird, request_other
 
 from oilbird.trace import load_traces, save_traces
 from workbench import measure
+from workbench.moments_menu import MENU_MIN_WIDTH
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -1375,6 +1376,22 @@ def _quiet(page, pending: set, quiet_ms: int = 500, seconds: float = 120.0) -> N
         assert time.monotonic() < end, f"requests still in flight after {seconds:.0f} s: {[r.url for r in pending]}"
         page.wait_for_timeout(50)                  # (the page's events are heard during playwright's calls)
         calm = 0 if pending else calm + 50
+
+
+@pytest.mark.browser
+def test_browser_the_gap_moments_menu_takes_a_line_of_its_own_on_a_projector(app_url):
+    """At 1024 px, beside the request's menus, the closed gap-moments menu cut its own line at "gap:
+    semantic key reac" (a teacher's review): below ~1300 px it wraps onto a line as wide as the
+    window; at 1600 px it stays beside them."""
+    if measure.chromium_path() is None:
+        pytest.skip("Debian chromium not installed (apt-get install chromium); browsers are never downloaded")
+    for width, own_line in ((1024, True), (1600, False)):
+        with measure.browser_page(width=width, height=800) as page:
+            measure.first_figure(page, app_url)
+            block, request = (page.locator(f"#{e}").bounding_box() for e in ("wb-moments", "wb-request"))
+            assert (block["y"] >= request["y"] + request["height"]) == own_line, (width, block, request)
+            menu = page.locator("#wb-moments input").bounding_box()
+            assert menu["width"] >= (0.85 * width if own_line else MENU_MIN_WIDTH - 80), (width, menu)
 
 
 @pytest.mark.browser

@@ -9,6 +9,8 @@ import gradio as gr
 from . import figures as F
 from .session import Catalogue, Session, find
 
+MENU_MIN_WIDTH = 700    # pixels the gap-moments menu keeps, or it wraps below the request's menus
+
 
 def shown_moment(st: Session, tr) -> str | None:
     """The moment the menu shows for the cycle on screen: the one picked, while its request and
@@ -45,7 +47,11 @@ class GapMomentsMenu:
         tr = find(st, cat, st.request, st.method)
         self.menu = gr.Dropdown(F.moment_choices(tr), value=F.moment_at(tr, st.cycle), label="gap moments",
                                 info=F.moment_summary(tr), elem_id="wb-moments", scale=3,
-                                filterable=False)     # typed digits landed inside the shown label
+                                filterable=False,     # typed digits landed inside the shown label
+                                # below ~1300 px the menu takes a line of its own, as wide as the
+                                # window: beside the others it cut its own line (on a projector, at
+                                # "gap: semantic key reac"), the key's verdict lost
+                                min_width=MENU_MIN_WIDTH)
 
     def wire(self, state, step_outputs, goto, fast: dict) -> None:
         def jump(st, key):
