@@ -68,7 +68,8 @@ def by_flag(rates, min_tested: int = 200) -> list[tuple]:
     groups = defaultdict(lambda: [0, 0])
     for cell, tested in rates.tested.items():
         if len(cell) == full:       # the finest cells only (the coarser ones count the same nodes again)
-            g = groups[(cell[0], min(cell[1], 3), cell[4] if rates.match_bins else None, cell[-1])]
+            agree = cell[3 + bool(rates.score_bins)] if rates.match_bins else None     # (after the score bin)
+            g = groups[(cell[0], min(cell[1], 3), agree, cell[-1])]
             g[0] += tested
             g[1] += rates.hits[cell]
     return [(*k, t, h / t) for k, (t, h) in sorted(groups.items(), key=str) if t >= min_tested]

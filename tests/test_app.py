@@ -1194,6 +1194,8 @@ def test_the_app_builds_and_steps_without_readable_traces(tmp_path, capsys):
     cat, data = app.load(tmp_path / "missing.jsonl", "builtin")
     assert cat.traces == {} and "no such file" in capsys.readouterr().err
     demo = build_app(cat, data, ModelHolder(None))
+    opening = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "wb-slider")
+    assert opening.interactive is False           # greyed from the first page, not only after a selection
     st = new_session(cat, data)
     fns = {f.api_name: f.fn for f in demo.fns.values()}
     out = fns["next"](st)

@@ -2,6 +2,8 @@
 that committed it; the list the app and the notebook stepper jump from."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from wb_traces import relabel, request_oilbird
 
@@ -237,15 +239,22 @@ def test_a_reach_no_cycle_asked_for_is_said_so_in_the_menu_the_strip_and_the_hov
     from workbench.palette import DRAFTER_UNASKED
     from workbench.panels.gap import cell_hover
     r = request_oilbird(gap_labels=LABELS)
-    assert F.asked_positions(r) == {0, 1, 4}           # each cycle's first committed token
+    assert F.asked_positions(r) == {1, 4}           # each drafting cycle's first committed token (not the prefill's)
     r.drafter_reach = [False, False, True, False, False]
     m = F.gap_moments(r)[0]
     assert (m.start, m.end, m.drafter, m.unasked) == (1, 3, 1, 1)
     assert "drafter's key reaches 1 of 2 (1 where no cycle asked)" in m.describe()
     g = F.gap_cells(r, 1)
-    assert [c.asked for c in g.cells] == [True, True, False, False, True]
+    assert [c.asked for c in g.cells] == [False, True, False, False, True]
     assert DRAFTER_UNASKED in F.now_line(g) and DRAFTER_UNASKED in cell_hover(g.cells[2], "oilbird")
+    band = next(t for t in F.gap_strip_figure(r, 1).data if t.meta == "drafter")    # an export says it too
+    assert DRAFTER_UNASKED in band.hovertext[0]
     r.drafter_reach = [False, True, False, False, False]      # reached where cycle 1 asked: nothing to add
     assert "where no cycle asked" not in F.gap_moments(r)[0].describe()
     g = F.gap_cells(r, 1)
     assert DRAFTER_UNASKED not in F.now_line(g) + cell_hover(g.cells[1], "oilbird")
+    # a trace without cycle records does not say where a cycle asked: nothing is claimed
+    bare = replace(r, cycles=[], drafter_reach=[False, True, True, False, True])
+    assert F.asked_positions(bare) is None
+    assert all(m.unasked == 0 for m in F.gap_moments(bare))
+    assert all(c.asked for c in F.gap_cells(bare).cells)

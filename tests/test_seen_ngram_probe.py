@@ -72,3 +72,6 @@ def test_the_stats_group_the_finest_cells_by_the_flag():
                                (("pld", 5, True, 0, 2, False, True), 90, 9)]:        # tested too rarely
         rates.tested[cell], rates.hits[cell] = tested, hits
     assert probe.by_flag(rates) == [("semantic", 1, 1, False, 300, 0.05), ("semantic", 1, 1, True, 250, 0.16)]
+    no_scores = acceptance.AcceptanceRates(match_bins=(1, 2))       # the agreement bin right after warm
+    no_scores.tested[("pld", 2, True, 2, False)], no_scores.hits[("pld", 2, True, 2, False)] = 300, 30
+    assert probe.by_flag(no_scores) == [("pld", 2, 2, False, 300, 0.1)]

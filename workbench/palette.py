@@ -157,10 +157,12 @@ DRAFTER_MARK = "drafter's key reaches it"
 DRAFTER_UNMARKED = "drafter's key does not reach it"     # (the words under the strip, beside DRAFTER_MARK)
 DRAFTER_EXPLANATION = ("the hidden-state key as the drafter must ask it, one token behind (the state of the token "
                        "before, among the records followed by the root token), has a top-8 record that continues right")
-# a position is *asked* when it is the first token after a cycle's root: that cycle's lookup (its
-# neighbour table) was asked for it. A token accepted deeper in a tree, or the bonus after a
-# path, had no lookup of its own; its mark says what one would have found
-DRAFTER_UNASKED = "had a cycle asked here: none did (the neighbour table shows this cycle's lookup, asked at its root)"
+# a position is *asked* when it is the first token after a drafting cycle's root: that cycle's
+# lookup (its neighbour table) was keyed for it. A token accepted deeper in a tree, or the bonus
+# after a path, had no lookup keyed for it; its mark says what one would have found (a chain
+# retrieved at the root may still reach it, copied further)
+DRAFTER_UNASKED = ("had a cycle asked here; none did: a cycle asks only for the token after its root, and this "
+                   "token came later in its cycle")
 DRAFTER_NOT = "the drafter's own key (one token behind) does not reach it"
 DRAFTER_TOO = "the drafter's own key (one token behind) reaches it too"
 DRAFTER_LEGEND = "the drafter's own key (the hidden-state key one token behind, as it must ask) reaches the token"

@@ -262,7 +262,7 @@ def build_app(cat: Catalogue, data: Data, models: ModelHolder, max_new_tokens: i
                 next_btn = gr.Button("Next ▶", elem_id="wb-next", scale=0, min_width=90, variant="primary")
                 play_btn = gr.Button("▶ Play", elem_id="wb-play", scale=0, min_width=90)
                 slider = gr.Slider(minimum=0, maximum=first.slider.maximum, value=first.slider.value, step=1,
-                                   label="cycle", elem_id="wb-slider", scale=3)
+                                   label="cycle", elem_id="wb-slider", scale=3, interactive=first.slider.interactive)
                 live_btn = live_button(init, data, elem_id="wb-live", scale=0, min_width=110)
                 stop_btn = stop_button(init, elem_id="wb-stop", scale=0, min_width=110, variant="stop")
                 press_no = gr.Number(0, visible=False)        # the run's number, from its press (live_controls)

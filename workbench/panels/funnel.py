@@ -12,6 +12,7 @@ the hover says each stage's share of the cycles and of the stage above.
 from __future__ import annotations
 
 import html
+import math
 from typing import Callable, Iterable
 
 import plotly.graph_objects as go
@@ -20,7 +21,8 @@ from oilbird.evaluation.funnel import LOST_HELP, REACHED, SHORT, SHORT_HELP, STA
 from oilbird.trace import RequestTrace
 
 from ..palette import OKABE_ITO, Style
-from .base import PATTERN, axis_key, centred_note, figure, grid, panel_layout, pin_title, style_or_default, wrap_to
+from .base import (CHAR_EM, PATTERN, TABLE_WIDTH, axis_key, centred_note, figure, grid, panel_layout, pin_title,
+                   style_or_default, wrap_to)
 from .gap import keyless
 from .provenance import traffic
 
@@ -30,7 +32,7 @@ METHOD_COLOURS = (OKABE_ITO["vermillion"], OKABE_ITO["blue"], OKABE_ITO["bluish_
 # and a fill pattern each, in the same order: a greyscale printout tells the methods apart
 METHOD_PATTERNS = ("", "/", ".", "x", "\\", "+", "-")
 STACK_BELOW = 1000      # a figure narrower than this (pixels) draws the losses under the stages
-LEGEND_ROOM = 36        # pixels under the axes' titles for the key of methods (one row)
+LEGEND_ROOM = 36        # pixels under the axes' titles for one row of the key of methods
 LOSSES = tuple(f"lost: {k}" for k in REACHED[:-1]) + tuple(f"short: {k.replace('_', ' ')}" for k in SHORT)
 LOSS_WHY = tuple(LOST_HELP[k] for k in REACHED[:-1]) + tuple(SHORT_HELP[k] for k in SHORT)
 FUNNEL_TITLE = "conversion funnel: drafting cycles at each stage of the semantic key"
@@ -141,8 +143,10 @@ def funnel_spec(source: dict | Iterable[RequestTrace], methods: list[str] | None
     plots = max(s.height - 10, len(STAGES) * row) if not stacked else (len(STAGES) + len(LOSSES)) * row + 60
     # the key at the figure's foot, under the axes' titles: placed by the plot's height (y -0.12 of
     # it), it overprinted "drafting cycles" in the app, whose plot is shorter than an export's
-    layout = panel_layout(s, title, height=plots + top + LEGEND_ROOM, barmode="group", bargap=0.25,
-                          margin={"l": 40, "r": 10, "t": top, "b": 40 + LEGEND_ROOM},
+    # (as many rows as its entries take across the width: a wrapped key grows up from the foot)
+    room = LEGEND_ROOM * legend_rows(names, s)
+    layout = panel_layout(s, title, height=plots + top + room, barmode="group", bargap=0.25,
+                          margin={"l": 40, "r": 10, "t": top, "b": 40 + room},
                           legend={"title": {"text": "method"}, "orientation": "h", "yref": "container", "y": 0,
                                   "yanchor": "bottom", "x": 0},
                           **axes)
@@ -168,6 +172,14 @@ GLOSSARY_WORDS = ("A *record* is one past position in the store (an earlier requ
                   "followed by the token just written. *Right* means the token that actually came next here "
                   "(the verifier's own; in a replay, the recording's). *lost:* rows count cycles whose right "
                   "record got no node; *short:* rows, cycles that accepted fewer tokens than the right record held.")
+
+
+def legend_rows(names: list[str], s: Style) -> int:
+    """The rows a horizontal key of ``names`` (after its title "method") takes across the figure:
+    each entry its text, swatch and padding (the app's figure taken as :data:`TABLE_WIDTH` wide,
+    its narrowest), with a little slack for plotly's own packing."""
+    px = sum(len(n) * CHAR_EM * s.font_size + 45 for n in ["method", *names])
+    return max(1, math.ceil(1.1 * px / ((s.width or TABLE_WIDTH) - 50)))
 
 
 def funnel_glossary() -> str:

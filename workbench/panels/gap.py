@@ -219,7 +219,7 @@ def gap_cells(request: RequestTrace, cycle: int | None = None, moment: tuple[int
                      span is not None and span[0] <= k < span[1], marks[k] if marks else None,
                      marks is not None and k == 0 and lab in GAP_KINDS, tuple(got[k]) if k < len(got) else (),
                      None if reach is None or k == 0 or reach[k] is None else bool(reach[k]),
-                     moment is not None and moment[0] <= k < moment[1], k in asked)
+                     moment is not None and moment[0] <= k < moment[1], asked is None or k in asked)
              for k, lab in enumerate(labels)]
     counts = {g: labels.count(g) for g in dict.fromkeys(list(GAP_LABELS) + list(labels))}
     drafter = None
@@ -233,12 +233,15 @@ def gap_cells(request: RequestTrace, cycle: int | None = None, moment: tuple[int
                     keyless=keyless(request.method, request))
 
 
-def asked_positions(request: RequestTrace) -> set[int]:
-    """The output positions a cycle's lookup was asked for: each cycle's first committed token (the
-    one after its root). The drafter's key is marked at every gap token (what it would find asked
-    there); only at these did a cycle ask, and only their cycle's neighbour table shows it."""
+def asked_positions(request: RequestTrace) -> set[int] | None:
+    """The output positions a drafting cycle's lookup was keyed for: each such cycle's first
+    committed token (the one after its root; not the prefill's). The drafter's key is marked at
+    every gap token (what it would find asked there); only at these could a cycle's lookup have
+    been asked. None where the trace has no cycle records (it does not say)."""
+    if not request.cycles:
+        return None
     starts = accumulate((len(c.committed) for c in request.cycles), initial=0)
-    return {k for k, c in zip(starts, request.cycles) if c.committed}
+    return {k for k, c in zip(starts, request.cycles) if c.committed and c.tokens}
 
 
 def cell_hover(c: GapCell, method: str = "") -> str:
@@ -306,9 +309,9 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
             # (its key swatch is a square, as the moment's bar's is: the name says where each lies)
             "name": f"band across the top: {DRAFTER_MARK} ({g.drafter.marked} of {g.drafter.gaps} gap tokens)",
             "marker": {"color": "#111111", "line": {"width": 0.5, "color": "white"}}, "showlegend": True,
-            "hovertext": [f"token {c.index}: {esc(c.text)}<br>"
-                          f"{html.escape(DRAFTER_MARK + ': ' + DRAFTER_EXPLANATION, quote=False)}"
-                          for c in marked] or None,
+            "hovertext": [f"token {c.index}: {esc(c.text)}<br>" + html.escape(
+                              DRAFTER_MARK + ("" if c.asked else f", {DRAFTER_UNASKED}") + ": " + DRAFTER_EXPLANATION,
+                              quote=False) for c in marked] or None,
             "hoverinfo": "text", "meta": "drafter"})
     under = [c for c in g.cells if c.moment]
     if under:

@@ -50,8 +50,8 @@ class GapMoment:
     lexical: int = 0     # tokens of the run an exact-match source delivered in this trace: the labels'
                          # pool is earlier outputs only, and the drafters also copy the prompt and this output
     exact_only: int = 0  # ... of those, tokens no other source (the semantic key) delivered too
-    unasked: int = 0     # of the tokens the drafter's key reaches, those no cycle's lookup was asked for
-                         # (gap.asked_positions): no neighbour table shows what reached them
+    unasked: int = 0     # of the tokens the drafter's key reaches, those no cycle's lookup was keyed for
+                         # (gap.asked_positions): their mark says what a lookup there would have found
 
     @property
     def key(self) -> str:
@@ -109,7 +109,8 @@ def gap_moments(request: RequestTrace | None, labels: tuple[str, ...] = MOMENT_L
             won = [i for i in sem if rivals[i]]
             shown = (won or sem or [k])[0]
             drafted = [x for x in marks[k:j] if x is not None] if marks is not None else []
-            unasked = sum(1 for i in range(k, j) if marks is not None and marks[i] and i not in asked)
+            unasked = sum(1 for i in range(k, j) if marks is not None and marks[i] and asked is not None
+                          and i not in asked)
             lexical = [set(sources[i]) for i in range(k, j) if i < len(sources) and lex & set(sources[i])]
             out.append(GapMoment(lab[k], k, j, text, where[shown] if shown < len(where) else None, len(sem),
                                  len(won), max(rivals.values(), default=0), sum(drafted) if drafted else None,
