@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -29,13 +28,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oilbird.evaluation.intervals import pooled_ratio, unit_of  # noqa: E402
 
 
-def per_conversation(rows: list[dict]) -> dict[str, float]:
-    tokens, forwards = defaultdict(int), defaultdict(int)
+def conversation_sums(rows: list[dict]) -> dict[str, list[int]]:
+    """[tokens, forwards] of each conversation's turns, in the order they were replayed."""
+    out: dict[str, list[int]] = {}
     for r in rows:
-        conv = unit_of(r, replay=True)
-        tokens[conv] += r["tokens"]
-        forwards[conv] += r["forwards"]
-    return {c: tokens[c] / forwards[c] for c in tokens if forwards[c]}
+        t = out.setdefault(unit_of(r, replay=True), [0, 0])
+        t[0] += r["tokens"]
+        t[1] += r["forwards"]
+    return out
+
+
+def per_conversation(rows: list[dict]) -> dict[str, float]:
+    return {c: t / f for c, (t, f) in conversation_sums(rows).items() if f}
 
 
 def block_interval(a_rows: list[dict], b_rows: list[dict], first: int, last: int) -> str:
@@ -53,14 +57,7 @@ def block_interval(a_rows: list[dict], b_rows: list[dict], first: int, last: int
 def pooled_blocks(a_rows: list[dict], b_rows: list[dict], size: int) -> list[tuple[int, int, float]]:
     """Tau A / tau B pooled over each block of ``size`` conversations, in the order A's turns were
     replayed: (first, last conversation number from 1, ratio)."""
-    def sums(rows):
-        out: dict[str, list[int]] = {}
-        for r in rows:
-            t = out.setdefault(unit_of(r, replay=True), [0, 0])
-            t[0] += r["tokens"]
-            t[1] += r["forwards"]
-        return out
-    A, B = sums(a_rows), sums(b_rows)
+    A, B = conversation_sums(a_rows), conversation_sums(b_rows)
     order = [c for c in A if c in B]
     blocks = []
     for i in range(0, len(order), size):

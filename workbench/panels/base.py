@@ -10,6 +10,7 @@ about traces.
 from __future__ import annotations
 
 import html
+import math
 import re
 import textwrap
 
@@ -127,6 +128,23 @@ def panel_layout(s: Style, title: str, height: int | None = None, **extra) -> di
         lay["width"] = s.width
     lay.update(extra)
     return lay
+
+
+def title_height(title: str, s: Style) -> float:
+    """Pixels from a figure's top to the foot of its ``title``'s lines (pinned: :func:`pin_title`):
+    plotly spaces them by the title's font, a smaller span's lines too (:data:`TITLE_LINE`)."""
+    return 26 + TITLE_LINE * (s.font_size + 2) * (title.count("<br>") + 1)
+
+
+def key_entry_px(s: Style, name: str) -> float:
+    """Pixels one entry of a horizontal key takes: its text, swatch and padding."""
+    return len(name) * CHAR_EM * s.font_size + 45
+
+
+def key_rows(names: list[str], s: Style, across: float) -> int:
+    """Rows a horizontal key of ``names`` takes across ``across`` pixels, with a little slack for
+    plotly's own packing (it wraps a key that does not fit; a figure must leave room for the rows)."""
+    return math.ceil(1.1 * sum(key_entry_px(s, x) for x in names) / across)
 
 
 def pin_title(layout: dict, top: int = 26) -> dict:

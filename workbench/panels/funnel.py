@@ -12,7 +12,6 @@ the hover says each stage's share of the cycles and of the stage above.
 from __future__ import annotations
 
 import html
-import math
 from typing import Callable, Iterable
 
 import plotly.graph_objects as go
@@ -21,7 +20,7 @@ from oilbird.evaluation.funnel import LOST_HELP, REACHED, SHORT, SHORT_HELP, STA
 from oilbird.trace import RequestTrace
 
 from ..palette import OKABE_ITO, Style
-from .base import (CHAR_EM, PATTERN, TABLE_WIDTH, axis_key, centred_note, figure, grid, panel_layout, pin_title,
+from .base import (PATTERN, TABLE_WIDTH, axis_key, centred_note, figure, grid, key_rows, panel_layout, pin_title,
                    style_or_default, wrap_to)
 from .gap import keyless
 from .provenance import traffic
@@ -178,8 +177,7 @@ def legend_rows(names: list[str], s: Style) -> int:
     """The rows a horizontal key of ``names`` (after its title "method") takes across the figure:
     each entry its text, swatch and padding (the app's figure taken as :data:`TABLE_WIDTH` wide,
     its narrowest), with a little slack for plotly's own packing."""
-    px = sum(len(n) * CHAR_EM * s.font_size + 45 for n in ["method", *names])
-    return max(1, math.ceil(1.1 * px / ((s.width or TABLE_WIDTH) - 50)))
+    return max(1, key_rows(["method", *names], s, (s.width or TABLE_WIDTH) - 50))
 
 
 def funnel_glossary() -> str:

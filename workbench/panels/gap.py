@@ -244,6 +244,12 @@ def asked_positions(request: RequestTrace) -> set[int] | None:
     return {k for k, c in zip(starts, request.cycles) if c.committed and c.tokens}
 
 
+def marked_words(c: GapCell) -> str:
+    """A marked cell's mark in words: the drafter's key reaches it, and, where no cycle asked for
+    that token (:attr:`GapCell.asked`), that it would have (the band's hover, the outlined line)."""
+    return DRAFTER_MARK + ("" if c.asked else f", {DRAFTER_UNASKED}")
+
+
 def cell_hover(c: GapCell, method: str = "") -> str:
     """A cell's label in words, at a gap position whether the drafter's key reaches it, and what
     ``method``'s drafter did there (the label is the output's; this answers why it missed)."""
@@ -309,9 +315,9 @@ def gap_strip_spec(request: RequestTrace, cycle: int | None = None, style: Style
             # (its key swatch is a square, as the moment's bar's is: the name says where each lies)
             "name": f"band across the top: {DRAFTER_MARK} ({g.drafter.marked} of {g.drafter.gaps} gap tokens)",
             "marker": {"color": "#111111", "line": {"width": 0.5, "color": "white"}}, "showlegend": True,
-            "hovertext": [f"token {c.index}: {esc(c.text)}<br>" + html.escape(
-                              DRAFTER_MARK + ("" if c.asked else f", {DRAFTER_UNASKED}") + ": " + DRAFTER_EXPLANATION,
-                              quote=False) for c in marked] or None,
+            "hovertext": [f"token {c.index}: {esc(c.text)}<br>"
+                          f"{html.escape(marked_words(c) + ': ' + DRAFTER_EXPLANATION, quote=False)}"
+                          for c in marked] or None,
             "hoverinfo": "text", "meta": "drafter"})
     under = [c for c in g.cells if c.moment]
     if under:
@@ -444,8 +450,7 @@ def now_words(g: GapStrip) -> list[tuple[list[str], str]]:
     said: list[tuple[list[str], str]] = []
     for c in now[:NOW_SHOWN]:
         words = GAP_DESCRIPTIONS.get(c.label, c.label) + (
-            "" if c.drafter is None else f"; {DRAFTER_MARK if c.drafter else DRAFTER_UNMARKED}") + (
-            f", {DRAFTER_UNASKED}" if c.drafter and not c.asked else "")
+            "" if c.drafter is None else f"; {marked_words(c) if c.drafter else DRAFTER_UNMARKED}")
         if said and said[-1][1] == words:
             said[-1][0].append(visible(c.text))
         else:

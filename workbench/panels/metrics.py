@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 from oilbird.trace import RequestTrace
 
 from ..palette import STAGE_COLOURS, STAGE_PATTERNS, STAGES, Style, shown_sources
-from .base import (CURSOR, PATTERN, SHARE_TITLE, TITLE_LINE, axis_key, figure, grid, label_of, panel_layout, pin_title,
-                   style_or_default, vline, wrap_html)
+from .base import (CURSOR, PATTERN, SHARE_TITLE, axis_key, figure, grid, label_of, panel_layout, pin_title,
+                   style_or_default, title_height, vline, wrap_html)
 from .provenance import accepted_share, is_replay, local_model, sampling_note, sole_share, verdict_text
 
 
@@ -89,7 +89,7 @@ def metrics_spec(request: RequestTrace, cycle: int | None = None, style: Style |
              + wrap_html(whose, s, s.font_size, quote=False) + "</span>")
     # its lines pinned to the top (plotly spaces them by the title's font, whatever a span's), then
     # the subplots' titles: a title wrapped to four lines at 700 px had sunk onto them
-    top = round(26 + TITLE_LINE * (s.font_size + 2) * (title.count("<br>") + 1) + 40)
+    top = round(title_height(title, s) + 40)
     layout = panel_layout(s, title, height=max(s.height, 410 + top), barmode="stack", shapes=shapes,
                      margin={"l": 40, "r": 10, "t": top, "b": 40},
                      legend={"title": {"text": stage_key}, "x": 1.01, "y": 0.0, "yanchor": "bottom"}, **axes)

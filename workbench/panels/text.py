@@ -17,8 +17,8 @@ import plotly.graph_objects as go
 from oilbird.trace import RequestTrace, lexical_sources
 
 from ..palette import BONUS, Style, ink, primary_source, shown_sources
-from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, CHAR_EM, TITLE_LINE, centred_note, esc, figure, label_of,
-                   legend_marker, panel_layout, pin_title, style_or_default, visible, wrap_html, wrap_to)
+from .base import (BY_PRIMARY, BY_PRIMARY_STATIC, CHAR_EM, centred_note, esc, figure, label_of,
+                   legend_marker, panel_layout, pin_title, style_or_default, title_height, visible, wrap_html, wrap_to)
 from .provenance import committed_upto, is_replay, replay_note, token_cycles, token_sources
 
 # each token's underline, in its source's colour, by a line style that tells apart the sources
@@ -122,7 +122,7 @@ def text_spec(request: RequestTrace, cycle: int | None = None, style: Style | No
     title = head + "".join(f"{small}{html.escape(n, quote=False)}</span>" for n in notes)
     # the title's lines pinned to the top and the text below them (plotly spaces a title's lines by
     # its own font: the notes' smaller one sank onto the text once wrapped at 700 px)
-    top = round(26 + TITLE_LINE * (s.font_size + 2) * (title.count("<br>") + 1) + 8)
+    top = round(title_height(title, s) + 8)
     lay = panel_layout(s, title, height=max(170, 120 + 24 * n_rows) + top - 50,
                        annotations=[] if cells else [centred_note("no tokens committed yet")],
                        legend={"orientation": "h", "y": -0.02, "yanchor": "top"},

@@ -9,7 +9,6 @@ sources a caller asks to keep in the key (``keyed``).
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Iterable
 
 import networkx as nx
@@ -19,8 +18,8 @@ from oilbird.trace import CycleTrace
 
 from ..palette import (ALL_SOURCES, BONUS, MULTI_SOURCE_RING, ROOT, SELECTION_RING, STATUS_STYLES, Style,
                        primary_source, shown_sources, source_label, source_symbol)
-from .base import (CHAR_EM, centred_note, esc, figure, label_of, legend_marker, panel_layout, pin_title, price,
-                   style_or_default, wrap_html)
+from .base import (CHAR_EM, centred_note, esc, figure, key_entry_px, key_rows, label_of, legend_marker, panel_layout,
+                   pin_title, price, style_or_default, wrap_html)
 from .provenance import LIVE_RUN, REPLAYED, bonus_committed, committed_drafts, verdict_parts
 
 
@@ -328,17 +327,12 @@ def tree_spec(cycle: CycleTrace, selection: int | None = None, style: Style | No
 KEY_BELOW = 1000     # a tree figure narrower than this (pixels) has its key under the plot
 
 
-def _key_entry_px(s: Style, name: str) -> float:
-    return len(name) * CHAR_EM * s.font_size + 45           # its text, swatch and padding
-
-
 def _key_below(s: Style, keyed_names: list[str]) -> int:
     """The pixels a key under the plot takes (0: beside it, as in the app and wide exports): its
     entries' rows across the figure's width, with a little slack for plotly's own packing."""
     if not s.width or s.width >= KEY_BELOW:
         return 0
-    rows = math.ceil(1.1 * sum(_key_entry_px(s, x) for x in keyed_names) / (s.width - 40))
-    return rows * (s.font_size + 10) + 8
+    return key_rows(keyed_names, s, s.width - 40) * (s.font_size + 10) + 8
 
 
 def _chars_across(s: Style, keyed_names: list[str], key_below: int = 0) -> float:
@@ -348,7 +342,7 @@ def _chars_across(s: Style, keyed_names: list[str], key_below: int = 0) -> float
     each other)."""
     if not s.width:
         return LABEL_CHARS_ACROSS
-    key = 0 if key_below else max(_key_entry_px(s, x) for x in keyed_names)
+    key = 0 if key_below else max(key_entry_px(s, x) for x in keyed_names)
     return (s.width - 50 - key) / (CHAR_EM * (s.font_size - 1))
 
 
